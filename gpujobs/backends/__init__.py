@@ -1,0 +1,51 @@
+"""Backends, found lazily by name (or the ``gpujobs.backends`` entry-point group).
+
+Backends never import each other; the core never imports a backend at import time.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from functools import lru_cache
+
+from ..errors import SpecError
+from .base import Backend
+
+_BUILTIN = {
+    "local": "gpujobs.backends.local:LocalBackend",
+    "kubernetes": "gpujobs.backends.kubernetes:KubernetesBackend",
+}
+_ALIASES = {"k8s": "kubernetes", "kube": "kubernetes"}
+
+
+def default_backend_name() -> str:
+    """``GPUJOBS_BACKEND``, then the config file's ``backend``, else ``local``."""
+    name = os.environ.get("GPUJOBS_BACKEND")
+    if not name:
+        from ..config import load_config
+        name = load_config().get("backend") or "local"
+    return name
+
+
+def _available() -> dict[str, str]:
+    found = dict(_BUILTIN)
+    try:
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="gpujobs.backends"):
+            found.setdefault(ep.name, ep.value)
+    except Exception:
+        pass
+    return found
+
+
+@lru_cache(maxsize=None)
+def get_backend(name: str | None = None) -> Backend:
+    """The backend instance for ``name`` (shared per process)."""
+    name = _ALIASES.get(name or default_backend_name(), name or default_backend_name())
+    table = _available()
+    if name not in table:
+        raise SpecError("backend", f"unknown backend {name!r}",
+                        f"use one of {', '.join(sorted(table))}")
+    module, _, attr = table[name].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls()

@@ -1,0 +1,188 @@
+"""A gang: the rank processes of one job on this machine.
+
+The launcher hosts the torch.distributed TCPStore itself (as torchrun's agent
+does), so ranks never wait for rank 0 to open it; ranks run
+``python -m gpujobs.runner`` in their own process group with per-rank log files;
+any rank failing tears the whole gang down.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+
+@dataclass
+class GangExit:
+    """How a gang ended. ``failed_rank`` is the first rank that failed (None on success)."""
+    ok: bool
+    returncodes: dict[int, int]
+    failed_rank: int | None = None
+    message: str = ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def describe_returncode(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass
+class Gang:
+    """Start, watch and stop the ranks of one job.
+
+    ``devices[r]`` lists the GPU indices of rank r (CUDA_VISIBLE_DEVICES); None means CPU ranks.
+    """
+    job_id: str
+    job_dir: Path
+    framework: str
+    world_size: int
+    key_file: Path
+    devices: Sequence[Sequence[int]] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    return_all: bool = False
+    restarts: int = 0
+    python: str = sys.executable
+    procs: dict[int, subprocess.Popen] = field(default_factory=dict)
+    _store: object = None
+    _log_files: list = field(default_factory=list)
+
+    @property
+    def result_dir(self) -> Path:
+        return self.job_dir / "results"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.job_dir / "logs"
+
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update({
+            "GPUJOBS_JOB_ID": self.job_id,
+            "GPUJOBS_FRAMEWORK": self.framework,
+            "GPUJOBS_PAYLOAD": str(self.job_dir / "payload.bin"),
+            "GPUJOBS_KEY_FILE": str(self.key_file),
+            "GPUJOBS_RESULT_SINK": f"dir:{self.result_dir}",
+            "GPUJOBS_RETURN_ALL": "1" if self.return_all else "0",
+            "GPUJOBS_CHECKPOINT_DIR": str(self.job_dir / "checkpoint"),
+            "GPUJOBS_RESTARTS": str(self.restarts),
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.pop("GPUJOBS_KEY", None)
+        if self.devices is None:
+            env["GPUJOBS_DEVICE"] = "cpu"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        return env
+
+    def _host_store(self, env: dict[str, str]) -> None:
+        """Open the TCPStore here so no rank waits for rank 0 to create it."""
+        try:
+            from torch.distributed import TCPStore
+        except ImportError:
+            return
+        self._store = TCPStore("127.0.0.1", 0, self.world_size, is_master=True,
+                               wait_for_workers=False)
+        env["MASTER_ADDR"] = "127.0.0.1"
+        env["MASTER_PORT"] = str(self._store.port)
+        env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+        env["TORCHELASTIC_RESTART_COUNT"] = str(self.restarts)
+
+    def start(self) -> None:
+        for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
+            d.mkdir(parents=True, exist_ok=True)
+        for stale in self.result_dir.glob("outcome-*"):
+            stale.unlink()  # a requeued gang starts clean; checkpoints stay
+        base = self._base_env()
+        if self.framework in ("ddp", "fsdp"):
+            base.setdefault("MASTER_ADDR", "127.0.0.1")
+            self._host_store(base)
+            base.setdefault("MASTER_PORT", str(free_port()))
+        base["WORLD_SIZE"] = str(self.world_size)
+        base["LOCAL_WORLD_SIZE"] = str(self.world_size)
+        for rank in range(self.world_size):
+            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
+            if self.devices is not None:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices[rank]))
+            log = open(self.log_dir / f"rank-{rank}.log", "ab", buffering=0)
+            self._log_files.append(log)
+            self.procs[rank] = subprocess.Popen(
+                [self.python, "-m", "gpujobs.runner"], env=env, stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                cwd=os.getcwd())
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs.values()]
+
+    def poll(self) -> GangExit | None:
+        """None while running; a GangExit once all ranks ended, or one failed (others torn down)."""
+        codes = {r: p.poll() for r, p in self.procs.items()}
+        failed = [r for r, c in codes.items() if c not in (None, 0)]
+        if failed:
+            first = min(failed, key=lambda r: (self._exit_order(r), r))
+            self.terminate(grace=2.0)
+            codes = {r: p.returncode for r, p in self.procs.items()}
+            return self._finish(GangExit(False, codes, first,
+                                         f"rank {first} {describe_returncode(codes[first])}"))
+        if all(c == 0 for c in codes.values()):
+            return self._finish(GangExit(True, codes))
+        return None
+
+    def _exit_order(self, rank: int) -> int:
+        # Prefer the rank that wrote an exception outcome: it is the cause, others are collateral.
+        return 0 if (self.result_dir / f"outcome-{rank}.bin").exists() else 1
+
+    def wait(self, timeout: float | None = None, interval: float = 0.05) -> GangExit | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            done = self.poll()
+            if done is not None:
+                return done
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(interval)
+
+    def signal_all(self, sig: int) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def terminate(self, grace: float = 5.0) -> None:
+        """SIGTERM every rank's process group, SIGKILL what is left after ``grace`` seconds."""
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs.values()):
+            time.sleep(0.02)
+        self.signal_all(signal.SIGKILL)
+        for p in self.procs.values():
+            p.wait()
+            try:  # children the rank left behind in its group
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _finish(self, result: GangExit) -> GangExit:
+        for log in self._log_files:
+            log.close()
+        self._log_files.clear()
+        self._store = None
+        return result

@@ -1,0 +1,71 @@
+"""The on-disk layout of one local job (payload, key, results, logs, checkpoints)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+from ...payload import new_key, seal
+
+
+class JobDir:
+    """``$GPUJOBS_HOME/jobs/<id>/``: spec.json, payload.bin, key (0600), results/, logs/, checkpoint/."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    @property
+    def key_file(self) -> Path:
+        return self.root / "key"
+
+    @property
+    def result_dir(self) -> Path:
+        return self.root / "results"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.root / "checkpoint"
+
+    def create(self, spec_dict: dict, payload: bytes) -> bytes:
+        """Write everything a gang needs; return the job's HMAC key."""
+        self.root.mkdir(parents=True, exist_ok=False)
+        for d in (self.result_dir, self.log_dir, self.checkpoint_dir):
+            d.mkdir()
+        key = new_key()
+        fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(key.hex().encode())
+        (self.root / "payload.bin").write_bytes(seal(payload, key) if payload else b"")
+        (self.root / "spec.json").write_text(json.dumps(spec_dict))
+        return key
+
+    def key(self) -> bytes:
+        return bytes.fromhex(self.key_file.read_text().strip())
+
+    def outcomes(self) -> dict[int, bytes]:
+        out = {}
+        for p in self.result_dir.glob("outcome-*.bin"):
+            m = re.match(r"outcome-(\d+)\.bin$", p.name)
+            if m:
+                out[int(m.group(1))] = p.read_bytes()
+        return out
+
+    def log_files(self, rank: int | None = None) -> list[tuple[int, Path]]:
+        files = []
+        for p in self.log_dir.glob("rank-*.log"):
+            r = int(p.stem.split("-")[1])
+            if rank is None or r == rank:
+                files.append((r, p))
+        return sorted(files)
+
+    def read_logs(self, rank: int | None = None) -> Iterator[str]:
+        for r, path in self.log_files(rank):
+            with open(path, "r", errors="replace") as fh:
+                for line in fh:
+                    yield f"[rank {r}] {line if line.endswith(chr(10)) else line + chr(10)}"

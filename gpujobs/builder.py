@@ -1,0 +1,227 @@
+"""The fluent builder: ``gpujobs.job(fn, *args).ddp(...).queue(...).submit()``.
+
+Every method returns a new builder (builders are immutable and reusable);
+``.spec()`` validates and returns the :class:`JobSpec`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from .errors import SpecError
+from .spec import JobSpec, SecretRef, Volume, check_count
+
+
+class JobBuilder:
+    """Collects job options; nothing is checked against a backend until submit()."""
+
+    def __init__(self, fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any):
+        self._fields: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs}
+
+    def _with(self, **changes: Any) -> "JobBuilder":
+        new = JobBuilder.__new__(JobBuilder)
+        new._fields = {**self._fields, **changes}
+        return new
+
+    # ------------------------------------------------------------ frameworks
+    def ddp(self, nodes: int = 1, gpus_per_node: int | None = None, *, gpus: int | None = None,
+            procs_per_node: int | None = None) -> "JobBuilder":
+        """torch.distributed DDP: one rank per GPU. ``gpus`` = total (split over ``nodes``).
+
+        CPU-only gangs: ``gpus_per_node=0, procs_per_node=N``.
+        """
+        return self._torch("ddp", nodes, gpus_per_node, gpus, procs_per_node)
+
+    def fsdp(self, nodes: int = 1, gpus_per_node: int | None = None, *, gpus: int | None = None,
+             procs_per_node: int | None = None) -> "JobBuilder":
+        """FSDP2: the same gang as ddp; shard with :func:`gpujobs.fsdp.shard`."""
+        return self._torch("fsdp", nodes, gpus_per_node, gpus, procs_per_node)
+
+    def _torch(self, framework: str, nodes: int, gpus_per_node: int | None, gpus: int | None,
+               procs_per_node: int | None) -> "JobBuilder":
+        check_count("nodes", nodes)
+        if gpus is not None and gpus_per_node is not None:
+            raise SpecError("gpus", "both gpus and gpus_per_node were given", "pass one of them")
+        if gpus is not None:
+            check_count("gpus", gpus)
+            if gpus % nodes:
+                raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
+                                f"use a multiple of nodes, e.g. gpus={nodes * max(1, gpus // nodes)}")
+            gpus_per_node = gpus // nodes
+        if gpus_per_node is None:
+            gpus_per_node = 1
+        check_count("gpus_per_node", gpus_per_node, minimum=0)
+        if gpus_per_node == 0:
+            if procs_per_node is None:
+                raise SpecError("procs_per_node", "a CPU-only gang (gpus_per_node=0) needs a rank count",
+                                "pass procs_per_node=N")
+            check_count("procs_per_node", procs_per_node)
+            return self._with(framework=framework, nodes=nodes, procs_per_node=procs_per_node,
+                              gpus_per_proc=0)
+        if procs_per_node not in (None, gpus_per_node):
+            raise SpecError("procs_per_node", f"{framework} runs one rank per GPU "
+                            f"({gpus_per_node} per node), not {procs_per_node}", "drop procs_per_node")
+        return self._with(framework=framework, nodes=nodes, procs_per_node=gpus_per_node,
+                          gpus_per_proc=1)
+
+    def ray(self, workers: int = 1, gpus_per_worker: int = 1, cpus_per_worker: float = 1.0) -> "JobBuilder":
+        """A Ray cluster of ``workers`` workers; ``fn`` runs as the driver."""
+        check_count("workers", workers)
+        check_count("gpus_per_worker", gpus_per_worker, minimum=0)
+        return self._with(framework="ray", nodes=workers, procs_per_node=1,
+                          gpus_per_proc=gpus_per_worker, cpus_per_proc=cpus_per_worker)
+
+    def mpi(self, ranks: int = 1, gpus_per_rank: int = 1, ranks_per_node: int | None = None) -> "JobBuilder":
+        """MPI (mpi4py): ``fn`` runs in every rank with COMM_WORLD ready."""
+        check_count("ranks", ranks)
+        check_count("gpus_per_rank", gpus_per_rank, minimum=0)
+        per_node = ranks if ranks_per_node is None else check_count("ranks_per_node", ranks_per_node)
+        if ranks % per_node:
+            raise SpecError("ranks_per_node", f"{per_node} does not divide ranks={ranks}",
+                            f"use a divisor of {ranks}, e.g. ranks_per_node="
+                            f"{max(d for d in range(1, per_node + 1) if ranks % d == 0)}")
+        return self._with(framework="mpi", nodes=ranks // per_node, procs_per_node=per_node,
+                          gpus_per_proc=gpus_per_rank)
+
+    # ------------------------------------------------------------- placement
+    def queue(self, name: str) -> "JobBuilder":
+        return self._with(queue=name)
+
+    def priority(self, name: str) -> "JobBuilder":
+        return self._with(priority=name)
+
+    def image(self, image: str) -> "JobBuilder":
+        return self._with(image=image)
+
+    def name(self, name: str) -> "JobBuilder":
+        return self._with(name=name)
+
+    def env(self, **variables: str) -> "JobBuilder":
+        merged = dict(self._fields.get("env", ()))
+        merged.update(variables)
+        return self._with(env=tuple(merged.items()))
+
+    def secret_env(self, **refs: tuple[str, str]) -> "JobBuilder":
+        """Environment from Secrets, by reference only: ``.secret_env(TOKEN=("hf", "token"))``."""
+        merged = dict(self._fields.get("secret_env", ()))
+        for k, ref in refs.items():
+            if not (isinstance(ref, tuple) and len(ref) == 2):
+                raise SpecError(f"secret_env[{k}]", f"expected (secret, key), got {ref!r}",
+                                f"use .secret_env({k}=('secret-name', 'key'))")
+            merged[k] = SecretRef(*ref)
+        return self._with(secret_env=tuple(merged.items()))
+
+    def resources(self, cpus_per_proc: float | None = None, memory: str | None = None,
+                  gpu_resource: str | None = None) -> "JobBuilder":
+        changes: dict[str, Any] = {}
+        if cpus_per_proc is not None:
+            changes["cpus_per_proc"] = cpus_per_proc
+        if memory is not None:
+            changes["memory_per_proc"] = memory
+        if gpu_resource is not None:
+            changes["gpu_resource"] = gpu_resource
+        return self._with(**changes)
+
+    def mig(self, profile: str) -> "JobBuilder":
+        """Request a MIG slice per rank, e.g. ``.mig("1g.10gb")`` → ``nvidia.com/mig-1g.10gb``."""
+        return self._with(gpu_resource=f"nvidia.com/mig-{profile}")
+
+    def on(self, backend: str, **options: Any) -> "JobBuilder":
+        """Choose the backend ("local", "kubernetes"); options: namespace=, kind=, volcano=."""
+        return self._with(backend=backend, **options)
+
+    def kubernetes(self, *, namespace: str | None = None, kind: str | None = None,
+                   volcano: str | None = None, volcano_queue: str | None = None) -> "JobBuilder":
+        opts = {k: v for k, v in dict(namespace=namespace, kind=kind, volcano=volcano,
+                                       volcano_queue=volcano_queue).items() if v is not None}
+        return self._with(backend="kubernetes", **opts)
+
+    def topology(self, required: str | None = None, preferred: str | None = None) -> "JobBuilder":
+        """Keep the gang in one topology domain (a node label such as a rack or block)."""
+        return self._with(topology_required=required, topology_preferred=preferred)
+
+    def node_selector(self, **labels: str) -> "JobBuilder":
+        return self._with(node_selector=tuple({**dict(self._fields.get("node_selector", ())),
+                                               **labels}.items()))
+
+    def tolerations(self, *tolerations: Mapping[str, Any]) -> "JobBuilder":
+        return self._with(tolerations=tuple(tolerations))
+
+    def volume(self, claim: str, mount_path: str = "/mnt/data") -> "JobBuilder":
+        return self._with(volume=Volume(claim, mount_path))
+
+    def return_all(self, value: bool = True) -> "JobBuilder":
+        return self._with(return_all=value)
+
+    def options(self, **fields: Any) -> "JobBuilder":
+        """Set any JobSpec field directly (e.g. grace_period_s=60, max_payload_bytes=…)."""
+        known = {f.name for f in dataclasses.fields(JobSpec)}
+        for k in fields:
+            if k not in known or k.startswith("_"):
+                raise SpecError(k, "is not a job option",
+                                f"use one of {', '.join(sorted(x for x in known if not x.startswith('_')))}")
+        return self._with(**fields)
+
+    # ---------------------------------------------------------------- output
+    def spec(self) -> JobSpec:
+        return JobSpec(**self._fields)
+
+    def render(self, kind: str | None = None) -> list[dict]:
+        """The exact Kubernetes objects submit would create (no cluster needed)."""
+        from .backends import get_backend
+        return get_backend("kubernetes").render(self.spec(), kind=kind)
+
+    def submit(self):
+        from .backends import get_backend
+        from .handle import Job
+        spec = self.spec()
+        backend = get_backend(spec.backend)
+        job_id = backend.submit(spec)
+        return Job(job_id, backend, spec=spec)
+
+
+def job(fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> JobBuilder:
+    """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank."""
+    return JobBuilder(fn, *args, **kwargs)
+
+
+_SUBMIT_OPTIONS = ("framework", "nodes", "queue", "priority", "image", "name", "backend", "env")
+
+
+def submit(fn: Callable[..., Any], *args: Any, gpus: int = 1, nodes: int = 1,
+           framework: str = "ddp", queue: str | None = None, priority: str | None = None,
+           image: str | None = None, name: str | None = None, backend: str | None = None,
+           env: Mapping[str, str] | None = None, **kwargs: Any):
+    """Run ``fn(*args, **kwargs)`` as a gang of ``gpus`` ranks; returns a :class:`Job`."""
+    check_count("gpus", gpus, fix="pass gpus=N with N >= 1 (for CPU-only gangs use "
+                "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")
+    check_count("nodes", nodes)
+    b = JobBuilder(fn, *args, **kwargs)
+    if framework in ("ddp", "fsdp"):
+        b = b._torch(framework, nodes, None, gpus, None)
+    elif framework == "mpi":
+        if gpus % nodes:
+            raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
+                            "use a multiple of nodes")
+        b = b.mpi(ranks=gpus, gpus_per_rank=1, ranks_per_node=gpus // nodes)
+    elif framework == "ray":
+        if gpus % nodes:
+            raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} workers",
+                            "use a multiple of nodes")
+        b = b.ray(workers=nodes, gpus_per_worker=gpus // nodes)
+    else:
+        from .spec import FRAMEWORKS
+        raise SpecError("framework", f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
+    if queue is not None:
+        b = b.queue(queue)
+    if priority is not None:
+        b = b.priority(priority)
+    if image is not None:
+        b = b.image(image)
+    if name is not None:
+        b = b.name(name)
+    if backend is not None:
+        b = b.on(backend)
+    if env:
+        b = b.env(**env)
+    return b.submit()

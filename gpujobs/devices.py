@@ -1,0 +1,49 @@
+"""What accelerators this machine has (NVML), and the one CPU-rank notice."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+_notice_lock = threading.Lock()
+_notice_shown = False
+CPU_NOTICE = ("gpujobs: no GPU found on this machine; each requested GPU runs as a CPU rank "
+              "(torch.distributed with gloo). Set GPUJOBS_LOCAL_GPUS to override.")
+
+
+def nvml_gpu_count() -> int:
+    """GPUs NVML can see (0 when NVML or its library is missing)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def local_gpu_slots() -> tuple[int, bool]:
+    """(slots, real_gpus). ``GPUJOBS_LOCAL_GPUS`` overrides; without GPUs slots are CPU ranks."""
+    found = nvml_gpu_count()
+    override = os.environ.get("GPUJOBS_LOCAL_GPUS")
+    if override:
+        return int(override), found > 0
+    if found:
+        return found, True
+    return max(os.cpu_count() or 1, 4), False
+
+
+def cpu_notice() -> None:
+    """Print the CPU-rank notice once per process."""
+    global _notice_shown
+    with _notice_lock:
+        if not _notice_shown:
+            print(CPU_NOTICE, file=sys.stderr)
+            _notice_shown = True

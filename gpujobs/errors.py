@@ -1,0 +1,130 @@
+"""One exception hierarchy for gpujobs.
+
+Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
+
+    GpuJobsError
+    ├── SpecError (ValueError)          bad input, raised before anything is created
+    │   └── PayloadError                fn/args cannot be serialised or are too large
+    ├── SubmitError                     the backend refused or failed to create the job
+    │   ├── PreflightError              a check before creation failed (queue, CRD, RBAC …)
+    │   └── QuotaError                  the job can never fit its queue
+    ├── BackendError                    the backend misbehaved after submission
+    │   ├── BackendUnavailable          agent / API server cannot be reached
+    │   ├── StateError                  local state directory unreadable or corrupt
+    │   └── KubernetesError             an API call failed (carries the HTTP status)
+    ├── JobError                        the job itself ended badly
+    │   ├── JobFailedError              a rank exited non-zero or was killed (no exception)
+    │   ├── JobCancelledError           the job was cancelled
+    │   ├── JobLostError                the job's processes vanished (agent crash …)
+    │   └── RemoteError                 a remote exception that cannot be re-created locally
+    ├── ResultAuthError                 a result failed its HMAC check: never unpickled
+    └── WaitTimeout (TimeoutError)      result()/wait() timed out; the job keeps running
+
+A remote exception is re-raised as *its own type*; gpujobs adds ``rank`` and
+``remote_traceback`` attributes and a note with the remote traceback.
+"""
+from __future__ import annotations
+
+
+class GpuJobsError(Exception):
+    """Base class of every error gpujobs raises on purpose."""
+
+
+class SpecError(GpuJobsError, ValueError):
+    """Invalid job description. ``field`` names the input, ``fix`` says what to do."""
+
+    def __init__(self, field: str, problem: str, fix: str | None = None):
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        msg = f"{field}: {problem}"
+        if fix:
+            msg += f" (fix: {fix})"
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.field, self.problem, self.fix))
+
+
+class PayloadError(SpecError):
+    """The function or its arguments cannot travel to the ranks."""
+
+
+class SubmitError(GpuJobsError):
+    """The backend could not create the job."""
+
+
+class PreflightError(SubmitError):
+    """A check made before creating anything failed; ``obj`` names what is wrong."""
+
+    def __init__(self, obj: str, message: str):
+        self.obj = obj
+        super().__init__(f"{obj}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.obj, str(self).split(": ", 1)[-1]))
+
+
+class QuotaError(SubmitError):
+    """The job asks for more than its queue could ever give it."""
+
+
+class BackendError(GpuJobsError):
+    """The backend failed after the job was accepted."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend (local agent, API server) cannot be reached."""
+
+
+class StateError(BackendError):
+    """The local state directory is unreadable, unwritable or corrupt."""
+
+
+class KubernetesError(BackendError):
+    """A Kubernetes API call failed."""
+
+    def __init__(self, message: str, status: int | None = None, reason: str | None = None):
+        self.status = status
+        self.reason = reason
+        super().__init__(message)
+
+
+class JobError(GpuJobsError):
+    """The job ended without a result."""
+
+
+class JobFailedError(JobError):
+    """A rank exited with a non-zero code or was killed by a signal."""
+
+    def __init__(self, message: str, rank: int | None = None, exit_code: int | None = None):
+        self.rank = rank
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+class JobCancelledError(JobError):
+    """The job was cancelled before it produced a result."""
+
+
+class JobLostError(JobError):
+    """The job's processes disappeared (for example the local agent was killed)."""
+
+
+class RemoteError(JobError):
+    """A remote exception whose type cannot be re-created in this process."""
+
+    def __init__(self, type_name: str, message: str, rank: int | None = None,
+                 remote_traceback: str = ""):
+        self.type_name = type_name
+        self.rank = rank
+        self.remote_traceback = remote_traceback
+        super().__init__(f"{type_name}: {message}")
+
+
+class ResultAuthError(GpuJobsError):
+    """A result or payload failed authentication; it was not unpickled."""
+
+
+class WaitTimeout(GpuJobsError, TimeoutError):
+    """``result()`` / ``wait()`` ran out of time; the job is still running."""

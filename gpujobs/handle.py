@@ -1,0 +1,129 @@
+"""The Job handle: a future-like view of one job on any backend (after submitit's Job)."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from .backends import get_backend
+from .backends.base import Backend
+from .errors import JobCancelledError, JobFailedError, JobLostError, WaitTimeout
+from .payload import Outcome, open_envelope
+from .status import JobStatus
+
+_UNSET = object()
+
+
+class Job:
+    """A submitted job. ``result()`` blocks; ``status()`` never does."""
+
+    def __init__(self, job_id: str, backend: Backend | str | None = None, spec: Any = None):
+        self.id = job_id
+        self.spec = spec
+        self._backend = backend if isinstance(backend, Backend) else get_backend(backend)
+        self._outcome: Any = _UNSET
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- state
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    def status(self) -> JobStatus:
+        return self._backend.status(self.id)
+
+    def done(self) -> bool:
+        return self.status().terminal
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``."""
+        st = self._backend.wait(self.id, timeout)
+        if not st.terminal:
+            raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running "
+                              f"(job.cancel() stops it)")
+        return st
+
+    # --------------------------------------------------------------- results
+    def _outcomes(self) -> dict[int, Outcome]:
+        key = self._backend.job_key(self.id)
+        return {rank: open_envelope(blob, key) for rank, blob in self._backend.outcomes(self.id).items()}
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception the job ended with (remote exceptions as their own type), or None."""
+        st = self.wait(timeout)
+        outcomes = self._outcomes()
+        failed = sorted((o for o in outcomes.values() if not o.ok), key=lambda o: o.rank)
+        if failed:
+            return failed[0].exception()
+        if st.phase == "succeeded":
+            return None
+        if st.phase == "cancelled":
+            return JobCancelledError(f"job {self.id} was cancelled" +
+                                     (f": {st.message}" if st.message else ""))
+        if st.reason == "lost":
+            return JobLostError(f"job {self.id} was lost: {st.message}")
+        return JobFailedError(f"job {self.id} failed: {st.message or 'no result'}",
+                              exit_code=st.exit_code)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Rank 0's return value (a list by rank with ``return_all``); re-raises remote errors."""
+        exc = self.exception(timeout)
+        if exc is not None:
+            raise exc
+        outcomes = self._outcomes()
+        if len(outcomes) > 1 or self.status().extra.get("return_all"):
+            return [outcomes[r].value for r in sorted(outcomes)]
+        if 0 not in outcomes:
+            raise JobLostError(f"job {self.id} succeeded but rank 0 left no result")
+        return outcomes[0].value
+
+    # ------------------------------------------------------------- the rest
+    def logs(self, follow: bool = False, rank: int | None = None) -> str | Iterator[str]:
+        """All ranks' logs, prefixed ``[rank N]`` (a string; an iterator of lines with follow)."""
+        lines = self._backend.logs(self.id, rank=rank, follow=follow)
+        return lines if follow else "".join(lines)
+
+    def cancel(self) -> None:
+        self._backend.cancel(self.id)
+
+    def subscribe(self, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
+        return self._backend.subscribe(self.id, callback)
+
+    def render(self, kind: str | None = None) -> list[dict]:
+        """The Kubernetes objects for this job's spec (see JobBuilder.render)."""
+        from .backends import get_backend as _get
+        if self.spec is None:
+            raise JobLostError(f"job {self.id}: its spec is not known in this process")
+        return _get("kubernetes").render(self.spec, kind=kind)
+
+    def metrics(self):
+        """Per-rank device samples as a pandas DataFrame (see gpujobs.metrics)."""
+        from .metrics import job_metrics_frame
+        return job_metrics_frame(self)
+
+    def timeline(self) -> list[tuple[float, str, str]]:
+        return [(e.time, e.kind, e.message) for e in self.status().events]
+
+    def __repr__(self) -> str:
+        try:
+            return f"<Job {self.id} {self.status().summary()}>"
+        except Exception:
+            return f"<Job {self.id}>"
+
+    def _repr_html_(self) -> str:
+        from .views.html import render_job_html
+        return render_job_html(self.status())
+
+    def _ipython_display_(self) -> None:
+        from .views import display_job
+        display_job(self)
+
+    def __reduce__(self):
+        return (attach, (self.id, self._backend.name))
+
+
+def attach(job_id: str, backend: str | None = None) -> Job:
+    """A handle to an existing job (e.g. after a kernel restart)."""
+    be = get_backend(backend)
+    be.status(job_id)  # raises if unknown
+    return Job(job_id, be)

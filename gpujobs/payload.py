@@ -1,0 +1,148 @@
+"""Packing calls and results: cloudpickle by value, HMAC-authenticated envelopes.
+
+A packed call is ``cloudpickle.dumps((fn, args, kwargs))``. Results and remote
+exceptions travel back inside an envelope ``MAGIC + hmac_sha256(key, body) + body``
+and are verified *before* anything is unpickled (:func:`open_envelope`).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import pickle
+import secrets
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+
+from .errors import PayloadError, RemoteError, ResultAuthError
+
+MAGIC = b"GPJ1"
+_DIGEST = 32
+
+
+def new_key() -> bytes:
+    """A fresh per-job HMAC key."""
+    return secrets.token_bytes(32)
+
+
+
+def _find_culprit(obj: Any, path: str, depth: int = 0) -> tuple[str, Any] | None:
+    """Depth-first search for the smallest sub-object that cloudpickle refuses."""
+    if depth > 4:
+        return None
+    children: list[tuple[str, Any]] = []
+    if isinstance(obj, (list, tuple)):
+        children = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+    elif isinstance(obj, dict):
+        children = [(f"{path}[{k!r}]", v) for k, v in obj.items()]
+    elif callable(obj) and hasattr(obj, "__code__"):
+        glob = getattr(obj, "__globals__", {})
+        names = obj.__code__.co_names
+        children = [(f"global {n!r} of {obj.__name__}", glob[n]) for n in names if n in glob]
+        if obj.__closure__:
+            children += [(f"closure variable {n!r} of {obj.__name__}", c.cell_contents)
+                         for n, c in zip(obj.__code__.co_freevars, obj.__closure__)]
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        children = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
+    for sub_path, child in children:
+        try:
+            cloudpickle.dumps(child)
+        except Exception:
+            return _find_culprit(child, sub_path, depth + 1) or (sub_path, child)
+    return None
+
+
+def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int) -> bytes:
+    """cloudpickle ``(fn, args, kwargs)``; raise PayloadError naming what fails or is too big."""
+    try:
+        data = cloudpickle.dumps((fn, args, kwargs), protocol=pickle.DEFAULT_PROTOCOL)
+    except Exception as exc:  # cloudpickle raises TypeError, PicklingError, …
+        culprit = _find_culprit({"fn": fn, "args": args, "kwargs": kwargs}, "call")
+        where, obj = culprit if culprit else ("the call", None)
+        what = f"{type(obj).__name__} object" if obj is not None else "an object"
+        raise PayloadError(
+            where, f"cannot be sent to the ranks: {what} is not serialisable ({exc})",
+            "create it inside the function (open files, locks, sockets and clients "
+            "must be made where they are used), or pass what is needed to build it") from None
+    if len(data) > limit:
+        sizes = sorted(((len(cloudpickle.dumps(a)), f"args[{i}]") for i, a in enumerate(args)),
+                       reverse=True)[:1]
+        biggest = f"; the largest part is {sizes[0][1]} ({sizes[0][0]:,} bytes)" if sizes else ""
+        raise PayloadError(
+            "payload", f"fn and arguments pickle to {len(data):,} bytes, over the limit of "
+            f"{limit:,}{biggest}",
+            "load large data inside the function (from a path, a PVC or object storage) "
+            "instead of passing it, or raise max_payload_bytes")
+    return data
+
+
+def unpack_call(data: bytes) -> tuple[Any, tuple, dict]:
+    fn, args, kwargs = cloudpickle.loads(data)
+    return fn, tuple(args), dict(kwargs)
+
+
+def seal(obj: Any, key: bytes) -> bytes:
+    """Pickle ``obj`` and prefix the HMAC of the pickle."""
+    body = cloudpickle.dumps(obj)
+    return MAGIC + hmac.new(key, body, hashlib.sha256).digest() + body
+
+
+def open_envelope(blob: bytes, key: bytes) -> Any:
+    """Verify the HMAC, then unpickle. Raise ResultAuthError if anything is off."""
+    if len(blob) < len(MAGIC) + _DIGEST or not blob.startswith(MAGIC):
+        raise ResultAuthError("result envelope is malformed; refusing to unpickle it")
+    mac, body = blob[len(MAGIC):len(MAGIC) + _DIGEST], blob[len(MAGIC) + _DIGEST:]
+    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).digest()):
+        raise ResultAuthError("result failed authentication (HMAC mismatch); it was not "
+                              "unpickled. It was changed after the job wrote it, or was "
+                              "written by something else.")
+    return pickle.loads(body)
+
+
+@dataclass
+class Outcome:
+    """What one rank sends back: a value or an exception (with its remote traceback)."""
+    rank: int
+    ok: bool
+    value: Any = None
+    exc_bytes: bytes | None = None
+    exc_type: str = ""
+    exc_message: str = ""
+    traceback: str = ""
+
+    @classmethod
+    def success(cls, rank: int, value: Any) -> "Outcome":
+        return cls(rank=rank, ok=True, value=value)
+
+    @classmethod
+    def failure(cls, rank: int, exc: BaseException) -> "Outcome":
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        try:
+            exc_bytes = cloudpickle.dumps(exc)
+        except Exception:
+            exc_bytes = None
+        return cls(rank=rank, ok=False, exc_bytes=exc_bytes,
+                   exc_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
+                   exc_message=str(exc), traceback=tb)
+
+    def exception(self) -> BaseException:
+        """Re-create the remote exception as its own type, with rank and traceback attached."""
+        exc: BaseException | None = None
+        if self.exc_bytes is not None:
+            try:
+                exc = pickle.loads(self.exc_bytes)
+            except Exception:
+                exc = None
+        if not isinstance(exc, BaseException):
+            return RemoteError(self.exc_type, self.exc_message, self.rank, self.traceback)
+        try:
+            exc.rank = self.rank  # type: ignore[attr-defined]
+            exc.remote_traceback = self.traceback  # type: ignore[attr-defined]
+        except Exception:
+            pass
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"\n[gpujobs] raised in rank {self.rank}; remote traceback:\n"
+                         f"{self.traceback.rstrip()}")
+        return exc

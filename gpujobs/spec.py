@@ -1,0 +1,251 @@
+"""JobSpec: the one typed, validated description of a job.
+
+The builder, the ``%%gpujob`` magic, the CLI and the sbatch translator all end
+here; every backend renders from it. Validation happens once, in
+``__post_init__``, and raises :class:`~gpujobs.errors.SpecError` naming the
+field and the fix, before anything is created.
+
+Shape vocabulary (same for every framework)::
+
+    nodes            pods / machines in the gang
+    procs_per_node   processes (ranks) per node
+    gpus_per_proc    GPUs each rank owns (0 = CPU-only rank)
+
+    world_size = nodes * procs_per_node      total_gpus = world_size * gpus_per_proc
+
+ddp/fsdp: one rank per GPU. mpi: ``ranks`` = world_size. ray: one worker per
+"node" (a Ray worker pod / local worker slot) owning ``gpus_per_proc`` GPUs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import SpecError
+
+FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
+K8S_KINDS = ("TrainJob", "PyTorchJob", "MPIJob", "RayJob", "VolcanoJob", "AppWrapper")
+VOLCANO_MODES = ("none", "gang", "job", "appwrapper")
+"""none: Kueue only; gang: Kueue admits, Volcano gang-places the operator's pods;
+job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an AppWrapper (Kueue)."""
+
+DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QTY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
+
+
+def check_count(field_name: str, value: Any, minimum: int = 1, fix: str | None = None) -> int:
+    """Return ``value`` if it is an int >= minimum (bools refused), else raise SpecError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field_name, f"must be an integer, got {type(value).__name__} {value!r}",
+                        fix or f"pass a whole number such as {field_name}={max(minimum, 1)}")
+    if value < minimum:
+        raise SpecError(field_name, f"must be >= {minimum}, got {value}",
+                        fix or f"pass {field_name}={max(minimum, 1)} or more")
+    return value
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """An environment variable filled from a Kubernetes Secret key (never a value)."""
+    secret: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A PersistentVolumeClaim mounted into every rank (data, checkpoints)."""
+    claim: str
+    mount_path: str = "/mnt/data"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a backend needs to run a job. Frozen; build it with :func:`gpujobs.job`."""
+
+    framework: str = "ddp"
+    fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    args: tuple = field(default=(), compare=False, repr=False)
+    kwargs: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    command: tuple[str, ...] | None = None
+    """Run this program in every rank instead of ``fn`` (CLI scripts, sbatch bodies)."""
+    nodes: int = 1
+    procs_per_node: int = 1
+    gpus_per_proc: int = 1
+    cpus_per_proc: float = 1.0
+    memory_per_proc: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    name: str | None = None
+    queue: str = "default"
+    priority: str | None = None
+    image: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[tuple[str, SecretRef], ...] = ()
+    backend: str | None = None
+    return_all: bool = False
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    grace_period_s: float = 30.0
+    max_runtime_s: float | None = None
+    # Kubernetes placement
+    kind: str | None = None
+    namespace: str | None = None
+    volcano: str = "none"
+    volcano_queue: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_required: str | None = None
+    topology_preferred: str | None = None
+    volume: Volume | None = None
+    shm_size: str | None = "8Gi"
+    working_dir: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    _payload: bytes | None = field(default=None, compare=False, repr=False)
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def total_gpus(self) -> int:
+        return self.world_size * self.gpus_per_proc
+
+    @property
+    def gang_size(self) -> int:
+        """Pods (Kubernetes) that must all be ready: one per node."""
+        return self.nodes
+
+    @property
+    def display_name(self) -> str:
+        if self.name:
+            return self.name
+        if self.fn is not None:
+            return getattr(self.fn, "__name__", "job").replace("_", "-").lower().strip("-<>") or "job"
+        if self.command:
+            return re.sub(r"[^a-z0-9-]", "-", self.command[0].rsplit("/", 1)[-1].lower()).strip("-") or "job"
+        return "job"
+
+    def replace(self, **changes: Any) -> "JobSpec":
+        """A copy with ``changes``, validated again."""
+        if any(k in changes for k in ("fn", "args", "kwargs")):
+            changes.setdefault("_payload", None)
+        return dataclasses.replace(self, **changes)
+
+    def payload(self) -> bytes:
+        """The cloudpickled (fn, args, kwargs) the ranks run (validated at construction)."""
+        assert self._payload is not None or self.fn is None
+        return self._payload or b""
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    # --------------------------------------------------------------- validation
+    def __post_init__(self) -> None:
+        if self.framework not in FRAMEWORKS:
+            raise SpecError("framework", f"unknown framework {self.framework!r}",
+                            f"use one of {', '.join(FRAMEWORKS)}")
+        if self.fn is None and not self.command and not self._payload:
+            raise SpecError("fn", "no function or command to run",
+                            "pass a callable, e.g. gpujobs.submit(train, gpus=2)")
+        if self.fn is not None and not callable(self.fn):
+            raise SpecError("fn", f"{type(self.fn).__name__} object {self.fn!r:.60} is not callable",
+                            "pass the function itself, e.g. submit(train), not submit(train())")
+        if self.fn is not None and self.command:
+            raise SpecError("command", "both a function and a command were given", "pass one of them")
+        if self.command is not None and (not isinstance(self.command, tuple)
+                                         or not all(isinstance(c, str) for c in self.command)):
+            raise SpecError("command", "must be a tuple of strings", "e.g. ('python', 'train.py')")
+        check_count("nodes", self.nodes)
+        check_count("procs_per_node", self.procs_per_node)
+        check_count("gpus_per_proc", self.gpus_per_proc, minimum=0)
+        if isinstance(self.cpus_per_proc, bool) or not isinstance(self.cpus_per_proc, (int, float)) \
+                or self.cpus_per_proc <= 0:
+            raise SpecError("cpus_per_proc", f"must be a positive number, got {self.cpus_per_proc!r}",
+                            "e.g. cpus_per_proc=4")
+        if self.memory_per_proc is not None and not _QTY_RE.match(str(self.memory_per_proc)):
+            raise SpecError("memory", f"{self.memory_per_proc!r} is not a quantity",
+                            "use Kubernetes units such as '16Gi' or '512Mi'")
+        if not _GPU_RESOURCE_RE.match(self.gpu_resource):
+            raise SpecError("gpu_resource", f"{self.gpu_resource!r} is not a resource name",
+                            "use 'nvidia.com/gpu' or a MIG profile such as 'nvidia.com/mig-1g.10gb'")
+        if self.name is not None and (len(self.name) > 40 or not _NAME_RE.match(self.name)):
+            raise SpecError("name", f"{self.name!r} is not a valid job name",
+                            "use at most 40 lowercase letters, digits and '-', starting and ending "
+                            "with a letter or digit")
+        for fname in ("queue", "priority", "namespace", "volcano_queue"):
+            v = getattr(self, fname)
+            if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
+                raise SpecError(fname, f"{v!r} is not a valid {fname} name",
+                                "use lowercase letters, digits and '-' (a Kubernetes name)")
+        for k, v in self.env:
+            if not isinstance(k, str) or not _ENV_RE.match(k):
+                raise SpecError("env", f"{k!r} is not a valid environment variable name",
+                                "use letters, digits and '_', not starting with a digit")
+            if not isinstance(v, str):
+                raise SpecError(f"env[{k}]", f"value must be a string, got {type(v).__name__}",
+                                f"pass str(value), e.g. .env({k}='{v}')")
+        for k, ref in self.secret_env:
+            if not _ENV_RE.match(k) or not isinstance(ref, SecretRef):
+                raise SpecError("secret_env", f"{k!r} must map to SecretRef(secret, key)",
+                                "use .secret_env(KEY=('secret-name', 'key'))")
+        if self.volcano not in VOLCANO_MODES:
+            raise SpecError("volcano", f"unknown mode {self.volcano!r}",
+                            f"use one of {', '.join(VOLCANO_MODES)}")
+        if self.kind is not None and self.kind not in K8S_KINDS:
+            raise SpecError("kind", f"unknown kind {self.kind!r}", f"use one of {', '.join(K8S_KINDS)}")
+        if self.framework == "ray" and self.kind not in (None, "RayJob"):
+            raise SpecError("kind", f"a ray job renders as RayJob, not {self.kind}", "drop kind= or use 'RayJob'")
+        if self.framework == "mpi" and self.kind in ("TrainJob", "PyTorchJob", "RayJob"):
+            raise SpecError("kind", f"an mpi job cannot render as {self.kind}",
+                            "use 'MPIJob', 'VolcanoJob' or 'AppWrapper'")
+        if self.framework in ("ddp", "fsdp") and self.kind in ("MPIJob", "RayJob"):
+            raise SpecError("kind", f"a {self.framework} job cannot render as {self.kind}",
+                            "use 'TrainJob', 'PyTorchJob', 'VolcanoJob' or 'AppWrapper'")
+        check_count("max_payload_bytes", self.max_payload_bytes)
+        if self.grace_period_s < 0:
+            raise SpecError("grace_period_s", "must be >= 0", "e.g. grace_period_s=30")
+        if self.fn is not None and self._payload is None:
+            from .payload import pack_call  # late import: payload imports cloudpickle
+            object.__setattr__(self, "_payload",
+                               pack_call(self.fn, tuple(self.args), dict(self.kwargs),
+                                         limit=self.max_payload_bytes))
+
+    # -------------------------------------------------------------- (de)serialise
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (no fn/args): stored by the local agent, shown by ``render``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("fn", "args", "kwargs", "_payload"):
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, Volume):
+                v = dataclasses.asdict(v)
+            elif f.name == "secret_env":
+                v = [[k, r.secret, r.key] for k, r in v]
+            elif isinstance(v, tuple):
+                v = [list(x) if isinstance(x, tuple) else (dict(x) if isinstance(x, Mapping) else x)
+                     for x in v]
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], payload: bytes | None = None) -> "JobSpec":
+        """Inverse of :meth:`to_dict`; ``payload`` is the packed call, if any."""
+        d = dict(data)
+        for key in ("env", "node_selector", "labels"):
+            if key in d:
+                d[key] = tuple(tuple(x) for x in d[key])
+        if "secret_env" in d:
+            d["secret_env"] = tuple((k, SecretRef(s, key)) for k, s, key in d["secret_env"])
+        if "tolerations" in d:
+            d["tolerations"] = tuple(d["tolerations"])
+        if d.get("command") is not None:
+            d["command"] = tuple(d["command"])
+        if d.get("volume"):
+            d["volume"] = Volume(**d["volume"])
+        # The packed call stays packed: the agent and renderers never unpickle user code.
+        return cls(_payload=payload or None, **d)

@@ -1,0 +1,130 @@
+"""One status model for every backend, view and command.
+
+Backends translate their world (local agent records, Kueue Workloads, PodGroups,
+job conditions) into :class:`JobStatus`; the Job handle, the widgets and the CLI
+read nothing else.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+PHASES = ("queued", "admitted", "starting", "running", "succeeded", "failed", "cancelled",
+          "preempted")
+TERMINAL_PHASES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One entry of a job's timeline."""
+    time: float
+    kind: str  # submitted, queued, admitted, started, preempted, requeued, finished, …
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One reading of one device of one rank. ``source`` is nvml, psutil (CPU!) or dcgm."""
+    time: float
+    rank: int
+    device: int
+    util: float | None  # percent
+    mem_used: float | None  # bytes
+    mem_total: float | None  # bytes
+    power_w: float | None = None
+    temp_c: float | None = None
+    source: str = "nvml"
+    host: str = ""
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.source == "psutil"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """Where a job is. ``queue_position`` is 1-based (1 = next), None unless queued."""
+    job_id: str
+    phase: str
+    name: str = ""
+    backend: str = "local"
+    queue: str = ""
+    priority: str | None = None
+    user: str = ""
+    gpus: int = 0
+    queue_position: int | None = None
+    position_available: bool = True
+    gang_ready: int = 0
+    gang_size: int = 0
+    message: str = ""
+    reason: str = ""
+    submitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    cpu_ranks: bool = False  # ranks run on CPU because no GPU was found
+    restarts: int = 0
+    events: tuple[JobEvent, ...] = ()
+    metrics: tuple[GpuSample, ...] = ()  # latest sample per (rank, device)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {PHASES}")
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds running (so far, or until finished)."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or time.time()) - self.started_at
+
+    @property
+    def waited(self) -> float | None:
+        """Seconds between submission and start (or now, if not started)."""
+        if self.submitted_at is None:
+            return None
+        return (self.started_at or time.time()) - self.submitted_at
+
+    def with_(self, **changes: Any) -> "JobStatus":
+        return replace(self, **changes)
+
+    def position_text(self) -> str:
+        """'2nd in team-a', 'position unavailable', or ''."""
+        if self.phase != "queued":
+            return ""
+        if self.queue_position is None:
+            return "position unavailable" if not self.position_available else f"queued in {self.queue}"
+        return f"{ordinal(self.queue_position)} in {self.queue}"
+
+    def summary(self) -> str:
+        """One line for terminals and logs."""
+        parts = [f"{self.name or self.job_id}: {self.phase}"]
+        pos = self.position_text()
+        if pos:
+            parts.append(pos)
+        if self.gang_size:
+            parts.append(f"gang {self.gang_ready}/{self.gang_size}")
+        if self.cpu_ranks:
+            parts.append("ranks on CPU")
+        if self.message:
+            parts.append(self.message)
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["terminal"] = self.terminal
+        return d
+
+
+def ordinal(n: int) -> str:
+    if 10 <= n % 100 <= 20:
+        suffix = "th"
+    else:
+        suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
