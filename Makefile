@@ -1,0 +1,37 @@
+# Two entry points: `make demo` and `make test`. Both create or reuse .venv in the repo root.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PIP    := $(VENV)/bin/pip
+PY     := $(VENV)/bin/python
+# torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+
+.PHONY: demo test test-fast bench clean-venv
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.demo: $(VENV)/bin/python pyproject.toml
+	$(PIP) install -q -e ".[notebook,metrics]" "$(TORCH)"
+	touch $@
+
+$(VENV)/.dev: $(VENV)/bin/python pyproject.toml
+	bash scripts/setup-system.sh
+	$(PIP) install -q -e ".[dev]"
+	touch $@ $(VENV)/.demo
+
+demo: $(VENV)/.demo
+	$(PY) examples/quickstart.py
+
+test: $(VENV)/.dev
+	$(PY) -m pytest -q -rs --durations=15 $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.dev
+	$(PY) -m pytest -q -rs -m "not slow" $(PYTEST_ARGS)
+
+bench: $(VENV)/.dev
+	$(PY) benchmarks/local_launch.py
+
+clean-venv:
+	rm -rf $(VENV)
