@@ -54,12 +54,51 @@ def _find_culprit(obj: Any, path: str, depth: int = 0) -> tuple[str, Any] | None
     return None
 
 
+def _user_modules(fn: Any) -> list[Any]:
+    """Modules of the user's own code (not installed, not stdlib) that ``fn`` comes from.
+
+    They are pickled by value: a rank (or a pod) cannot import a script or a test file
+    from the submitter's working tree.
+    """
+    import sys
+    import sysconfig
+    name = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None)
+    mod = sys.modules.get(name or "")
+    path = getattr(mod, "__file__", None)
+    if mod is None or name == "__main__" or not path or name.split(".")[0] == "gpujobs":
+        return []
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if any(str(path).startswith(p) for p in installed) or "site-packages" in str(path):
+        return []
+    return [mod]
+
+
 def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int) -> bytes:
     """cloudpickle ``(fn, args, kwargs)``; raise PayloadError naming what fails or is too big."""
+    already = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
+    by_value = [m for m in _user_modules(fn) if m.__name__ not in already]
+    for mod in by_value:
+        cloudpickle.register_pickle_by_value(mod)
+    try:
+        return _pack(fn, args, kwargs, limit)
+    finally:
+        for mod in by_value:
+            cloudpickle.unregister_pickle_by_value(mod)
+
+
+def _pack(fn: Any, args: tuple, kwargs: dict, limit: int) -> bytes:
     try:
         data = cloudpickle.dumps((fn, args, kwargs), protocol=pickle.DEFAULT_PROTOCOL)
     except Exception as exc:  # cloudpickle raises TypeError, PicklingError, …
-        culprit = _find_culprit({"fn": fn, "args": args, "kwargs": kwargs}, "call")
+        parts = [("fn", fn)] + [(f"args[{i}]", a) for i, a in enumerate(args)] + \
+            [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
+        culprit = None
+        for path, part in parts:
+            try:
+                cloudpickle.dumps(part)
+            except Exception:
+                culprit = _find_culprit(part, path) or (path, part)
+                break
         where, obj = culprit if culprit else ("the call", None)
         what = f"{type(obj).__name__} object" if obj is not None else "an object"
         raise PayloadError(

@@ -1,0 +1,53 @@
+"""Shared fixtures: every test gets its own GPUJOBS_HOME; local agents are stopped afterwards."""
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def gpujobs_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("gpujobs-home")
+    monkeypatch.setenv("GPUJOBS_HOME", str(home))
+    monkeypatch.delenv("GPUJOBS_BACKEND", raising=False)
+    monkeypatch.delenv("GPUJOBS_CONFIG", raising=False)
+    from gpujobs.backends import get_backend
+    get_backend.cache_clear()
+    yield home
+    get_backend.cache_clear()
+    try:
+        from gpujobs.backends.local import stop_agent
+    except ImportError:
+        return
+    stop_agent(home=home)
+
+
+def processes_of_job(job_id: str) -> list[psutil.Process]:
+    """Live processes whose environment carries this job id (ranks, their children)."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.pid == os.getpid():
+                continue
+            if p.environ().get("GPUJOBS_JOB_ID") == job_id and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.fixture
+def no_leftovers():
+    """Call with a job id: asserts (within a few seconds) that none of its processes survive."""
+    def check(job_id: str, within: float = 5.0) -> None:
+        deadline = time.monotonic() + within
+        while True:
+            alive = processes_of_job(job_id)
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert not alive, f"processes of {job_id} survived: {[p.pid for p in alive]}"
+    return check

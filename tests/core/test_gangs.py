@@ -1,0 +1,133 @@
+"""Real torch.distributed gangs (gloo on CPU) through the public API."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import gpujobs
+from gpujobs.errors import JobCancelledError, JobFailedError
+
+pytestmark = pytest.mark.slow
+
+
+def allreduce_ranks(scale):
+    import torch
+    import torch.distributed as dist
+    ctx = gpujobs.context()
+    t = torch.tensor([float(ctx.rank)])
+    dist.all_reduce(t)
+    return {"sum": t.item() * scale, "world": ctx.world_size, "rank": ctx.rank,
+            "device": ctx.device}
+
+
+class RankFailure(RuntimeError):
+    pass
+
+
+def fail_on_rank_one():
+    ctx = gpujobs.context()
+    if ctx.rank == 1:
+        raise RankFailure(f"rank {ctx.rank} gave up")
+    time.sleep(60)  # the other ranks must be torn down, not waited for
+
+
+def exit_on_rank_one(code):
+    import os
+    import signal
+    if gpujobs.context().rank == 1:
+        if code == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(code)
+    time.sleep(60)
+
+
+def sleeper():
+    time.sleep(120)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_ddp_gang_returns_rank0_result(gpus, no_leftovers):
+    job = gpujobs.submit(allreduce_ranks, 10, gpus=gpus)
+    result = job.result(timeout=120)
+    assert result == {"sum": 10.0 * sum(range(gpus)), "world": gpus, "rank": 0, "device": "cpu"}
+    st = job.status()
+    assert st.phase == "succeeded" and st.cpu_ranks and st.exit_code == 0
+    assert [e.kind for e in st.events][0] == "submitted" and st.events[-1].kind == "finished"
+    no_leftovers(job.id)
+
+
+def test_return_all_ranks():
+    job = gpujobs.job(allreduce_ranks, 1).ddp(gpus=2).return_all().submit()
+    results = job.result(timeout=120)
+    assert [r["rank"] for r in results] == [0, 1]
+
+
+def test_fsdp_gang_shards_model():
+    def train():
+        import torch
+        import gpujobs.fsdp
+        torch.manual_seed(0)
+        model = gpujobs.fsdp.shard(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)),
+                                   layers=torch.nn.Linear)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        losses = []
+        for _ in range(10):
+            x = torch.randn(32, 8)
+            loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        p = next(model.parameters())
+        return type(p).__name__, p.to_local().shape[0], losses[0] > losses[-1]
+
+    kind, local_rows, improved = gpujobs.job(train).fsdp(gpus=2).submit().result(timeout=120)
+    assert kind == "DTensor" and local_rows == 8 and improved  # 16 rows sharded over 2 ranks
+
+
+def test_remote_exception_type_message_traceback_rank(no_leftovers):
+    job = gpujobs.submit(fail_on_rank_one, gpus=4)
+    start = time.monotonic()
+    with pytest.raises(RankFailure) as err:
+        job.result(timeout=120)
+    assert time.monotonic() - start < 45, "other ranks were not torn down promptly"
+    assert str(err.value) == "rank 1 gave up"
+    assert err.value.rank == 1
+    assert "fail_on_rank_one" in err.value.remote_traceback
+    assert job.status().phase == "failed"
+    no_leftovers(job.id)
+
+
+@pytest.mark.parametrize("code, expect", [(3, "exit code 3"), ("kill", "killed by SIGKILL")])
+def test_rank_exit_code_or_signal_fails_job(code, expect, no_leftovers):
+    job = gpujobs.submit(exit_on_rank_one, code, gpus=2)
+    with pytest.raises(JobFailedError) as err:
+        job.result(timeout=120)
+    st = job.status()
+    assert st.phase == "failed" and expect in st.message and expect in str(err.value)
+    assert st.exit_code == (3 if code == 3 else -9)
+    no_leftovers(job.id)
+
+
+def test_cancel_stops_whole_gang(no_leftovers):
+    job = gpujobs.submit(sleeper, gpus=2)
+    deadline = time.monotonic() + 60
+    while job.status().phase != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job.cancel()
+    assert job.wait(timeout=30).phase == "cancelled"
+    with pytest.raises(JobCancelledError):
+        job.result()
+    no_leftovers(job.id)
+
+
+def test_logs_carry_rank_prefix():
+    def talk():
+        print(f"hello from {gpujobs.context().rank}", flush=True)
+        return 0
+    job = gpujobs.job(talk).ddp(gpus=2).submit()
+    job.result(timeout=120)
+    logs = job.logs()
+    assert "[rank 0] hello from 0" in logs and "[rank 1] hello from 1" in logs
+    assert job.logs(rank=1).strip() == "[rank 1] hello from 1"

@@ -1,0 +1,122 @@
+"""JobSpec / builder validation: every bad input is a SpecError naming the field and the fix."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+import gpujobs
+from gpujobs.errors import PayloadError, SpecError
+from gpujobs.spec import JobSpec
+
+
+def noop():
+    return 1
+
+
+@pytest.mark.parametrize("gpus, problem", [
+    (0, ">= 1"), (-2, ">= 1"), (1.5, "integer"), (True, "integer"), ("4", "integer"), (None, "integer"),
+])
+def test_submit_rejects_bad_gpus(gpus, problem):
+    with pytest.raises(SpecError) as err:
+        gpujobs.submit(noop, gpus=gpus)
+    assert err.value.field == "gpus"
+    assert problem in str(err.value) and "fix:" in str(err.value)
+
+
+def test_nodes_must_be_positive_and_divide_gpus():
+    with pytest.raises(SpecError, match="nodes"):
+        gpujobs.submit(noop, gpus=2, nodes=0)
+    with pytest.raises(SpecError) as err:
+        gpujobs.submit(noop, gpus=3, nodes=2)
+    assert err.value.field == "gpus" and "evenly" in err.value.problem
+
+
+def test_unknown_framework_lists_known():
+    with pytest.raises(SpecError) as err:
+        gpujobs.submit(noop, gpus=1, framework="horovod")
+    assert err.value.field == "framework" and "ddp" in err.value.fix
+
+
+def test_non_callable_fn():
+    with pytest.raises(SpecError) as err:
+        gpujobs.submit(noop(), gpus=1)
+    assert err.value.field == "fn" and "not callable" in err.value.problem
+
+
+@pytest.mark.parametrize("make_bad, name", [
+    (threading.Lock, "lock"),
+    (socket.socket, "socket"),
+])
+def test_unpicklable_argument_is_named(make_bad, name):
+    bad = make_bad()
+    try:
+        with pytest.raises(PayloadError) as err:
+            gpujobs.job(noop, 1, bad).spec()
+        assert "args[1]" in err.value.field
+        assert "not serialisable" in err.value.problem
+        assert isinstance(err.value, ValueError)
+    finally:
+        if hasattr(bad, "close"):
+            bad.close()
+
+
+def test_unpicklable_global_of_fn_is_named(tmp_path):
+    fh = open(tmp_path / "f.txt", "w")
+    try:
+        def uses_file():
+            return fh.name
+        with pytest.raises(PayloadError) as err:
+            gpujobs.job(uses_file).spec()
+        assert "fh" in err.value.field and "TextIOWrapper" in err.value.problem
+    finally:
+        fh.close()
+
+
+def test_payload_size_limit_has_hint():
+    big = b"x" * 4096
+    with pytest.raises(PayloadError) as err:
+        gpujobs.job(noop, big).options(max_payload_bytes=1024).spec()
+    assert "over the limit" in err.value.problem and "args[0]" in err.value.problem
+    assert "inside the function" in err.value.fix
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda b: b.mpi(ranks=6, ranks_per_node=4), "ranks_per_node"),
+    (lambda b: b.ddp(nodes=2, gpus=3), "gpus"),
+    (lambda b: b.ddp(gpus_per_node=0), "procs_per_node"),
+    (lambda b: b.ray(workers=0), "workers"),
+    (lambda b: b.name("Bad_Name"), "name"),
+    (lambda b: b.queue("Team A"), "queue"),
+    (lambda b: b.env(**{"1X": "v"}), "env"),
+    (lambda b: b.env(X=3), "env[X]"),
+    (lambda b: b.resources(memory="lots"), "memory"),
+    (lambda b: b.options(kind="Deployment"), "kind"),
+    (lambda b: b.options(volcano="maybe"), "volcano"),
+    (lambda b: b.options(nonsense=1), "nonsense"),
+    (lambda b: b.secret_env(TOKEN="plain-value"), "secret_env[TOKEN]"),
+])
+def test_builder_bad_input(call, field):
+    with pytest.raises(SpecError) as err:
+        call(gpujobs.job(noop)).spec()
+    assert err.value.field == field
+    assert err.value.fix
+
+
+def test_spec_shape_and_roundtrip():
+    spec = (gpujobs.job(noop).ddp(nodes=2, gpus_per_node=4).queue("team-a").priority("high")
+            .env(A="1").secret_env(TOKEN=("hf", "token")).volume("data").spec())
+    assert (spec.world_size, spec.total_gpus, spec.gang_size) == (8, 8, 2)
+    again = JobSpec.from_dict(spec.to_dict(), payload=spec.payload())
+    assert again == spec and again.payload() == spec.payload()
+    mpi = gpujobs.job(noop).mpi(ranks=8, gpus_per_rank=1, ranks_per_node=4).spec()
+    assert (mpi.nodes, mpi.procs_per_node, mpi.world_size) == (2, 4, 8)
+    ray = gpujobs.job(noop).ray(workers=3, gpus_per_worker=2).spec()
+    assert (ray.nodes, ray.total_gpus) == (3, 6)
+
+
+def test_builders_are_immutable():
+    base = gpujobs.job(noop).queue("a")
+    other = base.queue("b")
+    assert base.spec().queue == "a" and other.spec().queue == "b"
