@@ -16,7 +16,8 @@ from .status import GpuSample, JobEvent, JobStatus
 __version__ = "0.1.0"
 
 __all__ = ["submit", "job", "JobBuilder", "JobSpec", "Job", "JobStatus", "JobEvent", "GpuSample",
-           "attach", "jobs", "context", "JobContext", "errors", "SpecError", "SecretRef", "Volume"]
+           "attach", "jobs", "usage", "context", "JobContext", "errors", "SpecError", "SecretRef",
+           "Volume"]
 
 
 def jobs(queue: str | None = None, backend: str | None = None):
@@ -24,3 +25,32 @@ def jobs(queue: str | None = None, backend: str | None = None):
     from .backends import get_backend
     from .views.table import JobTable
     return JobTable(get_backend(backend).jobs(queue))
+
+
+def usage(since=None, until=None, by=("queue", "user"), backend=None):
+    """GPU-hours requested vs used, mean utilisation and queue wait per group, as a DataFrame.
+
+    ``since``/``until``: epoch seconds, datetime, ISO string, or a timedelta ("that long ago").
+    See :mod:`gpujobs.metrics.usage` for the definitions.
+    """
+    from .backends import get_backend
+    from .metrics import job_samples
+    from .metrics.usage import to_epoch, usage_report
+    be = get_backend(backend) if backend is None or isinstance(backend, str) else backend
+    t0, t1 = to_epoch(since, "since"), to_epoch(until, "until")
+    statuses = be.jobs()
+    samples = {st.job_id: job_samples(be, st.job_id) for st in statuses}
+    return usage_report(statuses, samples, since=t0, until=t1, by=by)
+
+
+def queue(name: str | None = None, backend: str | None = None):
+    """A live view of every job in queue ``name`` (all queues when None).
+
+    ``.to_pandas()`` gives a DataFrame; in a notebook it displays as a refreshing table.
+    Reads only ``backend.jobs(name)``, so it works for the local backend and for
+    Kueue LocalQueues alike.
+    """
+    from .backends import get_backend
+    from .views.table import QueueView
+    be = get_backend(backend)
+    return QueueView(lambda: be.jobs(name), name=name)

@@ -1,0 +1,116 @@
+"""Views of :class:`~gpujobs.status.JobStatus`: text, static HTML, tables and live widgets.
+
+Every displayable object publishes one mimebundle: a live widget (when the
+frontend has a widget manager) plus ``text/html`` and ``text/plain`` for
+everything else (GitHub, nbconvert, terminals). ``GPUJOBS_DISPLAY=html|text``
+forces a fallback.
+"""
+from __future__ import annotations
+
+import os
+import reprlib
+from typing import Any, Callable
+
+from ..status import JobStatus
+from .html import render_job_html
+from .table import JobTable, QueueView, jobs_frame
+from .text import render_job_text
+
+__all__ = ["display_job", "display_bundle", "display_mode", "job_widget", "summarize_outcome",
+           "render_job_html", "render_job_text", "JobTable", "QueueView", "jobs_frame"]
+
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+_repr.maxother = 80
+
+
+def display_mode() -> str:
+    """``widget`` in a Jupyter kernel with ipywidgets, else ``html`` (or ``GPUJOBS_DISPLAY``)."""
+    forced = os.environ.get("GPUJOBS_DISPLAY", "").strip().lower()
+    if forced in ("widget", "html", "text"):
+        return forced
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+    except ImportError:
+        return "text"
+    if shell is None:
+        return "text"
+    if getattr(shell, "kernel", None) is None:
+        return "html"
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return "html"
+    return "widget"
+
+
+def summarize_outcome(job: Any, status: JobStatus) -> str:
+    """One line for the widget's result row: the return value's repr or the error."""
+    if status.phase == "succeeded":
+        return _repr.repr(job.result(timeout=0))
+    exc = job.exception(timeout=0)
+    if exc is None:
+        return ""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def display_bundle(make_widget: Callable[[], Any] | None, text: str, html: str) -> Any:
+    """Publish widget + text/html + text/plain as one output; returns the widget (or None)."""
+    from IPython.display import display
+    bundle: dict[str, Any] = {"text/plain": text, "text/html": html}
+    widget = None
+    if make_widget is not None and display_mode() == "widget":
+        widget = make_widget()
+        bundle["application/vnd.jupyter.widget-view+json"] = {
+            "version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+    display(bundle, raw=True)
+    return widget
+
+
+def job_widget(job: Any, start: bool = True):
+    """A :class:`~gpujobs.views.widgets.JobWidget` for ``job`` with its updater running."""
+    from .widgets import JobUpdater, JobWidget
+    widget = JobWidget(job.status(), on_cancel=job.cancel)
+    updater = JobUpdater(job, widget, summarize=summarize_outcome)
+    widget.updater = updater
+    if start:
+        updater.start()
+    return widget
+
+
+class _HtmlDisplayView:
+    """The widget-less live view: rewrites one display_id output (no widget manager needed)."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.logs_tail = ""
+        self.result_text = ""
+
+    def update(self, status: JobStatus, logs_tail: str | None = None,
+               result_text: str | None = None) -> None:
+        if logs_tail is not None:
+            self.logs_tail = logs_tail
+        if result_text is not None:
+            self.result_text = result_text
+        self.handle.update({"text/plain": render_job_text(status, self.logs_tail, self.result_text),
+                            "text/html": render_job_html(status, None, self.logs_tail,
+                                                         self.result_text)}, raw=True)
+
+
+def display_job(job: Any) -> Any:
+    """Display ``job`` live: a widget in Jupyter, an updating HTML output elsewhere."""
+    from IPython.display import display
+    status = job.status()
+    mode = display_mode()
+    text, html = render_job_text(status), render_job_html(status)
+    if mode == "widget":
+        return display_bundle(lambda: job_widget(job), text, html)
+    if mode == "text" or status.terminal:
+        display({"text/plain": text, "text/html": html}, raw=True)
+        return None
+    handle = display({"text/plain": text, "text/html": html}, raw=True, display_id=True)
+    from .live import JobUpdater
+    JobUpdater(job, _HtmlDisplayView(handle), summarize=summarize_outcome).start()
+    return handle

@@ -1,0 +1,152 @@
+"""Static HTML for a JobStatus: what GitHub, nbviewer, nbconvert and widget-less frontends show.
+
+Pure functions of the status model (plus optional metric history, log tail and a
+result summary); the live widget reuses the same pieces.
+"""
+from __future__ import annotations
+
+import html
+import time
+from typing import Iterable, Mapping, Sequence
+
+from ..status import GpuSample, JobStatus
+from .text import device_label, fmt_bytes, fmt_duration
+
+PHASE_COLORS = {
+    "queued": "#8a6d00", "admitted": "#1f6feb", "starting": "#1f6feb", "running": "#1a7f37",
+    "succeeded": "#116329", "failed": "#cf222e", "cancelled": "#6e7781", "preempted": "#bc4c00",
+}
+
+#: (rank, device, source) -> [(util %, memory fraction)] oldest first
+History = Mapping[tuple[int, int, str], Sequence[tuple[float | None, float | None]]]
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def phase_badge(phase: str) -> str:
+    color = PHASE_COLORS.get(phase, "#6e7781")
+    return (f'<span class="gpujobs-phase gpujobs-phase-{esc(phase)}" style="background:{color};'
+            f'color:white;border-radius:4px;padding:1px 7px;font-weight:600">{esc(phase)}</span>')
+
+
+def sparkline_svg(values: Iterable[float | None], width: int = 120, height: int = 22,
+                  color: str = "#1a7f37", top: float = 100.0) -> str:
+    """An inline ``<svg><polyline>`` of ``values`` scaled to 0..``top`` (None points skipped)."""
+    pts = [v for v in values if v is not None]
+    if not pts:
+        return f'<svg width="{width}" height="{height}"></svg>'
+    pts = pts[-120:]
+    step = width / max(1, len(pts) - 1)
+    coords = " ".join(f"{i * step:.1f},{height - 1 - min(max(v, 0.0), top) / top * (height - 2):.1f}"
+                      for i, v in enumerate(pts))
+    return (f'<svg class="gpujobs-spark" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}"><polyline fill="none" stroke="{color}" '
+            f'stroke-width="1.5" points="{coords}"/></svg>')
+
+
+def gang_html(status: JobStatus) -> str:
+    if not status.gang_size:
+        return ""
+    pct = 100 * status.gang_ready / status.gang_size
+    return (f'<span class="gpujobs-gang">gang {status.gang_ready}/{status.gang_size}</span> '
+            f'<span style="display:inline-block;width:80px;height:8px;background:#eee;'
+            f'vertical-align:middle"><span style="display:block;width:{pct:.0f}%;height:8px;'
+            f'background:#1a7f37"></span></span>')
+
+
+def header_html(status: JobStatus) -> str:
+    """Name, phase badge, queue position, gang, timing and the CPU-ranks notice on one line."""
+    bits = [f"<b>{esc(status.name or status.job_id)}</b>", phase_badge(status.phase)]
+    pos = status.position_text()
+    if pos:
+        bits.append(f'<span class="gpujobs-position">{esc(pos)}</span>')
+    gang = gang_html(status)
+    if gang:
+        bits.append(gang)
+    if status.elapsed is not None:
+        verb = "ran" if status.terminal else "running"
+        bits.append(f'<span class="gpujobs-elapsed">{verb} {fmt_duration(status.elapsed)}</span>')
+    elif status.waited is not None and not status.terminal:
+        bits.append(f'<span class="gpujobs-elapsed">waiting {fmt_duration(status.waited)}</span>')
+    if status.cpu_ranks:
+        bits.append('<span class="gpujobs-cpu" title="no GPU on this machine" style="border:1px '
+                    'solid #999;border-radius:4px;padding:0 4px">ranks on CPU</span>')
+    meta = f"{status.job_id} · {status.backend}" + (f" · queue {status.queue}" if status.queue else "")
+    if status.priority:
+        meta += f" · priority {status.priority}"
+    line2 = esc(meta)
+    if status.message:
+        line2 += f" · {esc(status.message)}"
+    return (f'<div class="gpujobs-header">{" ".join(bits)}</div>'
+            f'<div class="gpujobs-meta" style="color:#57606a;font-size:90%">{line2}</div>')
+
+
+def metrics_html(status: JobStatus, history: History | None = None) -> str:
+    """A table row per (rank, device): busy % and memory sparklines, latest values."""
+    if not status.metrics:
+        return ""
+    rows = []
+    for s in sorted(status.metrics, key=lambda m: (m.rank, m.device)):
+        hist = list((history or {}).get((s.rank, s.device, s.source), ()))
+        if not hist:
+            hist = [(s.util, _mem_frac(s))]
+        busy = "CPU busy %" if s.is_cpu else "GPU busy %"
+        util = "?" if s.util is None else f"{s.util:.0f}%"
+        mem = fmt_bytes(s.mem_used) + (f" / {fmt_bytes(s.mem_total)}" if s.mem_total else "")
+        rows.append(
+            f"<tr><td>{esc(device_label(s))}</td><td title='{busy}'>{sparkline_svg(h[0] for h in hist)}"
+            f" {util}</td><td>{sparkline_svg((None if h[1] is None else 100 * h[1] for h in hist), color='#1f6feb')}"
+            f" {esc(mem)}</td></tr>")
+    cpu = any(s.is_cpu for s in status.metrics)
+    note = ('<div style="color:#57606a;font-size:85%">CPU and memory of the rank processes '
+            '(psutil): no GPU on this machine</div>') if cpu else ""
+    return (f'<table class="gpujobs-metrics" style="font-size:90%"><tr><th>device</th>'
+            f'<th>busy</th><th>memory</th></tr>{"".join(rows)}</table>{note}')
+
+
+def _mem_frac(s: GpuSample) -> float | None:
+    if s.mem_used is None or not s.mem_total:
+        return None
+    return s.mem_used / s.mem_total
+
+
+def timeline_html(status: JobStatus, last: int = 8) -> str:
+    if not status.events:
+        return ""
+    t0 = status.submitted_at or status.events[0].time
+    items = []
+    for ev in status.events[-last:]:
+        stamp = time.strftime("%H:%M:%S", time.localtime(ev.time))
+        msg = f": {esc(ev.message)}" if ev.message else ""
+        items.append(f"<li>{stamp} (+{ev.time - t0:.1f}s) <b>{esc(ev.kind)}</b>{msg}</li>")
+    return f'<ul class="gpujobs-timeline" style="margin:2px 0;font-size:90%">{"".join(items)}</ul>'
+
+
+def logs_html(logs_tail: str, lines: int = 12) -> str:
+    if not logs_tail:
+        return ""
+    tail = "\n".join(logs_tail.rstrip("\n").splitlines()[-lines:])
+    return (f'<pre class="gpujobs-logs" style="max-height:14em;overflow:auto;font-size:85%;'
+            f'background:#f6f8fa;margin:2px 0">{esc(tail)}</pre>')
+
+
+def result_html(result_text: str) -> str:
+    if not result_text:
+        return ""
+    return f'<div class="gpujobs-result">result: <code>{esc(result_text)}</code></div>'
+
+
+def render_job_html(status: JobStatus, history: History | None = None, logs_tail: str = "",
+                    result_text: str = "") -> str:
+    """The whole job card as one static HTML block."""
+    parts = [header_html(status), metrics_html(status, history), result_html(result_text)]
+    tl = timeline_html(status)
+    if tl:
+        parts.append(f"<details><summary>timeline</summary>{tl}</details>")
+    lg = logs_html(logs_tail)
+    if lg:
+        parts.append(f"<details open><summary>logs</summary>{lg}</details>")
+    body = "".join(p for p in parts if p)
+    return f'<div class="gpujobs-job" data-phase="{esc(status.phase)}">{body}</div>'

@@ -1,0 +1,138 @@
+"""The live updater: feeds any view from a job's events, throttled, stopping at a terminal phase.
+
+No ipywidgets here, so the widget-less HTML view uses it too.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+from ..status import JobStatus
+
+MIN_INTERVAL_S = 0.5  # at most 2 renders per second
+POLL_S = 2.0  # fallback poll when no event arrives
+LOGS_EVERY_S = 2.0
+
+
+class StatusSource(Protocol):
+    """What the updater reads: the Job handle satisfies it."""
+
+    def subscribe(self, callback: Callable[[JobStatus], Any]) -> Callable[[], None]: ...
+
+    def status(self) -> JobStatus: ...
+
+    def logs(self, follow: bool = False, rank: int | None = None) -> Any: ...
+
+
+class JobUpdater:
+    """Feeds a view (``update(status, logs_tail=, result_text=)``) from a job.
+
+    Events from ``job.subscribe`` wake one updater thread; a poll every ``poll_s``
+    covers backends that miss events. Renders are at least ``min_interval`` apart,
+    each showing the latest status. At a terminal phase it renders once more (with
+    ``summarize(job)``'s result line) and stops.
+    """
+
+    def __init__(self, job: StatusSource, view: Any, *, min_interval: float = MIN_INTERVAL_S,
+                 poll_s: float = POLL_S, logs_every_s: float = LOGS_EVERY_S,
+                 summarize: Callable[[Any, JobStatus], str] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.job = job
+        self.view = view
+        self.min_interval = min_interval
+        self.poll_s = poll_s
+        self.logs_every_s = logs_every_s
+        self.summarize = summarize
+        self.clock = clock
+        self.renders = 0
+        self.final_status: JobStatus | None = None
+        self._latest: JobStatus | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._thread: threading.Thread | None = None
+        self.done = threading.Event()
+
+    def start(self) -> "JobUpdater":
+        try:
+            self._unsubscribe = self.job.subscribe(self._on_status)
+        except Exception:
+            self._unsubscribe = None  # the poll still works
+        self._thread = threading.Thread(target=self._run, daemon=True, name="gpujobs-widget")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.done.wait(timeout)
+
+    def _on_status(self, status: JobStatus) -> None:
+        """Called from the backend's thread: only remember and wake (never render here)."""
+        with self._lock:
+            self._latest = status
+        self._wake.set()
+
+    def _take(self) -> JobStatus | None:
+        with self._lock:
+            st, self._latest = self._latest, None
+        return st
+
+    def _run(self) -> None:
+        last_render = -1e9
+        last_logs = -1e9
+        current: JobStatus | None = None
+        try:
+            while not self._stop.is_set():
+                woke = self._wake.wait(self.poll_s if current is not None else 0)
+                self._wake.clear()
+                st = self._take()
+                if st is None and (not woke or current is None):
+                    try:
+                        st = self.job.status()
+                    except Exception:
+                        st = None
+                if st is None:
+                    continue
+                delay = last_render + self.min_interval - self.clock()
+                if delay > 0:
+                    self._stop.wait(delay)
+                    st = self._take() or st  # coalesce what arrived meanwhile
+                current = st
+                logs = None
+                now = self.clock()
+                if st.terminal or (st.phase == "running" and now - last_logs >= self.logs_every_s):
+                    logs = self._logs()
+                    last_logs = now
+                result = None
+                if st.terminal and self.summarize is not None:
+                    try:
+                        result = self.summarize(self.job, st)
+                    except Exception as exc:
+                        result = f"{type(exc).__name__}: {exc}"
+                self.view.update(st, logs_tail=logs, result_text=result)
+                self.renders += 1
+                last_render = self.clock()
+                if st.terminal:
+                    self.final_status = st
+                    break
+        finally:
+            if self._unsubscribe is not None:
+                try:
+                    self._unsubscribe()
+                except Exception:
+                    pass
+            self.done.set()
+
+    def _logs(self) -> str | None:
+        try:
+            text = self.job.logs()
+        except Exception:
+            return None
+        if not isinstance(text, str):
+            return None
+        return "\n".join(text.rstrip("\n").splitlines()[-40:])

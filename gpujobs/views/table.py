@@ -1,0 +1,129 @@
+"""Job lists as tables: :class:`JobTable` (what ``gpujobs.jobs()`` returns) and :class:`QueueView`."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from ..status import JobStatus
+from .html import esc, phase_badge
+from .text import fmt_duration
+
+COLUMNS = ["position", "job_id", "name", "user", "queue", "priority", "gpus", "gang", "phase",
+           "age", "waited", "reason", "message"]
+_PHASE_ORDER = {"running": 0, "starting": 1, "admitted": 2, "queued": 3, "preempted": 4}
+
+
+def sort_key(s: JobStatus) -> tuple:
+    """Queued jobs by position, active ones first, finished ones newest first."""
+    return (s.terminal, _PHASE_ORDER.get(s.phase, 5),
+            s.queue_position if s.queue_position is not None else 1 << 30,
+            -(s.submitted_at or 0.0))
+
+
+def jobs_frame(statuses: Iterable[JobStatus], now: float | None = None):
+    """A pandas DataFrame with one row per job (columns: :data:`COLUMNS`)."""
+    import pandas as pd
+    now = time.time() if now is None else now
+    rows = []
+    for s in sorted(statuses, key=sort_key):
+        rows.append({
+            "position": s.queue_position if s.phase == "queued" else None,
+            "job_id": s.job_id, "name": s.name, "user": s.user, "queue": s.queue,
+            "priority": s.priority or "", "gpus": s.gpus,
+            "gang": f"{s.gang_ready}/{s.gang_size}" if s.gang_size else "",
+            "phase": s.phase,
+            "age": fmt_duration(now - s.submitted_at) if s.submitted_at else "",
+            "waited": fmt_duration(s.waited),
+            "reason": s.reason, "message": s.message,
+        })
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["position"] = frame["position"].astype("Int64")
+    return frame
+
+
+def frame_html(frame: Any, title: str = "") -> str:
+    """The DataFrame as an HTML table with phase badges (escaped)."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.iterrows():
+        cells = []
+        for c in frame.columns:
+            v = row[c]
+            if c == "phase":
+                cells.append(f"<td>{phase_badge(str(v))}</td>")
+            else:
+                cells.append(f"<td>{_cell(v)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    caption = f"<caption style='text-align:left'><b>{esc(title)}</b></caption>" if title else ""
+    empty = "" if body else f"<tr><td colspan='{len(frame.columns)}'><i>no jobs</i></td></tr>"
+    return (f'<table class="gpujobs-queue" style="font-size:90%">{caption}<tr>{head}</tr>'
+            f'{"".join(body)}{empty}</table>')
+
+
+def _cell(value: Any) -> str:
+    import pandas as pd
+    try:
+        missing = value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        missing = False
+    return "" if missing else esc(value)
+
+
+class JobTable(list):
+    """A list of :class:`JobStatus`; ``.to_pandas()`` for a DataFrame, tables in reprs."""
+
+    def to_pandas(self):
+        return jobs_frame(self)
+
+    def __repr__(self) -> str:
+        if not self:
+            return "JobTable(no jobs)"
+        return self.to_pandas().to_string(index=False)
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_pandas())
+
+
+class QueueView:
+    """Every job of one queue (or all queues), read through ``source()`` each time.
+
+    ``source`` is typically ``lambda: backend.jobs(queue)``; the view holds no backend logic.
+    """
+
+    def __init__(self, source: Callable[[], list[JobStatus]], name: str | None = None,
+                 refresh_s: float = 2.0):
+        self._source = source
+        self.name = name
+        self.refresh_s = refresh_s
+
+    @property
+    def title(self) -> str:
+        return f"queue {self.name}" if self.name else "all queues"
+
+    def jobs(self) -> JobTable:
+        return JobTable(sorted(self._source(), key=sort_key))
+
+    def to_pandas(self):
+        return jobs_frame(self._source())
+
+    def widget(self):
+        from .widgets import QueueWidget
+        return QueueWidget(self._source, title=self.title, refresh_s=self.refresh_s)
+
+    def __len__(self) -> int:
+        return len(self._source())
+
+    def __iter__(self):
+        return iter(self.jobs())
+
+    def __repr__(self) -> str:
+        frame = self.to_pandas()
+        body = frame.to_string(index=False) if len(frame) else "(no jobs)"
+        return f"{self.title}:\n{body}"
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_pandas(), self.title)
+
+    def _ipython_display_(self) -> None:
+        from . import display_bundle
+        display_bundle(self.widget, text=repr(self), html=self._repr_html_())

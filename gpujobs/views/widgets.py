@@ -1,0 +1,182 @@
+"""Live ipywidgets views of :class:`JobStatus` (ipywidgets 8; only APIs that 7.7 also has).
+
+Widgets here only *show* statuses: a :class:`JobWidget` is updated with
+``update(status)``; a :class:`JobUpdater` feeds it from anything with the Job
+handle's ``subscribe``/``status``/``logs`` methods (at most ~2 renders a second,
+trait changes batched with ``hold_sync``, never ``with output:`` from a thread),
+and stops at a terminal phase. :class:`QueueWidget` refreshes a table from a
+``source()`` callable (``backend.jobs(queue)``).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any, Callable
+
+import ipywidgets as W
+
+from ..status import JobStatus
+from .html import (header_html, logs_html, metrics_html, render_job_html, result_html,
+                   timeline_html)
+from .table import frame_html, jobs_frame
+
+from .live import JobUpdater, StatusSource  # noqa: F401  (re-exported)
+
+
+class JobWidget(W.VBox):
+    """Phase badge, queue position, gang bar k/N, metric sparklines, result, timeline, log tail
+    and a Cancel button. ``update(status)`` is the only way it changes."""
+
+    def __init__(self, status: JobStatus | None = None, on_cancel: Callable[[], Any] | None = None,
+                 history_len: int = 120):
+        self.header = W.HTML()
+        self.gang = W.IntProgress(value=0, min=0, max=1, description="gang",
+                                  layout=W.Layout(width="220px"))
+        self.gang_label = W.Label()
+        self.cancel_button = W.Button(description="Cancel", button_style="danger", icon="stop",
+                                      tooltip="cancel this job", layout=W.Layout(width="100px"))
+        self.metrics = W.HTML()
+        self.result = W.HTML()
+        self.timeline = W.HTML()
+        self.logs = W.HTML()
+        self.error = W.HTML()
+        self._on_cancel = on_cancel
+        self.cancel_button.on_click(self._cancel_clicked)
+        self._history: dict[tuple[int, int, str], deque] = {}
+        self._last_sample_time: dict[tuple[int, int, str], float] = {}
+        self._history_len = history_len
+        self.status: JobStatus | None = None
+        self.logs_tail = ""
+        self.result_text = ""
+        self.renders = 0
+        super().__init__(children=[
+            self.header, W.HBox([self.gang, self.gang_label, self.cancel_button]),
+            self.metrics, self.result, self.error, self.timeline, self.logs],
+            layout=W.Layout(border="1px solid #d0d7de", padding="4px"))
+        self.add_class("gpujobs-job-widget")
+        if status is not None:
+            self.update(status)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def history(self) -> dict[tuple[int, int, str], list[tuple[float | None, float | None]]]:
+        return {k: list(v) for k, v in self._history.items()}
+
+    def _record_metrics(self, status: JobStatus) -> None:
+        for s in status.metrics:
+            key = (s.rank, s.device, s.source)
+            if self._last_sample_time.get(key, -1.0) >= s.time:
+                continue
+            self._last_sample_time[key] = s.time
+            frac = s.mem_used / s.mem_total if s.mem_used is not None and s.mem_total else None
+            self._history.setdefault(key, deque(maxlen=self._history_len)).append((s.util, frac))
+
+    def update(self, status: JobStatus, logs_tail: str | None = None,
+               result_text: str | None = None) -> None:
+        """Show ``status`` (and optionally a new log tail / result line) in one batched sync."""
+        self.status = status
+        if logs_tail is not None:
+            self.logs_tail = logs_tail
+        if result_text is not None:
+            self.result_text = result_text
+        self._record_metrics(status)
+        parts = [self, self.header, self.gang, self.gang_label, self.cancel_button, self.metrics,
+                 self.result, self.timeline, self.logs]
+        with contextlib.ExitStack() as stack:
+            for w in parts:
+                stack.enter_context(w.hold_sync())
+            self.header.value = header_html(status)
+            size = max(status.gang_size, 1)
+            self.gang.max = size
+            self.gang.value = min(status.gang_ready, size)
+            self.gang.bar_style = ("success" if status.gang_size and status.gang_ready >= status.gang_size
+                                   else "info")
+            self.gang_label.value = (f"{status.gang_ready}/{status.gang_size} ready"
+                                     if status.gang_size else "")
+            self.cancel_button.disabled = status.terminal
+            if status.terminal:
+                self.cancel_button.description = status.phase
+            self.metrics.value = metrics_html(status, self._history)
+            self.result.value = result_html(self.result_text)
+            self.timeline.value = timeline_html(status)
+            self.logs.value = logs_html(self.logs_tail)
+        self.renders += 1
+
+    def to_html(self) -> str:
+        """The current state as static HTML (same renderer as ``text/html``)."""
+        if self.status is None:
+            return ""
+        return render_job_html(self.status, self._history, self.logs_tail, self.result_text)
+
+    def _cancel_clicked(self, _button: Any = None) -> None:
+        if self._on_cancel is None:
+            return
+        self.cancel_button.disabled = True
+        self.cancel_button.description = "cancelling…"
+        try:
+            self._on_cancel()
+        except Exception as exc:  # shown in the widget; callbacks must not raise silently
+            self.error.value = f'<span style="color:#cf222e">cancel failed: {exc}</span>'
+            self.cancel_button.disabled = False
+            self.cancel_button.description = "Cancel"
+
+
+class QueueWidget(W.VBox):
+    """A refreshing table of every job in a queue, built from a pandas DataFrame."""
+
+    def __init__(self, source: Callable[[], list[JobStatus]], title: str = "queue",
+                 refresh_s: float = 2.0, autostart: bool = True):
+        self._source = source
+        self.title = title
+        self.refresh_s = refresh_s
+        self.table = W.HTML()
+        self.updated = W.Label()
+        self.refresh_button = W.Button(description="Refresh", icon="refresh",
+                                       layout=W.Layout(width="100px"))
+        self.refresh_button.on_click(lambda _b: self.refresh())
+        self.frame = None
+        self.refreshes = 0
+        self._stop = threading.Event()
+        super().__init__(children=[W.HBox([self.refresh_button, self.updated]), self.table])
+        self.add_class("gpujobs-queue-widget")
+        self.refresh()
+        if autostart:
+            _start_refresher(self)
+
+    def refresh(self) -> None:
+        """Read the source once and redraw (errors are shown, not raised)."""
+        try:
+            frame = jobs_frame(self._source())
+        except Exception as exc:
+            self.updated.value = f"refresh failed: {type(exc).__name__}: {exc}"
+            return
+        self.frame = frame
+        with self.table.hold_sync(), self.updated.hold_sync():
+            self.table.value = frame_html(frame, self.title)
+            self.updated.value = f"{len(frame)} jobs · updated {time.strftime('%H:%M:%S')}"
+        self.refreshes += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()
+
+
+def _start_refresher(widget: QueueWidget) -> None:
+    """Refresh on a daemon thread that holds only a weak reference (a closed or dropped
+    widget ends it)."""
+    ref = weakref.ref(widget)
+    stop = widget._stop
+    interval = widget.refresh_s
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            w = ref()
+            if w is None:
+                return
+            w.refresh()
+            del w
+
+    threading.Thread(target=loop, daemon=True, name="gpujobs-queue-widget").start()
