@@ -36,6 +36,7 @@ class GpuSample:
     temp_c: float | None = None
     source: str = "nvml"
     host: str = ""
+    proc_mem: float | None = None  # bytes this rank's processes hold on the device (NVML)
 
     @property
     def is_cpu(self) -> bool:

@@ -1,0 +1,69 @@
+"""Live GPU metrics for every job: sampler, bounded history, log-line channel, DCGM, usage.
+
+- :class:`Sampler` runs in the rank launcher (local agent thread, pod launcher)
+  and reads NVML, or the CPU of the ranks' process trees (``source="psutil"``)
+  when there is no GPU.
+- :class:`MetricsHistory` keeps a bounded history per (rank, device);
+  ``JobStatus.metrics`` carries its ``latest()``; ``job.metrics()`` returns
+  :func:`job_metrics_frame` (a DataFrame with a ``.plot()``).
+- On Kubernetes the launcher writes ``GPUJOBS-METRICS {json}`` log lines
+  (:func:`parse_metrics_line` reads them back).
+- :mod:`gpujobs.metrics.dcgm` reads dcgm-exporter through Prometheus;
+  :mod:`gpujobs.metrics.usage` turns job records and samples into a usage report.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .logline import METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
+from .model import CPU_DEVICE, MetricsFrame, MetricsHistory, latest_per_device, metrics_frame
+from .sampler import Sampler, log_sink
+from .usage import usage_report
+
+__all__ = ["Sampler", "log_sink", "MetricsHistory", "MetricsFrame", "metrics_frame",
+           "latest_per_device", "job_metrics_frame", "machine_gpus", "parse_metrics_line",
+           "format_metrics_line", "metrics_reason", "METRICS_MARKER", "CPU_DEVICE",
+           "usage_report", "job_samples"]
+
+
+def job_samples(backend: Any, job_id: str) -> list:
+    """A job's kept samples: the backend's history when it keeps one, else its latest readings."""
+    history = getattr(backend, "metrics_history", None)
+    if callable(history):
+        return list(history(job_id))
+    return list(backend.status(job_id).metrics)
+
+
+def job_metrics_frame(job: Any) -> MetricsFrame:
+    """``job.metrics()``: every kept sample of the job, one row each (see :class:`MetricsFrame`)."""
+    return metrics_frame(job_samples(job.backend, job.id))
+
+
+MACHINE_COLUMNS = ["index", "name", "uuid", "util", "mem_used", "mem_total", "processes", "free",
+                   "error"]
+
+
+def machine_gpus(nvml: Any = None) -> pd.DataFrame:
+    """This machine's GPUs now (one row each; ``free`` = no compute process on it).
+
+    Without NVML the frame is empty and ``.attrs["summary"]`` says
+    ``"no GPU: N CPU slots"``; with GPUs it says ``"k of N GPUs free"``.
+    """
+    from ..devices import local_gpu_slots
+    from .nvml import NvmlReader
+
+    reader = NvmlReader.open(nvml)
+    if reader is None:
+        slots, _ = local_gpu_slots()
+        df = pd.DataFrame([], columns=MACHINE_COLUMNS)
+        df.attrs.update(summary=f"no GPU: {slots} CPU slots", gpus=0, cpu_slots=slots)
+        return df
+    try:
+        df = pd.DataFrame(reader.devices(), columns=MACHINE_COLUMNS)
+    finally:
+        reader.close()
+    df.attrs.update(summary=f"{int(df['free'].sum())} of {len(df)} GPUs free", gpus=len(df),
+                    cpu_slots=0)
+    return df

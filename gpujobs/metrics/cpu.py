@@ -1,0 +1,72 @@
+"""CPU readings of a rank's process tree (psutil), used when there is no GPU to read.
+
+These samples say ``source="psutil"`` and ``device=-1``: every view labels them
+CPU. ``util`` is CPU percent summed over the tree (100 = one core busy, as in
+``top``), ``mem_used`` the tree's resident memory, ``mem_total`` the machine's.
+"""
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from ..status import GpuSample
+from .model import CPU_DEVICE
+
+
+class CpuReader:
+    """Keeps one psutil.Process per pid so ``cpu_percent`` measures between calls."""
+
+    def __init__(self) -> None:
+        self._procs: dict[int, psutil.Process] = {}
+        self._new: set[int] = set()  # roots first seen this round: no CPU % yet
+        self._total = float(psutil.virtual_memory().total)
+
+    def _proc(self, pid: int) -> psutil.Process:
+        p = self._procs.get(pid)
+        if p is None or not p.is_running():  # is_running also catches pid reuse
+            p = self._procs[pid] = psutil.Process(pid)
+            p.cpu_percent(None)  # first call primes the counter
+            self._new.add(pid)
+        return p
+
+    def tree(self, pid: int) -> list[psutil.Process]:
+        """The process and its living descendants ([] when it is gone)."""
+        try:
+            root = self._proc(pid)
+            kids = root.children(recursive=True)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return []
+        out = [root]
+        for k in kids:
+            try:
+                out.append(self._proc(k.pid))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return out
+
+    def pids(self, pid: int) -> list[int]:
+        return [p.pid for p in self.tree(pid)]
+
+    def read(self, rank: int, pid: int, host: str = "", now: float | None = None) -> list[GpuSample]:
+        now = time.time() if now is None else now
+        self._new.clear()
+        procs = self.tree(pid)
+        if not procs:
+            return []
+        primed = pid not in self._new
+        cpu = rss = 0.0
+        for p in procs:
+            try:
+                with p.oneshot():
+                    cpu += p.cpu_percent(None)
+                    rss += p.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        self._forget_dead()
+        return [GpuSample(time=now, rank=rank, device=CPU_DEVICE, util=cpu if primed else None,
+                          mem_used=rss, mem_total=self._total, source="psutil", host=host)]
+
+    def _forget_dead(self) -> None:
+        if len(self._procs) > 256:
+            self._procs = {pid: p for pid, p in self._procs.items() if p.is_running()}

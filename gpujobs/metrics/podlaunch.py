@@ -1,0 +1,69 @@
+"""Pod launcher with metrics: ``python -m gpujobs.metrics.podlaunch [--interval 2] -- CMD ...``.
+
+Runs CMD (e.g. ``python -m gpujobs.runner``) as its child, forwards the
+child's stdout line by line, and every ``interval`` seconds writes one
+``GPUJOBS-METRICS`` line for the GPUs the container sees (NVML lists only the
+GPUs allocated to it; CUDA_VISIBLE_DEVICES narrows them), or the child's CPU
+and RSS without NVML. Metric lines never split a line of the child's output.
+SIGTERM/SIGINT go to the child; the launcher exits with the child's code.
+Needs no cluster permission: the client already follows the pod's log.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from .nvml import NvmlReader, parse_visible_devices
+from .sampler import Sampler, log_sink
+
+
+def visible_gpus() -> list:
+    """The GPUs this container may use ([] without NVML)."""
+    reader = NvmlReader.open()
+    if reader is None:
+        return []
+    try:
+        count = reader.count()
+    finally:
+        reader.close()
+    listed = parse_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return list(range(count)) if listed is None else listed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpujobs.metrics.podlaunch")
+    ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--rank", type=int, default=None, help="default: $RANK or 0")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    ns = ap.parse_args(argv)
+    cmd = ns.cmd[1:] if ns.cmd[:1] == ["--"] else ns.cmd
+    if not cmd:
+        ap.error("give the command to run after --")
+    rank = ns.rank if ns.rank is not None else int(os.environ.get("RANK", "0") or 0)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _f: child.poll() is None and child.send_signal(s))
+    lock = threading.Lock()
+    out = sys.stdout.buffer
+
+    sampler = Sampler({rank: (child.pid, visible_gpus())}, interval=ns.interval,
+                      sink=log_sink(sys.stdout, lock))
+    sampler.start()
+    try:
+        assert child.stdout is not None
+        for line in iter(child.stdout.readline, b""):
+            with lock:
+                out.write(line)
+                out.flush()
+        code = child.wait()
+    finally:
+        sampler.stop()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
