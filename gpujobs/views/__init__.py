@@ -25,7 +25,8 @@ _repr.maxother = 80
 
 
 def display_mode() -> str:
-    """``widget`` in a Jupyter kernel with ipywidgets, else ``html`` (or ``GPUJOBS_DISPLAY``)."""
+    """``widget`` in a Jupyter kernel with ipywidgets, ``html`` in one without, ``text`` in a
+    terminal; ``GPUJOBS_DISPLAY`` overrides."""
     forced = os.environ.get("GPUJOBS_DISPLAY", "").strip().lower()
     if forced in ("widget", "html", "text"):
         return forced
@@ -37,7 +38,7 @@ def display_mode() -> str:
     if shell is None:
         return "text"
     if getattr(shell, "kernel", None) is None:
-        return "html"
+        return "text"  # a terminal: no live outputs to rewrite
     try:
         import ipywidgets  # noqa: F401
     except ImportError:

@@ -69,6 +69,13 @@ def _cell(value: Any) -> str:
     return "" if missing else esc(value)
 
 
+def _plain(frame: Any) -> str:
+    """The frame as text, blanks instead of <NA>, long messages cut."""
+    shown = frame.astype(object).where(frame.notna(), "")
+    shown["message"] = shown["message"].map(lambda m: m if len(m) <= 40 else m[:39] + "…")
+    return shown.to_string(index=False)
+
+
 class JobTable(list):
     """A list of :class:`JobStatus`; ``.to_pandas()`` for a DataFrame, tables in reprs."""
 
@@ -78,7 +85,7 @@ class JobTable(list):
     def __repr__(self) -> str:
         if not self:
             return "JobTable(no jobs)"
-        return self.to_pandas().to_string(index=False)
+        return _plain(self.to_pandas())
 
     def _repr_html_(self) -> str:
         return frame_html(self.to_pandas())
@@ -118,7 +125,7 @@ class QueueView:
 
     def __repr__(self) -> str:
         frame = self.to_pandas()
-        body = frame.to_string(index=False) if len(frame) else "(no jobs)"
+        body = _plain(frame) if len(frame) else "(no jobs)"
         return f"{self.title}:\n{body}"
 
     def _repr_html_(self) -> str:

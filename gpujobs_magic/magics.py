@@ -1,0 +1,135 @@
+"""``%%gpujob`` (run a cell as a gang job) and ``%gpujobs`` (queue view, configuration)."""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from IPython.core import magic_arguments
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+import gpujobs
+from gpujobs.errors import GpuJobsError, SpecError, SubmitError
+from gpujobs.spec import FRAMEWORKS
+
+from .cell import compile_cell
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+@magics_class
+class GpuJobMagics(Magics):
+    """Holds the magic-level configuration (default backend) for one shell."""
+
+    def __init__(self, shell: Any = None):
+        super().__init__(shell)
+        self.backend: str | None = None
+        self.cells = 0
+
+    # ------------------------------------------------------------------ %%gpujob
+    @magic_arguments.magic_arguments()
+    @magic_arguments.argument("--gpus", type=int, default=1,
+                              help="GPUs in total (one rank per GPU; CPU ranks where no GPU exists)")
+    @magic_arguments.argument("--nodes", type=int, default=1, help="nodes (pods) to spread over")
+    @magic_arguments.argument("--framework", default="ddp", choices=FRAMEWORKS,
+                              help="ddp, fsdp, ray or mpi (default ddp)")
+    @magic_arguments.argument("--queue", default=None, help="queue (local queue / Kueue LocalQueue)")
+    @magic_arguments.argument("--priority", default=None, help="priority class name")
+    @magic_arguments.argument("--return", dest="returns", default=None, metavar="A,B",
+                              help="names the cell assigns, copied back from rank 0")
+    @magic_arguments.argument("-o", "--out", default=None, metavar="NAME",
+                              help="store the Job handle in this variable")
+    @magic_arguments.argument("--wait", action="store_true",
+                              help="block until the job ends (Ctrl-C cancels it)")
+    @magic_arguments.argument("--name", default=None, help="job name")
+    @magic_arguments.argument("--backend", default=None, help="backend (local, kubernetes)")
+    @cell_magic
+    def gpujob(self, line: str, cell: str) -> Any:
+        """Run this cell on every rank of a gang job; names it reads are shipped by value.
+
+        Returns at once with a live widget (the Job); ``--wait`` blocks.
+        """
+        __tracebackhide__ = True  # noqa: F841 - IPython hides this frame
+        args = magic_arguments.parse_argstring(self.gpujob, line)
+        returns = _names(args.returns)
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"%%gpujob -o: {args.out!r} is not a Python name")
+        self.cells += 1
+        count = getattr(self.shell, "execution_count", None) or self.cells
+        cellfn = compile_cell(cell, self.shell.user_ns, shell=self.shell, returns=returns,
+                              name=f"cell_{count}")
+        try:
+            job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
+                                 framework=args.framework, queue=args.queue,
+                                 priority=args.priority, name=args.name,
+                                 backend=args.backend or self.backend)
+        except (SpecError, SubmitError) as exc:
+            raise UsageError(f"%%gpujob: {exc}") from None
+        if args.out:
+            self.shell.user_ns[args.out] = job
+        if not args.wait:
+            if returns:
+                threading.Thread(target=self._collect, args=(job, returns), daemon=True,
+                                 name=f"gpujobs-return-{job.id}").start()
+            return job
+        from IPython.display import display
+        display(job)
+        try:
+            status = job.wait()
+        except KeyboardInterrupt:
+            job.cancel()
+            print(f"%%gpujob: interrupted; job {job.id} cancelled", file=sys.stderr)
+            return None
+        if status.phase != "succeeded":
+            exc = job.exception()
+            if exc is not None:
+                raise exc
+            raise UsageError(f"%%gpujob: job {job.id} ended {status.phase}: {status.message}")
+        if returns:
+            self._assign(job.result(), returns)
+        return None
+
+    def _assign(self, value: Any, returns: tuple[str, ...]) -> None:
+        if not isinstance(value, dict):
+            return
+        for n in returns:
+            if n in value:
+                self.shell.user_ns[n] = value[n]
+
+    def _collect(self, job: Any, returns: tuple[str, ...]) -> None:
+        """Background: when the job succeeds, copy rank 0's returned names into the namespace."""
+        try:
+            if job.wait().phase == "succeeded":
+                self._assign(job.result(), returns)
+        except Exception:
+            pass  # the widget and job.exception() show what went wrong
+
+    # ------------------------------------------------------------------ %gpujobs
+    @line_magic
+    def gpujobs(self, line: str) -> Any:
+        """``%gpujobs jobs`` | ``%gpujobs queue [NAME]`` | ``%gpujobs backend [NAME]``."""
+        words = line.split()
+        verb = words[0] if words else "jobs"
+        rest = words[1:]
+        try:
+            if verb == "jobs" and len(rest) <= 1:
+                return gpujobs.jobs(rest[0] if rest else None, backend=self.backend)
+            if verb == "queue" and len(rest) <= 1:
+                return gpujobs.queue(rest[0] if rest else None, backend=self.backend)
+            if verb == "backend" and len(rest) <= 1:
+                if rest:
+                    from gpujobs.backends import get_backend
+                    get_backend(rest[0])  # unknown names fail here, before anything changes
+                    self.backend = rest[0]
+                from gpujobs.backends import default_backend_name
+                print(f"%%gpujob submits to backend {self.backend or default_backend_name()!r}")
+                return None
+        except GpuJobsError as exc:
+            raise UsageError(f"%gpujobs {verb}: {exc}") from None
+        raise UsageError("%gpujobs: use '%gpujobs jobs [QUEUE]', '%gpujobs queue [NAME]' or "
+                         "'%gpujobs backend [NAME]'")
