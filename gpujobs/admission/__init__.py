@@ -1,0 +1,23 @@
+"""gpujobs.admission: a Kueue-style admission engine (pure Python, no processes).
+
+Used by the local backend to admit gangs on this machine, by the test suite's simulated
+Kueue controller, and by ``benchmarks/admission.py``::
+
+    from gpujobs.admission import Engine, ClusterQueue, Cohort, Workload, PodSet
+
+    eng = Engine([ClusterQueue("team-a", {"gpu": 4}, cohort="lab"),
+                  ClusterQueue("team-b", {"gpu": 4}, cohort="lab", reclaim_within_cohort="Any")],
+                 priorities={"low": 100, "normal": 500, "high": 1000})
+    eng.add(Workload("j1", "team-a", [PodSet("ranks", 2, {"gpu": 1})], priority="high", created=t))
+    d = eng.schedule()          # Decisions(admitted=[Admission…], preempted=[(victim, by)])
+    eng.position("j2")          # 1-based, None unless pending
+    eng.finish("j1")            # quota back; eng.requeue(victim) once an evicted one stopped
+
+Semantics and where they differ from Kueue: docs/admission.md.
+"""
+from .engine import DEFAULT_PRIORITIES, Engine
+from .model import (DEFAULT_FLAVOR, Admission, ClusterQueue, Cohort, Decisions, PodSet,
+                    Workload, normalize_quota)
+
+__all__ = ["Engine", "ClusterQueue", "Cohort", "Workload", "PodSet", "Decisions", "Admission",
+           "DEFAULT_PRIORITIES", "DEFAULT_FLAVOR", "normalize_quota"]

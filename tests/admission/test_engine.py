@@ -1,0 +1,188 @@
+"""The admission engine without processes: quota, cohorts, FIFO strategies, gangs, preemption."""
+from __future__ import annotations
+
+import pytest
+
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
+from gpujobs.errors import QuotaError, SpecError
+
+
+def wl(wid, queue, gpus, prio=None, t=0.0, ranks=1):
+    return Workload(wid, queue, [PodSet("ranks", ranks, {"gpu": gpus})], priority=prio, created=t)
+
+
+def test_fifo_order_and_positions():
+    eng = Engine([ClusterQueue("q", {"gpu": 2})])
+    for i in range(3):
+        eng.add(wl(f"j{i}", "q", 2, t=i))
+    assert eng.schedule().admitted_ids == ["j0"]
+    assert eng.positions("q") == {"j1": 1, "j2": 2}
+    assert [eng.position(j) for j in ("j0", "j1", "j2")] == [None, 1, 2]
+    eng.finish("j0")
+    assert eng.schedule().admitted_ids == ["j1"]
+    assert eng.position("j2") == 1
+
+
+def test_priority_orders_queue_before_creation_time():
+    eng = Engine([ClusterQueue("q", {"gpu": 1}, within_queue="Never")])
+    eng.add(wl("run", "q", 1, t=0))
+    eng.schedule()
+    eng.add(wl("old-low", "q", 1, "low", t=1))
+    eng.add(wl("new-high", "q", 1, "high", t=2))
+    eng.add(wl("mid", "q", 1, t=3))
+    assert eng.positions("q") == {"new-high": 1, "mid": 2, "old-low": 3}
+
+
+def test_gang_is_all_or_nothing():
+    eng = Engine([ClusterQueue("q", {"gpu": 4})])
+    eng.add(wl("a", "q", 1, t=0, ranks=3))
+    eng.add(wl("gang", "q", 1, t=1, ranks=2))  # 2 ranks, only 1 GPU left: nothing is admitted
+    d = eng.schedule()
+    assert d.admitted_ids == ["a"] and eng.state("gang") == "pending"
+    assert eng.usage("q")[("default", "gpu")] == 3
+    eng.finish("a")
+    assert eng.schedule().admitted_ids == ["gang"]
+    assert eng.admission("gang").usage == {"gpu": 2}
+
+
+def test_strict_fifo_blocks_but_best_effort_lets_small_ones_pass():
+    def run(strategy):
+        eng = Engine([ClusterQueue("q", {"gpu": 4}, strategy=strategy)])
+        eng.add(wl("first", "q", 3, t=0))
+        eng.schedule()
+        eng.add(wl("big", "q", 4, t=1))
+        eng.add(wl("small", "q", 1, t=2))
+        return eng.schedule().admitted_ids, eng.positions("q")
+
+    assert run("StrictFIFO") == ([], {"big": 1, "small": 2})
+    assert run("BestEffortFIFO") == (["small"], {"big": 1})
+
+
+def test_cohort_borrowing_respects_limits():
+    eng = Engine([ClusterQueue("a", {"gpu": 4}, cohort="lab", borrowing_limit={"gpu": 2}),
+                  ClusterQueue("b", {"gpu": 4}, cohort="lab")])
+    eng.add(wl("a1", "a", 1, t=0, ranks=4))
+    eng.add(wl("a2", "a", 1, t=1, ranks=2))   # borrows 2 of b's idle GPUs
+    eng.add(wl("a3", "a", 1, t=2, ranks=1))   # over a's borrowing limit (4 + 2)
+    assert eng.schedule().admitted_ids == ["a1", "a2"]
+    assert eng.state("a3") == "pending"
+    eng.add(wl("b1", "b", 1, t=3, ranks=2))   # b still has 2 of its own
+    eng.add(wl("b2", "b", 1, t=4, ranks=1))   # cohort is full (8/8); b has no reclaim policy
+    assert eng.schedule().admitted_ids == ["b1"]
+    assert eng.schedule().preempted == []
+    ok, why = eng.can_ever_fit(wl("huge", "a", 7))
+    assert not ok and "needs 7 gpu" in why and "nominal 4 + borrowable 2 = 6" in why
+
+
+def test_reclaim_within_cohort_preempts_the_borrower():
+    eng = Engine([ClusterQueue("a", {"gpu": 4}, cohort="lab"),
+                  ClusterQueue("b", {"gpu": 4}, cohort="lab", reclaim_within_cohort="Any")])
+    for i in range(4):
+        eng.add(wl(f"a{i}", "a", 2, "high", t=i))
+    assert eng.schedule().admitted_ids == ["a0", "a1", "a2", "a3"]  # a borrows all of b
+    eng.add(wl("b0", "b", 2, "low", t=10))
+    d = eng.schedule()
+    assert d.admitted == [] and d.preempted == [("a3", "b0")]  # newest borrower, one is enough
+    assert eng.schedule().preempted == []  # no second preemption while a3 is stopping
+    eng.requeue("a3")
+    assert eng.schedule().admitted_ids == ["b0"]  # b0 is within nominal: it goes first
+    assert eng.positions("a") == {"a3": 1}
+
+
+def test_reclaim_lower_priority_only():
+    eng = Engine([ClusterQueue("a", {"gpu": 2}, cohort="lab"),
+                  ClusterQueue("b", {"gpu": 2}, cohort="lab", reclaim_within_cohort="LowerPriority")])
+    eng.add(wl("a0", "a", 4, "high"))
+    eng.schedule()
+    eng.add(wl("b0", "b", 2, "normal", t=1))
+    assert eng.schedule().preempted == []
+
+
+def test_preemption_within_queue_picks_lowest_priority_newest():
+    eng = Engine([ClusterQueue("q", {"gpu": 4})])
+    eng.add(wl("low-old", "q", 1, "low", t=0))
+    eng.add(wl("low-new", "q", 1, "low", t=1))
+    eng.add(wl("normal", "q", 2, "normal", t=2))
+    assert len(eng.schedule().admitted) == 3
+    eng.add(wl("high", "q", 1, "high", t=3))
+    d = eng.schedule()
+    assert d.preempted == [("low-new", "high")]
+    eng.requeue("low-new")
+    d = eng.schedule()
+    assert d.admitted_ids == ["high"] and eng.positions("q") == {"low-new": 1}
+    # a 2-rank gang: greedy takes low-old (1 GPU, not enough) then normal (2); Kueue's
+    # fill-back then puts low-old back, since normal alone frees enough: one victim, not two
+    eng.add(wl("high-gang", "q", 1, "high", t=4, ranks=2))
+    assert eng.schedule().preempted == [("normal", "high-gang")]
+
+
+def test_no_preemption_of_equal_or_higher_priority():
+    eng = Engine([ClusterQueue("q", {"gpu": 2})])
+    eng.add(wl("a", "q", 2, "normal"))
+    eng.schedule()
+    eng.add(wl("b", "q", 2, "normal", t=1))
+    assert eng.schedule().preempted == []
+    eng2 = Engine([ClusterQueue("q", {"gpu": 2}, within_queue="Never")])
+    eng2.add(wl("a", "q", 2, "low"))
+    eng2.schedule()
+    eng2.add(wl("b", "q", 2, "high", t=1))
+    assert eng2.schedule().preempted == []
+
+
+def test_preemption_needs_enough_victims():
+    eng = Engine([ClusterQueue("q", {"gpu": 4})])
+    eng.add(wl("low", "q", 2, "low"))
+    eng.add(wl("high1", "q", 2, "high", t=1))
+    eng.schedule()
+    eng.add(wl("high2", "q", 4, "high", t=2))  # would need high1 gone too: no preemption
+    assert eng.schedule().preempted == []
+
+
+def test_bad_input_names_known_queues_and_priorities():
+    eng = Engine([ClusterQueue("q", {"gpu": 2}, local_queues=("team",))])
+    with pytest.raises(SpecError, match="known: q, team"):
+        eng.add(wl("x", "nope", 1))
+    with pytest.raises(SpecError, match="low=100, normal=500, high=1000"):
+        eng.add(wl("x", "team", 1, "urgent"))
+    with pytest.raises(QuotaError, match="needs 3 gpu.*nominal 2 \\+ borrowable 0 = 2"):
+        eng.add(wl("x", "team", 3))
+    assert "x" not in eng
+
+
+def test_local_queue_positions_and_flavors():
+    eng = Engine([ClusterQueue("cq", {"small": {"gpu": 1}, "big": {"gpu": 4}},
+                               local_queues=("lq-a", "lq-b"))])
+    eng.add(wl("a0", "lq-a", 1, t=0))
+    eng.add(wl("b0", "lq-b", 2, t=1))
+    d = eng.schedule()
+    assert {a.id: a.flavor for a in d.admitted} == {"a0": "small", "b0": "big"}
+    eng.add(wl("a1", "lq-a", 3, t=2))
+    eng.add(wl("b1", "lq-b", 3, t=3))
+    eng.add(wl("a2", "lq-a", 3, t=4))
+    eng.schedule()
+    assert eng.positions("lq-a") == {"a1": 1, "a2": 2}
+    assert eng.positions("lq-b") == {"b1": 1}
+    assert eng.positions("cq") == {"a1": 1, "b1": 2, "a2": 3}
+
+
+def test_cohort_own_quota_and_lending_limit():
+    eng = Engine([ClusterQueue("a", {"gpu": 2}, cohort="lab"),
+                  ClusterQueue("b", {"gpu": 4}, cohort="lab", lending_limit={"gpu": 1})],
+                 cohorts=[Cohort("lab", {"gpu": 2})])
+    # a can use its 2 + b's lendable 1 + the cohort's own 2 = 5
+    assert eng.can_ever_fit(wl("x", "a", 5))[0] and not eng.can_ever_fit(wl("y", "a", 6))[0]
+    eng.add(wl("a0", "a", 5))
+    eng.add(wl("b0", "b", 3, t=1))  # b's guaranteed 3 are untouched
+    assert eng.schedule().admitted_ids == ["b0", "a0"]  # non-borrowing heads go first
+
+
+def test_remove_pending_and_admitted():
+    eng = Engine([ClusterQueue("q", {"gpu": 2})])
+    eng.add(wl("a", "q", 2))
+    eng.add(wl("b", "q", 2, t=1))
+    eng.add(wl("c", "q", 2, t=2))
+    eng.schedule()
+    eng.remove("b")
+    assert eng.positions("q") == {"c": 1}
+    eng.remove("a")
+    assert eng.schedule().admitted_ids == ["c"]
