@@ -1,0 +1,90 @@
+"""Pure renderers: text, HTML, tables (no widgets, no backend)."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from gpujobs.views.html import render_job_html, sparkline_svg
+from gpujobs.views.table import JobTable, QueueView, jobs_frame
+from gpujobs.views.text import fmt_duration, render_job_text
+
+from nbscript import sample, script, status
+
+
+def test_html_shows_phase_position_gang_and_escapes():
+    st = status("queued", queue_position=2, message="<b>waiting</b> for quota")
+    out = render_job_html(st)
+    assert 'data-phase="queued"' in out
+    assert "2nd in team-a" in out
+    assert "gang 0/2" in out
+    assert "&lt;b&gt;waiting&lt;/b&gt;" in out and "<b>waiting</b>" not in out
+
+
+def test_html_position_unavailable_and_not_shown_when_running():
+    assert "position unavailable" in render_job_html(
+        status("queued", queue_position=None, position_available=False))
+    assert "in team-a" not in render_job_html(status("running", gang_ready=2, started_at=1.0))
+
+
+def test_metrics_cpu_samples_are_labelled_cpu_never_gpu():
+    st = status("running", gang_ready=2, started_at=1.0,
+                metrics=(sample(5.0, 0, 30, 2**30, source="psutil"),))
+    out = render_job_html(st)
+    assert "rank 0 CPU" in out and "CPU busy %" in out and "GPU busy" not in out
+    assert "no GPU on this machine" in out
+    gpu = render_job_html(status("running", metrics=(sample(5.0, 1, 97, 2**30),)))
+    assert "rank 1 GPU 0" in gpu and "GPU busy %" in gpu and "97%" in gpu
+
+
+def test_sparkline_scales_points_into_the_box():
+    svg = sparkline_svg([0, 50, 100, None, 200], width=100, height=22)
+    pts = [tuple(map(float, p.split(","))) for p in re.search(r'points="([^"]+)"', svg)[1].split()]
+    assert len(pts) == 4  # None skipped
+    assert pts[0] == (0.0, 21.0) and pts[2][1] == 1.0 and pts[3][1] == 1.0  # clamped at top
+    assert all(0 <= x <= 100 for x, _ in pts)
+    assert "<polyline" not in sparkline_svg([None, None])
+
+
+def test_text_has_summary_result_and_log_tail():
+    st = script()[-1]
+    text = render_job_text(st, logs_tail="[rank 0] a\n[rank 1] b\n", result_text="{'loss': 0.1}")
+    first = text.splitlines()[0]
+    assert "train: succeeded" in first and "gang 2/2" in first
+    assert "ran 8s" in text and "result: {'loss': 0.1}" in text and "[rank 1] b" in text
+
+
+def test_fmt_duration():
+    assert [fmt_duration(x) for x in (None, 5, 65, 7260)] == ["", "5s", "1m05s", "2h01m"]
+
+
+def test_jobs_frame_orders_and_fills_columns():
+    statuses = [status("succeeded", job_id="old", submitted_at=10.0, finished_at=20.0),
+                status("queued", job_id="q2", queue_position=2, submitted_at=30.0),
+                status("running", job_id="r", gang_ready=2, submitted_at=5.0, started_at=6.0),
+                status("queued", job_id="q1", queue_position=1, submitted_at=40.0,
+                       reason="quota")]
+    df = jobs_frame(statuses, now=100.0)
+    assert list(df["job_id"]) == ["r", "q1", "q2", "old"]
+    assert list(df["position"].astype(object).where(df["position"].notna(), None)) == [None, 1, 2, None]
+    row = df.set_index("job_id").loc["q1"]
+    assert (row["user"], row["gpus"], row["gang"], row["age"], row["reason"]) == \
+        ("ada", 2, "0/2", "1m00s", "quota")
+
+
+def test_job_table_is_a_list_with_pandas_and_reprs():
+    t = JobTable([status("queued", queue_position=1), status("running", job_id="x")])
+    assert len(t) == 2 and isinstance(t[0].phase, str) and [s.job_id for s in t][1] == "x"
+    assert isinstance(t.to_pandas(), pd.DataFrame) and len(t.to_pandas()) == 2
+    assert "<table" in t._repr_html_() and "gpujobs-phase-queued" in t._repr_html_()
+    assert "<NA>" not in repr(t) and "train-abc123" in repr(t)
+    assert repr(JobTable()) == "JobTable(no jobs)"
+
+
+def test_queue_view_reads_its_source_each_time():
+    box = [status("queued", queue_position=1)]
+    q = QueueView(lambda: list(box), name="team-a")
+    assert len(q) == 1 and "queue team-a" in q._repr_html_()
+    box.append(status("running", job_id="b"))
+    assert list(q.to_pandas()["job_id"]) == ["b", "train-abc123"]
+    assert [s.job_id for s in q] == ["b", "train-abc123"]

@@ -1,0 +1,154 @@
+"""Widget state driven by scripted JobStatus sequences: no frontend, no backend."""
+from __future__ import annotations
+
+import threading
+import time
+
+import ipywidgets as W
+
+from gpujobs.views.widgets import JobUpdater, JobWidget, QueueWidget
+
+from nbscript import ScriptedJob, sample, script, status
+
+
+def test_job_widget_follows_a_scripted_sequence(recording_comm):
+    seq = script()
+    w = JobWidget(seq[0])
+    assert "2nd in team-a" in w.header.value and 'gpujobs-phase-queued' in w.header.value
+    assert (w.gang.value, w.gang.max, w.gang_label.value) == (0, 2, "0/2 ready")
+    w.update(seq[3])  # starting, 1 of 2 ranks ready
+    assert (w.gang.value, w.gang_label.value, w.gang.bar_style) == (1, "1/2 ready", "info")
+    assert "2nd in" not in w.header.value and "starting" in w.header.value
+    w.update(seq[4])
+    w.update(seq[5])
+    assert w.gang_label.value == "2/2 ready" and w.gang.bar_style == "success"
+    assert w.history[(0, 0, "nvml")] == [(50, 1 / 16), (90, 3 / 16)]
+    assert w.metrics.value.count("<polyline") == 4  # util + memory per rank
+    assert not w.cancel_button.disabled
+    w.update(seq[5])  # the same samples again add no history points
+    assert len(w.history[(1, 0, "nvml")]) == 2
+    w.update(seq[6], logs_tail="[rank 0] done", result_text="42")
+    assert w.cancel_button.disabled and w.cancel_button.description == "succeeded"
+    assert "result: <code>42</code>" in w.result.value and "[rank 0] done" in w.logs.value
+    assert "finished" in w.timeline.value
+    assert 'data-phase="succeeded"' in w.to_html()
+
+
+def test_cpu_samples_are_labelled_cpu_in_the_widget(recording_comm):
+    w = JobWidget(status("running", gang_ready=2, metrics=(sample(1.0, 0, 20, 2**29, "psutil"),)))
+    assert "rank 0 CPU" in w.metrics.value and "GPU" not in w.metrics.value.replace("no GPU", "")
+
+
+def test_update_batches_each_child_into_one_message(recording_comm):
+    seq = script()
+    w = JobWidget(seq[0])
+    recording_comm.log.clear()
+    w.update(seq[4])
+    per_widget: dict[int, int] = {}
+    for comm, data in recording_comm.log:
+        assert data["method"] == "update"
+        per_widget[id(comm)] = per_widget.get(id(comm), 0) + 1
+    assert per_widget and max(per_widget.values()) == 1  # hold_sync: one message per widget
+    recording_comm.log.clear()
+    w.update(seq[4])  # nothing changed: nothing sent
+    assert recording_comm.log == []
+
+
+def test_cancel_button_calls_the_callback_and_shows_errors(recording_comm):
+    calls = []
+    w = JobWidget(status("running"), on_cancel=lambda: calls.append(1))
+    w.cancel_button.click()
+    assert calls == [1] and w.cancel_button.disabled
+
+    def broken():
+        raise RuntimeError("api down")
+    w2 = JobWidget(status("running"), on_cancel=broken)
+    w2.cancel_button.click()
+    assert "cancel failed: api down" in w2.error.value and not w2.cancel_button.disabled
+
+
+def test_updater_throttles_coalesces_and_stops_at_terminal(recording_comm):
+    seq = [status("running", gang_ready=2, started_at=1.0,
+                  metrics=(sample(float(i), 0, i % 100, 2**30),)) for i in range(200)]
+    seq.append(status("succeeded", gang_ready=2, started_at=1.0, finished_at=9.0))
+    job = ScriptedJob([status("queued", queue_position=1)] + seq, value={"loss": 0.25})
+    w = JobWidget(job.current)
+    renders: list[tuple[float, str]] = []
+    orig = w.update
+
+    def timed(st, **kw):
+        renders.append((time.monotonic(), st.phase))
+        orig(st, **kw)
+    w.update = timed
+    from gpujobs.views import summarize_outcome
+    up = JobUpdater(job, w, min_interval=0.5, poll_s=5.0, summarize=summarize_outcome).start()
+    t0 = time.monotonic()
+    job.play(gap=0.005)  # 201 statuses in about 1 s
+    assert up.join(timeout=10), "the updater did not stop at the terminal phase"
+    elapsed = time.monotonic() - t0
+    gaps = [b[0] - a[0] for a, b in zip(renders, renders[1:])]
+    assert all(g >= 0.45 for g in gaps), gaps  # never faster than ~2 Hz
+    assert len(renders) <= elapsed / 0.5 + 2 and len(renders) < 10  # coalesced, not 201
+    assert renders[-1][1] == "succeeded" and up.final_status.phase == "succeeded"
+    assert w.result_text == "{'loss': 0.25}" and "[rank 0] hi" in w.logs_tail
+    assert job.subscribers == []  # unsubscribed
+    n = w.renders
+    job.emit(status("running"))  # late events are ignored
+    time.sleep(0.3)
+    assert w.renders == n
+
+
+def test_updater_falls_back_to_polling_without_events(recording_comm):
+    job = ScriptedJob([status("running", gang_ready=2)])
+    job.subscribe = lambda cb: (_ for _ in ()).throw(RuntimeError("no events here"))
+    w = JobWidget(job.current)
+    up = JobUpdater(job, w, min_interval=0.05, poll_s=0.1).start()
+    time.sleep(0.3)
+    job.current = status("failed", gang_ready=2, message="rank 1 exited 3")
+    assert up.join(timeout=3)
+    assert w.status.phase == "failed" and job.polls >= 2
+    assert "rank 1 exited 3" in w.header.value
+
+
+def test_widget_updates_from_a_background_thread_reach_the_comm(recording_comm):
+    w = JobWidget(status("queued", queue_position=3))
+    recording_comm.log.clear()
+    t = threading.Thread(target=w.update, args=(status("running", gang_ready=2),))
+    t.start()
+    t.join()
+    sent = [d["state"] for c, d in recording_comm.log if c is w.gang.comm]
+    assert sent and sent[-1].get("value") == 2
+
+
+def test_queue_widget_refreshes_itself(recording_comm):
+    box = [status("queued", job_id="a", queue_position=1)]
+    q = QueueWidget(lambda: list(box), title="queue team-a", refresh_s=0.1)
+    assert "queue team-a" in q.table.value and ">a<" in q.table.value
+    assert list(q.frame["job_id"]) == ["a"]
+    box.append(status("queued", job_id="b", queue_position=2, user="grace", reason="quota"))
+    deadline = time.time() + 3
+    while ">b<" not in q.table.value and time.time() < deadline:
+        time.sleep(0.05)
+    assert ">b<" in q.table.value and "grace" in q.table.value and "quota" in q.table.value
+    assert q.updated.value.startswith("2 jobs")
+    q.close()
+    n = q.refreshes
+    time.sleep(0.3)
+    assert q.refreshes == n  # closing stops the refresher
+
+
+def test_queue_widget_shows_source_errors(recording_comm):
+    def broken():
+        raise ConnectionError("apiserver unreachable")
+    q = QueueWidget(broken, autostart=False)
+    assert "refresh failed: ConnectionError: apiserver unreachable" in q.updated.value
+
+
+def test_widget_uses_only_core_widgets():
+    w = JobWidget(status("queued"))
+    core = (W.HTML, W.IntProgress, W.Label, W.Button, W.HBox, W.VBox)
+    stack = [w]
+    while stack:
+        x = stack.pop()
+        assert isinstance(x, core), type(x)
+        stack.extend(getattr(x, "children", ()))
