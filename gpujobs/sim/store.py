@@ -1,0 +1,689 @@
+"""The object store behind the fake API server: resources, objects, resourceVersions, events.
+
+Thread-safe. Every change bumps a global resourceVersion and emits one watch event
+(kept in a bounded history so watches can resume; older ones answer 410 Gone).
+Controllers use it directly (``get/list/create/update/patch/mutate/delete`` and
+``subscribe``); the HTTP layer in :mod:`gpujobs.sim.apiserver` translates requests to it.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import re
+import secrets
+import string
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+__all__ = ["Resource", "Store", "ApiError", "BUILTIN", "CRDS", "LabelSelector",
+           "merge_patch", "json_patch", "now_iso"]
+
+
+class ApiError(Exception):
+    """An API failure with HTTP status and Kubernetes ``reason``."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+    def status(self) -> dict:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "details": self.details,
+                "code": self.code}
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    kind: str
+    namespaced: bool = True
+    status_sub: bool = True
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.plural)
+
+    def api_version(self, version: str | None = None) -> str:
+        v = version or self.versions[0]
+        return f"{self.group}/{v}" if self.group else v
+
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+def _r(group: str, versions: str, plural: str, kind: str, namespaced: bool = True,
+       status_sub: bool = True) -> Resource:
+    return Resource(group, tuple(versions.split(",")), plural, kind, namespaced, status_sub)
+
+
+BUILTIN: tuple[Resource, ...] = (
+    _r("", "v1", "pods", "Pod"), _r("", "v1", "configmaps", "ConfigMap", status_sub=False),
+    _r("", "v1", "secrets", "Secret", status_sub=False), _r("", "v1", "events", "Event", status_sub=False),
+    _r("", "v1", "namespaces", "Namespace", namespaced=False), _r("", "v1", "services", "Service"),
+    _r("", "v1", "serviceaccounts", "ServiceAccount", status_sub=False),
+    _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    _r("", "v1", "nodes", "Node", namespaced=False),
+    _r("batch", "v1", "jobs", "Job"),
+    _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status_sub=False),
+    _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+       namespaced=False),
+)
+CRDS: tuple[Resource, ...] = (
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "workloads", "Workload"),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "localqueues", "LocalQueue"),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "clusterqueues", "ClusterQueue", namespaced=False),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False,
+       status_sub=False),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "workloadpriorityclasses", "WorkloadPriorityClass",
+       namespaced=False, status_sub=False),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "cohorts", "Cohort", namespaced=False),
+    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "topologies", "Topology", namespaced=False),
+    _r("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    _r("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
+    _r("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
+    _r("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
+       namespaced=False),
+    _r("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+    _r("ray.io", "v1", "rayjobs", "RayJob"),
+    _r("ray.io", "v1", "rayclusters", "RayCluster"),
+    _r("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
+    _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
+    _r("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
+    _r("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
+)
+CRD_RESOURCE = BUILTIN[-1]
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clone(o: Any) -> Any:
+    """Fast deep copy of JSON-like data."""
+    if isinstance(o, dict):
+        return {k: clone(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [clone(v) for v in o]
+    return o
+
+
+# ------------------------------------------------------------------ selectors
+_SEL_RE = re.compile(r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
+                     r"(?:(?P<op>==|=|!=|\s+in\s+|\s+notin\s+)\s*(?P<val>\(.*\)|[^,]*?))?\s*$")
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return parts
+
+
+class LabelSelector:
+    """Kubernetes label (or field) selector: =, ==, !=, in, notin, key, !key."""
+
+    def __init__(self, text: str | None):
+        self.reqs: list[tuple[str, str, set[str]]] = []
+        for part in _split_top(text or ""):
+            m = _SEL_RE.match(part)
+            if not m:
+                raise ApiError(400, "BadRequest", f"unable to parse requirement: {part!r}")
+            key, op, val = m["key"], (m["op"] or "").strip(), m["val"]
+            if m["neg"]:
+                self.reqs.append((key, "!", set()))
+            elif not op:
+                self.reqs.append((key, "exists", set()))
+            elif op in ("in", "notin"):
+                vals = {v.strip() for v in val.strip()[1:-1].split(",") if v.strip()}
+                self.reqs.append((key, op, vals))
+            else:
+                self.reqs.append((key, "!=" if op == "!=" else "=", {val.strip()}))
+
+    def matches(self, values: Callable[[str], str | None]) -> bool:
+        for key, op, vals in self.reqs:
+            v = values(key)
+            if op == "exists" and v is None or op == "!" and v is not None:
+                return False
+            if op in ("=", "in") and v not in vals:
+                return False
+            if op in ("!=", "notin") and v in vals:
+                return False
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self.reqs)
+
+
+def field_value(obj: dict, path: str) -> str | None:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return None if cur is None else str(cur)
+
+
+# ------------------------------------------------------------------ patches
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (strategic merge is treated the same)."""
+    if not isinstance(patch, dict):
+        return clone(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(422, "Invalid", f"invalid JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _parent(doc: Any, parts: list[str]) -> Any:
+    cur = doc
+    for p in parts[:-1]:
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    return cur
+
+
+def json_patch(doc: Any, ops: list[dict]) -> Any:
+    """RFC 6902 JSON patch: add, remove, replace, move, copy, test."""
+    doc = clone(doc)
+    try:
+        for op in ops:
+            kind, parts = op["op"], _pointer(op["path"])
+            if kind in ("move", "copy"):
+                src = _pointer(op["from"])
+                sp = _parent(doc, src)
+                value = clone(sp[int(src[-1])] if isinstance(sp, list) else sp[src[-1]])
+                if kind == "move":
+                    json_patch_remove(sp, src[-1])
+                op = {"op": "add", "path": op["path"], "value": value}
+                kind = "add"
+            if not parts:
+                if kind in ("add", "replace"):
+                    doc = clone(op["value"])
+                    continue
+                raise ApiError(422, "Invalid", f"cannot {kind} the whole document")
+            parent, last = _parent(doc, parts), parts[-1]
+            if kind == "test":
+                cur = parent[int(last)] if isinstance(parent, list) else parent[last]
+                if cur != op["value"]:
+                    raise ApiError(422, "Invalid", f"test operation failed at {op['path']}")
+            elif kind == "remove":
+                json_patch_remove(parent, last)
+            elif kind == "add":
+                if isinstance(parent, list):
+                    idx = len(parent) if last == "-" else int(last)
+                    parent.insert(idx, clone(op["value"]))
+                else:
+                    parent[last] = clone(op["value"])
+            elif kind == "replace":
+                if isinstance(parent, list):
+                    parent[int(last)] = clone(op["value"])
+                else:
+                    if last not in parent:
+                        raise KeyError(last)
+                    parent[last] = clone(op["value"])
+            else:
+                raise ApiError(422, "Invalid", f"unknown JSON patch op {kind!r}")
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise ApiError(422, "Invalid", f"JSON patch failed: {exc!r}") from None
+    return doc
+
+
+def json_patch_remove(parent: Any, last: str) -> None:
+    if isinstance(parent, list):
+        del parent[int(last)]
+    else:
+        del parent[last]
+
+
+# ------------------------------------------------------------------ store
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_SUFFIX = string.ascii_lowercase + string.digits
+
+
+@dataclass
+class Event:
+    rv: int
+    type: str
+    res: Resource
+    obj: dict
+
+
+@dataclass
+class Watcher:
+    res: Resource
+    namespace: str | None
+    labels: LabelSelector
+    fields: LabelSelector
+    push: Callable[[Event], None]
+
+    def wants(self, ev: Event) -> bool:
+        if ev.res.key != self.res.key:
+            return False
+        md = ev.obj.get("metadata", {})
+        if self.namespace and md.get("namespace") != self.namespace:
+            return False
+        lab = md.get("labels") or {}
+        return self.labels.matches(lab.get) and self.fields.matches(lambda k: field_value(ev.obj, k))
+
+
+@dataclass
+class Store:
+    """Objects by resource; one global resourceVersion; bounded event history."""
+    history_limit: int = 20000
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _objs: dict = field(default_factory=dict)  # (group, plural) -> {(ns, name): obj}
+    _res: dict = field(default_factory=dict)  # (group, plural) -> Resource
+    _kinds: dict = field(default_factory=dict)  # (group, kind) -> Resource
+    _rv: int = 1
+    _history: collections.deque = field(default_factory=collections.deque)
+    _compacted: int = 0  # events with rv <= this are gone
+    _watchers: list = field(default_factory=list)
+    _subscribers: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for r in BUILTIN:
+            self.register(r)
+        for ns in ("default", "kube-system"):
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    # ------------------------------------------------------------ resources
+    def register(self, res: Resource) -> None:
+        with self._lock:
+            self._res[res.key] = res
+            self._kinds[(res.group, res.kind)] = res
+            self._objs.setdefault(res.key, {})
+
+    def unregister(self, group: str, plural: str) -> None:
+        with self._lock:
+            res = self._res.pop((group, plural), None)
+            if res:
+                self._kinds.pop((group, res.kind), None)
+                self._objs.pop(res.key, None)
+
+    def resources(self) -> list[Resource]:
+        with self._lock:
+            return list(self._res.values())
+
+    def resource(self, group: str, plural_or_kind: str, version: str | None = None) -> Resource:
+        with self._lock:
+            res = self._res.get((group, plural_or_kind)) or self._kinds.get((group, plural_or_kind))
+        if res is None or (version and version not in res.versions):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource",
+                           {"group": group, "kind": plural_or_kind})
+        return res
+
+    def resolve(self, api_version: str, kind: str) -> Resource:
+        group, _, version = api_version.rpartition("/")
+        return self.resource(group, kind, version or None)
+
+    # ------------------------------------------------------------ reading
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        res = self.resolve(api_version, kind)
+        with self._lock:
+            obj = self._objs[res.key].get((namespace if res.namespaced else None, name))
+            return clone(obj) if obj is not None else None
+
+    def get_res(self, res: Resource, name: str, namespace: str | None) -> dict:
+        with self._lock:
+            obj = self._objs.get(res.key, {}).get((namespace if res.namespaced else None, name))
+            if obj is None:
+                raise ApiError(404, "NotFound", f'{res.plural}{"." + res.group if res.group else ""} '
+                               f'"{name}" not found', {"name": name, "group": res.group, "kind": res.plural})
+            return clone(obj)
+
+    def list_res(self, res: Resource, namespace: str | None = None, labels: str | None = None,
+                 fields: str | None = None) -> tuple[list[dict], int]:
+        lsel, fsel = LabelSelector(labels), LabelSelector(fields)
+        with self._lock:
+            out = []
+            for (ns, _), obj in self._objs.get(res.key, {}).items():
+                if namespace and ns != namespace:
+                    continue
+                if lsel and not lsel.matches((obj["metadata"].get("labels") or {}).get):
+                    continue
+                if fsel and not fsel.matches(lambda k, o=obj: field_value(o, k)):
+                    continue
+                out.append(clone(obj))
+            return out, self._rv
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict]:
+        return self.list_res(self.resolve(api_version, kind), namespace, label_selector)[0]
+
+    # ------------------------------------------------------------ writing
+    def _emit(self, type_: str, res: Resource, obj: dict) -> None:
+        ev = Event(self._rv, type_, res, clone(obj))
+        self._history.append(ev)
+        while len(self._history) > self.history_limit:
+            self._compacted = self._history.popleft().rv
+        for w in list(self._watchers):
+            if w.wants(ev):
+                w.push(ev)
+        for cb in list(self._subscribers):
+            cb(ev)
+
+    def _bump(self, obj: dict) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+
+    def create(self, obj: dict, namespace: str | None = None, *, keep_status: bool = True) -> dict:
+        """Create ``obj`` (apiVersion/kind from the object). ``keep_status`` False drops status."""
+        res = self.resolve(obj.get("apiVersion", ""), obj.get("kind", ""))
+        return self.create_res(res, obj, namespace, keep_status=keep_status)
+
+    def create_res(self, res: Resource, obj: dict, namespace: str | None, *,
+                   keep_status: bool = False) -> dict:
+        obj = clone(obj)
+        md = obj.setdefault("metadata", {})
+        ns = (namespace or md.get("namespace") or "default") if res.namespaced else None
+        if res.namespaced and md.get("namespace") not in (None, ns):
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
+                           "the namespace sent on the request")
+        with self._lock:
+            if not md.get("name"):
+                if not md.get("generateName"):
+                    raise ApiError(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required "
+                                   "value: name or generateName is required",
+                                   {"kind": res.kind, "causes": [{"field": "metadata.name",
+                                                                  "reason": "FieldValueRequired"}]})
+                md["name"] = md["generateName"] + "".join(secrets.choice(_SUFFIX) for _ in range(5))
+            name = md["name"]
+            if len(name) > 253 or not _NAME_RE.match(name):
+                raise ApiError(422, "Invalid", f'{res.kind} "{name}" is invalid: metadata.name: '
+                               f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist '
+                               "of lower case alphanumeric characters, '-' or '.'",
+                               {"name": name, "kind": res.kind})
+            bucket = self._objs[res.key]
+            if (ns, name) in bucket:
+                raise ApiError(409, "AlreadyExists", f'{res.plural}{"." + res.group if res.group else ""} '
+                               f'"{name}" already exists', {"name": name, "group": res.group,
+                                                            "kind": res.plural})
+            if ns is not None:
+                md["namespace"] = ns
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_iso()
+            md["generation"] = 1
+            md.pop("deletionTimestamp", None)
+            if not keep_status and res.status_sub:
+                obj.pop("status", None)
+            if res.kind == "Pod" and not res.group:
+                obj.setdefault("status", {}).setdefault("phase", "Pending")
+            if res.key == CRD_RESOURCE.key:
+                self._install_from_crd(obj)
+            self._bump(obj)
+            bucket[(ns, name)] = obj
+            self._emit("ADDED", res, obj)
+            return clone(obj)
+
+    def _install_from_crd(self, crd: dict) -> None:
+        spec = crd.get("spec", {})
+        names = spec.get("names", {})
+        versions = tuple(v["name"] for v in spec.get("versions", []) if v.get("served", True))
+        status_sub = any("status" in (v.get("subresources") or {}) for v in spec.get("versions", []))
+        self.register(Resource(spec["group"], versions, names["plural"], names["kind"],
+                               spec.get("scope", "Namespaced") == "Namespaced", status_sub))
+        crd.setdefault("status", {})["conditions"] = [
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "lastTransitionTime": now_iso()}]
+
+    def replace_res(self, res: Resource, obj: dict, namespace: str | None, name: str,
+                    subresource: str | None = None) -> dict:
+        """PUT semantics: the main resource ignores status, ``/status`` changes only status."""
+        with self._lock:
+            cur = self._objs.get(res.key, {}).get((namespace if res.namespaced else None, name))
+            if cur is None:
+                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                               {"name": name, "group": res.group, "kind": res.plural})
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": '
+                               "the object has been modified; please apply your changes to the latest "
+                               "version and try again", {"name": name, "kind": res.plural})
+            if (obj.get("metadata") or {}).get("name", name) != name:
+                raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
+            return self._write(res, cur, clone(obj), subresource)
+
+    def _write(self, res: Resource, cur: dict, new: dict, subresource: str | None) -> dict:
+        """Store ``new`` in place of ``cur`` (lock held), keeping system metadata."""
+        if subresource == "status":
+            out = clone(cur)
+            if "status" in new:
+                out["status"] = new["status"]
+            else:
+                out.pop("status", None)
+        else:
+            out = new
+            if res.status_sub:
+                if "status" in cur:
+                    out["status"] = clone(cur["status"])
+                else:
+                    out.pop("status", None)
+            md, old = out.setdefault("metadata", {}), cur["metadata"]
+            for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp"):
+                if k in old:
+                    md[k] = old[k]
+            md["generation"] = old.get("generation", 1) + (out.get("spec") != cur.get("spec"))
+        out.setdefault("apiVersion", cur.get("apiVersion"))
+        out.setdefault("kind", cur.get("kind"))
+        out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+        if out == cur:
+            return clone(cur)  # no-op writes do not bump the resourceVersion (like the apiserver)
+        self._bump(out)
+        md = out["metadata"]
+        key = (md.get("namespace") if res.namespaced else None, md["name"])
+        if md.get("deletionTimestamp") and not md.get("finalizers"):
+            self._objs[res.key].pop(key, None)
+            self._bump(out)
+            self._emit("DELETED", res, out)
+            self._collect(res, out, "Background")
+            return clone(out)
+        self._objs[res.key][key] = out
+        self._emit("MODIFIED", res, out)
+        return clone(out)
+
+    def patch_res(self, res: Resource, name: str, namespace: str | None, patch: Any,
+                  patch_type: str = "merge", subresource: str | None = None) -> dict:
+        with self._lock:
+            cur = self.get_res(res, name, namespace)
+            if patch_type == "json":
+                new = json_patch(cur, patch)
+            else:
+                if not isinstance(patch, dict):
+                    raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
+                rv = (patch.get("metadata") or {}).get("resourceVersion")
+                if rv and rv != cur["metadata"]["resourceVersion"]:
+                    raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} '
+                                   f'"{name}": the object has been modified', {"name": name})
+                new = merge_patch(cur, patch)
+            raw = self._objs[res.key][(namespace if res.namespaced else None, name)]
+            return self._write(res, raw, new, subresource)
+
+    def update(self, obj: dict, subresource: str | None = None) -> dict:
+        res = self.resolve(obj["apiVersion"], obj["kind"])
+        md = obj["metadata"]
+        return self.replace_res(res, obj, md.get("namespace"), md["name"], subresource)
+
+    def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Any,
+              subresource: str | None = None) -> dict:
+        return self.patch_res(self.resolve(api_version, kind), name, namespace, patch, "merge",
+                              subresource)
+
+    def mutate(self, api_version: str, kind: str, name: str, namespace: str | None,
+               fn: Callable[[dict], Any]) -> dict | None:
+        """Apply ``fn(obj)`` in place under the lock (status included); None if gone."""
+        res = self.resolve(api_version, kind)
+        with self._lock:
+            raw = self._objs[res.key].get((namespace if res.namespaced else None, name))
+            if raw is None:
+                return None
+            new = clone(raw)
+            fn(new)
+            new["metadata"]["resourceVersion"] = raw["metadata"]["resourceVersion"]
+            if new == raw:
+                return clone(raw)
+            if new.get("spec") != raw.get("spec"):
+                new["metadata"]["generation"] = raw["metadata"].get("generation", 1) + 1
+            self._bump(new)
+            key = (namespace if res.namespaced else None, name)
+            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+                del self._objs[res.key][key]
+                self._emit("DELETED", res, new)
+                self._collect(res, new, "Background")
+                return clone(new)
+            self._objs[res.key][key] = new
+            self._emit("MODIFIED", res, new)
+            return clone(new)
+
+    # ------------------------------------------------------------ deleting
+    def delete_res(self, res: Resource, name: str, namespace: str | None,
+                   propagation: str | None = None) -> dict:
+        """Delete with garbage collection of dependents (ownerReferences).
+
+        Foreground: the owner gets deletionTimestamp + ``foregroundDeletion`` finalizer, its
+        dependents go first, then the owner. Background: owner first, then dependents.
+        Orphan: dependents lose the owner reference. Other finalizers block deletion.
+        """
+        propagation = propagation or "Background"
+        with self._lock:
+            key = (namespace if res.namespaced else None, name)
+            cur = self._objs.get(res.key, {}).get(key)
+            if cur is None:
+                raise ApiError(404, "NotFound", f'{res.plural}{"." + res.group if res.group else ""} '
+                               f'"{name}" not found', {"name": name, "group": res.group, "kind": res.plural})
+            md = cur["metadata"]
+            if md.get("finalizers") and [f for f in md["finalizers"] if f != "foregroundDeletion"]:
+                if not md.get("deletionTimestamp"):
+                    new = clone(cur)
+                    new["metadata"]["deletionTimestamp"] = now_iso()
+                    self._bump(new)
+                    self._objs[res.key][key] = new
+                    self._emit("MODIFIED", res, new)
+                    return clone(new)
+                return clone(cur)
+            if propagation == "Foreground" and self._dependents(md["uid"]):
+                new = clone(cur)
+                new["metadata"]["deletionTimestamp"] = now_iso()
+                new["metadata"]["finalizers"] = ["foregroundDeletion"]
+                self._bump(new)
+                self._objs[res.key][key] = new
+                self._emit("MODIFIED", res, new)
+                self._collect(res, new, "Foreground")
+                cur = self._objs[res.key].pop(key)
+                cur["metadata"]["finalizers"] = []
+                self._bump(cur)
+                self._emit("DELETED", res, cur)
+                return clone(cur)
+            del self._objs[res.key][key]
+            self._bump(cur)
+            self._emit("DELETED", res, cur)
+            self._collect(res, cur, propagation)
+            return clone(cur)
+
+    def _dependents(self, uid: str) -> list[tuple[Resource, dict]]:
+        out = []
+        for rkey, bucket in self._objs.items():
+            for obj in bucket.values():
+                if any(o.get("uid") == uid for o in obj["metadata"].get("ownerReferences") or ()):
+                    out.append((self._res[rkey], obj))
+        return out
+
+    def _collect(self, res: Resource, owner: dict, propagation: str) -> None:
+        uid = owner["metadata"]["uid"]
+        for dres, dep in self._dependents(uid):
+            dmd = dep["metadata"]
+            if propagation == "Orphan":
+                new = clone(dep)
+                new["metadata"]["ownerReferences"] = [o for o in dmd["ownerReferences"] if o.get("uid") != uid]
+                self._bump(new)
+                self._objs[dres.key][(dmd.get("namespace"), dmd["name"])] = new
+                self._emit("MODIFIED", dres, new)
+                continue
+            try:
+                self.delete_res(dres, dmd["name"], dmd.get("namespace"), propagation)
+            except ApiError:
+                pass
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+               propagation: str | None = None) -> dict | None:
+        try:
+            return self.delete_res(self.resolve(api_version, kind), name, namespace, propagation)
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    # ------------------------------------------------------------ events
+    def watch(self, w: Watcher, since: int | None) -> list[Event]:
+        """Register ``w``; return the backlog to send first (atomically with registration).
+
+        ``since`` None: synthetic ADDED events for the current objects. Otherwise the
+        recorded events after ``since``; ApiError 410 when they were compacted away.
+        """
+        with self._lock:
+            if since is None:
+                items, rv = self.list_res(w.res, w.namespace)
+                backlog = [Event(int(o["metadata"]["resourceVersion"]), "ADDED", w.res, o)
+                           for o in items]
+                backlog = [e for e in backlog if w.wants(e)]
+            else:
+                if since < self._compacted:
+                    raise ApiError(410, "Expired", f"too old resource version: {since} ({self._compacted})")
+                backlog = [e for e in self._history if e.rv > since and w.wants(e)]
+            self._watchers.append(w)
+            return backlog
+
+    def unwatch(self, w: Watcher) -> None:
+        with self._lock:
+            if w in self._watchers:
+                self._watchers.remove(w)
+
+    def subscribe(self, cb: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``cb(event)`` (under the store lock: keep it short) for every change."""
+        with self._lock:
+            self._subscribers.append(cb)
+
+        def undo() -> None:
+            with self._lock:
+                if cb in self._subscribers:
+                    self._subscribers.remove(cb)
+        return undo
+
+    def compact(self) -> int:
+        """Forget the event history (watches from an older resourceVersion get 410 Gone)."""
+        with self._lock:
+            self._compacted = self._rv
+            self._history.clear()
+            return self._rv
+
+    def all_objects(self) -> Iterable[tuple[Resource, dict]]:
+        with self._lock:
+            return [(self._res[k], clone(o)) for k, b in self._objs.items() for o in b.values()]
