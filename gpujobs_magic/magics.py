@@ -85,6 +85,9 @@ class GpuJobMagics(Magics):
             job.cancel()
             print(f"%%gpujob: interrupted; job {job.id} cancelled", file=sys.stderr)
             return None
+        from gpujobs.views import display_mode
+        if display_mode() == "text":  # a terminal shows no live view: say how it ended
+            print(status.summary())
         if status.phase != "succeeded":
             exc = job.exception()
             if exc is not None:

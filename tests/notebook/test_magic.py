@@ -1,0 +1,170 @@
+"""%%gpujob and %gpujobs through IPython's InteractiveShell."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+import gpujobs
+from gpujobs_magic.cell import analyse, compile_cell
+
+
+def run(sh, line, cell):
+    with capture_output() as cap:
+        res = sh.run_cell(f"%%gpujob {line}\n{cell}")
+    return res, cap
+
+
+def local_jobs():
+    return list(gpujobs.jobs())
+
+
+# ------------------------------------------------------------------ bad input: one line, no job
+@pytest.mark.parametrize("line,cell,needle", [
+    ("--bogus", "x = 1", "unrecognized arguments: --bogus"),
+    ("--framework tf", "x = 1", "invalid choice: 'tf'"),
+    ("--gpus two", "x = 1", "invalid int value: 'two'"),
+    ("--return y", "x = 1", "the cell never assigns 'y' (it assigns: x)"),
+    ("--return 1x", "x = 1", "'1x' is not a Python name"),
+    ("", "x = (1,\n", "the cell does not parse: line 1"),
+    ("", "return 5", "the cell does not parse: line 1: 'return' outside function"),
+    ("", "x = 1\n!nvidia-smi", "line 2 ('!nvidia-smi') uses IPython syntax"),
+    ("", "%time x = 1", "uses IPython syntax"),
+    ("", "get_ipython().system('ls')", "uses IPython syntax"),
+    ("--gpus 0", "x = 1", "gpus: must be >= 1"),
+    ("--queue Team_A", "x = 1", "queue: 'Team_A' is not a valid queue name"),
+    ("-o 9lives", "x = 1", "'9lives' is not a Python name"),
+])
+def test_bad_input_is_one_line_and_creates_no_job(shell, line, cell, needle):
+    res, cap = run(shell, line, cell)
+    assert isinstance(res.error_in_exec, UsageError), res.error_in_exec
+    assert needle in str(res.error_in_exec)
+    assert "Traceback" not in cap.stdout + cap.stderr
+    assert len((cap.stdout + cap.stderr).strip().splitlines()) == 1, cap.stdout + cap.stderr
+    assert local_jobs() == []
+
+
+def test_help_lists_the_options(shell):
+    doc = shell.find_cell_magic("gpujob").__doc__
+    for opt in ("--gpus", "--nodes", "--framework", "--queue", "--priority", "--return", "-o",
+                "--wait", "--name", "--backend"):
+        assert opt in doc
+
+
+def test_extension_loads_once_and_unloads(shell):
+    shell.run_line_magic("load_ext", "gpujobs_magic")  # already loaded: no error, one class
+    assert "gpujob" in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("unload_ext", "gpujobs_magic")
+    assert "gpujob" not in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("load_ext", "gpujobs_magic")
+    assert "gpujobs" in shell.magics_manager.magics["line"]
+
+
+# ---------------------------------------------------------------- capture analysis (no submit)
+def test_analysis_finds_free_names_and_assignments():
+    src = ("import math\nmodel = build(cfg)\nfor i in range(steps):\n    loss = step(model, i)\n"
+           "def inner():\n    return scale * loss\nclass K:\n    attr = other\n"
+           "total = sum(x * w for x in data)\n")
+    reads, assigned = analyse(src)
+    assert {"build", "cfg", "steps", "step", "scale", "other", "data", "w", "model"} <= reads
+    assert "x" not in reads and "shape" not in reads
+    assert {"math", "model", "i", "loss", "inner", "K", "total"} <= assigned
+
+
+def test_capture_takes_only_free_names_from_the_namespace_by_value():
+    ns = {"cfg": {"lr": 0.1}, "unused": object(), "In": [], "_5": 1, "scale": 3}
+    cf = compile_cell("y = cfg['lr'] * scale\nz = len(str(y))", ns, returns=("y",), name="cell_7")
+    assert set(cf.captured) == {"cfg", "scale"}
+    assert cf.fn() == {"y": pytest.approx(0.3)}
+    assert cf.fn.__name__ == "cell_7" and cf.fn.__module__ == "__main__"
+    ns["cfg"]["lr"] = 1.0  # captured dicts are shared until pickled; pickling freezes them
+    import cloudpickle
+    clone = cloudpickle.loads(cloudpickle.dumps(cf.fn))
+    ns["cfg"]["lr"] = 5.0
+    assert clone() == {"y": pytest.approx(3.0)}
+
+
+def test_cell_keeps_module_semantics_and_returns_last_expression():
+    cf = compile_cell("x = x + 1\ndef f():\n    return x * 2\nf()", {"x": 10})
+    assert cf.fn() == 22
+    cf2 = compile_cell("for i in range(3):\n    pass\n", {})
+    assert cf2.fn() is None
+
+
+def test_unpicklable_capture_is_a_one_line_usage_error(shell):
+    import threading
+    shell.user_ns["lock"] = threading.Lock()
+    res, cap = run(shell, "--gpus 2", "with lock:\n    x = 1")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "lock" in str(res.error_in_exec) and "not serialisable" in str(res.error_in_exec)
+    assert local_jobs() == []
+
+
+def test_gpujobs_line_magic_usage_and_backend(shell):
+    with capture_output() as cap:
+        shell.run_line_magic("gpujobs", "backend local")
+    assert "backend 'local'" in cap.stdout
+    res = shell.run_cell("%gpujobs backend nowhere")
+    assert isinstance(res.error_in_exec, UsageError) and "unknown backend 'nowhere'" in str(res.error_in_exec)
+    res = shell.run_cell("%gpujobs frobnicate")
+    assert isinstance(res.error_in_exec, UsageError)
+    table = shell.run_line_magic("gpujobs", "jobs")
+    assert isinstance(table, gpujobs.views.JobTable) and len(table) == 0
+    q = shell.run_line_magic("gpujobs", "queue default")
+    assert q.name == "default" and len(q.to_pandas()) == 0
+
+
+# ----------------------------------------------------------------- real submits (local backend)
+CELL = """import gpujobs, torch.distributed as dist
+ctx = gpujobs.context()
+t = torch.tensor([float(ctx.rank + base)])
+dist.all_reduce(t)
+total = t.item()
+world = ctx.world_size
+print("rank", ctx.rank, "total", total)
+"""
+
+
+@pytest.mark.slow
+def test_wait_returns_names_and_stores_the_job(shell, no_leftovers):
+    shell.run_cell("import torch\nbase = 10")
+    res, cap = run(shell, "--gpus 2 --wait --return total,world -o job", CELL)
+    assert res.error_in_exec is None, cap.stderr
+    job = shell.user_ns["job"]
+    assert isinstance(job, gpujobs.Job)
+    assert shell.user_ns["total"] == 21.0 and shell.user_ns["world"] == 2  # 10 + 11 from 2 ranks
+    st = job.status()
+    assert st.phase == "succeeded" and (st.gang_ready, st.gang_size) == (2, 2)
+    assert "rank 1 total 21.0" in job.logs()
+    assert "succeeded · gang 2/2" in cap.stdout  # a terminal gets the final line
+    shown = [o.data["text/plain"] for o in cap.outputs]
+    assert shown and shown[0].startswith(f"Job {job.id}")  # the view displayed at submit
+    no_leftovers(job.id)
+
+
+@pytest.mark.slow
+def test_non_blocking_returns_at_once_and_fills_names_later(shell, no_leftovers):
+    shell.run_cell("import torch\nbase = 1")
+    t0 = time.monotonic()
+    res, _ = run(shell, "--gpus 2 --return total -o job --name quick", CELL)
+    assert time.monotonic() - t0 < 1.5  # did not wait for the gang
+    assert res.error_in_exec is None and res.result is shell.user_ns["job"]
+    job = shell.user_ns["job"]
+    assert job.status().name == "quick"
+    assert job.wait(60).phase == "succeeded"
+    deadline = time.monotonic() + 10
+    while "total" not in shell.user_ns and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert shell.user_ns["total"] == 3.0
+    no_leftovers(job.id)
+
+
+@pytest.mark.slow
+def test_remote_error_with_wait_is_raised_as_its_own_type(shell, no_leftovers):
+    res, _ = run(shell, "--gpus 2 --wait -o job", "import gpujobs\nif gpujobs.context().rank == 1:\n"
+                 "    raise KeyError('rank one broke')\n")
+    assert isinstance(res.error_in_exec, KeyError) and "rank one broke" in str(res.error_in_exec)
+    assert shell.user_ns["job"].status().phase == "failed"
+    no_leftovers(shell.user_ns["job"].id)
