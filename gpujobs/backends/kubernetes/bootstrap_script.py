@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""gpujobs pod bootstrap (shipped as ``/opt/gpujobs/bootstrap.py`` in the job's ConfigMap).
+
+Runs in a stock image (e.g. pytorch/pytorch) with nothing but the standard
+library. It checks that this Python's major.minor equals the submitter's (a
+cloudpickled function only loads in the same version) and that cloudpickle
+imports, else prints a clear message and exits 3. It then runs the gpujobs
+runner shipped next to it (``/opt/gpujobs/lib``: gpujobs' runner, payload and
+context modules plus the submitter's cloudpickle, first on ``sys.path``).
+
+Roles (argv[1]):
+
+``rank`` (default)  torch/ray pod: one rank per process. The operators give each
+                    *pod* a node rank (PyTorchJob/TrainJob ``PET_NODE_RANK``, Volcano's
+                    pytorch plugin ``RANK`` whose ``WORLD_SIZE`` counts pods), so with
+                    N processes per pod this script starts them itself with
+                    RANK = node_rank * N + local_rank and WORLD_SIZE = nodes * N.
+``mpi-launcher``    waits for the workers' sshd, then execs ``mpirun`` of ``mpi-rank``.
+``mpi-rank``        one MPI rank (rank/size come from MPI itself).
+
+Settings come from ``bootstrap.json`` beside this file, not the environment, because
+MPI ranks started over ssh do not inherit the pod's environment.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXIT_SETUP = 3
+
+
+def fail(msg):
+    sys.stderr.write("gpujobs bootstrap: " + msg + "\n")
+    sys.stderr.flush()
+    sys.exit(EXIT_SETUP)
+
+
+def load_config():
+    with open(os.path.join(HERE, "bootstrap.json")) as fh:
+        return json.load(fh)
+
+
+def check_environment(cfg):
+    want = cfg["python"]
+    have = "%d.%d" % sys.version_info[:2]
+    if have != want:
+        fail("this image runs Python %s but the function was pickled by Python %s; cloudpickled "
+             "code only loads in the same major.minor version. Fix: use an image with Python %s "
+             "(builder .image(...)), or submit from a Python %s kernel." % (have, want, want, have))
+    lib = os.path.join(HERE, "lib")
+    if lib not in sys.path:
+        sys.path.insert(0, lib)
+    try:
+        import cloudpickle  # noqa: F401
+    except Exception as exc:  # pragma: no cover - only when the shipped copy is missing
+        fail("cannot import cloudpickle (%s); install it in the image (pip install cloudpickle)"
+             % exc)
+
+
+def base_env(cfg):
+    env = dict(os.environ)
+    lib = os.path.join(HERE, "lib")
+    env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("GPUJOBS_PAYLOAD", os.path.join(HERE, "payload.bin"))
+    env.setdefault("GPUJOBS_KEY_FILE", cfg["key_file"])
+    env.setdefault("GPUJOBS_RESULT_SINK", "log")
+    env.setdefault("GPUJOBS_JOB_ID", cfg["job_id"])
+    env.setdefault("GPUJOBS_FRAMEWORK", cfg["framework"])
+    env.setdefault("GPUJOBS_CHECKPOINT_DIR", cfg["checkpoint_dir"])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if cfg.get("return_all"):
+        env["GPUJOBS_RETURN_ALL"] = "1"
+    return env
+
+
+def rank_argv(cfg):
+    if cfg.get("command"):
+        return list(cfg["command"])
+    return [sys.executable, "-m", "gpujobs.runner"]
+
+
+def env_int(names, default=None):
+    for name in names:
+        if os.environ.get(name, "") != "":
+            return int(os.environ[name])
+    if default is None:
+        fail("none of %s is set; is this pod run by the operator gpujobs rendered it for?"
+             % ", ".join(names))
+    return default
+
+
+def run_torch(cfg):
+    nnodes, nproc = int(cfg["nnodes"]), int(cfg["nproc_per_node"])
+    node_rank = env_int(cfg["node_rank_env"], 0 if nnodes == 1 else None)
+    env = base_env(cfg)
+    addr = next((os.environ[n] for n in cfg["master_addr_env"] if os.environ.get(n)), "127.0.0.1")
+    port = next((os.environ[n] for n in cfg["master_port_env"] if os.environ.get(n)), "29500")
+    env.update(MASTER_ADDR=addr, MASTER_PORT=str(port), WORLD_SIZE=str(nnodes * nproc),
+               GROUP_RANK=str(node_rank), NODE_RANK=str(node_rank),
+               LOCAL_WORLD_SIZE=str(nproc))
+    if nproc == 1:
+        env.update(RANK=str(node_rank), LOCAL_RANK="0")
+        os.execvpe(rank_argv(cfg)[0], rank_argv(cfg), env)
+    procs = []
+    for local in range(nproc):
+        e = dict(env, RANK=str(node_rank * nproc + local), LOCAL_RANK=str(local))
+        procs.append(subprocess.Popen(rank_argv(cfg), env=e))
+    signal.signal(signal.SIGTERM, lambda *_: [p.send_signal(signal.SIGTERM) for p in procs])
+    code = 0
+    while procs:
+        for p in list(procs):
+            rc = p.poll()
+            if rc is None:
+                continue
+            procs.remove(p)
+            if rc != 0 and code == 0:
+                code = rc if rc > 0 else 128 - rc
+                for other in procs:  # one rank failed: the gang cannot finish
+                    other.terminate()
+        time.sleep(0.2)
+    return code
+
+
+def mpi_hosts(cfg):
+    """[(host, slots)] from Volcano's MPI_HOST or the MPI Operator hostfile."""
+    slots = int(cfg["nproc_per_node"])
+    if os.environ.get("MPI_HOST"):
+        return [(h, slots) for h in os.environ["MPI_HOST"].split(",") if h]
+    path = os.environ.get("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile")
+    hosts = []
+    if os.path.exists(path):
+        for line in open(path):
+            if line.strip():
+                hosts.append((line.split()[0], slots))
+    return hosts
+
+
+def wait_for_ssh(hosts, timeout):
+    deadline = time.time() + timeout
+    for host, _ in hosts:
+        while True:
+            try:
+                socket.create_connection((host, 22), timeout=3).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    fail("worker %s did not accept ssh on port 22 within %d s; the image must "
+                         "run sshd (openssh-server) in the worker pods" % (host, timeout))
+                time.sleep(1)
+
+
+def run_mpi_launcher(cfg):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        fail("this image has no mpirun; MPI jobs need an image with Open MPI, openssh-server "
+             "and mpi4py (builder .image(...))")
+    hosts = mpi_hosts(cfg)
+    wait_for_ssh(hosts, int(cfg.get("ssh_wait_s", 300)))
+    argv = [mpirun, "-np", str(int(cfg["nnodes"]) * int(cfg["nproc_per_node"]))]
+    if os.environ.get("MPI_HOST"):
+        argv += ["--host", ",".join("%s:%d" % h for h in hosts)]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    for name in cfg.get("forward_env", []):
+        if name in os.environ:
+            argv += ["-x", name]
+    argv += [sys.executable, os.path.join(HERE, "bootstrap.py"), "mpi-rank"]
+    sys.stdout.flush()
+    os.execv(mpirun, argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    role = argv[0] if argv else "rank"
+    cfg = load_config()
+    if role == "mpi-launcher":
+        return run_mpi_launcher(cfg)
+    check_environment(cfg)
+    if role == "mpi-rank" or cfg["framework"] == "ray":
+        env = base_env(cfg)
+        if cfg["framework"] == "ray":
+            env.setdefault("GPUJOBS_RAY_ADDRESS", "auto")
+        os.execvpe(rank_argv(cfg)[0], rank_argv(cfg), env)
+    return run_torch(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The job kinds gpujobs renders, their API coordinates, and how a spec picks one.
+
+Default kind per framework:
+
+- ddp / fsdp -> **TrainJob** (trainer.kubeflow.org/v1alpha1). Kueue lists the
+  Kubeflow Trainer v1 integration (PyTorchJob) as deprecated, tentatively removed
+  in v0.20, and leaves it out of its default configuration, whereas
+  ``trainer.kubeflow.org/trainjob`` is enabled by default
+  (k8s-semantics.md §1.2). PyTorchJob stays available with ``kind="PyTorchJob"``.
+- mpi -> MPIJob (kubeflow.org/v2beta1); ray -> RayJob (ray.io/v1).
+- ``volcano="job"`` -> a bare Volcano Job; ``volcano="appwrapper"`` -> that Volcano
+  Job inside an AppWrapper (so a Kueue queue can hold it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import SpecError
+from ...spec import JobSpec
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str          # gpujobs' name for it (VolcanoJob for batch.volcano.sh Job)
+    group: str
+    version: str
+    plural: str
+    api_kind: str      # the object's .kind
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+KINDS: dict[str, KindInfo] = {
+    "TrainJob": KindInfo("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
+    "PyTorchJob": KindInfo("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    "MPIJob": KindInfo("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    "RayJob": KindInfo("RayJob", "ray.io", "v1", "rayjobs", "RayJob"),
+    "VolcanoJob": KindInfo("VolcanoJob", "batch.volcano.sh", "v1alpha1", "jobs", "Job"),
+    "AppWrapper": KindInfo("AppWrapper", "workload.codeflare.dev", "v1beta2", "appwrappers",
+                           "AppWrapper"),
+}
+DEFAULT_KIND = {"ddp": "TrainJob", "fsdp": "TrainJob", "mpi": "MPIJob", "ray": "RayJob"}
+KUEUE_KINDS = frozenset({"TrainJob", "PyTorchJob", "MPIJob", "RayJob", "AppWrapper"})
+
+
+def kind_of_object(obj: dict) -> KindInfo:
+    """The KindInfo of a rendered/fetched job object."""
+    for info in KINDS.values():
+        if obj.get("apiVersion") == info.api_version and obj.get("kind") == info.api_kind:
+            return info
+    raise SpecError("kind", f"{obj.get('apiVersion')}/{obj.get('kind')} is not a gpujobs job kind",
+                    f"use one of {', '.join(KINDS)}")
+
+
+def resolve_kind(spec: JobSpec, kind: str | None = None) -> str:
+    """The kind to render ``spec`` as (explicit ``kind``, then spec.kind, then the defaults)."""
+    kind = kind or spec.kind
+    if kind is not None and kind not in KINDS:
+        raise SpecError("kind", f"unknown kind {kind!r}", f"use one of {', '.join(KINDS)}")
+    fw, mode = spec.framework, spec.volcano
+    if fw == "ray":
+        if mode in ("job", "appwrapper") or kind not in (None, "RayJob"):
+            raise SpecError("volcano" if kind in (None, "RayJob") else "kind",
+                            f"a ray job renders only as RayJob (volcano={mode!r}, kind={kind!r})",
+                            "use volcano='none' or 'gang' (KubeRay's Volcano batch scheduler)")
+        return "RayJob"
+    if fw == "mpi" and kind in ("TrainJob", "PyTorchJob", "RayJob"):
+        raise SpecError("kind", f"an mpi job cannot render as {kind}",
+                        "use 'MPIJob', 'VolcanoJob' or 'AppWrapper'")
+    if fw in ("ddp", "fsdp") and kind in ("MPIJob", "RayJob"):
+        raise SpecError("kind", f"a {fw} job cannot render as {kind}",
+                        "use 'TrainJob', 'PyTorchJob', 'VolcanoJob' or 'AppWrapper'")
+    if mode == "job":
+        if kind not in (None, "VolcanoJob"):
+            raise SpecError("kind", f"volcano='job' makes a bare Volcano Job, not a {kind}",
+                            "drop kind= or use volcano='gang' for Volcano placement of a "
+                            f"{kind}")
+        return "VolcanoJob"
+    if mode == "appwrapper":
+        if kind not in (None, "AppWrapper"):
+            raise SpecError("kind", f"volcano='appwrapper' wraps a Volcano Job, not a {kind}",
+                            "drop kind= or use volcano='gang'")
+        return "AppWrapper"
+    if mode == "gang" and kind in ("VolcanoJob", "AppWrapper"):
+        raise SpecError("volcano", f"'gang' places an operator's pods with Volcano; a {kind} "
+                        "is already a Volcano Job", "use volcano='job' or 'appwrapper'")
+    return kind or DEFAULT_KIND[fw]

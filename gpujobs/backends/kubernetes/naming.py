@@ -1,0 +1,158 @@
+"""Names, labels, job ids and the submitter-side key store for Kubernetes jobs.
+
+Job id: ``"<namespace>/<name>"``. Every object gpujobs creates for a job carries
+the labels ``gpujobs.dev/job=<name>`` and ``gpujobs.dev/submission-id=<id>``; the
+payload ConfigMap is ``<name>-gpujobs`` and the key Secret ``<name>-gpujobs-key``.
+
+Local records under ``GPUJOBS_HOME``:
+
+- ``k8s-keys/<namespace>/<name>`` (mode 0600): the job's HMAC key (hex);
+- ``k8s-jobs/<namespace>/<name>.json``: kind, apiVersion, plural, uid, submission id.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...config import gpujobs_home
+from ...errors import SpecError
+from ...spec import JobSpec
+
+LABEL_JOB = "gpujobs.dev/job"
+LABEL_SUBMISSION = "gpujobs.dev/submission-id"
+LABEL_FRAMEWORK = "gpujobs.dev/framework"
+LABEL_ROLE = "gpujobs.dev/role"
+ANN_KIND = "gpujobs.dev/kind"
+ANN_GANG = "gpujobs.dev/gang-size"
+ANN_GPUS = "gpujobs.dev/gpus"
+ANN_WORLD = "gpujobs.dev/world-size"
+ANN_RETURN_ALL = "gpujobs.dev/return-all"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpujobs")
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+
+_MAX_NAME = 40
+
+
+def new_submission_id() -> str:
+    return secrets.token_hex(8)
+
+
+def job_name(spec: JobSpec, submission_id: str) -> str:
+    """``spec.name`` when given (deterministic), else ``<display-name>-<6 hex of the id>``."""
+    if spec.name:
+        return spec.name
+    base = re.sub(r"[^a-z0-9-]", "-", spec.display_name.lower())
+    base = re.sub(r"-+", "-", base).strip("-") or "job"
+    if not base[0].isalpha():
+        base = "j-" + base
+    suffix = hashlib.sha256(submission_id.encode()).hexdigest()[:6]
+    return f"{base[:_MAX_NAME - 7].rstrip('-')}-{suffix}"
+
+
+def configmap_name(name: str) -> str:
+    return f"{name}-gpujobs"
+
+
+def secret_name(name: str) -> str:
+    return f"{name}-gpujobs-key"
+
+
+def job_id(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def parse_job_id(jid: str) -> tuple[str, str]:
+    """``"ns/name"`` -> (ns, name)."""
+    ns, sep, name = jid.partition("/")
+    if not sep or not ns or not name:
+        raise SpecError("job_id", f"{jid!r} is not a Kubernetes job id",
+                        "use '<namespace>/<name>' as printed by submit / gpujobs queue")
+    return ns, name
+
+
+# ----------------------------------------------------------------- key store
+def key_path(namespace: str, name: str, home: Path | None = None) -> Path:
+    return (home or gpujobs_home()) / "k8s-keys" / namespace / name
+
+
+def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) -> Path:
+    """Write the job's HMAC key (hex) with mode 0600 (the folder 0700)."""
+    path = key_path(namespace, name, home)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.hex())
+    os.chmod(path, 0o600)
+    return path
+
+
+def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:
+    path = key_path(namespace, name, home)
+    if not path.exists():
+        raise SpecError("job_id", f"no local key for {namespace}/{name} at {path}",
+                        "results can be read only from the machine (GPUJOBS_HOME) that "
+                        "submitted the job; copy that file here to attach")
+    return bytes.fromhex(path.read_text().strip())
+
+
+def forget_key(namespace: str, name: str, home: Path | None = None) -> None:
+    try:
+        key_path(namespace, name, home).unlink()
+    except FileNotFoundError:
+        pass
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What the submitter remembers about a job (lets status/attach find its kind fast)."""
+    namespace: str
+    name: str
+    kind: str
+    api_version: str
+    plural: str
+    uid: str = ""
+    submission_id: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.api_version.split("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.split("/")[1]
+
+
+def record_path(namespace: str, name: str, home: Path | None = None) -> Path:
+    return (home or gpujobs_home()) / "k8s-jobs" / namespace / f"{name}.json"
+
+
+def save_record(rec: JobRecord, home: Path | None = None) -> None:
+    path = record_path(rec.namespace, rec.name, home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(rec)))
+    os.replace(tmp, path)
+
+
+def load_record(namespace: str, name: str, home: Path | None = None) -> JobRecord | None:
+    path = record_path(namespace, name, home)
+    if not path.exists():
+        return None
+    return JobRecord(**json.loads(path.read_text()))
+
+
+def forget_record(namespace: str, name: str, home: Path | None = None) -> None:
+    try:
+        record_path(namespace, name, home).unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,192 @@
+"""Pod templates shared by every kind: image, env, resources, volumes, security.
+
+Security: every container runs with ``allowPrivilegeEscalation: false``,
+``capabilities: {drop: [ALL]}``, ``privileged: false`` and the RuntimeDefault seccomp
+profile; pods run as uid/gid 1000 with ``runAsNonRoot: true``. No hostPath volumes.
+The one exception is MPI over ssh (MPIJob, Volcano ``mpi`` plugin): both operators
+mount the ssh keys at /root/.ssh, so the launcher runs as root (``mode="root"``,
+still no capabilities) and the workers run stock sshd as root, which needs
+SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...spec import JobSpec
+from . import naming
+from .payload_objects import KEY_DIR, MOUNT_DIR
+
+DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
+"""Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
+NON_ROOT_UID = 1000
+SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE"]
+_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
+
+
+def ray_image(gpu: bool) -> str:
+    """rayproject/ray matching this client's Ray and Python versions."""
+    try:
+        import ray
+        version = ray.__version__
+    except Exception:  # ray not installed on the submitting side
+        version = "2.52.0"
+    py = "py%d%d" % sys.version_info[:2]
+    return f"rayproject/ray:{version}-{py}{'-gpu' if gpu else ''}"
+
+
+def times(quantity: str, n: float) -> str:
+    """``times("16Gi", 2) == "32Gi"`` (Kubernetes quantity scaled by n)."""
+    m = _QTY.match(str(quantity))
+    if not m:
+        return str(quantity)
+    value = float(m.group(1)) * n
+    text = str(int(value)) if value == int(value) else f"{value:g}"
+    return text + m.group(2)
+
+
+def cpu_str(cpus: float) -> str:
+    return str(int(cpus)) if float(cpus) == int(cpus) else f"{int(round(cpus * 1000))}m"
+
+
+@dataclass
+class RenderCtx:
+    """What every renderer needs about the job being rendered."""
+    spec: JobSpec
+    namespace: str
+    name: str
+    kind: str
+    submission_id: str
+    kueue: bool
+    image: str
+    cm_volume: dict
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def job_id(self) -> str:
+        return naming.job_id(self.namespace, self.name)
+
+
+def resources(spec: JobSpec, procs: int, gpus: int, cpus: float | None = None) -> dict:
+    """requests/limits for a pod running ``procs`` ranks holding ``gpus`` GPUs in all."""
+    req: dict[str, Any] = {"cpu": cpu_str(cpus if cpus is not None else spec.cpus_per_proc * procs)}
+    lim: dict[str, Any] = {}
+    if spec.memory_per_proc:
+        req["memory"] = lim["memory"] = times(spec.memory_per_proc, procs)
+    if gpus:
+        req[spec.gpu_resource] = lim[spec.gpu_resource] = str(gpus)
+    out: dict[str, Any] = {"requests": req}
+    if lim:
+        out["limits"] = lim
+    return out
+
+
+def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
+    """gpujobs' variables, the user's env, then secrets by reference (secretKeyRef)."""
+    spec = ctx.spec
+    env = {"GPUJOBS_JOB_ID": ctx.job_id, "GPUJOBS_FRAMEWORK": spec.framework,
+           "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_PAYLOAD": f"{MOUNT_DIR}/payload.bin",
+           "GPUJOBS_KEY_FILE": f"{KEY_DIR}/key", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+    if spec.return_all:
+        env["GPUJOBS_RETURN_ALL"] = "1"
+    env.update(extra or {})
+    env.update(spec.env_dict())
+    out = [{"name": k, "value": v} for k, v in env.items()]
+    out += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}}
+            for k, r in spec.secret_env]
+    return out
+
+
+def security_context(mode: str = "nonroot") -> dict:
+    """Container security context; ``mode`` is nonroot (default), root or sshd (see module doc)."""
+    sc: dict[str, Any] = {"allowPrivilegeEscalation": False, "privileged": False,
+                          "capabilities": {"drop": ["ALL"]},
+                          "seccompProfile": {"type": "RuntimeDefault"}}
+    if mode == "sshd":
+        sc["capabilities"]["add"] = list(SSHD_CAPS)
+    elif mode == "nonroot":
+        sc.update(runAsNonRoot=True, runAsUser=NON_ROOT_UID, runAsGroup=NON_ROOT_UID)
+    return sc
+
+
+def volumes_and_mounts(ctx: RenderCtx, shm: bool) -> tuple[list[dict], list[dict]]:
+    from .payload_objects import key_volume
+
+    spec = ctx.spec
+    vols = [ctx.cm_volume, key_volume(ctx.name)]
+    mounts = [{"name": "gpujobs", "mountPath": MOUNT_DIR, "readOnly": True},
+              {"name": "gpujobs-key", "mountPath": KEY_DIR, "readOnly": True}]
+    if shm and spec.shm_size:
+        vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if spec.volume:
+        vols.append({"name": "data", "persistentVolumeClaim": {"claimName": spec.volume.claim}})
+        mounts.append({"name": "data", "mountPath": spec.volume.mount_path})
+    return vols, mounts
+
+
+def container(ctx: RenderCtx, name: str, command: list[str], *, procs: int, gpus: int,
+              env: dict[str, str] | None = None, mode: str = "nonroot", shm: bool = True,
+              cpus: float | None = None, ports: list[dict] | None = None,
+              image: str | None = None) -> tuple[dict, list[dict]]:
+    """(container, pod volumes) for one role."""
+    vols, mounts = volumes_and_mounts(ctx, shm)
+    c: dict[str, Any] = {"name": name, "image": image or ctx.image, "command": command,
+                         "env": env_list(ctx, env), "resources": resources(ctx.spec, procs, gpus, cpus),
+                         "volumeMounts": mounts, "securityContext": security_context(mode)}
+    if ctx.spec.working_dir:
+        c["workingDir"] = ctx.spec.working_dir
+    if ports:
+        c["ports"] = ports
+    return c, vols
+
+
+def pod_labels(ctx: RenderCtx, role: str) -> dict[str, str]:
+    return {naming.LABEL_JOB: ctx.name, naming.LABEL_SUBMISSION: ctx.submission_id,
+            naming.LABEL_ROLE: role}
+
+
+def pod_annotations(ctx: RenderCtx) -> dict[str, str]:
+    ann = {}
+    if ctx.spec.topology_required:
+        ann[naming.TOPOLOGY_REQUIRED] = ctx.spec.topology_required
+    if ctx.spec.topology_preferred:
+        ann[naming.TOPOLOGY_PREFERRED] = ctx.spec.topology_preferred
+    return ann
+
+
+def pod_spec_extras(ctx: RenderCtx, mode: str = "nonroot") -> dict[str, Any]:
+    """Pod-level fields: security context, node selector, tolerations, grace period."""
+    spec = ctx.spec
+    out: dict[str, Any] = {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                           "terminationGracePeriodSeconds": int(spec.grace_period_s),
+                           "automountServiceAccountToken": False}
+    if mode == "nonroot":
+        out["securityContext"].update(runAsNonRoot=True, runAsUser=NON_ROOT_UID,
+                                      runAsGroup=NON_ROOT_UID, fsGroup=NON_ROOT_UID)
+    if spec.node_selector:
+        out["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        out["tolerations"] = [dict(t) for t in spec.tolerations]
+    return out
+
+
+def pod_template(ctx: RenderCtx, role: str, c: dict, vols: list[dict], *,
+                 restart_policy: str | None = "Never", mode: str = "nonroot",
+                 scheduler_name: str | None = None, topology: bool = True) -> dict:
+    spec: dict[str, Any] = {"containers": [c], "volumes": vols, **pod_spec_extras(ctx, mode)}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    meta: dict[str, Any] = {"labels": pod_labels(ctx, role)}
+    ann = pod_annotations(ctx) if topology else {}
+    if ann:
+        meta["annotations"] = ann
+    return {"metadata": meta, "spec": spec}
+
+
+def bootstrap_command(role: str = "rank") -> list[str]:
+    return ["python3", f"{MOUNT_DIR}/bootstrap.py", role]

@@ -1,0 +1,140 @@
+"""JobSpec -> the exact list of Kubernetes objects submit creates: [job, ConfigMap, Secret].
+
+The job object comes first: submit creates it first, then the ConfigMap and the
+Secret with an ownerReference to the job's uid (so ``render`` output, made
+without a cluster, has no ownerReferences; ``kubectl apply -f -`` of it works,
+and deleting the job then leaves the two to delete by label
+``gpujobs.dev/job=<name>``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import SpecError
+from ...payload import new_key
+from ...spec import JobSpec
+from . import naming
+from .kinds import KINDS, KUEUE_KINDS, resolve_kind
+from .payload_objects import bootstrap_config, configmap_volume, key_secret, payload_configmap
+from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx
+from . import render_kubeflow as kf
+from . import render_ray_volcano as rv
+
+RANK_ENV = {**kf.RANK_ENV, **rv.RANK_ENV}
+
+
+@dataclass
+class RenderOptions:
+    """Backend-level settings that shape rendering (not part of the JobSpec)."""
+    namespace: str = "default"
+    default_queue: str | None = None
+    trainjob_runtime: str = kf.TRAINJOB_RUNTIME
+    trainjob_volcano_runtime: str = kf.TRAINJOB_VOLCANO_RUNTIME
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Rendered:
+    """What render produced, plus what submit needs to create and record it."""
+    kind: str
+    namespace: str
+    name: str
+    submission_id: str
+    key: bytes
+    job: dict
+    configmap: dict
+    secret: dict
+
+    @property
+    def objects(self) -> list[dict]:
+        return [self.job, self.configmap, self.secret]
+
+    @property
+    def job_id(self) -> str:
+        return naming.job_id(self.namespace, self.name)
+
+
+def effective_queue(spec: JobSpec, opts: RenderOptions) -> str:
+    """spec.queue, except that the spec default 'default' yields to the configured queue."""
+    if spec.queue == "default" and opts.default_queue:
+        return opts.default_queue
+    return spec.queue
+
+
+def _check(spec: JobSpec, kind: str) -> None:
+    if kind == "VolcanoJob" and (spec.topology_required or spec.topology_preferred):
+        raise SpecError("topology", "a bare Volcano Job is not admitted by Kueue, so Kueue's "
+                        "topology-aware placement does not apply",
+                        "use volcano='appwrapper' (Kueue queues it) or drop .topology(...)")
+    if spec.topology_required and spec.topology_preferred:
+        raise SpecError("topology", "both required and preferred topology were given",
+                        "pass one of them")
+    if kind == "MPIJob" and spec.nodes < 1:
+        raise SpecError("nodes", "an MPIJob needs at least one worker", "pass ranks >= 1")
+
+
+def _gang_pods(kind: str, spec: JobSpec) -> int:
+    """Pods that must all run for the job to make progress."""
+    if kind == "MPIJob" or (kind in ("VolcanoJob", "AppWrapper") and spec.framework == "mpi"):
+        return spec.nodes + 1
+    if kind == "RayJob":
+        return spec.nodes + 1  # head + workers
+    return spec.nodes
+
+
+def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | None = None,
+               submission_id: str | None = None, key: bytes | None = None) -> Rendered:
+    """Render ``spec``; raises SpecError/PayloadError on bad input (nothing is created)."""
+    opts = opts or RenderOptions()
+    kind = resolve_kind(spec, kind)
+    _check(spec, kind)
+    namespace = spec.namespace or opts.namespace
+    sid = submission_id or naming.new_submission_id()
+    name = naming.job_name(spec, sid)
+    key = key or new_key()
+    kueue = kind in KUEUE_KINDS
+
+    common = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
+              naming.LABEL_FRAMEWORK: spec.framework, naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
+    labels: dict[str, str] = {**dict(spec.labels), **opts.extra_labels, **common}
+    if kueue:
+        labels[naming.QUEUE_LABEL] = effective_queue(spec, opts)
+        if spec.priority:
+            labels[naming.PRIORITY_LABEL] = spec.priority
+        if spec.max_runtime_s:
+            labels[naming.MAX_EXEC_LABEL] = str(int(spec.max_runtime_s))
+    annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(_gang_pods(kind, spec)),
+                   naming.ANN_GPUS: str(spec.total_gpus), naming.ANN_WORLD: str(spec.world_size),
+                   naming.ANN_RETURN_ALL: "true" if spec.return_all else "false"}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels,
+                            "annotations": annotations}
+
+    rank_env = RANK_ENV[kind]
+    boot = bootstrap_config(spec, namespace, name, node_rank_env=rank_env[0],
+                            master_addr_env=rank_env[1], master_port_env=rank_env[2])
+    cm = payload_configmap(spec, namespace, name, key, common, boot, kind)
+    ctx = RenderCtx(spec=spec, namespace=namespace, name=name, kind=kind, submission_id=sid,
+                    kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE,
+                    cm_volume=configmap_volume(cm), labels=common)
+    if kind == "TrainJob":
+        job = kf.trainjob(ctx, meta, opts.trainjob_runtime, opts.trainjob_volcano_runtime)
+    elif kind == "PyTorchJob":
+        job = kf.pytorchjob(ctx, meta)
+    elif kind == "MPIJob":
+        job = kf.mpijob(ctx, meta)
+    elif kind == "RayJob":
+        job = rv.rayjob(ctx, meta)
+    elif kind == "VolcanoJob":
+        job = rv.volcanojob(ctx, meta)
+    else:
+        job = rv.appwrapper(ctx, meta)
+    assert job["apiVersion"] == KINDS[kind].api_version
+    return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
+                    job=job, configmap=cm, secret=key_secret(namespace, name, key, common))
+
+
+def owner_reference(job: dict, uid: str) -> dict:
+    """ownerReference making ``job`` (with server-assigned ``uid``) own the payload objects."""
+    return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],
+            "uid": uid, "controller": False, "blockOwnerDeletion": False}

@@ -1,0 +1,115 @@
+"""TrainJob (Kubeflow Trainer v2), PyTorchJob (Training Operator v1) and MPIJob (MPI Operator v2)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .podspec import RenderCtx, bootstrap_command, container, pod_template
+
+TRAINJOB_RUNTIME = "torch-distributed"
+"""ClusterTrainingRuntime of Kubeflow Trainer's default install (replicated job and container 'node')."""
+TRAINJOB_VOLCANO_RUNTIME = "torch-distributed-volcano"
+"""A ClusterTrainingRuntime with ``podGroupPolicy.volcano`` (Trainer's Volcano example); used for volcano='gang'."""
+PYTORCH_PORT = 23456
+
+# Where each operator puts the pod's node rank / master address / port (bootstrap.json).
+RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "TrainJob": (["PET_NODE_RANK", "JOB_COMPLETION_INDEX"], ["PET_MASTER_ADDR", "MASTER_ADDR"],
+                 ["PET_MASTER_PORT", "MASTER_PORT"]),
+    "PyTorchJob": (["PET_NODE_RANK", "RANK"], ["PET_MASTER_ADDR", "MASTER_ADDR"],
+                   ["PET_MASTER_PORT", "MASTER_PORT"]),
+    "MPIJob": ([], [], []),
+}
+
+
+def _gpus_per_pod(ctx: RenderCtx) -> int:
+    return ctx.spec.gpus_per_proc * ctx.spec.procs_per_node
+
+
+def trainjob(ctx: RenderCtx, meta: dict, runtime: str = TRAINJOB_RUNTIME,
+             volcano_runtime: str = TRAINJOB_VOLCANO_RUNTIME) -> dict:
+    """TrainJob on a torch ClusterTrainingRuntime; pod details go in as a runtime patch."""
+    spec = ctx.spec
+    c, vols = container(ctx, "node", bootstrap_command(), procs=spec.procs_per_node,
+                        gpus=_gpus_per_pod(ctx))
+    tmpl = pod_template(ctx, "node", c, vols, restart_policy=None)
+    pod_patch: dict[str, Any] = {k: v for k, v in tmpl["spec"].items()
+                                 if k in ("volumes", "nodeSelector", "tolerations", "securityContext",
+                                          "terminationGracePeriodSeconds")}
+    pod_patch["containers"] = [{"name": "node", "volumeMounts": c["volumeMounts"],
+                                "securityContext": c["securityContext"]}]
+    body: dict[str, Any] = {
+        "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                       "name": volcano_runtime if spec.volcano == "gang" else runtime},
+        "trainer": {"image": c["image"], "command": c["command"], "env": c["env"],
+                    "numNodes": spec.nodes, "numProcPerNode": spec.procs_per_node,
+                    "resourcesPerNode": c["resources"]},
+        "runtimePatches": [{
+            "manager": "gpujobs.dev/submitter",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {"spec": {"template": {"metadata": tmpl["metadata"],
+                                                   "spec": pod_patch}}}}]}}}}],
+    }
+    if ctx.kueue:
+        body["suspend"] = True
+    if spec.max_runtime_s:
+        body["activeDeadlineSeconds"] = int(spec.max_runtime_s)
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta,
+            "spec": body}
+
+
+def _run_policy(ctx: RenderCtx, pods: int) -> dict:
+    rp: dict[str, Any] = {"cleanPodPolicy": "None", "backoffLimit": 0}
+    if ctx.kueue:
+        rp["suspend"] = True
+    if ctx.spec.max_runtime_s:
+        rp["activeDeadlineSeconds"] = int(ctx.spec.max_runtime_s)
+    if ctx.spec.volcano == "gang":
+        sp: dict[str, Any] = {"minAvailable": pods}
+        if ctx.spec.volcano_queue:
+            sp["queue"] = ctx.spec.volcano_queue
+        rp["schedulingPolicy"] = sp
+    return rp
+
+
+def pytorchjob(ctx: RenderCtx, meta: dict) -> dict:
+    """PyTorchJob: Master (node rank 0) + Worker (nodes - 1); container 'pytorch' with its port."""
+    spec = ctx.spec
+    sched = "volcano" if spec.volcano == "gang" else None
+    ports = [{"name": "pytorchjob-port", "containerPort": PYTORCH_PORT, "protocol": "TCP"}]
+    replicas: dict[str, Any] = {}
+    for role, count in (("Master", 1), ("Worker", spec.nodes - 1)):
+        if count <= 0:
+            continue
+        c, vols = container(ctx, "pytorch", bootstrap_command(), procs=spec.procs_per_node,
+                            gpus=_gpus_per_pod(ctx), ports=ports)
+        replicas[role] = {"replicas": count, "restartPolicy": "Never",
+                          "template": pod_template(ctx, role.lower(), c, vols, scheduler_name=sched)}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
+            "spec": {"nprocPerNode": str(spec.procs_per_node),
+                     "runPolicy": _run_policy(ctx, spec.nodes),
+                     "pytorchReplicaSpecs": replicas}}
+
+
+def mpijob(ctx: RenderCtx, meta: dict) -> dict:
+    """MPIJob v2beta1: one launcher running mpirun, ``nodes`` workers running sshd, slots = ranks/node."""
+    spec = ctx.spec
+    sched = "volcano" if spec.volcano == "gang" else None
+    lc, lvols = container(ctx, "launcher", bootstrap_command("mpi-launcher"), procs=1, gpus=0,
+                          cpus=1, shm=False, mode="root")
+    wc, wvols = container(ctx, "worker", ["/usr/sbin/sshd", "-De"], procs=spec.procs_per_node,
+                          gpus=_gpus_per_pod(ctx), mode="sshd")
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta,
+            "spec": {"slotsPerWorker": spec.procs_per_node,
+                     "mpiImplementation": "OpenMPI",
+                     "launcherCreationPolicy": "WaitForWorkersReady",
+                     "sshAuthMountPath": "/root/.ssh",
+                     "runPolicy": _run_policy(ctx, spec.nodes + 1),
+                     "mpiReplicaSpecs": {
+                         "Launcher": {"replicas": 1, "restartPolicy": "Never",
+                                      "template": pod_template(ctx, "launcher", lc, lvols,
+                                                               mode="root", scheduler_name=sched,
+                                                               topology=False)},
+                         "Worker": {"replicas": spec.nodes, "restartPolicy": "Never",
+                                    "template": pod_template(ctx, "worker", wc, wvols, mode="sshd",
+                                                             scheduler_name=sched)}}}}

@@ -1,0 +1,132 @@
+"""RayJob (KubeRay), Volcano Job (pytorch / mpi plugins) and AppWrapper around a Volcano Job."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .podspec import RenderCtx, bootstrap_command, container, pod_template, ray_image
+from .render_kubeflow import PYTORCH_PORT
+
+RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "RayJob": ([], [], []),
+    # Volcano's pytorch plugin: RANK = pod index (master 0, worker i+1), WORLD_SIZE = pods.
+    "VolcanoJob": (["RANK"], ["MASTER_ADDR"], ["MASTER_PORT"]),
+    "AppWrapper": (["RANK"], ["MASTER_ADDR"], ["MASTER_PORT"]),
+}
+RAY_TTL_AFTER_FINISHED_S = 60
+
+
+def rayjob(ctx: RenderCtx, meta: dict) -> dict:
+    """RayJob: fn runs as the driver on the head (entrypoint); ``nodes`` fixed-size GPU workers.
+
+    Under Kueue: ``shutdownAfterJobFinishes: true`` and no ``clusterSelector`` (Kueue's
+    webhook rejects anything else); ``suspend: true`` until admission.
+    """
+    spec = ctx.spec
+    gpu = spec.gpus_per_proc > 0
+    image = ctx.spec.image or ray_image(gpu)
+    hc, hvols = container(ctx, "ray-head", [], procs=1, gpus=0, cpus=max(1.0, spec.cpus_per_proc),
+                          image=image, ports=[{"containerPort": 6379, "name": "gcs-server"},
+                                              {"containerPort": 8265, "name": "dashboard"},
+                                              {"containerPort": 10001, "name": "client"}])
+    del hc["command"]  # KubeRay starts `ray start --head`; the entrypoint runs the bootstrap
+    wc, wvols = container(ctx, "ray-worker", [], procs=1, gpus=spec.gpus_per_proc, image=image)
+    del wc["command"]
+    if spec.volcano == "gang":
+        meta.setdefault("labels", {})["ray.io/scheduler-name"] = "volcano"
+        meta["labels"]["volcano.sh/queue-name"] = spec.volcano_queue or "default"
+    body: dict[str, Any] = {
+        "entrypoint": " ".join(bootstrap_command()),
+        "submissionMode": "K8sJobMode",
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,
+        "backoffLimit": 0,
+        "rayClusterSpec": {
+            "rayVersion": image.split(":", 1)[-1].split("-", 1)[0],
+            "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
+                              "template": pod_template(ctx, "head", hc, hvols, restart_policy=None,
+                                                       topology=False)},
+            "workerGroupSpecs": [{
+                "groupName": "workers", "replicas": spec.nodes, "minReplicas": spec.nodes,
+                "maxReplicas": spec.nodes, "rayStartParams": {},
+                "template": pod_template(ctx, "worker", wc, wvols, restart_policy=None)}],
+        },
+    }
+    if ctx.kueue:
+        body["suspend"] = True
+    if spec.max_runtime_s:
+        body["activeDeadlineSeconds"] = int(spec.max_runtime_s)
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": body}
+
+
+def _task(name: str, replicas: int, template: dict, complete_job: bool = False) -> dict:
+    t: dict[str, Any] = {"name": name, "replicas": replicas, "minAvailable": replicas,
+                         "template": template}
+    if complete_job:
+        t["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    return t
+
+
+def volcanojob(ctx: RenderCtx, meta: dict) -> dict:
+    """batch.volcano.sh Job. minAvailable = every pod (the whole gang).
+
+    ddp/fsdp: pytorch plugin (+svc, env); tasks master (1) and worker (nodes-1); each pod
+    runs procs_per_node ranks (the bootstrap turns the plugin's pod RANK/WORLD_SIZE into
+    process ranks). mpi: mpi + ssh + svc plugins; a master task runs mpirun (no GPU),
+    ``nodes`` worker pods run sshd.
+    """
+    spec = ctx.spec
+    gpus = spec.gpus_per_proc * spec.procs_per_node
+    tasks: list[dict] = []
+    if spec.framework == "mpi":
+        plugins = {"mpi": ["--master=master", "--worker=worker", "--port=22"], "ssh": [], "svc": []}
+        mc, mvols = container(ctx, "master", bootstrap_command("mpi-launcher"), procs=1, gpus=0,
+                              cpus=1, shm=False, mode="root")
+        wc, wvols = container(ctx, "worker", ["/bin/sh", "-c",
+                                              "mkdir -p /var/run/sshd && exec /usr/sbin/sshd -De"],
+                              procs=spec.procs_per_node, gpus=gpus, mode="sshd")
+        tasks.append(_task("master", 1, pod_template(ctx, "master", mc, mvols, mode="root",
+                                                     topology=False), complete_job=True))
+        tasks.append(_task("worker", spec.nodes, pod_template(ctx, "worker", wc, wvols, mode="sshd")))
+    else:
+        plugins = {"pytorch": ["--master=master", "--worker=worker", f"--port={PYTORCH_PORT}"],
+                   "svc": [], "env": []}
+        for role, count in (("master", 1), ("worker", spec.nodes - 1)):
+            if count <= 0:
+                continue
+            c, vols = container(ctx, role, bootstrap_command(), procs=spec.procs_per_node, gpus=gpus)
+            tasks.append(_task(role, count, pod_template(ctx, role, c, vols),
+                               complete_job=(role == "master")))
+    body: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "minAvailable": sum(t["replicas"] for t in tasks),
+        "queue": spec.volcano_queue or "default",
+        "maxRetry": 1,
+        "plugins": plugins,
+        "policies": [{"event": "PodEvicted", "action": "RestartJob"},
+                     {"event": "PodFailed", "action": "TerminateJob"}],
+        "tasks": tasks,
+    }
+    if spec.priority and not ctx.kueue:
+        body["priorityClassName"] = spec.priority
+    if spec.max_runtime_s:
+        # Volcano has no runtime limit on the Job; Kueue's max-exec-time label covers AppWrapper.
+        pass
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": body}
+
+
+def appwrapper(ctx: RenderCtx, meta: dict) -> dict:
+    """AppWrapper holding the Volcano Job, with declared podSets so Kueue can queue it.
+
+    The wrapped Job keeps only name and gpujobs labels (the AppWrapper carries the Kueue
+    labels; the AppWrapper controller creates the Job after admission, in its namespace).
+    """
+    inner_meta = {"name": ctx.name, "labels": {k: v for k, v in meta.get("labels", {}).items()
+                                                if not k.startswith("kueue.x-k8s.io/")}}
+    inner = volcanojob(ctx, inner_meta)
+    inner["spec"].pop("priorityClassName", None)
+    pod_sets = [{"path": f"template.spec.tasks[{i}].template", "replicas": t["replicas"]}
+                for i, t in enumerate(inner["spec"]["tasks"])]
+    return {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": meta, "spec": {"components": [{"template": copy.deepcopy(inner),
+                                                       "podSets": pod_sets}]}}
