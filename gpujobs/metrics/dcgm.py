@@ -17,7 +17,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from ..errors import BackendError, BackendUnavailable
 from ..status import GpuSample
@@ -34,13 +34,23 @@ COUNTERS = (UTIL, FB_USED, FB_FREE, FB_RESERVED, POWER, TEMP)
 Series = tuple[str, dict[str, str], float, float | None]  # name, labels, value, timestamp (s)
 
 
-def pod_of(labels: Mapping[str, str]) -> str:
-    return labels.get("exported_pod") or labels.get("pod") or labels.get("pod_name") or ""
+def pod_of(labels: Mapping[str, str], exported: bool = False) -> str:
+    """The pod holding the GPU. ``exported``: the scrape renamed the exporter's labels, so a
+    plain ``pod`` is the exporter's own pod (a GPU no pod holds then has no ``exported_pod``)."""
+    if exported:
+        return labels.get("exported_pod", "")
+    return labels.get("pod") or labels.get("pod_name") or ""
 
 
-def namespace_of(labels: Mapping[str, str]) -> str:
-    return (labels.get("exported_namespace") or labels.get("namespace")
-            or labels.get("pod_namespace") or "")
+def namespace_of(labels: Mapping[str, str], exported: bool = False) -> str:
+    if exported:
+        return labels.get("exported_namespace", "")
+    return labels.get("namespace") or labels.get("pod_namespace") or ""
+
+
+def _is_exported(series: Sequence[Series]) -> bool:
+    return any("exported_pod" in labels or "exported_namespace" in labels
+               for _, labels, _, _ in series)
 
 
 def host_of(labels: Mapping[str, str]) -> str:
@@ -118,14 +128,16 @@ def samples_from_series(series: Iterable[Series], ranks: Mapping[str, int] | Non
     ``ranks`` maps pod name -> rank and keeps only those pods (None: every GPU,
     rank -1 for GPUs no pod holds, rank = position of the pod otherwise).
     """
+    series = list(series)
+    exported = _is_exported(series)
     groups: dict[tuple[str, str, int], dict] = {}
     for name, labels, value, ts in series:
         if name not in COUNTERS or "gpu" not in labels:
             continue
-        pod = pod_of(labels)
+        pod = pod_of(labels, exported)
         if ranks is not None and pod not in ranks:
             continue
-        if namespace is not None and namespace_of(labels) not in ("", namespace):
+        if namespace is not None and pod and namespace_of(labels, exported) != namespace:
             continue
         key = (host_of(labels), pod, int(labels["gpu"]))
         g = groups.setdefault(key, {"t": None})

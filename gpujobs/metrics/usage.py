@@ -6,7 +6,7 @@ testable without processes. Definitions (all clipped to ``[since, until]``):
 - ``gpu_hours_requested``: gpus x running time (started_at .. finished_at or until).
 - ``gpu_hours_used``: GPU busy % integrated over time from GPU samples (nvml/dcgm):
   each sample counts until the next one of its (rank, device), at most
-  ``max_gap`` seconds. NaN when a group has no GPU samples: CPU (psutil)
+  ``max_gap`` seconds, and never past the job's end. NaN when a group has no GPU samples: CPU (psutil)
   readings are never counted as GPU use; they feed ``mean_cpu_pct`` instead.
 - ``mean_util``: mean GPU busy % of the GPU samples; ``mean_wait_s``/``max_wait_s``:
   submitted -> started of jobs that started in the period; ``queued`` counts jobs
@@ -112,7 +112,8 @@ def usage_report(statuses: Iterable[JobStatus],
         if started is not None and since <= started and st.submitted_at is not None:
             a["waits"].append(started - st.submitted_at)
         job_samples = samples.get(st.job_id, ())
-        busy, utils = _gpu_busy_seconds(job_samples, since, until, max_gap)
+        job_end = until if st.finished_at is None else min(until, st.finished_at)
+        busy, utils = _gpu_busy_seconds(job_samples, since, job_end, max_gap)
         a["busy"] += busy
         a["utils"] += utils
         a["gpu_samples"] += len(utils)
