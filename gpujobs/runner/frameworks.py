@@ -1,8 +1,9 @@
 """Per-framework set-up and teardown inside a rank (torch.distributed, MPI, Ray)."""
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from ..context import JobContext
 
@@ -23,6 +24,12 @@ def teardown(framework: str, state: Any) -> None:
         if dist.is_initialized():
             dist.barrier()  # barrier first: destroy alone aborts ~25% of runs with gloo
             dist.destroy_process_group()
+    elif framework == "mpi" and state is not None:
+        if not state.Is_finalized():
+            state.Finalize()  # Open MPI reports a rank that exits without it as failed
+    elif framework == "ray" and state is not None:
+        if state.is_initialized():
+            state.shutdown()  # a local instance dies with it; a cluster is only left
 
 
 def _setup_torch(ctx: JobContext) -> Any:
@@ -44,18 +51,85 @@ def _setup_torch(ctx: JobContext) -> Any:
     return True
 
 
-def _setup_mpi(ctx: JobContext) -> Any:
-    from mpi4py import MPI  # noqa: F401  (initialises MPI; COMM_WORLD is ready for fn)
+RAY_INSTALL_HINT = "pip install 'gpujobs[ray]' (ray[default])"
+MPI_INSTALL_HINT = ("apt-get install openmpi-bin libopenmpi-dev, then pip install mpi4py "
+                    "(or pip install 'gpujobs[mpi]')")
 
+
+def _setup_mpi(ctx: JobContext) -> Any:
+    """mpi4py with COMM_WORLD ready; rank/world from MPI; GPUs from GPUJOBS_MPI_DEVICES.
+
+    GPUJOBS_MPI_DEVICES (local launcher) is ``"0,1;2,3"``: rank r sees the r-th group.
+    It is applied before MPI_Init so CUDA-aware MPI sees the right devices.
+    """
+    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", ctx.local_rank))
+    groups = os.environ.get("GPUJOBS_MPI_DEVICES")
+    if groups:
+        os.environ["CUDA_VISIBLE_DEVICES"] = groups.split(";")[ctx.rank % len(groups.split(";"))]
+    try:
+        from mpi4py import MPI  # initialises MPI; COMM_WORLD is ready for fn
+    except ImportError as exc:
+        from ..errors import SpecError
+        raise SpecError("framework", f"mpi4py cannot be imported in this rank ({exc})",
+                        MPI_INSTALL_HINT) from None
     ctx.rank = MPI.COMM_WORLD.Get_rank()
     ctx.world_size = MPI.COMM_WORLD.Get_size()
+    ctx.local_rank = local
+    if os.environ.get("GPUJOBS_DEVICE") == "cpu":
+        ctx.device = "cpu"
+    elif groups:
+        ctx.device = "cuda:0"
+    elif os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("NVIDIA_VISIBLE_DEVICES", "") not in (
+            "", "void", "none", "all"):  # "all" is a CUDA image's default, not an allocation
+        ctx.device = f"cuda:{local}"  # a pod's GPUs, one per rank on the node
     return MPI
 
 
-def _setup_ray(ctx: JobContext) -> Any:
-    import ray
+def check_ray_version(installed: str, wanted: str | None) -> None:
+    """Raise SpecError when the rank's Ray differs from the submitter's (GPUJOBS_RAY_VERSION)."""
+    if wanted and wanted != installed:
+        from ..errors import SpecError
+        raise SpecError("image", f"the job runs Ray {installed} but it was submitted with Ray "
+                        f"{wanted}; a Ray driver and cluster of different versions cannot talk",
+                        f"use an image with ray=={wanted} (e.g. rayproject/ray:{wanted}) or "
+                        f"install ray=={installed} where you submit")
 
-    address = os.environ.get("GPUJOBS_RAY_ADDRESS")
-    if address and not ray.is_initialized():
-        ray.init(address=address)
+
+def ray_init_kwargs(env: Mapping[str, str]) -> dict[str, Any]:
+    """ray.init arguments: connect to GPUJOBS_RAY_ADDRESS, else start a private local instance."""
+    address = env.get("GPUJOBS_RAY_ADDRESS")
+    if address:
+        return {"address": address, "log_to_driver": True}
+    kwargs: dict[str, Any] = {
+        "address": "local", "include_dashboard": False, "log_to_driver": True,
+        "num_cpus": int(math.ceil(float(env.get("GPUJOBS_RAY_NUM_CPUS", "1")))),
+        "num_gpus": int(env.get("GPUJOBS_RAY_NUM_GPUS", "0")),
+    }
+    if env.get("GPUJOBS_RAY_TEMP_DIR"):
+        kwargs["_temp_dir"] = env["GPUJOBS_RAY_TEMP_DIR"]
+    if env.get("GPUJOBS_RAY_OBJECT_STORE_BYTES"):
+        kwargs["object_store_memory"] = int(env["GPUJOBS_RAY_OBJECT_STORE_BYTES"])
+    return kwargs
+
+
+def _setup_ray(ctx: JobContext) -> Any:
+    """Make this rank the Ray driver: ``ray.init`` on a cluster (Kubernetes) or a private local one.
+
+    Locally the Ray processes are children of this driver and stop with ``ray.shutdown()``
+    (or, if the driver dies, are swept by the launcher by pid and job id).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        from ..errors import SpecError
+        raise SpecError("framework", f"ray cannot be imported in this rank ({exc})",
+                        RAY_INSTALL_HINT) from None
+    check_ray_version(ray.__version__, os.environ.get("GPUJOBS_RAY_VERSION"))
+    if not os.environ.get("GPUJOBS_RAY_ADDRESS"):
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        ray.init(**ray_init_kwargs(os.environ))
+    ctx.device = "cpu"  # the driver owns no GPU; tasks and actors ask Ray for theirs
     return ray

@@ -62,6 +62,12 @@ class LocalBackend:
         if need > slots:
             raise QuotaError(f"the job needs {need} GPU slots but this machine has {slots}; "
                              f"it could never start (set GPUJOBS_LOCAL_GPUS or ask for fewer)")
+        if spec.framework == "mpi":  # [ray-mpi] preflight: name what to install, create nothing
+            from .launch_mpi import check_mpi_available
+            check_mpi_available()
+        elif spec.framework == "ray":
+            from .launch_ray import check_ray_available
+            check_ray_available()
         if not real:
             cpu_notice()
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
@@ -75,9 +81,17 @@ class LocalBackend:
             extra={"return_all": spec.return_all})
         self._update(job_id, "submitted")
         devices = [[r] for r in range(spec.world_size)] if real and spec.gpus_per_proc else None
-        gang = Gang(job_id=job_id, job_dir=jd.root, framework=spec.framework,
-                    world_size=spec.world_size, key_file=jd.key_file, devices=devices,
-                    env=spec.env_dict(), return_all=spec.return_all)
+        common = dict(job_id=job_id, job_dir=jd.root, framework=spec.framework,
+                      world_size=spec.world_size, key_file=jd.key_file, devices=devices,
+                      env=spec.env_dict(), return_all=spec.return_all)
+        if spec.framework == "mpi":  # [ray-mpi] until launchers.make_gang exists
+            from .launch_mpi import mpi_gang_for_spec
+            gang = mpi_gang_for_spec(spec, **common)
+        elif spec.framework == "ray":
+            from .launch_ray import ray_gang_for_spec
+            gang = ray_gang_for_spec(spec, **common)
+        else:
+            gang = Gang(**common)
         self._gangs[job_id] = gang
         threading.Thread(target=self._supervise, args=(job_id, gang), daemon=True,
                          name=f"gpujobs-{job_id}").start()

@@ -1,0 +1,176 @@
+"""Local Ray jobs: the runner is the Ray driver and starts a private Ray instance.
+
+The launcher starts one ``python -m gpujobs.runner`` (rank 0, log ``logs/rank-0.log``)
+with ``GPUJOBS_FRAMEWORK=ray``; the runner calls ``ray.init(address="local", num_cpus=,
+num_gpus=, include_dashboard=False, _temp_dir=...)`` (see
+:func:`gpujobs.runner.frameworks.ray_init_kwargs`), so Ray's processes are the driver's
+children, in a temp dir of this job only, and never another Ray on the machine
+(no ``ray stop``). When the driver ends, or on cancel, the launcher kills what is left by
+process group, descendants and job id (Ray's workers take process groups of their own),
+and removes the temp dir by path.
+
+The local instance is one node holding the whole gang's resources: ``workers *
+cpus_per_worker`` CPUs and ``workers * gpus_per_worker`` GPUs (logical GPUs when
+the machine has none, so ``@ray.remote(num_gpus=1)`` code still runs on CPU).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import math
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import PreflightError
+from .gang import Gang, GangExit, describe_returncode
+from .launch_mpi import descendants, kill_tree
+
+RAY_INSTALL_HINT = "install Ray: `pip install 'gpujobs[ray]'` (ray[default])"
+_SOCKET_ROOM = 66  # Ray adds "/session_<date>_<pid>/sockets/plasma_store"; AF_UNIX paths <= 107
+
+
+def check_ray_available() -> str:
+    """Return the installed Ray version; raise PreflightError naming what to install."""
+    if importlib.util.find_spec("ray") is None:
+        raise PreflightError("ray", f"the Python package is not installed; {RAY_INSTALL_HINT}")
+    return importlib.metadata.version("ray")
+
+
+def ray_temp_dir(job_dir: Path) -> Path:
+    """``job_dir/ray`` when Ray's socket paths fit under it, else a short dir in the temp dir."""
+    inside = Path(job_dir) / "ray"
+    if len(str(inside)) + _SOCKET_ROOM <= 107:
+        return inside
+    tag = hashlib.sha1(str(Path(job_dir).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"gpujobs-ray-{tag}"
+
+
+@dataclass
+class RayGang(Gang):
+    """One Ray driver plus its private local Ray instance. Same interface as :class:`Gang`.
+
+    ``world_size`` is the number of Ray workers (it is what ``context().world_size`` says);
+    only the driver is a process of ours: Ray starts the rest.
+    """
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: int = 0
+    _exit: GangExit | None = None
+
+    def __post_init__(self) -> None:
+        self.framework = "ray"
+
+    @property
+    def temp_dir(self) -> Path:
+        return ray_temp_dir(self.job_dir)
+
+    @property
+    def num_cpus(self) -> int:
+        return max(1, math.ceil(self.world_size * self.cpus_per_worker))
+
+    @property
+    def num_gpus(self) -> int:
+        if self.devices is not None:
+            return len({d for group in self.devices for d in group})
+        return self.world_size * self.gpus_per_worker
+
+    def start(self) -> None:
+        version = check_ray_available()
+        for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
+            d.mkdir(parents=True, exist_ok=True)
+        for stale in self.result_dir.glob("outcome-*"):
+            stale.unlink()
+        temp = self.temp_dir
+        shutil.rmtree(temp, ignore_errors=True)
+        temp.mkdir(parents=True)
+        if temp.parent != self.job_dir:
+            link = self.job_dir / "ray"
+            if link.is_symlink():
+                link.unlink()
+            link.symlink_to(temp)
+        env = self._base_env()
+        env.pop("GPUJOBS_RAY_ADDRESS", None)
+        env.update(RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=str(self.world_size),
+                   GPUJOBS_RAY_NUM_CPUS=str(self.num_cpus), GPUJOBS_RAY_NUM_GPUS=str(self.num_gpus),
+                   GPUJOBS_RAY_TEMP_DIR=str(temp), GPUJOBS_RAY_VERSION=version)
+        for var, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0"),
+                           ("RAY_USAGE_STATS_ENABLED", "0")):
+            env.setdefault(var, value)
+        if self.devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(
+                str(d) for d in sorted({d for group in self.devices for d in group}))
+            env.pop("GPUJOBS_DEVICE", None)
+        else:
+            env.pop("CUDA_VISIBLE_DEVICES", None)  # Ray hands out its logical GPU ids itself
+        log = open(self.log_dir / "rank-0.log", "ab", buffering=0)
+        self._log_files.append(log)
+        self.procs[0] = subprocess.Popen(
+            [self.python, "-m", "gpujobs.runner"], env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+
+    @property
+    def driver_pid(self) -> int | None:
+        return self.procs[0].pid if 0 in self.procs else None
+
+    @property
+    def pids(self) -> list[int]:
+        """The driver and every process Ray started under it (while they run)."""
+        pid = self.driver_pid
+        return [] if pid is None else [pid, *descendants(pid)]
+
+    def poll(self) -> GangExit | None:
+        if self._exit is not None:
+            return self._exit
+        if 0 not in self.procs:
+            return None
+        code = self.procs[0].poll()
+        if code is None:
+            return None
+        self._cleanup()
+        if code == 0:
+            result = GangExit(True, {0: 0})
+        else:
+            result = GangExit(False, {0: code}, 0, f"Ray driver {describe_returncode(code)}")
+        self._exit = self._finish(result)
+        return self._exit
+
+    def signal_all(self, sig: int) -> None:
+        """Signal the driver only: SIGTERM to Ray's own processes would end the cluster at once."""
+        pid = self.driver_pid
+        if pid is not None and self.procs[0].poll() is None:
+            os.kill(pid, sig)
+
+    def terminate(self, grace: float = 5.0) -> None:
+        """SIGTERM the driver (ctx.should_stop() turns True), then kill all of it after ``grace``."""
+        if 0 in self.procs:
+            self.signal_all(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self.procs[0].poll() is None:
+                time.sleep(0.02)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        pid = self.driver_pid
+        # Ray's workers and agents may outlive the driver; they carry its job id env.
+        kill_tree(pid, self.job_id)
+        if pid is not None:
+            self.procs[0].wait()
+        temp = self.temp_dir
+        shutil.rmtree(temp, ignore_errors=True)
+        link = self.job_dir / "ray"
+        if link.is_symlink():
+            link.unlink()
+
+
+def ray_gang_for_spec(spec, **common) -> RayGang:
+    """A RayGang for ``spec``: ``spec.nodes`` workers of ``gpus_per_proc`` GPUs / ``cpus_per_proc`` CPUs."""
+    common.pop("framework", None)
+    common.setdefault("world_size", spec.world_size)
+    return RayGang(framework="ray", cpus_per_worker=spec.cpus_per_proc,
+                   gpus_per_worker=spec.gpus_per_proc, **common)
