@@ -1,0 +1,47 @@
+"""nbclient runs examples/notebook_quickstart.ipynb end to end on the local backend."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "examples" / "notebook_quickstart.ipynb"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.mark.slow
+def test_quickstart_notebook_runs_and_saves_the_final_widget_state(nb_env, tmp_path):
+    from nbclient import NotebookClient
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(nb, timeout=180, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    texts = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "(21.0, 2)" in texts  # --return names came back from rank 0
+    assert "[rank 1] rank 1/2: all_reduce gave 21.0" in texts
+    assert "-0.75" in texts  # the function API job's result
+    assert "ranks on CPU" in texts  # the notebook says plainly that ranks run on CPU
+
+    job_cell = next(c for c in nb.cells if c.source.startswith("%%gpujob"))
+    bundle = next(o for o in job_cell.outputs if o.output_type == "display_data")
+    assert {WIDGET_MIME, "text/html", "text/plain"} <= set(bundle.data)  # widget + fallbacks
+    assert "gpujobs-job" in bundle.data["text/html"]
+
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    model_id = bundle.data[WIDGET_MIME]["model_id"]
+    box = state[model_id]["state"]
+    assert box["_model_name"] == "VBoxModel"
+    kids = [state[ref.removeprefix("IPY_MODEL_")]["state"] for ref in box["children"]]
+    header = kids[0]["value"]
+    assert 'gpujobs-phase-succeeded' in header and "gang 2/2" in header
+    row = [state[ref.removeprefix("IPY_MODEL_")]["state"] for ref in kids[1]["children"]]
+    progress, label, button = row
+    assert (progress["value"], progress["max"], label["value"]) == (2, 2, "2/2 ready")
+    assert button["disabled"] is True
+    result = kids[3]["value"]
+    assert "{&#x27;total&#x27;: 21.0, &#x27;world&#x27;: 2}" in result
