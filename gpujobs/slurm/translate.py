@@ -115,7 +115,7 @@ class _Translator:
         return err
 
     def warn(self, line: int, what: str, message: str) -> None:
-        level, frame = 1, sys._getframe(1)
+        level, frame = 2, sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__", "").startswith("gpujobs.slurm"):
             frame, level = frame.f_back, level + 1
         warnings.warn(f"{self.source}:{line} {what}: {message}", SbatchWarning, stacklevel=level)
@@ -458,7 +458,12 @@ class _Translator:
             command = shell_wrap(command)
         fields["command"] = command
         fields["env"] = tuple(sorted(env.items()))
-        return JobBuilder(None).options(**fields)
+        builder = JobBuilder(None).options(**fields)
+        try:
+            builder.spec()  # validate now, so a bad value names the script
+        except SpecError as exc:
+            raise self.error(L, exc.field, exc.problem, exc.fix or "fix the directive") from None
+        return builder
 
     def checked_name(self, option: str, value: str, section: str) -> str:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value) or len(value) > 63:
