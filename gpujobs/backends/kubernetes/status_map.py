@@ -1,0 +1,398 @@
+"""Real Kubernetes objects -> :class:`~gpujobs.status.JobStatus` (pure functions, no I/O).
+
+Inputs: the job object (TrainJob, PyTorchJob, MPIJob, RayJob, Volcano Job, AppWrapper),
+its Kueue Workload (found by owner reference / ``kueue.x-k8s.io/job-uid``), its Volcano
+PodGroup, its pods, and the queue position from Kueue's visibility API. Semantics follow
+shared/docs/k8s-semantics.md §3-4 (Workload conditions in kueuectl's order, PodGroup
+phases, each operator's own conditions).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ...status import JobEvent, JobStatus
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+ANN_GANG, ANN_GPUS, ANN_RETURN_ALL = "gpujobs.dev/gang-size", "gpujobs.dev/gpus", "gpujobs.dev/return-all"
+
+PENDING_REASONS = {
+    "Pending": "waiting for quota",
+    "Inadmissible": "cannot be admitted as configured",
+    "Waiting": "waiting for quota",
+    "PendingEvaluation": "waiting for Kueue to evaluate it",
+    "WaitingForQuota": "waiting for quota",
+    "ExceedsMaxQuota": "asks for more than the queue can ever give",
+    "NoMatchingFlavor": "no ResourceFlavor matches its requests",
+    "TopologyPlacementFailed": "no topology placement fits",
+    "WaitingForPreemptedWorkloads": "waiting for preempted workloads to stop",
+    "WaitingForPodsReady": "waiting for another workload's pods to become ready",
+    "Misconfigured": "its LocalQueue or ClusterQueue is missing or inactive",
+    "Suspended": "its queue is stopped",
+    "AdmissionGated": "admission is gated",
+    "OnHold": "on hold",
+}
+EVICTION_REASONS = {
+    "Preempted": "preempted", "PodsReadyTimeout": "pods were not ready in time",
+    "AdmissionCheck": "an admission check failed", "ClusterQueueStopped": "its ClusterQueue was stopped",
+    "LocalQueueStopped": "its LocalQueue was stopped", "Deactivated": "deactivated",
+    "NodeFailures": "a node failed", "InactiveWorkload": "deactivated",
+}
+
+
+def parse_time(text: Any) -> float | None:
+    if not text:
+        return None
+    if isinstance(text, _dt.datetime):
+        return text.replace(tzinfo=text.tzinfo or _dt.timezone.utc).timestamp()
+    try:
+        return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def conditions(obj: dict | None) -> dict[str, dict]:
+    """Conditions by type (the last one of each type wins). Tolerates ``status: [...]``."""
+    if not obj:
+        return {}
+    st = obj.get("status")
+    conds = st if isinstance(st, list) else (st or {}).get("conditions") or []
+    return {c.get("type", ""): c for c in conds if isinstance(c, dict)}
+
+
+def _true(conds: dict[str, dict], t: str) -> dict | None:
+    c = conds.get(t)
+    return c if c and str(c.get("status")) == "True" else None
+
+
+# ------------------------------------------------------------------ Workload
+@dataclass(frozen=True)
+class WorkloadState:
+    """A Kueue Workload reduced to what the user needs (kueuectl's order of checks)."""
+    state: str  # pending | quota_reserved | admitted | evicted | requeued | finished | deactivated
+    reason: str = ""
+    message: str = ""
+    cluster_queue: str = ""
+    requeue_count: int = 0
+    requeue_at: float | None = None
+    admitted_at: float | None = None
+    finished_ok: bool | None = None
+    pods_ready: bool | None = None
+    evictions: int = 0
+
+
+def workload_state(wl: dict | None) -> WorkloadState | None:
+    if not wl:
+        return None
+    conds = conditions(wl)
+    st = wl.get("status") if isinstance(wl.get("status"), dict) else {}
+    rq = st.get("requeueState") or {}
+    cq = (st.get("admission") or {}).get("clusterQueue", "")
+    evictions = sum(int(e.get("count", 0)) for e in (st.get("schedulingStats") or {}).get("evictions") or [])
+    common = dict(cluster_queue=cq, requeue_count=int(rq.get("count") or 0),
+                  requeue_at=parse_time(rq.get("requeueAt")), evictions=evictions)
+    pr = conds.get("PodsReady")
+    pods_ready = None if pr is None else str(pr.get("status")) == "True"
+    fin = _true(conds, "Finished")
+    if fin:
+        ok = fin.get("reason") in ("Succeeded", "")
+        return WorkloadState("finished", fin.get("reason", ""), fin.get("message", ""), finished_ok=ok,
+                             pods_ready=pods_ready, **common)
+    ev = _true(conds, "Evicted")
+    qr, adm = _true(conds, "QuotaReserved"), _true(conds, "Admitted")
+    if (wl.get("spec") or {}).get("active") is False:
+        reason = ev.get("reason", "Deactivated") if ev else "Deactivated"
+        return WorkloadState("deactivated", reason, (ev or {}).get("message", "the Workload is inactive"),
+                             **common)
+    if ev and (qr or adm):
+        # admission withdrawn; the job is being stopped
+        return WorkloadState("evicted", ev.get("reason", ""), ev.get("message", ""), **common)
+    if ev:
+        requeued = conds.get("Requeued")
+        if requeued is None or str(requeued.get("status")) == "True":
+            return WorkloadState("requeued", ev.get("reason", ""), ev.get("message", ""), **common)
+        return WorkloadState("evicted", ev.get("reason", ""), requeued.get("message") or ev.get("message", ""),
+                             **common)
+    if adm:
+        return WorkloadState("admitted", "Admitted", adm.get("message", ""),
+                             admitted_at=parse_time(adm.get("lastTransitionTime")), pods_ready=pods_ready,
+                             **common)
+    if qr:
+        checks = ", ".join(f"{c.get('name')}: {c.get('state')}" for c in st.get("admissionChecks") or [])
+        return WorkloadState("quota_reserved", "QuotaReserved",
+                             f"quota reserved in {cq or 'its ClusterQueue'}; waiting for admission checks"
+                             + (f" ({checks})" if checks else ""), **common)
+    qc = conds.get("QuotaReserved") or {}
+    return WorkloadState("pending", qc.get("reason", "PendingEvaluation" if not qc else ""),
+                         qc.get("message", ""), **common)
+
+
+def pending_message(reason: str, message: str) -> str:
+    """A human sentence for a pending Workload (old and new Kueue reasons alike)."""
+    head = PENDING_REASONS.get(reason, reason[:1].lower() + reason[1:] if reason else "waiting for Kueue")
+    return f"{head}: {message}" if message else head
+
+
+# ------------------------------------------------------------------ gang
+def gang_from_podgroup(pg: dict | None) -> tuple[int, int] | None:
+    """(ready, size) from a Volcano PodGroup: running (+succeeded) vs spec.minMember."""
+    if not pg:
+        return None
+    size = int((pg.get("spec") or {}).get("minMember") or 0)
+    st = pg.get("status") or {}
+    ready = int(st.get("running") or 0) + int(st.get("succeeded") or 0)
+    return min(ready, size) if size else ready, size
+
+
+def pod_ready(pod: dict) -> bool:
+    st = pod.get("status") or {}
+    if st.get("phase") == "Succeeded":
+        return True
+    if st.get("phase") != "Running":
+        return False
+    ready = conditions(pod).get("Ready")
+    return ready is None or str(ready.get("status")) == "True"
+
+
+def gang_size_of(job: dict) -> int:
+    """Pods that must all be up: gpujobs' annotation, else the replicas the kind declares."""
+    ann = (job.get("metadata") or {}).get("annotations") or {}
+    if ann.get(ANN_GANG):
+        return int(ann[ANN_GANG])
+    spec, kind = job.get("spec") or {}, job.get("kind")
+    if kind == "MPIJob":
+        return sum(int(r.get("replicas", 1)) for r in (spec.get("mpiReplicaSpecs") or {}).values())
+    if kind == "PyTorchJob":
+        return sum(int(r.get("replicas", 1)) for r in (spec.get("pytorchReplicaSpecs") or {}).values())
+    if kind == "TrainJob":
+        return int((spec.get("trainer") or {}).get("numNodes") or 1)
+    if kind == "RayJob":
+        rc = spec.get("rayClusterSpec") or {}
+        return 1 + sum(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1))
+                       for g in rc.get("workerGroupSpecs") or [])
+    if kind == "Job" and "tasks" in spec:
+        return int(spec.get("minAvailable") or sum(int(t.get("replicas", 1)) for t in spec["tasks"]))
+    return 0
+
+
+# ------------------------------------------------------------------ the job's own status
+@dataclass(frozen=True)
+class KindState:
+    phase: str | None  # succeeded | failed | running | starting | suspended | None (unknown)
+    reason: str = ""
+    message: str = ""
+    ready: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    restarts: int = 0
+
+
+def kind_state(job: dict) -> KindState:
+    kind, st = job.get("kind"), job.get("status") or {}
+    spec = job.get("spec") or {}
+    if not isinstance(st, dict):
+        st = {}
+    conds = conditions(job)
+    start, end = parse_time(st.get("startTime")), parse_time(st.get("completionTime"))
+    if kind in ("MPIJob", "PyTorchJob"):
+        suspended = (spec.get("runPolicy") or {}).get("suspend") or spec.get("suspend")
+        for t, ph in (("Succeeded", "succeeded"), ("Failed", "failed")):
+            c = _true(conds, t)
+            if c:
+                return KindState(ph, c.get("reason", t), c.get("message", ""), started_at=start,
+                                 finished_at=end or parse_time(c.get("lastTransitionTime")))
+        if _true(conds, "Suspended") or suspended:
+            return KindState("suspended", "Suspended")
+        restarts = 1 if _true(conds, "Restarting") else 0
+        if _true(conds, "Running"):
+            return KindState("running", "Running", ready=gang_size_of(job), started_at=start, restarts=restarts)
+        if _true(conds, "Created") or _true(conds, "Restarting"):
+            return KindState("starting", "Created", started_at=start, restarts=restarts)
+        return KindState(None)
+    if kind == "TrainJob":
+        for t, ph in (("Complete", "succeeded"), ("Succeeded", "succeeded"), ("Failed", "failed")):
+            c = _true(conds, t)
+            if c:
+                return KindState(ph, c.get("reason", t), c.get("message", ""),
+                                 finished_at=parse_time(c.get("lastTransitionTime")))
+        if spec.get("suspend") or _true(conds, "Suspended"):
+            return KindState("suspended", "Suspended")
+        return KindState("starting" if _true(conds, "Created") else None)
+    if kind == "RayJob":
+        dep, js = st.get("jobDeploymentStatus", ""), st.get("jobStatus", "")
+        msg, reason = st.get("message", ""), st.get("reason", "")
+        start, end = parse_time(st.get("startTime")), parse_time(st.get("endTime"))
+        if dep == "Complete" or dep == "Failed" or js in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if js == "SUCCEEDED" and dep != "Failed":
+                return KindState("succeeded", "SUCCEEDED", msg, started_at=start, finished_at=end)
+            if dep in ("Complete", "Failed") or js in ("FAILED", "STOPPED"):
+                return KindState("failed", reason or js or dep, msg, started_at=start, finished_at=end)
+        if spec.get("suspend") or dep in ("Suspended", "Suspending"):
+            return KindState("suspended", dep or "Suspended")
+        rcs = st.get("rayClusterStatus") or {}
+        rc_conds = conditions({"status": rcs})
+        ready = None
+        if _true(rc_conds, "RayClusterProvisioned") or rcs.get("state") == "ready":
+            ready = gang_size_of(job)
+        elif "readyWorkerReplicas" in rcs:
+            head = 1 if _true(rc_conds, "HeadPodReady") else 0
+            ready = head + int(rcs.get("readyWorkerReplicas") or 0)
+        if dep == "Running" or js == "RUNNING":
+            return KindState("running", js or dep, msg, ready=ready, started_at=start)
+        if dep in ("Initializing", "Retrying", "Waiting") or js == "PENDING":
+            return KindState("starting", dep or js, msg, ready=ready, started_at=start,
+                             restarts=int(st.get("failed") or 0))
+        return KindState(None, ready=ready)
+    if kind == "Job" and "tasks" in spec:  # Volcano Job
+        state = st.get("state") or {}
+        ph = state.get("phase", "")
+        msg = state.get("message", "")
+        ready = int(st.get("running") or 0) + int(st.get("succeeded") or 0)
+        retries = int(st.get("retryCount") or 0)
+        t = parse_time(state.get("lastTransitionTime"))
+        if ph == "Completed":
+            return KindState("succeeded", ph, msg, finished_at=t, restarts=retries)
+        if ph in ("Failed", "Aborted", "Terminated"):
+            return KindState("failed", ph, msg or f"Volcano Job {ph.lower()}", finished_at=t, restarts=retries)
+        if ph in ("Aborting", "Terminating", "Completing"):
+            return KindState("running", ph, msg, ready=ready, restarts=retries)
+        if ph == "Running":
+            return KindState("running", ph, msg, ready=ready, started_at=t, restarts=retries)
+        if ph in ("Pending", "Restarting"):
+            return KindState("starting" if ready or ph == "Restarting" else None, ph, msg, ready=ready,
+                             restarts=retries)
+        return KindState(None)
+    if kind == "AppWrapper":
+        ph = st.get("phase", "")
+        if ph == "Succeeded":
+            return KindState("succeeded", ph)
+        if ph == "Failed":
+            return KindState("failed", ph, _true(conds, "Unhealthy") and conds["Unhealthy"].get("message") or "")
+        if ph in ("Suspended", "Suspending", "") and spec.get("suspend", True) is not False:
+            return KindState("suspended", ph or "Suspended")
+        if ph in ("Resuming", "Resetting"):
+            return KindState("starting", ph, restarts=int(st.get("retries") or 0))
+        if ph == "Running":
+            ready = _true(conds, "PodsReady")
+            return KindState("running", ph, ready=gang_size_of(job) if ready else None)
+        return KindState(None)
+    return KindState(None)
+
+
+# ------------------------------------------------------------------ putting it together
+def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            if term and int(term.get("exitCode", 0)) != 0:
+                return int(term["exitCode"]), f"pod {pod['metadata']['name']}: {term.get('reason', 'Error')}"
+    return None, ""
+
+
+def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup: dict | None = None,
+               pods: Iterable[dict] = (), position: int | None = None, position_available: bool = True,
+               deleted: bool = False) -> JobStatus:
+    """Everything known about one job, as a JobStatus."""
+    md = job.get("metadata") or {}
+    labels, ann = md.get("labels") or {}, md.get("annotations") or {}
+    pods = list(pods)
+    ks = kind_state(job)
+    ws = workload_state(workload)
+    size = gang_size_of(job)
+    pg = gang_from_podgroup(podgroup)
+    if pg and pg[1]:
+        size = size or pg[1]
+    ready = pg[0] if pg else (ks.ready if ks.ready is not None else sum(pod_ready(p) for p in pods))
+    ready = min(ready, size) if size else ready
+    exit_code, pod_msg = failed_pod_exit(pods)
+    base = dict(job_id=job_id, name=md.get("name", ""), backend="kubernetes",
+                queue=labels.get(QUEUE_LABEL, "") or (podgroup or {}).get("spec", {}).get("queue", ""),
+                priority=labels.get(PRIORITY_LABEL), gpus=int(ann.get(ANN_GPUS) or 0),
+                gang_size=size, gang_ready=ready, submitted_at=parse_time(md.get("creationTimestamp")),
+                started_at=ks.started_at or (ws.admitted_at if ws else None), finished_at=ks.finished_at,
+                restarts=max(ks.restarts, ws.evictions if ws else 0), exit_code=exit_code,
+                extra={"kind": job.get("kind"), "uid": md.get("uid"), "return_all": ann.get(ANN_RETURN_ALL) in
+                       ("1", "true", "True"), "workload": ((workload or {}).get("metadata") or {}).get("name")})
+    events = []
+    if base["submitted_at"]:
+        events.append(JobEvent(base["submitted_at"], "submitted", ""))
+
+    def out(phase: str, message: str = "", reason: str = "", **kw: Any) -> JobStatus:
+        d = dict(base, **kw)
+        if d["started_at"]:
+            events.append(JobEvent(d["started_at"], "admitted", ""))
+        if d["finished_at"] and phase in ("succeeded", "failed", "cancelled"):
+            events.append(JobEvent(d["finished_at"], "finished", phase))
+        return JobStatus(phase=phase, message=message, reason=reason, events=tuple(events), **d)
+
+    if deleted or md.get("deletionTimestamp"):
+        return out("cancelled", "the job was deleted", "Deleted")
+    if ks.phase == "succeeded":
+        return out("succeeded", ks.message, ks.reason, gang_ready=ready)
+    if ks.phase == "failed":
+        return out("failed", ks.message or pod_msg, ks.reason)
+    if ws is not None:
+        if ws.state == "finished":
+            return out("succeeded" if ws.finished_ok else "failed", ws.message, ws.reason,
+                       finished_at=base["finished_at"])
+        if ws.state == "deactivated":
+            return out("failed", f"Kueue deactivated the workload: {ws.message}".rstrip(": "), ws.reason)
+        if ws.state == "evicted":
+            why = EVICTION_REASONS.get(ws.reason, ws.reason)
+            phase = "preempted" if ws.reason == "Preempted" else "queued"
+            msg = ws.message or why
+            if ws.reason == "PodsReadyTimeout" and ws.requeue_at:
+                msg = f"{why}; requeued at {_dt.datetime.fromtimestamp(ws.requeue_at):%H:%M:%S} " \
+                      f"(attempt {ws.requeue_count})"
+            return out(phase, msg, ws.reason, queue_position=None, position_available=position_available)
+        if ws.state in ("pending", "requeued"):
+            msg = pending_message(ws.reason, ws.message) if ws.state == "pending" else \
+                f"requeued after being {EVICTION_REASONS.get(ws.reason, ws.reason)}"
+            return out("queued", msg, ws.reason, queue_position=position,
+                       position_available=position_available, restarts=max(base["restarts"], 1)
+                       if ws.state == "requeued" else base["restarts"])
+        if ws.state == "quota_reserved":
+            return out("queued", ws.message, ws.reason, position_available=position_available)
+        # admitted
+        if ks.phase == "suspended":
+            return out("admitted", f"admitted to {ws.cluster_queue}; starting the job", "Admitted")
+    if ks.phase == "suspended":
+        msg = "waiting for Kueue to create its Workload" if labels.get(QUEUE_LABEL) else "suspended"
+        return out("queued", msg, ks.reason, position_available=position_available)
+    if podgroup and not ws:
+        pg_phase = (podgroup.get("status") or {}).get("phase", "Pending")
+        if pg_phase == "Pending" and not ready:
+            unsched = _true(conditions(podgroup), "Unschedulable")
+            return out("queued", "Volcano: " + ((unsched or {}).get("message") or "waiting in queue "
+                                                 f"{base['queue'] or 'default'}"),
+                       "PodGroupPending", position_available=False)
+        if pg_phase == "Inqueue" and not ready:
+            return out("admitted", "Volcano admitted the gang; pods are being placed", "Inqueue")
+    if size and ready >= size and ks.phase in (None, "running", "starting"):
+        return out("running", ks.message, ks.reason or "Running")
+    if ks.phase == "running" and not size:
+        return out("running", ks.message, ks.reason)
+    if ready or pods or ks.phase in ("starting", "running"):
+        return out("starting", ks.message or f"{ready}/{size} pods ready", ks.reason or "Starting")
+    if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
+        return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
+                   "Admitted")
+    return out("queued", "waiting for Kueue to create its Workload", "NoWorkload",
+               position_available=position_available)
+
+
+def positions_from_summary(summary: dict) -> dict[str, int]:
+    """Visibility ``PendingWorkloadsSummary`` -> {workload name: 1-based LocalQueue position}."""
+    return {it["metadata"]["name"]: int(it.get("positionInLocalQueue", 0)) + 1
+            for it in summary.get("items") or []}
+
+
+def owner_uids(obj: dict) -> set[str]:
+    md = obj.get("metadata") or {}
+    uids = {o.get("uid") for o in md.get("ownerReferences") or [] if o.get("uid")}
+    if (md.get("labels") or {}).get(JOB_UID_LABEL):
+        uids.add(md["labels"][JOB_UID_LABEL])
+    return uids
