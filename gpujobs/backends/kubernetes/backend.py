@@ -1,0 +1,168 @@
+"""KubernetesBackend: configuration, client construction, render and submit.
+
+Status, wait, logs, cancel, outcomes, jobs and subscribe are provided by the
+status/watch/logs/results modules of this package (k8s-status).
+
+Configuration is found as kubectl finds it: an explicit ``api_client`` / ``host``
+(tests), else ``kubeconfig`` / ``$KUBECONFIG`` / ``~/.kube/config`` with ``context``,
+else the in-cluster service account. Nothing is loaded until the first API call,
+so ``render`` works with no cluster at all. Namespace: spec.namespace, then the
+``namespace`` argument, then ``[kubernetes] namespace`` in the config file, then
+the kubeconfig context's namespace, then the in-cluster namespace, then "default".
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ...config import gpujobs_home, load_config
+from ...errors import BackendUnavailable
+from ...spec import JobSpec
+from ...status import JobStatus
+from . import naming
+from .render import Rendered, RenderOptions, render_job
+
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str | None:
+    try:
+        from kubernetes import config as kconfig
+        contexts, active = kconfig.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:
+        return None
+    ctx = next((c for c in contexts if c.get("name") == context), None) if context else active
+    return ((ctx or {}).get("context") or {}).get("namespace")
+
+
+def _not_yet(what: str):
+    raise NotImplementedError(
+        f"KubernetesBackend.{what} is provided by the k8s-status modules "
+        f"(status_map/watch/logs/results) of gpujobs.backends.kubernetes, not available in "
+        f"this build")
+
+
+class KubernetesBackend:
+    """The ``kubernetes`` backend (see module doc for how configuration is found)."""
+
+    name = "kubernetes"
+
+    def __init__(self, api_client: Any = None, *, host: str | None = None,
+                 namespace: str | None = None, context: str | None = None,
+                 kubeconfig: str | None = None, home: Path | None = None,
+                 default_queue: str | None = None, request_timeout: float = 30.0,
+                 preflight_ttl: float = 30.0, trainjob_runtime: str | None = None,
+                 trainjob_volcano_runtime: str | None = None):
+        cfg = load_config().get("kubernetes", {}) if api_client is None else {}
+        self._api_client = api_client
+        self._host = host
+        self._context = context or cfg.get("context")
+        self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
+        self._namespace = namespace or cfg.get("namespace")
+        self.home = Path(home) if home else gpujobs_home()
+        self.request_timeout = request_timeout
+        self.preflight_ttl = preflight_ttl
+        self._lock = threading.Lock()
+        self._preflight_cache: dict = {}
+        self.options = RenderOptions(namespace="default",
+                                     default_queue=default_queue or cfg.get("queue"))
+        if trainjob_runtime or cfg.get("trainjob_runtime"):
+            self.options.trainjob_runtime = trainjob_runtime or cfg["trainjob_runtime"]
+        if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
+            self.options.trainjob_volcano_runtime = (trainjob_volcano_runtime
+                                                     or cfg["trainjob_volcano_runtime"])
+
+    # ------------------------------------------------------------ configuration
+    @property
+    def namespace(self) -> str:
+        if self._namespace:
+            return self._namespace
+        ns = None
+        if self._api_client is None and self._host is None:
+            ns = _kubeconfig_namespace(self._kubeconfig, self._context)
+            if ns is None and os.path.exists(_SA_NAMESPACE):
+                ns = Path(_SA_NAMESPACE).read_text().strip() or None
+        self._namespace = ns or "default"
+        return self._namespace
+
+    @property
+    def api_client(self):
+        """The kubernetes ApiClient (built on first use)."""
+        with self._lock:
+            if self._api_client is None:
+                self._api_client = self._build_client()
+            return self._api_client
+
+    def _build_client(self):
+        try:
+            from kubernetes import client, config as kconfig
+        except ImportError:  # pragma: no cover - the k8s extra is missing
+            raise BackendUnavailable("the kubernetes client is not installed; "
+                                     "pip install 'gpujobs[k8s]'") from None
+        cfg = client.Configuration()
+        if self._host:
+            cfg.host = self._host
+            return client.ApiClient(cfg)
+        path = self._kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        try:
+            if any(os.path.exists(p) for p in path.split(os.pathsep)):
+                kconfig.load_kube_config(config_file=path if os.pathsep not in path else None,
+                                         context=self._context, client_configuration=cfg)
+            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+                kconfig.load_incluster_config(client_configuration=cfg)
+            else:
+                raise BackendUnavailable(
+                    f"no Kubernetes configuration: no kubeconfig at {path} and not running in a "
+                    "cluster; set KUBECONFIG or pass KubernetesBackend(host=...)")
+        except BackendUnavailable:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(f"cannot load Kubernetes configuration from {path}: {exc}") \
+                from None
+        return client.ApiClient(cfg)
+
+    # ------------------------------------------------------------------ render
+    def render_job(self, spec: JobSpec, kind: str | None = None,
+                   submission_id: str | None = None) -> Rendered:
+        self.options.namespace = self.namespace
+        return render_job(spec, kind, opts=self.options, submission_id=submission_id)
+
+    def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
+        """The exact objects submit creates: [job, payload ConfigMap, key Secret]."""
+        return self.render_job(spec, kind).objects
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, spec: JobSpec) -> str:
+        """Preflight, then create job + ConfigMap + Secret; returns ``"<namespace>/<name>"``."""
+        from .submit import submit_rendered
+
+        rendered = self.render_job(spec)
+        return submit_rendered(self, rendered)
+
+    def job_key(self, job_id: str) -> bytes:
+        ns, name = naming.parse_job_id(job_id)
+        return naming.load_key(ns, name, self.home)
+
+    # ---------------------------------------- provided by the k8s-status modules
+    def status(self, job_id: str) -> JobStatus:
+        _not_yet("status")
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
+        _not_yet("wait")
+
+    def outcomes(self, job_id: str) -> dict[int, bytes]:
+        _not_yet("outcomes")
+
+    def logs(self, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        _not_yet("logs")
+
+    def cancel(self, job_id: str) -> None:
+        _not_yet("cancel")
+
+    def jobs(self, queue: str | None = None) -> list[JobStatus]:
+        _not_yet("jobs")
+
+    def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
+        _not_yet("subscribe")

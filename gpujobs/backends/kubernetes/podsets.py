@@ -1,0 +1,85 @@
+"""The pod sets of a rendered job object: (name, replicas, pod template, per-pod requests).
+
+Mirrors how Kueue derives Workload PodSets per kind (k8s-semantics.md §1.2); used
+by the quota preflight and by the render tests' GPU / gang-size rules.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PodSet:
+    name: str
+    count: int
+    template: dict          # PodTemplateSpec (for TrainJob: synthesised from trainer + patch)
+    requests: dict[str, str]  # per pod (requests, falling back to limits like the apiserver)
+
+
+def _requests(containers: list[dict]) -> dict[str, str]:
+    from kubernetes.utils.quantity import parse_quantity
+
+    total: dict[str, Any] = {}
+    for c in containers:
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for k, v in merged.items():
+            total[k] = total.get(k, 0) + parse_quantity(str(v))
+    return {k: str(v) for k, v in total.items()}
+
+
+def _ps(name: str, count: int, template: dict) -> PodSet:
+    return PodSet(name, int(count), template, _requests(template.get("spec", {}).get("containers", [])))
+
+
+def _path_get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        m = re.fullmatch(r"([A-Za-z]+)(?:\[(\d+)\])?", part)
+        if not m:
+            raise KeyError(path)
+        obj = obj[m.group(1)]
+        if m.group(2) is not None:
+            obj = obj[int(m.group(2))]
+    return obj
+
+
+def pod_sets(job: dict) -> list[PodSet]:
+    kind, spec = job["kind"], job["spec"]
+    if kind == "TrainJob":
+        t = spec["trainer"]
+        tmpl = {"spec": {"containers": [{"name": "node", "resources": t.get("resourcesPerNode", {})}]}}
+        return [_ps("node", t.get("numNodes", 1), tmpl)]
+    if kind == "PyTorchJob":
+        return [_ps(k.lower(), v.get("replicas", 1), v["template"])
+                for k, v in spec["pytorchReplicaSpecs"].items()]
+    if kind == "MPIJob":
+        return [_ps(k.lower(), v.get("replicas", 1), v["template"])
+                for k, v in spec["mpiReplicaSpecs"].items()]
+    if kind == "RayJob":
+        rc = spec["rayClusterSpec"]
+        out = [_ps("head", 1, rc["headGroupSpec"]["template"])]
+        out += [_ps(g["groupName"], g.get("replicas", 1), g["template"])
+                for g in rc.get("workerGroupSpecs", [])]
+        return out
+    if kind == "Job" and job["apiVersion"].startswith("batch.volcano.sh/"):
+        return [_ps(t["name"], t.get("replicas", 1), t["template"]) for t in spec["tasks"]]
+    if kind == "AppWrapper":
+        out = []
+        for i, comp in enumerate(spec["components"]):
+            for j, ps in enumerate(comp.get("podSets", [])):
+                tmpl = _path_get(comp, ps["path"])
+                out.append(_ps(f"{i}-{j}", ps.get("replicas", 1), tmpl))
+        return out
+    raise ValueError(f"not a job kind gpujobs renders: {job.get('apiVersion')}/{kind}")
+
+
+def total_requests(sets: list[PodSet]) -> dict[str, Any]:
+    from kubernetes.utils.quantity import parse_quantity
+
+    out: dict[str, Any] = {}
+    for ps in sets:
+        for k, v in ps.requests.items():
+            out[k] = out.get(k, 0) + parse_quantity(v) * ps.count
+    return out

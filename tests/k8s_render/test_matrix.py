@@ -1,0 +1,247 @@
+"""Every kind x framework x option renders objects that match the upstream CRD schemas.
+
+Beyond the schema (python-jsonschema on each CRD's openAPIV3Schema, plus a check that
+no field would be pruned by the apiserver), rules a schema cannot express:
+gang size = minAvailable, replicas x GPUs per pod = GPUs requested, Kueue labels,
+RayJob under Kueue shuts down after the job, pod security, secrets only by reference.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+
+import pytest
+
+import gpujobs
+from gpujobs import crds
+from gpujobs.backends.kubernetes import naming
+from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
+from gpujobs.backends.kubernetes.podsets import pod_sets
+from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+
+pytestmark = pytest.mark.skipif(
+    not crds.crds_available(),
+    reason=f"upstream CRDs not found at {crds.crds_dir()} (set GPUJOBS_CRDS_DIR to shared/crds)")
+
+
+def train(x, scale=2):
+    return x * scale
+
+
+# (framework, kind, volcano mode)
+VARIANTS = [
+    ("ddp", "TrainJob", "none"), ("fsdp", "TrainJob", "gang"),
+    ("ddp", "PyTorchJob", "none"), ("fsdp", "PyTorchJob", "gang"),
+    ("ddp", "VolcanoJob", "job"), ("fsdp", "AppWrapper", "appwrapper"),
+    ("mpi", "MPIJob", "none"), ("mpi", "MPIJob", "gang"),
+    ("mpi", "VolcanoJob", "job"), ("mpi", "AppWrapper", "appwrapper"),
+    ("ray", "RayJob", "none"), ("ray", "RayJob", "gang"),
+]
+NODES = [1, 2, 4]
+GPUS = [0, 1, 8]  # GPUs per node
+OPTIONS = ["plain", "queue-priority", "mig", "env-secrets", "pvc", "topology", "placement"]
+
+
+def make_spec(fw: str, kind: str, mode: str, nodes: int, gpus: int, option: str):
+    b = gpujobs.job(train, 21, scale=3)
+    if fw in ("ddp", "fsdp"):
+        b = (b.ddp if fw == "ddp" else b.fsdp)(nodes=nodes, gpus_per_node=gpus,
+                                               procs_per_node=None if gpus else 2)
+    elif fw == "mpi":
+        per_node = max(gpus, 1)
+        b = b.mpi(ranks=nodes * per_node, gpus_per_rank=1 if gpus else 0, ranks_per_node=per_node)
+    else:
+        b = b.ray(workers=nodes, gpus_per_worker=gpus)
+    b = b.options(kind=kind, volcano=mode)
+    if mode in ("gang", "job"):
+        b = b.options(volcano_queue="vq")
+    if option == "queue-priority":
+        b = b.queue("team-a").priority("high")
+    elif option == "mig":
+        b = b.mig("1g.10gb")
+    elif option == "env-secrets":
+        b = b.env(LR="0.1", NCCL_DEBUG="INFO").secret_env(HF_TOKEN=("hf", "token"))
+    elif option == "pvc":
+        b = b.volume("datasets", "/data").resources(memory="8Gi")
+    elif option == "topology":
+        b = b.topology(required="cloud.provider.com/topology-block")
+    elif option == "placement":
+        b = b.node_selector(**{"nvidia.com/gpu.product": "H100"}).tolerations(
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+        b = b.options(max_runtime_s=3600)
+    return b.spec()
+
+
+CASES = [c for c in itertools.product(VARIANTS, NODES, GPUS, OPTIONS)
+         if not (c[0][1] == "VolcanoJob" and c[3] == "topology")]
+
+
+def _id(case):
+    (fw, kind, mode), nodes, gpus, opt = case
+    return f"{kind}-{fw}-{mode}-n{nodes}-g{gpus}-{opt}"
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _containers(tmpl):
+    return tmpl["spec"].get("containers", [])
+
+
+def _expected_pods(spec, kind):
+    if spec.framework == "mpi":
+        return spec.nodes + 1          # launcher / master + workers
+    if spec.framework == "ray":
+        return spec.nodes + 1          # head + workers
+    return spec.nodes
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_render_matrix(case):
+    (fw, kind, mode), nodes, gpus, option = case
+    spec = make_spec(fw, kind, mode, nodes, gpus, option)
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    assert r.kind == kind
+    job, cm, secret = r.objects
+    assert [o["kind"] for o in r.objects][1:] == ["ConfigMap", "Secret"]
+
+    # --- schema: CRD openAPIV3Schema, and nothing the apiserver would prune
+    assert crds.schema_errors(job) == []
+    assert crds.unknown_fields(job) == []
+    if kind == "AppWrapper":
+        inner = job["spec"]["components"][0]["template"]
+        assert inner["apiVersion"] == "batch.volcano.sh/v1alpha1"
+        assert crds.schema_errors(inner) == [] and crds.unknown_fields(inner) == []
+
+    # --- metadata: names and label values are valid Kubernetes syntax
+    md = job["metadata"]
+    assert _DNS1123.match(md["name"]) and len(md["name"]) <= 40
+    assert md["namespace"] == "ml"
+    for k, v in md["labels"].items():
+        assert len(v) <= 63 and _LABEL_VALUE.match(v), (k, v)
+    assert md["labels"][naming.LABEL_JOB] == r.name
+    assert md["labels"][naming.LABEL_SUBMISSION] == r.submission_id
+
+    # --- Kueue labels (a bare Volcano Job uses its Volcano queue instead)
+    if kind in KUEUE_KINDS:
+        assert md["labels"]["kueue.x-k8s.io/queue-name"] == spec.queue
+        if spec.priority:
+            assert md["labels"]["kueue.x-k8s.io/priority-class"] == spec.priority
+        if spec.max_runtime_s:
+            assert md["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "3600"
+    else:
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in md["labels"])
+        assert job["spec"]["queue"] == "vq"
+
+    # --- suspend until Kueue admits (AppWrapper: its controller creates the inner job later)
+    if kind in ("TrainJob", "RayJob"):
+        assert job["spec"]["suspend"] is True
+    if kind in ("PyTorchJob", "MPIJob"):
+        assert job["spec"]["runPolicy"]["suspend"] is True
+
+    # --- RayJob under Kueue: shut the cluster down, never reuse an existing one
+    if kind == "RayJob":
+        assert job["spec"]["shutdownAfterJobFinishes"] is True
+        assert "clusterSelector" not in job["spec"]
+        assert job["spec"]["rayClusterSpec"]["rayVersion"]
+        if mode == "gang":
+            assert md["labels"]["ray.io/scheduler-name"] == "volcano"
+            assert md["labels"]["volcano.sh/queue-name"] == "vq"
+
+    # --- gang size: minAvailable = the whole gang
+    sets = pod_sets(job)
+    pods = sum(ps.count for ps in sets)
+    assert pods == _expected_pods(spec, kind)
+    assert md["annotations"][naming.ANN_GANG] == str(pods)
+    if kind in ("VolcanoJob", "AppWrapper"):
+        vj = job if kind == "VolcanoJob" else job["spec"]["components"][0]["template"]
+        assert vj["spec"]["minAvailable"] == sum(t["replicas"] for t in vj["spec"]["tasks"]) == pods
+        assert all(t["minAvailable"] == t["replicas"] for t in vj["spec"]["tasks"])
+        plugins = vj["spec"]["plugins"]
+        assert set(plugins) == ({"mpi", "ssh", "svc"} if fw == "mpi" else {"pytorch", "svc", "env"})
+        if kind == "AppWrapper":
+            assert [ps["replicas"] for ps in job["spec"]["components"][0]["podSets"]] == \
+                [t["replicas"] for t in vj["spec"]["tasks"]]
+    if mode == "gang" and kind in ("PyTorchJob", "MPIJob"):
+        assert job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == pods
+        assert job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "vq"
+    if mode == "gang" and kind == "TrainJob":
+        assert job["spec"]["runtimeRef"]["name"] == "torch-distributed-volcano"
+
+    # --- GPUs: replicas x GPUs per pod = GPUs requested, under the requested resource name
+    gpu_total = sum(int(ps.requests.get(spec.gpu_resource, 0)) * ps.count for ps in sets)
+    assert gpu_total == spec.total_gpus
+    assert spec.total_gpus == nodes * gpus
+    if option == "mig" and gpus:
+        assert spec.gpu_resource == "nvidia.com/mig-1g.10gb"
+        assert all("nvidia.com/gpu" not in ps.requests for ps in sets)
+    for ps in sets:  # GPUs in limits equal requests (extended resources must)
+        for c in _containers(ps.template):
+            res = c.get("resources", {})
+            if spec.gpu_resource in res.get("requests", {}):
+                assert res["limits"][spec.gpu_resource] == res["requests"][spec.gpu_resource]
+
+    # --- pod templates: security, volumes, env, secrets by reference, topology
+    templates = [ps.template for ps in sets] if kind != "TrainJob" else [_trainjob_pod(job)]
+    for tmpl in templates:
+        pod = tmpl["spec"]
+        vols = {v["name"]: v for v in pod.get("volumes", [])}
+        assert not any("hostPath" in v for v in vols.values())
+        assert vols["gpujobs"]["configMap"]["name"] == naming.configmap_name(r.name)
+        assert vols["gpujobs-key"]["secret"]["secretName"] == naming.secret_name(r.name)
+        if spec.volume:
+            assert vols["data"]["persistentVolumeClaim"]["claimName"] == "datasets"
+        if option == "placement":
+            assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
+            assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            sshd = "sshd" in " ".join(c.get("command", []))
+            launcher = "mpi-launcher" in c.get("command", [])
+            if not (sshd or launcher):
+                assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 1000
+                assert "add" not in sc["capabilities"]
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+            assert mounts["/opt/gpujobs"]["readOnly"] is True
+            if spec.volume:
+                assert "/data" in mounts
+            if fw in ("ddp", "fsdp") and kind != "TrainJob":
+                assert "/dev/shm" in mounts and vols["dshm"]["emptyDir"]["medium"] == "Memory"
+            env = {e["name"]: e for e in c["env"]}
+            assert env["GPUJOBS_RESULT_SINK"]["value"] == "log"
+            if option == "env-secrets":
+                assert env["LR"]["value"] == "0.1"
+                assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
+                    "secretKeyRef": {"name": "hf", "key": "token"}}}
+        if option == "topology" and tmpl is not None:
+            role = tmpl["metadata"]["labels"][naming.LABEL_ROLE]
+            if role not in ("launcher", "master", "head") or fw in ("ddp", "fsdp"):
+                assert tmpl["metadata"]["annotations"][naming.TOPOLOGY_REQUIRED] == \
+                    "cloud.provider.com/topology-block"
+
+    # --- payload ConfigMap and key Secret
+    assert cm["metadata"]["name"] == naming.configmap_name(r.name)
+    assert cm["metadata"]["annotations"][naming.ANN_KIND] == kind
+    assert "payload.bin" in cm["binaryData"]
+    boot = json.loads(cm["data"]["bootstrap.json"])
+    assert boot["nnodes"] == spec.nodes and boot["nproc_per_node"] == spec.procs_per_node
+    assert boot["job_id"] == f"ml/{r.name}"
+    assert base64.b64decode(secret["data"]["key"]).decode() == r.key.hex()
+    assert r.key.hex() not in json.dumps(job)  # the key never sits in the job object
+
+
+def _trainjob_pod(job):
+    """The pod a TrainJob makes: trainer fields + the runtime patch's pod spec."""
+    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    pod_tmpl = patch["replicatedJobs"][0]["template"]["spec"]["template"]
+    t = job["spec"]["trainer"]
+    pc = pod_tmpl["spec"]["containers"][0]
+    container = {"name": "node", "command": t["command"], "env": t["env"],
+                 "resources": t["resourcesPerNode"], "securityContext": pc["securityContext"],
+                 "volumeMounts": pc["volumeMounts"]}
+    return {"metadata": pod_tmpl["metadata"], "spec": {**pod_tmpl["spec"], "containers": [container]}}
