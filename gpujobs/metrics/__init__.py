@@ -20,12 +20,13 @@ import pandas as pd
 from .logline import METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
 from .model import CPU_DEVICE, MetricsFrame, MetricsHistory, latest_per_device, metrics_frame
 from .sampler import Sampler, log_sink
+from .tracker import JobMetrics, read_history, ranks_of_gang
 from .usage import usage_report
 
 __all__ = ["Sampler", "log_sink", "MetricsHistory", "MetricsFrame", "metrics_frame",
            "latest_per_device", "job_metrics_frame", "machine_gpus", "parse_metrics_line",
            "format_metrics_line", "metrics_reason", "METRICS_MARKER", "CPU_DEVICE",
-           "usage_report", "job_samples"]
+           "usage_report", "job_samples", "JobMetrics", "read_history", "ranks_of_gang"]
 
 
 def job_samples(backend: Any, job_id: str) -> list:

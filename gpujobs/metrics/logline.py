@@ -76,12 +76,17 @@ def parse_metrics_line(line: str) -> list[GpuSample] | None:
     if gpus is None:
         return []
     out = []
+
+    def num(g: dict, key: str) -> float | None:
+        v = g.get(key)
+        return None if v is None else float(v)
+
     try:
         for g in gpus:
             out.append(GpuSample(
                 time=float(doc["t"]), rank=int(g["r"]), device=int(g["d"]),
-                util=g.get("u"), mem_used=g.get("mu"), mem_total=g.get("mt"),
-                power_w=g.get("p"), temp_c=g.get("c"), proc_mem=g.get("pm"),
+                util=num(g, "u"), mem_used=num(g, "mu"), mem_total=num(g, "mt"),
+                power_w=num(g, "p"), temp_c=num(g, "c"), proc_mem=num(g, "pm"),
                 source=g.get("s", doc.get("s", "nvml")), host=g.get("h", doc.get("h", ""))))
     except (KeyError, TypeError, ValueError):
         return None
