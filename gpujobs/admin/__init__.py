@@ -1,0 +1,46 @@
+"""Administrator tools: Kueue queues from a teams-and-quotas table or from slurm.conf.
+
+>>> objs = gpujobs.admin.render_queues("teams.yaml")           # list of dicts
+>>> print(gpujobs.admin.queues_yaml(slurm_conf="slurm.conf"))   # for kubectl apply -f -
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import SpecError
+from .kueue import render_table
+from .slurm_conf import SlurmConfWarning, expand_hostlist, table_from_slurm_conf
+from .table import QueueTable, load_table, parse_table
+
+__all__ = ["render_queues", "queues_yaml", "load_table", "parse_table", "table_from_slurm_conf",
+           "render_table", "QueueTable", "SlurmConfWarning", "expand_hostlist", "validate_objects"]
+
+
+def validate_objects(objs: list[dict[str, Any]]) -> None:
+    """Check each object against its CRD (gpujobs.crds) when the CRD folder is present."""
+    from .. import crds
+    if not crds.crds_available():
+        return
+    for obj in objs:
+        crds.validate(obj)
+
+
+def render_queues(table: str | Path | Mapping[str, Any] | None = None, *,
+                  slurm_conf: str | Path | None = None, namespace: str = "default",
+                  cohort: str = "slurm") -> list[dict[str, Any]]:
+    """Kueue objects for a table (path, YAML text or dict) or for a slurm.conf."""
+    if (table is None) == (slurm_conf is None):
+        raise SpecError("admin queues", "give a table or a slurm.conf, not both or neither",
+                        "gpujobs admin queues TABLE.yaml  |  gpujobs admin queues --slurm-conf slurm.conf")
+    model = (load_table(table) if table is not None else
+             parse_table(table_from_slurm_conf(slurm_conf, namespace, cohort), str(slurm_conf)))
+    objs = render_table(model)
+    validate_objects(objs)
+    return objs
+
+
+def queues_yaml(table: Any = None, **kwargs: Any) -> str:
+    return yaml.safe_dump_all(render_queues(table, **kwargs), sort_keys=False)
