@@ -6,5 +6,6 @@
 - :mod:`gpujobs.sim.cluster`: :class:`SimCluster`, the one-call fixture.
 """
 from .apiserver import FakeApiServer
+from .cluster import SimCluster
 
-__all__ = ["FakeApiServer"]
+__all__ = ["FakeApiServer", "SimCluster"]

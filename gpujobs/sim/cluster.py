@@ -1,0 +1,87 @@
+"""SimCluster: fake apiserver + simulated controllers in one fixture-friendly object.
+
+    with SimCluster(gpus=1) as sim:          # ClusterQueue 'cq' (1 GPU), LocalQueue 'default/q'
+        backend = KubernetesBackend(api_client=sim.api_client(), namespace="default")
+        ...
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .apiserver import FakeApiServer
+from .controllers import SimControllers
+
+WL_API = "kueue.x-k8s.io/v1beta2"
+
+
+class SimCluster:
+    """A running fake cluster: ``server`` (HTTP), ``store`` (direct access), ``controllers``."""
+
+    def __init__(self, *, gpus: float | None = 4, cpus: float | None = None, queue: str = "q",
+                 namespace: str = "default", priorities: dict[str, int] | None = None,
+                 preemption: str = "LowerPriority", pod_slots: int | None = None,
+                 run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
+                 **server_kw: Any):
+        self.server = FakeApiServer(crds=crds, **server_kw)
+        self.store = self.server.store
+        self.namespace, self.queue = namespace, queue
+        self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds)
+        if gpus is not None or cpus is not None:
+            self.add_queue(queue, namespace, gpus=gpus, cpus=cpus, preemption=preemption)
+        for name, value in (priorities or {}).items():
+            self.store.create({"apiVersion": WL_API, "kind": "WorkloadPriorityClass",
+                               "metadata": {"name": name}, "value": value})
+        self.server.set_visibility(visibility)
+        self._clients: list = []
+
+    def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,
+                  cpus: float | None = None, cluster_queue: str | None = None,
+                  preemption: str = "LowerPriority", cohort: str | None = None) -> None:
+        """A ClusterQueue (default flavor) with a LocalQueue ``namespace/name`` pointing at it."""
+        cqn = cluster_queue or f"cq-{name}"
+        resources = []
+        if gpus is not None:
+            resources.append({"name": "nvidia.com/gpu", "nominalQuota": str(gpus)})
+        if cpus is not None:
+            resources.append({"name": "cpu", "nominalQuota": str(cpus)})
+        if self.store.get(WL_API, "ResourceFlavor", "default-flavor") is None:
+            self.store.create({"apiVersion": WL_API, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})
+        if self.store.get(WL_API, "ClusterQueue", cqn) is None:
+            spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": [r["name"] for r in resources],
+                "flavors": [{"name": "default-flavor", "resources": resources}]}],
+                "preemption": {"withinClusterQueue": preemption}}
+            if cohort:
+                spec["cohortName"] = cohort
+            self.store.create({"apiVersion": WL_API, "kind": "ClusterQueue", "metadata": {"name": cqn},
+                               "spec": spec})
+        self.store.create({"apiVersion": WL_API, "kind": "LocalQueue",
+                           "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cqn}})
+
+    def start(self) -> "SimCluster":
+        self.server.start()
+        self.controllers.start()
+        return self
+
+    def api_client(self):
+        from kubernetes import client
+        c = client.ApiClient(self.server.configuration())
+        self._clients.append(c)
+        return c
+
+    def stop(self) -> list[int]:
+        """Stop everything; returns the pids of the pod processes that were started (all dead)."""
+        pids = self.controllers.stop()
+        self.server.stop()
+        for c in self._clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        return pids
+
+    def __enter__(self) -> "SimCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,417 @@
+"""Simulated controllers: Kueue, Volcano, the job operators (MPI, Training, Trainer,
+KubeRay, Volcano Job, AppWrapper) and the kubelet, reconciling the fake apiserver's store.
+
+Behaviour follows shared/docs/k8s-semantics.md: Kueue creates a Workload
+(kueue.x-k8s.io/v1beta2, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label)
+for every job with a ``queue-name`` label, keeps the job suspended (the kind's own
+suspend field) until the shared admission engine (:mod:`gpujobs.admission`) admits it,
+then sets QuotaReserved/Admitted, unsuspends; preemption sets Evicted(Preempted) and
+Preempted, suspends the job, and once its pods are gone clears the reservation and sets
+Requeued; PodsReady and Finished follow the pods. Positions are served through the
+visibility API. Operators create pods (Pending -> Running -> Succeeded) and write each
+kind's status; Volcano creates PodGroups (Pending/Inqueue/Running, running vs minMember).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from ..admission import ClusterQueue, Engine, PodSet, Workload
+from ..errors import GpuJobsError
+from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
+from .store import ApiError, Event, now_iso
+
+QUEUE_LABEL, PRIO_LABEL, JOB_UID = ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class",
+                                    "kueue.x-k8s.io/job-uid")
+WL_API = "kueue.x-k8s.io/v1beta2"
+JOB_KINDS = {("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("trainer.kubeflow.org", "TrainJob"),
+             ("ray.io", "RayJob"), ("batch.volcano.sh", "Job"), ("workload.codeflare.dev", "AppWrapper")}
+KUEUE_KINDS = JOB_KINDS - {("batch.volcano.sh", "Job")}
+
+
+def _cond(obj: dict, type_: str, status: str, reason: str, message: str = "") -> None:
+    st = obj.setdefault("status", {})
+    conds = [c for c in st.get("conditions") or [] if c.get("type") != type_]
+    old = next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
+    same = old and old.get("status") == status and old.get("reason") == reason
+    conds.append({"type": type_, "status": status, "reason": reason, "message": message,
+                  "lastTransitionTime": old["lastTransitionTime"] if same else now_iso()})
+    st["conditions"] = conds
+
+
+def _is_true(obj: dict, type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _group(obj: dict) -> str:
+    return obj.get("apiVersion", "").rpartition("/")[0]
+
+
+def get_suspend(job: dict) -> bool:
+    spec = job.get("spec") or {}
+    if job["kind"] in ("MPIJob", "PyTorchJob"):
+        return bool((spec.get("runPolicy") or {}).get("suspend"))
+    if job["kind"] == "Job":  # Volcano Job: no suspend field
+        return False
+    return bool(spec.get("suspend"))
+
+
+def set_suspend(job: dict, value: bool) -> None:
+    spec = job.setdefault("spec", {})
+    if job["kind"] in ("MPIJob", "PyTorchJob"):
+        spec.setdefault("runPolicy", {})["suspend"] = value
+    elif job["kind"] != "Job":
+        spec["suspend"] = value
+
+
+class SimControllers:
+    """All simulated controllers in one reconcile thread, driven by store events."""
+
+    def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
+                 requeue_delay: float = 0.05, new_pending_reasons: bool = True):
+        self.server, self.store = server, server.store
+        self.kubelet = Kubelet(server, slots=pod_slots, default_seconds=run_seconds)
+        self.requeue_delay = requeue_delay
+        self.new_pending_reasons = new_pending_reasons
+        self._events: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._engine: Engine | None = None
+        self._engine_dirty = True
+        self._wl_of: dict[str, tuple[str, str]] = {}  # workload key -> (ns, name)
+        self._evicting: dict[str, float] = {}
+        self._ports = 29600
+        self.errors: list[BaseException] = []
+        server.visibility = self.visibility
+
+    # ------------------------------------------------------------------ thread
+    def start(self) -> "SimControllers":
+        self._unsub = self.store.subscribe(self._events.put)
+        self._thread = threading.Thread(target=self._loop, name="sim-controllers", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[int]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._unsub()
+        return self.kubelet.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ev = self._events.get(timeout=0.05)
+            except queue.Empty:
+                ev = None
+            try:
+                while ev is not None:
+                    self._on_event(ev)
+                    ev = self._events.get_nowait()
+            except queue.Empty:
+                pass
+            except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
+                self.errors.append(exc)
+            try:
+                self.reconcile()
+            except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
+                self.errors.append(exc)
+
+    def _on_event(self, ev: Event) -> None:
+        res = ev.res
+        if res.group == "kueue.x-k8s.io" and res.kind in ("ClusterQueue", "LocalQueue",
+                                                          "WorkloadPriorityClass", "ResourceFlavor"):
+            self._engine_dirty = True
+        if res.kind == "Pod" and not res.group and ev.type == "DELETED":
+            md = ev.obj["metadata"]
+            self.kubelet.on_pod_deleted(md["namespace"], md["name"])
+        if res.kind == "Workload" and ev.type == "DELETED" and self._engine is not None:
+            self._engine.remove(_wkey(ev.obj))
+
+    # ------------------------------------------------------------------ reconcile
+    def reconcile(self) -> None:
+        if self._engine_dirty:
+            self._rebuild_engine()
+        jobs = [o for res, o in self.store.all_objects() if (res.group, res.kind) in JOB_KINDS]
+        for job in jobs:
+            if (_group(job), job["kind"]) in KUEUE_KINDS and (job["metadata"].get("labels") or {}).get(QUEUE_LABEL):
+                self._kueue_job(job)
+        self._schedule()
+        self._finish_evictions()
+        for job in [self.store.get(j["apiVersion"], j["kind"], j["metadata"]["name"], j["metadata"]["namespace"])
+                    for j in jobs]:
+            if job is not None:
+                self._operate(job)
+        self.kubelet.tick()
+
+    # ------------------------------------------------------------------ Kueue
+    def _rebuild_engine(self) -> None:
+        self._engine_dirty = False
+        cqs = self.store.list(WL_API, "ClusterQueue")
+        lqs = self.store.list(WL_API, "LocalQueue")
+        prios = {p["metadata"]["name"]: int(p.get("value", 0)) for p in self.store.list(WL_API,
+                                                                                        "WorkloadPriorityClass")}
+        queues = []
+        self._covered: dict[str, set] = {}
+        for cq in cqs:
+            spec = cq.get("spec") or {}
+            quota: dict[str, dict[str, float]] = {}
+            for rg in spec.get("resourceGroups") or []:
+                for fl in rg.get("flavors") or []:
+                    for r in fl.get("resources") or []:
+                        quota.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(str(r["nominalQuota"])))
+            pre = spec.get("preemption") or {}
+            self._covered[cq["metadata"]["name"]] = {r for q in quota.values() for r in q}
+            queues.append(ClusterQueue(
+                cq["metadata"]["name"], quota, cohort=spec.get("cohortName") or spec.get("cohort"),
+                strategy=spec.get("queueingStrategy", "BestEffortFIFO"),
+                within_queue=pre.get("withinClusterQueue", "Never"),
+                reclaim_within_cohort=pre.get("reclaimWithinCohort", "Never"),
+                local_queues=[f"{lq['metadata']['namespace']}/{lq['metadata']['name']}" for lq in lqs
+                              if (lq.get("spec") or {}).get("clusterQueue") == cq["metadata"]["name"]]))
+        self._engine = Engine(queues, priorities=prios, default_priority=0)
+        for wl in self.store.list(WL_API, "Workload"):
+            w = self._engine_workload(wl)
+            if w is None or _is_true(wl, "Finished"):
+                continue
+            try:
+                if _is_true(wl, "QuotaReserved"):
+                    self._engine.restore_admitted(w)
+                else:
+                    self._engine.add(w)
+            except GpuJobsError:
+                pass
+
+    def _engine_workload(self, wl: dict) -> Workload | None:
+        spec = wl.get("spec") or {}
+        key = f"{wl['metadata']['namespace']}/{spec.get('queueName', '')}"
+        if self._engine is None or key not in self._engine.queue_names:
+            return None
+        covered = self._covered.get(self._engine.cluster_queue_of(key), set())
+        podsets = [PodSet(ps["name"], int(ps.get("count", 1)),
+                          {r: a for r, a in _pod_requests(ps.get("template") or {}).items() if r in covered})
+                   for ps in spec.get("podSets") or []]
+        created = _ts(wl)
+        return Workload(_wkey(wl), key, podsets, priority=int(spec.get("priority") or 0), created=created)
+
+    def _kueue_job(self, job: dict) -> None:
+        md = job["metadata"]
+        ns = md["namespace"]
+        wls = [w for w in self.store.list(WL_API, "Workload", ns, f"{JOB_UID}={md['uid']}")]
+        if md.get("deletionTimestamp"):
+            return
+        if not wls:
+            if _is_finished(job):
+                return
+            if not get_suspend(job):  # the webhook suspends managed jobs
+                self.store.mutate(job["apiVersion"], job["kind"], md["name"], ns, lambda o: set_suspend(o, True))
+            self._create_workload(job)
+            return
+        wl = wls[0]
+        if _is_finished(job) and not _is_true(wl, "Finished"):
+            ok = _kind_succeeded(job)
+
+            def fin(o: dict) -> None:
+                _cond(o, "Finished", "True", "Succeeded" if ok else "Failed",
+                      "Job finished successfully" if ok else "Job failed")
+            self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns, fin)
+            if self._engine is not None:
+                self._engine.finish(_wkey(wl))
+            return
+        if _is_true(wl, "Admitted") and not _is_true(wl, "PodsReady"):
+            pods = self._pods_of(job)
+            if pods and len(pods) >= sum(int(p.get("count", 1)) for p in wl["spec"]["podSets"]) and \
+                    all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods):
+                self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns,
+                                  lambda o: _cond(o, "PodsReady", "True", "Started", "All pods reached readiness"))
+
+    def _create_workload(self, job: dict) -> None:
+        from ..backends.kubernetes.podsets import pod_sets
+        md = job["metadata"]
+        labels = md.get("labels") or {}
+        prio_name = labels.get(PRIO_LABEL)
+        prio = 0
+        spec: dict[str, Any] = {"queueName": labels[QUEUE_LABEL], "active": True, "podSets": [
+            {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pod_sets(job)]}
+        if prio_name:
+            wpc = self.store.get(WL_API, "WorkloadPriorityClass", prio_name)
+            if wpc is None:
+                self.store.create({"apiVersion": "v1", "kind": "Event", "metadata": {
+                    "generateName": md["name"] + ".", "namespace": md["namespace"]},
+                    "type": "Warning", "reason": "WorkloadPriorityClassNotFound",
+                    "message": f'workloadPriorityClass "{prio_name}" not found',
+                    "involvedObject": {"kind": job["kind"], "name": md["name"], "uid": md["uid"]}})
+                return
+            prio = int(wpc.get("value", 0))
+            spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                        "name": prio_name}
+        spec["priority"] = prio
+        wl = {"apiVersion": WL_API, "kind": "Workload", "metadata": {
+            "name": f"{job['kind'].lower()}-{md['name']}-{md['uid'][:5]}", "namespace": md["namespace"],
+            "labels": {JOB_UID: md["uid"]},
+            "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
+                                 "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
+            "spec": spec}
+        wl = self.store.create(wl)
+        w = self._engine_workload(wl)
+        reason, msg = "Misconfigured", f"LocalQueue {labels[QUEUE_LABEL]} doesn't exist"
+        if w is not None:
+            try:
+                self._engine.add(w)  # type: ignore[union-attr]
+                reason, msg = ("WaitingForQuota" if self.new_pending_reasons else "Pending"), \
+                    "couldn't assign flavors to pod sets: insufficient unused quota"
+            except GpuJobsError as exc:
+                reason, msg = ("ExceedsMaxQuota" if self.new_pending_reasons else "Inadmissible"), str(exc)
+        self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], md["namespace"],
+                          lambda o: _cond(o, "QuotaReserved", "False", reason, msg))
+
+    def _schedule(self) -> None:
+        if self._engine is None:
+            return
+        d = self._engine.schedule()
+        for adm in d.admitted:
+            ns, name = adm.id.split("/", 1)
+
+            def admit(o: dict, adm: Any = adm) -> None:
+                st = o.setdefault("status", {})
+                st["admission"] = {"clusterQueue": adm.cluster_queue, "podSetAssignments": [
+                    {"name": ps["name"], "count": ps.get("count", 1), "flavors": {
+                        r: adm.flavor for r in _pod_requests(ps.get("template") or {})}}
+                    for ps in o["spec"]["podSets"]]}
+                st.pop("requeueState", None)
+                _cond(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {adm.cluster_queue}")
+                _cond(o, "Admitted", "True", "Admitted", "The workload is admitted")
+                _cond(o, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded")
+                for t in ("Evicted", "Preempted", "Requeued"):
+                    if any(c["type"] == t for c in st["conditions"]):
+                        _cond(o, t, "False", "QuotaReserved" if t == "Evicted" else "Admitted", "")
+            wl = self.store.mutate(WL_API, "Workload", name, ns, admit)
+            if wl is not None:
+                self._set_job_suspend(wl, False)
+        for victim, by in d.preempted:
+            ns, name = victim.split("/", 1)
+            by_wl = self.store.get(WL_API, "Workload", by.split("/", 1)[1], ns) or {"metadata": {}}
+            msg = (f"Preempted to accommodate a workload (UID: {by_wl['metadata'].get('uid', '')}, JobUID: "
+                   f"{(by_wl['metadata'].get('labels') or {}).get(JOB_UID, '')}) due to prioritization in the "
+                   "ClusterQueue")
+
+            def evict(o: dict, msg: str = msg) -> None:
+                _cond(o, "Evicted", "True", "Preempted", msg)
+                _cond(o, "Preempted", "True", "InClusterQueue", msg)
+                stats = o["status"].setdefault("schedulingStats", {}).setdefault("evictions", [])
+                for e in stats:
+                    if e.get("reason") == "Preempted":
+                        e["count"] = int(e.get("count", 0)) + 1
+                        break
+                else:
+                    stats.append({"reason": "Preempted", "underlyingCause": "", "count": 1})
+            wl = self.store.mutate(WL_API, "Workload", name, ns, evict)
+            if wl is not None:
+                self._set_job_suspend(wl, True)
+                self._evicting[victim] = time.time()
+
+    def _finish_evictions(self) -> None:
+        """Once an evicted job's pods are gone: clear the reservation, requeue (Requeued=True)."""
+        for wid, since in list(self._evicting.items()):
+            ns, name = wid.split("/", 1)
+            wl = self.store.get(WL_API, "Workload", name, ns)
+            if wl is None:
+                self._evicting.pop(wid)
+                continue
+            owner = (wl["metadata"].get("ownerReferences") or [{}])[0]
+            pods = self.store.list("v1", "Pod", ns, f"sim.gpujobs.dev/owner-uid={owner.get('uid')}")
+            if pods or time.time() - since < self.requeue_delay:
+                continue
+            self._evicting.pop(wid)
+
+            def requeue(o: dict) -> None:
+                o["status"].pop("admission", None)
+                _cond(o, "QuotaReserved", "False", "Pending", "The workload was evicted and requeued")
+                _cond(o, "Admitted", "False", "NoReservation", "The workload has no reservation")
+                _cond(o, "Requeued", "True", "Preempted", "Preempted; requeued")
+                _cond(o, "PodsReady", "False", "WaitForStart", "")
+            self.store.mutate(WL_API, "Workload", name, ns, requeue)
+            if self._engine is not None:
+                self._engine.requeue(wid)
+
+    def _set_job_suspend(self, wl: dict, value: bool) -> None:
+        owner = (wl["metadata"].get("ownerReferences") or [None])[0]
+        if owner:
+            self.store.mutate(owner["apiVersion"], owner["kind"], owner["name"], wl["metadata"]["namespace"],
+                              lambda o: set_suspend(o, value))
+
+    def visibility(self, scope: str, namespace: str | None, name: str) -> list[dict] | None:
+        """Pending workloads of a LocalQueue / ClusterQueue, positions 0-based (Kueue's API)."""
+        eng = self._engine
+        if eng is None:
+            return None
+        key = f"{namespace}/{name}" if scope == "localqueue" else name
+        if key not in eng.queue_names:
+            return None
+        cq = eng.cluster_queue_of(key)
+        cq_pos = eng.positions(cq)
+        lq_pos = eng.positions(key) if scope == "localqueue" else None
+        items = []
+        for wid, pos in sorted((lq_pos or cq_pos).items(), key=lambda kv: kv[1]):
+            wns, wname = wid.split("/", 1)
+            wl = self.store.get(WL_API, "Workload", wname, wns)
+            if wl is None:
+                continue
+            lq_name = (wl.get("spec") or {}).get("queueName", "")
+            items.append({"metadata": {"name": wname, "namespace": wns,
+                                       "creationTimestamp": wl["metadata"]["creationTimestamp"],
+                                       "ownerReferences": wl["metadata"].get("ownerReferences", [])},
+                          "priority": (wl.get("spec") or {}).get("priority", 0), "localQueueName": lq_name,
+                          "positionInClusterQueue": cq_pos.get(wid, 1) - 1,
+                          "positionInLocalQueue": (eng.positions(f"{wns}/{lq_name}").get(wid, 1) - 1)})
+        return items
+
+    # ------------------------------------------------------------------ operators
+    def _pods_of(self, job: dict) -> list[dict]:
+        return self.store.list("v1", "Pod", job["metadata"]["namespace"],
+                               f"sim.gpujobs.dev/owner-uid={job['metadata']['uid']}")
+
+    def _operate(self, job: dict) -> None:
+        from .operators import operate
+        operate(self, job)
+
+    def next_port(self) -> int:
+        self._ports += 1
+        return self._ports
+
+
+def _wkey(wl: dict) -> str:
+    return f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+
+
+def _ts(obj: dict) -> float:
+    from ..backends.kubernetes.status_map import parse_time
+    return parse_time(obj["metadata"].get("creationTimestamp")) or 0.0
+
+
+def _pod_requests(template: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in (template.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        for k, v in {**(res.get("limits") or {}), **(res.get("requests") or {})}.items():
+            out[k] = out.get(k, 0.0) + float(parse_quantity(str(v)))
+    return out
+
+
+def _is_finished(job: dict) -> bool:
+    from ..backends.kubernetes.status_map import kind_state
+    return kind_state(job).phase in ("succeeded", "failed")
+
+
+def _kind_succeeded(job: dict) -> bool:
+    from ..backends.kubernetes.status_map import kind_state
+    return kind_state(job).phase == "succeeded"
+
+
+__all__ = ["SimControllers", "get_suspend", "set_suspend", "ANN_IDLE", "ANN_PORT", "ANN_RANK", "ANN_ROLE",
+           "ANN_WORLD"]

@@ -1,0 +1,229 @@
+"""The simulated kubelet: pods go Pending -> Running -> Succeeded/Failed, with logs.
+
+A pod runs one of two ways:
+
+- **runner** (the job has its payload ConfigMap and key Secret): the real
+  ``python -m gpujobs.runner`` runs locally as a subprocess, with the sealed payload
+  from the ConfigMap, the key from the Secret and the pod's env (RANK/WORLD_SIZE/
+  MASTER_ADDR set like the operator would). Its stdout is the pod log, so the
+  ``GPUJOBS-RESULT`` line is real. MPI launchers run ``mpirun`` of the runner.
+- **scripted**: no payload; the pod prints its annotation ``sim.gpujobs.dev/logs``
+  (or a greeting), sleeps ``sim.gpujobs.dev/seconds`` (default from the cluster) and
+  exits with ``sim.gpujobs.dev/exit-code``. Idle pods (MPI workers, Ray workers) run
+  until their job ends.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .store import now_iso
+
+ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
+ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
+                                             "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
+ANN_IDLE = "sim.gpujobs.dev/idle"
+
+
+class Kubelet:
+    """Runs the pods of a :class:`~gpujobs.sim.apiserver.FakeApiServer` store."""
+
+    def __init__(self, server: Any, slots: int | None = None, start_delay: float = 0.05,
+                 default_seconds: float = 0.3, grace_s: float = 2.0):
+        self.server, self.store = server, server.store
+        self.slots, self.start_delay = slots, start_delay
+        self.default_seconds, self.grace_s = default_seconds, grace_s
+        self.procs: dict[tuple[str, str], subprocess.Popen] = {}
+        self.started_pids: list[int] = []
+        self._threads: dict[tuple[str, str], threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
+        self.stopping = threading.Event()
+
+    # ----------------------------------------------------------------- loop
+    def tick(self) -> None:
+        """Start pending pods that fit the slots."""
+        pods = self.store.list("v1", "Pod")
+        running = sum(1 for p in pods if p["status"].get("phase") == "Running")
+        for pod in sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"])):
+            md = pod["metadata"]
+            key = (md["namespace"], md["name"])
+            if pod["status"].get("phase") != "Pending" or key in self._threads or md.get("deletionTimestamp"):
+                continue
+            if self.slots is not None and running >= self.slots:
+                self._unschedulable(pod)
+                continue
+            if time.time() - _created(pod) < self.start_delay:
+                continue
+            running += 1
+            t = threading.Thread(target=self._run, args=(pod,), daemon=True, name=f"pod-{md['name']}")
+            self._threads[key] = t
+            t.start()
+
+    def _unschedulable(self, pod: dict) -> None:
+        if any(c.get("type") == "PodScheduled" for c in pod["status"].get("conditions") or []):
+            return
+        md = pod["metadata"]
+        self.store.patch("v1", "Pod", md["name"], md["namespace"], {"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available: insufficient nvidia.com/gpu"}]}}, subresource="status")
+
+    def on_pod_deleted(self, namespace: str, name: str) -> None:
+        with self._lock:
+            proc = self.procs.get((namespace, name))
+        if proc is not None and proc.poll() is None:
+            _signal(proc, signal.SIGTERM)
+            threading.Thread(target=_kill_later, args=(proc, self.grace_s), daemon=True).start()
+
+    def stop(self) -> list[int]:
+        """Kill every process started; return their pids."""
+        self.stopping.set()
+        with self._lock:
+            procs = list(self.procs.values())
+        for p in procs:
+            if p.poll() is None:
+                _signal(p, signal.SIGKILL)
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        for t in list(self._threads.values()):
+            t.join(2)
+        self._tmp.cleanup()
+        return list(self.started_pids)
+
+    # ----------------------------------------------------------------- one pod
+    def _set_phase(self, pod: dict, phase: str, exit_code: int | None = None) -> bool:
+        md = pod["metadata"]
+        c0 = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        now = now_iso()
+        if phase == "Running":
+            status = {"phase": "Running", "startTime": now, "podIP": "127.0.0.1", "conditions": [
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True",
+                                                             "lastTransitionTime": now}],
+                "containerStatuses": [{"name": c0, "ready": True, "restartCount": 0,
+                                       "state": {"running": {"startedAt": now}}}]}
+        else:
+            status = {"phase": phase, "conditions": [{"type": "Ready", "status": "False",
+                                                      "reason": "PodCompleted"}],
+                      "containerStatuses": [{"name": c0, "ready": False, "restartCount": 0, "state": {
+                          "terminated": {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
+                                         "reason": "Completed" if not exit_code else "Error"}}}]}
+        return self.store.mutate("v1", "Pod", md["name"], md["namespace"],
+                                 lambda o: o.__setitem__("status", status)) is not None
+
+    def _run(self, pod: dict) -> None:
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        ann = md.get("annotations") or {}
+        if not self._set_phase(pod, "Running"):
+            return
+        try:
+            cmd, env = self._command(pod)
+        except Exception as exc:  # noqa: BLE001 - a broken pod fails like a crashing container
+            self.server.logs.append(ns, name, f"sim kubelet: cannot start: {exc}\n")
+            self._set_phase(pod, "Failed", 128)
+            return
+        if cmd is None:
+            code = self._scripted(pod, ann)
+        else:
+            code = self._exec(ns, name, cmd, env)
+        if self.store.get("v1", "Pod", name, ns) is not None and not self.stopping.is_set():
+            self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
+
+    def _scripted(self, pod: dict, ann: dict) -> int:
+        md = pod["metadata"]
+        ns, name = md["namespace"], md["name"]
+        self.server.logs.append(ns, name, ann.get(ANN_LOGS, f"hello from {name}\n"))
+        seconds = float(ann.get(ANN_SECONDS, self.default_seconds))
+        deadline = time.time() + seconds
+        idle = ann.get(ANN_IDLE) == "true"
+        while (idle or time.time() < deadline) and not self.stopping.is_set():
+            time.sleep(0.05)
+            cur = self.store.get("v1", "Pod", name, ns)
+            if cur is None or (idle and cur["metadata"].get("annotations", {}).get(ANN_IDLE) != "true"):
+                return 0 if cur is not None else 143
+        return int(ann.get(ANN_EXIT, "0"))
+
+    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str]) -> int:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        with self._lock:
+            self.procs[(ns, name)] = proc
+            self.started_pids.append(proc.pid)
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            self.server.logs.append(ns, name, line)
+        return proc.wait()
+
+    def _command(self, pod: dict) -> tuple[list[str] | None, dict[str, str]]:
+        """The runner command and env for a payload pod, or (None, {}) for a scripted one."""
+        md, ann = pod["metadata"], pod["metadata"].get("annotations") or {}
+        job = md.get("labels", {}).get("gpujobs.dev/job")
+        if ann.get(ANN_IDLE) == "true" or not job:
+            return None, {}
+        ns = md["namespace"]
+        cm = self.store.get("v1", "ConfigMap", f"{job}-gpujobs", ns)
+        secret = self.store.get("v1", "Secret", f"{job}-gpujobs-key", ns)
+        if cm is None or secret is None or "payload.bin" not in (cm.get("binaryData") or {}):
+            return None, {}
+        d = Path(self._tmp.name) / ns / md["name"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "payload.bin").write_bytes(base64.b64decode(cm["binaryData"]["payload.bin"]))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUJOBS_", "OMPI_", "PMI"))}
+        for e in (pod["spec"].get("containers") or [{}])[0].get("env") or []:
+            if "value" in e:
+                env[e["name"]] = str(e["value"])
+            elif (e.get("valueFrom") or {}).get("secretKeyRef"):
+                ref = e["valueFrom"]["secretKeyRef"]
+                s = self.store.get("v1", "Secret", ref["name"], ns) or {}
+                if ref["key"] in (s.get("data") or {}):
+                    env[e["name"]] = base64.b64decode(s["data"][ref["key"]]).decode()
+        world = int(ann.get(ANN_WORLD, "1"))
+        env.update({"GPUJOBS_PAYLOAD": str(d / "payload.bin"), "GPUJOBS_RESULT_SINK": "log",
+                    "GPUJOBS_KEY": base64.b64decode(secret["data"]["key"]).decode().strip(),
+                    "GPUJOBS_DEVICE": "cpu", "PYTHONUNBUFFERED": "1", "HOME": str(d),
+                    "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500"),
+                    "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
+        env.pop("GPUJOBS_KEY_FILE", None)
+        runner = [sys.executable, "-m", "gpujobs.runner"]
+        if ann.get(ANN_ROLE) == "mpi-launcher":
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                       OMPI_MCA_rmaps_base_oversubscribe="1")
+            return ["mpirun", "-np", str(world), "--oversubscribe", "-x", "GPUJOBS_KEY",
+                    "-x", "GPUJOBS_PAYLOAD", "-x", "GPUJOBS_FRAMEWORK", "-x", "PYTHONPATH",
+                    "-x", "GPUJOBS_RESULT_SINK", *runner], _no_rank_env(env)
+        return runner, env
+
+
+def _no_rank_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+
+
+def _created(pod: dict) -> float:
+    from ..backends.kubernetes.status_map import parse_time
+    return parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_later(proc: subprocess.Popen, grace: float) -> None:
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        _signal(proc, signal.SIGKILL)

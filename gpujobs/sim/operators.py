@@ -1,0 +1,258 @@
+"""Simulated job operators (MPI Operator, Training Operator, Trainer, KubeRay, Volcano Job
+controller, AppWrapper) and the Volcano PodGroup controller: pods from the job's pod
+templates, then each kind's own status written from the pods' phases.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .controllers import _cond, get_suspend
+from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD
+from .store import now_iso
+
+OWNER = "sim.gpujobs.dev/owner-uid"
+PG_API = "scheduling.volcano.sh/v1beta1"
+
+
+def _template_pods(job: dict) -> list[tuple[str, dict, str]]:
+    """(pod name, pod template, role) for every pod the operator would create."""
+    name, spec, kind = job["metadata"]["name"], job.get("spec") or {}, job["kind"]
+    out: list[tuple[str, dict, str]] = []
+    if kind == "MPIJob":
+        for rtype, r in (spec.get("mpiReplicaSpecs") or {}).items():
+            for i in range(int(r.get("replicas", 1))):
+                role = "mpi-launcher" if rtype == "Launcher" else "idle"
+                out.append((f"{name}-{rtype.lower()}" + ("" if rtype == "Launcher" else f"-{i}"),
+                            r.get("template") or {}, role))
+        out.sort(key=lambda t: t[2] != "mpi-launcher")
+    elif kind == "PyTorchJob":
+        reps = spec.get("pytorchReplicaSpecs") or {}
+        for rtype in sorted(reps, key=lambda k: k != "Master"):
+            for i in range(int(reps[rtype].get("replicas", 1))):
+                out.append((f"{name}-{rtype.lower()}-{i}", reps[rtype].get("template") or {}, "rank"))
+    elif kind == "TrainJob":
+        t = spec.get("trainer") or {}
+        c = {"name": "node", "image": t.get("image", ""), "command": t.get("command"), "env": t.get("env", []),
+             "resources": t.get("resourcesPerNode", {})}
+        for i in range(int(t.get("numNodes", 1))):
+            out.append((f"{name}-node-0-{i}", {"spec": {"containers": [c]}}, "rank"))
+    elif kind == "RayJob":
+        rc = spec.get("rayClusterSpec") or {}
+        out.append((f"{name}-head", (rc.get("headGroupSpec") or {}).get("template") or {}, "rank"))
+        for g in rc.get("workerGroupSpecs") or []:
+            for i in range(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1))):
+                out.append((f"{name}-{g.get('groupName', 'worker')}-{i}", g.get("template") or {}, "idle"))
+    elif kind == "Job":  # Volcano Job
+        plugins = spec.get("plugins") or {}
+        for ti, t in enumerate(spec.get("tasks") or []):
+            for i in range(int(t.get("replicas", 1))):
+                role = "rank"
+                if "mpi" in plugins:
+                    role = "mpi-launcher" if ti == 0 else "idle"
+                out.append((f"{name}-{t['name']}-{i}", t.get("template") or {}, role))
+    return out
+
+
+def operate(ctrl: Any, job: dict) -> None:
+    store = ctrl.store
+    md = job["metadata"]
+    if md.get("deletionTimestamp"):
+        return
+    if job["kind"] == "AppWrapper":
+        return _appwrapper(ctrl, job)
+    pods = ctrl._pods_of(job)
+    from ..backends.kubernetes.status_map import kind_state
+    state = kind_state(job).phase
+    if state in ("succeeded", "failed"):
+        for p in pods:  # stop idle helpers (MPI workers, Ray workers)
+            if (p["metadata"].get("annotations") or {}).get(ANN_IDLE) == "true":
+                store.patch("v1", "Pod", p["metadata"]["name"], md["namespace"],
+                            {"metadata": {"annotations": {ANN_IDLE: "false"}}})
+        return
+    if get_suspend(job):
+        for p in pods:
+            store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
+        _write_status(ctrl, job, [], suspended=True)
+        return
+    wanted = _template_pods(job)
+    if not pods and wanted:
+        _podgroup(ctrl, job, len(wanted), [])
+        port = str(ctrl.next_port())
+        ranks = [w for w in wanted if w[2] == "rank"]
+        world = len(ranks)
+        if any(w[2] == "mpi-launcher" for w in wanted):
+            world = max(1, len(wanted) - 1) * max(1, int((job.get("spec") or {}).get("slotsPerWorker", 1)))
+        rank = 0
+        for pname, tmpl, role in wanted:
+            tmd = tmpl.get("metadata") or {}
+            ann = dict(tmd.get("annotations") or {})
+            ann.update({ANN_ROLE: role, ANN_WORLD: str(world), ANN_PORT: port})
+            if role == "rank":
+                ann[ANN_RANK] = str(rank)
+                rank += 1
+            if role == "idle":
+                ann[ANN_IDLE] = "true"
+            if job["kind"] == "Job":
+                ann["scheduling.k8s.io/group-name"] = f"{md['name']}-{md['uid']}"
+            labels = {**(tmd.get("labels") or {}), **{k: v for k, v in (md.get("labels") or {}).items()
+                                                      if k.startswith("gpujobs.dev/")}, OWNER: md["uid"]}
+            store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": pname, "namespace": md["namespace"], "labels": labels, "annotations": ann,
+                "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
+                                     "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
+                "spec": tmpl.get("spec") or {"containers": [{"name": "main", "image": "sim"}]}})
+        pods = ctrl._pods_of(job)
+    _podgroup(ctrl, job, len(wanted), pods)
+    _write_status(ctrl, job, pods)
+
+
+def _uses_volcano(job: dict) -> bool:
+    if job["kind"] == "Job":
+        return True
+    if ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy"):
+        return True
+    return any(((t.get("spec") or {}).get("schedulerName") == "volcano") for _, t, _ in _template_pods(job))
+
+
+def _podgroup(ctrl: Any, job: dict, size: int, pods: list[dict]) -> None:
+    if not _uses_volcano(job) or "podgroups" not in {r.plural for r in ctrl.store.resources()}:
+        return
+    md = job["metadata"]
+    name = f"{md['name']}-{md['uid']}"
+    store = ctrl.store
+    if store.get(PG_API, "PodGroup", name, md["namespace"]) is None:
+        min_member = int((job.get("spec") or {}).get("minAvailable") or size)
+        store.create({"apiVersion": PG_API, "kind": "PodGroup", "metadata": {
+            "name": name, "namespace": md["namespace"], "ownerReferences": [{
+                "apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"], "uid": md["uid"],
+                "controller": True}]}, "spec": {"minMember": min_member,
+                                               "queue": (job.get("spec") or {}).get("queue", "default")},
+            "status": {"phase": "Pending"}})
+    running = sum(p["status"].get("phase") == "Running" for p in pods)
+    succeeded = sum(p["status"].get("phase") == "Succeeded" for p in pods)
+    failed = sum(p["status"].get("phase") == "Failed" for p in pods)
+
+    def upd(o: dict) -> None:
+        mm = int(o["spec"].get("minMember", size))
+        st = o.setdefault("status", {})
+        phase = "Running" if running >= mm else ("Completed" if succeeded >= mm else
+                                                  ("Inqueue" if pods else "Pending"))
+        if running and running < mm:
+            phase = "Unknown" if any(p["status"].get("phase") == "Pending" and p["status"].get("conditions")
+                                     for p in pods) else "Inqueue"
+        st.update(phase=phase, running=running, succeeded=succeeded, failed=failed)
+        if phase == "Running":
+            _cond(o, "Scheduled", "True", "tasks in gang are ready to be scheduled")
+        elif pods and running < mm:
+            _cond(o, "Unschedulable", "True", "NotEnoughResources",
+                  f"{mm - running}/{mm} tasks in gang unschedulable: pod group is not ready, {mm} minAvailable")
+    store.mutate(PG_API, "PodGroup", name, md["namespace"], upd)
+
+
+def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = False) -> None:
+    md, kind = job["metadata"], job["kind"]
+    phases = [p["status"].get("phase") for p in pods]
+    ann = lambda p: p["metadata"].get("annotations") or {}  # noqa: E731
+    main = [p for p in pods if ann(p).get(ANN_ROLE) in ("rank", "mpi-launcher")]
+    head_ok = bool(main) and all(p["status"].get("phase") == "Succeeded" for p in main)
+    failed = any(ph == "Failed" for ph in phases)
+    all_running = bool(pods) and all(ph in ("Running", "Succeeded") for ph in phases)
+    now = now_iso()
+
+    def upd(o: dict) -> None:
+        st = o.setdefault("status", {})
+        if kind in ("MPIJob", "PyTorchJob"):
+            if suspended:
+                if any(c.get("type") == "Created" for c in st.get("conditions") or []):
+                    _cond(o, "Suspended", "True", f"{kind}Suspended", f"{kind} {md['name']} is suspended.")
+                    _cond(o, "Running", "False", f"{kind}Suspended", "")
+                return
+            _cond(o, "Suspended", "False", f"{kind}Resumed", "") if any(
+                c.get("type") == "Suspended" for c in st.get("conditions") or []) else None
+            if pods:
+                _cond(o, "Created", "True", f"{kind}Created", f"{kind} {md['namespace']}/{md['name']} is created.")
+                st.setdefault("startTime", now)
+            if failed:
+                _cond(o, "Running", "False", f"{kind}Failed", "")
+                _cond(o, "Failed", "True", f"{kind}Failed", f"{kind} {md['name']} has failed because a pod failed")
+                st["completionTime"] = now
+            elif head_ok:
+                _cond(o, "Running", "False", f"{kind}Succeeded", "")
+                _cond(o, "Succeeded", "True", f"{kind}Succeeded", f"{kind} {md['name']} successfully completed.")
+                st["completionTime"] = now
+            elif all_running:
+                _cond(o, "Running", "True", f"{kind}Running", f"{kind} {md['name']} is running.")
+        elif kind == "TrainJob":
+            if suspended:
+                return
+            if failed:
+                _cond(o, "Failed", "True", "TrainJobFailed", "a node failed")
+            elif head_ok:
+                _cond(o, "Complete", "True", "JobsCompleted", "TrainJob is completed")
+        elif kind == "RayJob":
+            if suspended:
+                if st.get("jobDeploymentStatus"):
+                    st["jobDeploymentStatus"] = "Suspended"
+                return
+            ready = sum(ph == "Running" for ph in phases)
+            workers = len(pods) - 1
+            rcs = {"desiredWorkerReplicas": max(workers, 0), "readyWorkerReplicas": max(ready - 1, 0),
+                   "conditions": [{"type": "HeadPodReady", "status": "True" if ready else "False"},
+                                  {"type": "RayClusterProvisioned", "status": "True" if all_running else "False"}]}
+            if all_running:
+                rcs["state"] = "ready"
+            st["rayClusterStatus"] = rcs
+            st.setdefault("startTime", now)
+            st["rayClusterName"] = f"{md['name']}-raycluster"
+            if failed:
+                st.update(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed",
+                          message="the Ray job failed", endTime=now)
+            elif head_ok:
+                st.update(jobStatus="SUCCEEDED", jobDeploymentStatus="Complete", endTime=now,
+                          message="Job finished successfully.")
+            elif all_running:
+                st.update(jobStatus="RUNNING", jobDeploymentStatus="Running")
+            else:
+                st.update(jobStatus="PENDING", jobDeploymentStatus="Initializing")
+        elif kind == "Job":
+            running = sum(ph == "Running" for ph in phases)
+            st.update(minAvailable=int((o.get("spec") or {}).get("minAvailable") or len(pods)), running=running,
+                      succeeded=sum(ph == "Succeeded" for ph in phases), failed=sum(ph == "Failed" for ph in phases),
+                      pending=sum(ph == "Pending" for ph in phases))
+            phase = "Failed" if failed else ("Completed" if head_ok else
+                                            ("Running" if running >= st["minAvailable"] else "Pending"))
+            if (st.get("state") or {}).get("phase") != phase:
+                st["state"] = {"phase": phase, "lastTransitionTime": now}
+    ctrl.store.mutate(job["apiVersion"], kind, md["name"], md["namespace"], upd)
+
+
+def _appwrapper(ctrl: Any, aw: dict) -> None:
+    """AppWrapper: create the wrapped components once unsuspended; mirror their outcome."""
+    from ..backends.kubernetes.status_map import kind_state
+    store, md = ctrl.store, aw["metadata"]
+    comps = []
+    for c in (aw.get("spec") or {}).get("components") or []:
+        t = dict(c.get("template") or {})
+        t.setdefault("metadata", {})
+        comps.append(t)
+    if aw.get("spec", {}).get("suspend"):
+        for t in comps:
+            store.delete(t["apiVersion"], t["kind"], t["metadata"]["name"], md["namespace"])
+        store.mutate(aw["apiVersion"], "AppWrapper", md["name"], md["namespace"],
+                     lambda o: o.setdefault("status", {}).update(phase="Suspended"))
+        return
+    phases = []
+    for t in comps:
+        cur = store.get(t["apiVersion"], t["kind"], t["metadata"]["name"], md["namespace"])
+        if cur is None:
+            t["metadata"] = {**t["metadata"], "namespace": md["namespace"], "ownerReferences": [{
+                "apiVersion": aw["apiVersion"], "kind": "AppWrapper", "name": md["name"], "uid": md["uid"],
+                "controller": True}]}
+            t["metadata"].setdefault("labels", {}).update(
+                {k: v for k, v in (md.get("labels") or {}).items() if k.startswith("gpujobs.dev/")})
+            cur = store.create(t)
+        phases.append(kind_state(cur).phase)
+    phase = "Failed" if "failed" in phases else ("Succeeded" if phases and all(p == "succeeded" for p in phases)
+                                                 else "Running")
+    store.mutate(aw["apiVersion"], "AppWrapper", md["name"], md["namespace"],
+                 lambda o: o.setdefault("status", {}).update(phase=phase))
