@@ -88,6 +88,11 @@ class KubernetesBackend:
         return self._namespace
 
     @property
+    def http_timeout(self) -> tuple[float, float]:
+        """(connect, read) seconds: the client ignores a bare float ``_request_timeout``."""
+        return (self.request_timeout, self.request_timeout)
+
+    @property
     def api_client(self):
         """The kubernetes ApiClient (built on first use)."""
         with self._lock:
@@ -147,22 +152,29 @@ class KubernetesBackend:
 
     # ---------------------------------------- provided by the k8s-status modules
     def status(self, job_id: str) -> JobStatus:
-        _not_yet("status")
+        from . import live
+        return live.status(self, job_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        _not_yet("wait")
+        from . import live
+        return live.wait(self, job_id, timeout)
 
     def outcomes(self, job_id: str) -> dict[int, bytes]:
-        _not_yet("outcomes")
+        from . import live
+        return live.outcomes(self, job_id)
 
     def logs(self, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        _not_yet("logs")
+        from . import live
+        return live.logs(self, job_id, rank=rank, follow=follow)
 
     def cancel(self, job_id: str) -> None:
-        _not_yet("cancel")
+        from . import live
+        live.cancel(self, job_id)
 
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
-        _not_yet("jobs")
+        from . import live
+        return live.jobs(self, queue)
 
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
-        _not_yet("subscribe")
+        from . import live
+        return live.subscribe(self, job_id, callback)

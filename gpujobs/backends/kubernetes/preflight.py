@@ -1,0 +1,248 @@
+"""Checks made before anything is created; each failure names the object at fault.
+
+1. the kind's CRD is served (API discovery, open to every user);
+2. the user may create the job, its ConfigMap and its Secret (SelfSubjectAccessReview);
+3. Kueue kinds: the LocalQueue exists, its ClusterQueue exists and could ever fit the
+   job (nominal + borrowingLimit per flavor), the WorkloadPriorityClass exists;
+   TrainJob: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
+   (and PriorityClass) exist.
+
+Cluster-scoped reads answered 403 are skipped with a warning (the documented Role
+is namespaced). Answers are cached per backend for ``preflight_ttl`` seconds, so a
+burst of submits pays for the checks once.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable
+
+from ...errors import PreflightError, QuotaError, SubmitError
+from .kinds import KINDS, KUEUE_KINDS
+from .podsets import pod_sets, total_requests
+from .render import Rendered
+
+_RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
+             "plus a RoleBinding to your user")
+
+
+class _Cache:
+    def __init__(self, backend: Any):
+        self.store: dict = backend._preflight_cache
+        self.ttl = backend.preflight_ttl
+
+    def get(self, key: Any, fetch: Callable[[], Any]) -> Any:
+        """Cached answer; negative answers (None, not allowed) are never cached."""
+        hit = self.store.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self.ttl:
+            return hit[1]
+        value = fetch()
+        if value is not None and not (isinstance(value, tuple) and value and value[0] is False):
+            self.store[key] = (time.monotonic(), value)
+        return value
+
+
+def _api_exc():
+    from kubernetes.client.exceptions import ApiException
+    return ApiException
+
+
+def _raw_get(api_client: Any, path: str, timeout: float) -> Any:
+    return api_client.call_api(path, "GET", response_type="object", auth_settings=["BearerToken"],
+                               _return_http_data_only=True, _preload_content=True,
+                               _request_timeout=timeout)
+
+
+def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
+                namespace: str | None = None) -> dict | None | str:
+    """The object, None on 404, or "forbidden" on 403."""
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(backend.api_client)
+    try:
+        if namespace:
+            return api.get_namespaced_custom_object(group, version, namespace, plural, name,
+                                                    _request_timeout=backend.http_timeout)
+        return api.get_cluster_custom_object(group, version, plural, name,
+                                             _request_timeout=backend.http_timeout)
+    except _api_exc() as exc:
+        if exc.status == 404:
+            return None
+        if exc.status == 403:
+            return "forbidden"
+        raise _wrap(exc, f"reading {plural}.{group} {name}") from None
+
+
+def _wrap(exc: Any, what: str) -> SubmitError:
+    return SubmitError(f"{what} failed: HTTP {exc.status} {exc.reason}: "
+                       f"{(exc.body or '')[:300] if isinstance(exc.body, str) else exc.body}")
+
+
+def _skip(what: str) -> None:
+    warnings.warn(f"gpujobs preflight: cannot read {what} (403); skipping that check",
+                  RuntimeWarning, stacklevel=4)
+
+
+def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
+    info = KINDS[kind]
+
+    def fetch() -> set[str] | None:
+        try:
+            data = _raw_get(backend.api_client, f"/apis/{info.group}/{info.version}",
+                            backend.http_timeout)
+        except _api_exc() as exc:
+            if exc.status == 404:
+                return None
+            raise _wrap(exc, f"API discovery of {info.api_version}") from None
+        return {r.get("name") for r in (data or {}).get("resources", [])}
+
+    served = cache.get(("discovery", info.api_version), fetch)
+    if not served or info.plural not in served:
+        raise PreflightError(f"CRD {info.crd_name}",
+                             f"the {kind} API ({info.api_version}) is not installed in this cluster; "
+                             f"install its operator (see scripts/kind-e2e-setup.sh) or choose another "
+                             f"kind with .kubernetes(kind=...)")
+
+
+def check_access(backend: Any, cache: _Cache, namespace: str, kind: str) -> None:
+    from kubernetes import client
+
+    info = KINDS[kind]
+    authz = client.AuthorizationV1Api(backend.api_client)
+    for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
+        def fetch(group=group, resource=resource) -> tuple[bool, str]:
+            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
+                                                    "group": group, "resource": resource}}}
+            try:
+                out = authz.create_self_subject_access_review(
+                    body, _request_timeout=backend.http_timeout)
+            except _api_exc() as exc:
+                raise _wrap(exc, "SelfSubjectAccessReview") from None
+            st = out.status
+            return bool(st.allowed), (st.reason or "")
+
+        allowed, reason = cache.get(("ssar", namespace, group, resource), fetch)
+        if not allowed:
+            full = f"{resource}.{group}" if group else resource
+            raise PreflightError(
+                f"RBAC: create {full} in namespace {namespace}",
+                f"you are not allowed to create {full} in namespace {namespace!r}"
+                f"{' (' + reason + ')' if reason else ''}; " + _RBAC_FIX.format(ns=namespace))
+
+
+def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
+    labels = r.job["metadata"]["labels"]
+    queue = labels["kueue.x-k8s.io/queue-name"]
+    ns = r.namespace
+    lq = cache.get(("lq", ns, queue), lambda: _get_custom(backend, "kueue.x-k8s.io", "v1beta2",
+                                                          "localqueues", queue, ns))
+    if lq is None:
+        raise PreflightError(f"LocalQueue {ns}/{queue}",
+                             f"no LocalQueue {queue!r} in namespace {ns!r}; list them with "
+                             f"`kubectl get localqueues -n {ns}` and pass .queue(name)")
+    if lq == "forbidden":
+        raise PreflightError(f"LocalQueue {ns}/{queue}", "you may not read LocalQueues in "
+                             f"namespace {ns!r}; " + _RBAC_FIX.format(ns=ns))
+    cq_name = (lq.get("spec") or {}).get("clusterQueue")
+    cq = cache.get(("cq", cq_name), lambda: _get_custom(backend, "kueue.x-k8s.io", "v1beta2",
+                                                        "clusterqueues", cq_name))
+    if cq is None:
+        raise PreflightError(f"ClusterQueue {cq_name}", f"LocalQueue {ns}/{queue} points at "
+                             f"ClusterQueue {cq_name!r}, which does not exist; ask the cluster admin")
+    if cq == "forbidden":
+        _skip(f"ClusterQueue {cq_name}")
+    else:
+        check_fits(cq, r)
+    prio = labels.get("kueue.x-k8s.io/priority-class")
+    if prio:
+        wpc = cache.get(("wpc", prio), lambda: _get_custom(
+            backend, "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", prio))
+        if wpc is None:
+            raise PreflightError(f"WorkloadPriorityClass {prio}",
+                                 f"priority {prio!r} does not exist (Kueue would never create the "
+                                 "Workload); list them with `kubectl get workloadpriorityclasses`")
+        if wpc == "forbidden":
+            _skip(f"WorkloadPriorityClass {prio}")
+
+
+def _parse(q: Any):
+    from kubernetes.utils.quantity import parse_quantity
+    return parse_quantity(str(q))
+
+
+def check_fits(cq: dict, r: Rendered) -> None:
+    """QuotaError when no admission could ever fit the job in this ClusterQueue.
+
+    Per resource: every pod set's total must fit in one flavor (nominal + borrowingLimit;
+    unlimited borrowing inside a cohort when no limit is set) and the job's total in all
+    flavors together. A resource the ClusterQueue does not cover at all never fits.
+    """
+    name = cq["metadata"]["name"]
+    spec = cq.get("spec") or {}
+    in_cohort = bool(spec.get("cohortName") or spec.get("cohort"))
+    caps: dict[str, dict[str, Any]] = {}  # resource -> flavor -> capacity (None = unbounded)
+    for group in spec.get("resourceGroups", []):
+        for fl in group.get("flavors", []):
+            for res in fl.get("resources", []):
+                cap: Any = _parse(res.get("nominalQuota", 0))
+                if res.get("borrowingLimit") is not None:
+                    cap += _parse(res["borrowingLimit"])
+                elif in_cohort:
+                    cap = None
+                caps.setdefault(res["name"], {})[fl["name"]] = cap
+    sets = pod_sets(r.job)
+    total = total_requests(sets)
+    for resource, amount in total.items():
+        if amount == 0:
+            continue
+        flavors = caps.get(resource)
+        if not flavors:
+            raise QuotaError(f"ClusterQueue {name} has no quota for {resource} (it covers "
+                             f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount} "
+                             f"and could never be admitted. Use a queue that offers {resource}.")
+        if any(c is None for c in flavors.values()):
+            continue
+        biggest_flavor, biggest = max(flavors.items(), key=lambda kv: kv[1])
+        everything = sum(flavors.values())
+        largest_set = max((_parse(ps.requests.get(resource, 0)) * ps.count for ps in sets))
+        if amount > everything or largest_set > biggest:
+            raise QuotaError(
+                f"ClusterQueue {name} can never fit this job: it needs {amount} {resource} "
+                f"(largest pod set {largest_set}) but the queue offers at most {everything} "
+                f"(largest flavor {biggest_flavor}: {biggest}, nominal + borrowing limit). "
+                f"Ask for fewer, or use a bigger queue.")
+
+
+def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
+    if r.kind == "TrainJob":
+        rt = r.job["spec"]["runtimeRef"]["name"]
+        obj = cache.get(("ctr", rt), lambda: _get_custom(
+            backend, "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", rt))
+        if obj is None:
+            raise PreflightError(f"ClusterTrainingRuntime {rt}",
+                                 f"the TrainJob runtime {rt!r} is not installed; install Kubeflow "
+                                 "Trainer's runtimes or pass KubernetesBackend(trainjob_runtime=...)")
+        if obj == "forbidden":
+            _skip(f"ClusterTrainingRuntime {rt}")
+    if r.kind == "VolcanoJob":
+        q = r.job["spec"]["queue"]
+        obj = cache.get(("vq", q), lambda: _get_custom(
+            backend, "scheduling.volcano.sh", "v1beta1", "queues", q))
+        if obj is None:
+            raise PreflightError(f"Volcano Queue {q}", f"no Volcano queue {q!r}; list them with "
+                                 "`kubectl get queues.scheduling.volcano.sh` and pass volcano_queue=")
+        if obj == "forbidden":
+            _skip(f"Volcano Queue {q}")
+
+
+def preflight(backend: Any, r: Rendered) -> None:
+    """Run every check for ``r``; raise PreflightError / QuotaError before anything is created."""
+    cache = _Cache(backend)
+    check_crd(backend, cache, r.kind)
+    if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
+        check_crd(backend, cache, "VolcanoJob")
+    check_access(backend, cache, r.namespace, r.kind)
+    if r.kind in KUEUE_KINDS:
+        check_kueue(backend, cache, r)
+    check_other(backend, cache, r)

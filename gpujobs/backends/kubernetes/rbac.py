@@ -1,0 +1,43 @@
+"""The namespaced permissions gpujobs uses (kept equal to docs/rbac.yaml by a test).
+
+Nothing here is cluster-wide. Cluster-scoped reads the preflight would like
+(ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue,
+PriorityClass) are optional: on 403 that check is skipped with a warning.
+Discovery and SelfSubjectAccessReview are open to every authenticated user by
+Kubernetes' default ``system:discovery`` / ``system:basic-user`` ClusterRoles.
+"""
+from __future__ import annotations
+
+JOB_VERBS = ("create", "get", "list", "watch", "delete", "patch")
+RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    # (apiGroup, resources, verbs)
+    ("trainer.kubeflow.org", ("trainjobs",), JOB_VERBS),
+    ("kubeflow.org", ("pytorchjobs", "mpijobs"), JOB_VERBS),
+    ("ray.io", ("rayjobs",), JOB_VERBS),
+    ("ray.io", ("rayclusters",), ("get", "list", "watch")),
+    ("batch.volcano.sh", ("jobs",), JOB_VERBS),
+    ("workload.codeflare.dev", ("appwrappers",), JOB_VERBS),
+    ("", ("configmaps", "secrets"), ("create", "get", "delete")),
+    ("", ("pods", "pods/log", "events"), ("get", "list", "watch")),
+    ("batch", ("jobs",), ("get", "list", "watch")),
+    ("jobset.x-k8s.io", ("jobsets",), ("get", "list", "watch")),
+    ("scheduling.volcano.sh", ("podgroups",), ("get", "list", "watch")),
+    ("kueue.x-k8s.io", ("localqueues", "workloads"), ("get", "list", "watch")),
+    ("visibility.kueue.x-k8s.io", ("localqueues/pendingworkloads",), ("get",)),
+)
+
+
+def verbs_by_resource() -> dict[tuple[str, str], set[str]]:
+    """{(apiGroup, resource): verbs} from RULES."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for group, resources, verbs in RULES:
+        for r in resources:
+            out.setdefault((group, r), set()).update(verbs)
+    return out
+
+
+def role_manifest(name: str = "gpujobs-user") -> dict:
+    """The Role of docs/rbac.yaml as a dict (namespace left to ``kubectl apply -n``)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [g], "resources": list(r), "verbs": list(v)} for g, r, v in RULES]}

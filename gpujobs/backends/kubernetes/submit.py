@@ -1,0 +1,184 @@
+"""Safe submit: preflight, then create job -> ConfigMap -> Secret; all or nothing, idempotent.
+
+Order (documented choice): the job object is created first (Kueue's webhook
+suspends it, so nothing runs yet; a bare Volcano Job's pods wait for their
+ConfigMap volume), then the ConfigMap and the Secret, each created *with* an
+ownerReference to the job's uid, so no patch is needed and the cluster's garbage
+collector removes them with the job.
+
+Idempotency: every object carries ``gpujobs.dev/submission-id``. A create that
+times out, drops the connection or gets 429/5xx is retried with the same body; an
+``AlreadyExists`` answer whose object carries our submission id is our own earlier
+attempt and is adopted, so a retry never makes a second job. A name taken by
+another submission is a PreflightError (nothing of ours was created).
+
+Clean-up: when any step fails, every object this submission may have created is
+deleted (only if it carries our submission id), the local key is forgotten, and
+the error names what failed and what was removed.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Callable
+
+from ...errors import GpuJobsError, PreflightError, SubmitError
+from . import naming
+from .kinds import KINDS
+from .preflight import preflight
+from .render import Rendered, owner_reference
+
+RETRY_STATUS = (429, 500, 502, 503, 504)
+ATTEMPTS = 4
+
+
+def _is_transient(exc: BaseException) -> bool:
+    import urllib3
+
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError))
+
+
+class _Objects:
+    """Create / read / delete for the three object types, through the official client."""
+
+    def __init__(self, backend: Any, r: Rendered):
+        from kubernetes import client
+
+        self.r = r
+        self.t = backend.http_timeout
+        self.custom = client.CustomObjectsApi(backend.api_client)
+        self.core = client.CoreV1Api(backend.api_client)
+        self.info = KINDS[r.kind]
+
+    def create(self, what: str, body: dict) -> dict:
+        ns, i = self.r.namespace, self.info
+        if what == "job":
+            return self.custom.create_namespaced_custom_object(i.group, i.version, ns, i.plural, body,
+                                                               _request_timeout=self.t)
+        fn = self.core.create_namespaced_config_map if what == "configmap" else \
+            self.core.create_namespaced_secret
+        obj = fn(ns, body, _request_timeout=self.t)
+        return self.core.api_client.sanitize_for_serialization(obj)
+
+    def read(self, what: str, name: str) -> dict:
+        ns, i = self.r.namespace, self.info
+        if what == "job":
+            return self.custom.get_namespaced_custom_object(i.group, i.version, ns, i.plural, name,
+                                                            _request_timeout=self.t)
+        fn = self.core.read_namespaced_config_map if what == "configmap" else \
+            self.core.read_namespaced_secret
+        return self.core.api_client.sanitize_for_serialization(fn(name, ns, _request_timeout=self.t))
+
+    def delete(self, what: str, name: str) -> None:
+        ns, i = self.r.namespace, self.info
+        body = {"propagationPolicy": "Background"}
+        if what == "job":
+            self.custom.delete_namespaced_custom_object(i.group, i.version, ns, i.plural, name,
+                                                        body=body, _request_timeout=self.t)
+        elif what == "configmap":
+            self.core.delete_namespaced_config_map(name, ns, body=body, _request_timeout=self.t)
+        else:
+            self.core.delete_namespaced_secret(name, ns, body=body, _request_timeout=self.t)
+
+
+def _retrying(call: Callable[[], Any], what: str) -> Any:
+    from kubernetes.client.exceptions import ApiException
+
+    delay = 0.2
+    for attempt in range(ATTEMPTS):
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status not in RETRY_STATUS or attempt == ATTEMPTS - 1:
+                raise
+            retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
+            time.sleep(min(float(retry_after), 5.0) if retry_after else delay)
+        except Exception as exc:  # noqa: BLE001 - timeouts / dropped connections
+            if not _is_transient(exc) or attempt == ATTEMPTS - 1:
+                raise
+            time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+def _create_once(objs: _Objects, what: str, body: dict) -> dict:
+    """Create ``body`` (retrying transient failures); adopt our own earlier attempt on 409."""
+    from kubernetes.client.exceptions import ApiException
+
+    name = body["metadata"]["name"]
+    try:
+        return _retrying(lambda: objs.create(what, body), f"create {what}")
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    existing = _retrying(lambda: objs.read(what, name), f"read {what}")
+    sid = ((existing.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_SUBMISSION)
+    if sid == objs.r.submission_id:
+        return existing
+    kind = body["kind"] if what == "job" else what
+    raise PreflightError(f"{kind} {objs.r.namespace}/{name}",
+                         "already exists and was made by another submission; pick another "
+                         ".name(...) or delete it first")
+
+
+def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
+    """Delete what this submission may have created (only objects carrying our id)."""
+    from kubernetes.client.exceptions import ApiException
+
+    removed = []
+    for what, name in reversed(attempted):
+        try:
+            cur = _retrying(lambda: objs.read(what, name), f"read {what}")
+            labels = (cur.get("metadata") or {}).get("labels") or {}
+            if labels.get(naming.LABEL_SUBMISSION) != objs.r.submission_id:
+                continue
+            _retrying(lambda: objs.delete(what, name), f"delete {what}")
+            removed.append(f"{cur.get('kind') or what} {name}")
+        except ApiException as exc:
+            if exc.status != 404:
+                removed.append(f"(could not remove {what} {name}: HTTP {exc.status})")
+        except Exception as exc:  # noqa: BLE001
+            removed.append(f"(could not remove {what} {name}: {exc})")
+    return removed
+
+
+def submit_rendered(backend: Any, r: Rendered) -> str:
+    """Create ``r``'s objects; return the job id. Raises before/after with nothing left behind."""
+    from kubernetes.client.exceptions import ApiException
+
+    preflight(backend, r)
+    objs = _Objects(backend, r)
+    naming.save_key(r.namespace, r.name, r.key, backend.home)
+    attempted: list[tuple[str, str]] = []
+    step = "job"
+    try:
+        attempted.append(("job", r.name))
+        job = _create_once(objs, "job", r.job)
+        uid = job["metadata"]["uid"]
+        owner = owner_reference(r.job, uid)
+        for step, body in (("configmap", r.configmap), ("secret", r.secret)):
+            body = copy.deepcopy(body)
+            body["metadata"]["ownerReferences"] = [owner]
+            attempted.append((step, body["metadata"]["name"]))
+            _create_once(objs, step, body)
+    except BaseException as exc:
+        removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
+            else []
+        naming.forget_key(r.namespace, r.name, backend.home)
+        if isinstance(exc, GpuJobsError):
+            raise
+        what = f"{r.job['kind'] if step == 'job' else step} {r.namespace}/{attempted[-1][1]}"
+        cleaned = f"; removed {', '.join(removed)}" if removed else "; nothing was left behind"
+        if isinstance(exc, ApiException):
+            hint = ""
+            if exc.status == 403:
+                hint = " (RBAC: bind the Role in docs/rbac.yaml to your user)"
+            raise SubmitError(f"creating {what} failed: HTTP {exc.status} {exc.reason}{hint}"
+                              f"{cleaned}") from None
+        if isinstance(exc, Exception):
+            raise SubmitError(f"creating {what} failed: {exc}{cleaned}") from exc
+        raise
+    info = KINDS[r.kind]
+    naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version, info.plural,
+                                        uid, r.submission_id), backend.home)
+    return r.job_id

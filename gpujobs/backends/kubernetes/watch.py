@@ -1,0 +1,392 @@
+"""Shared informers and the status hub: event-driven JobStatus for many jobs.
+
+One :class:`Informer` per (namespace, resource) — the job kinds, Workloads, PodGroups
+and pods — lists once, then watches from the list's resourceVersion with the official
+client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After``, and
+relists on 410 Gone, diffing the fresh list against its cache so no transition is
+lost and none is duplicated. The :class:`StatusHub` maps changes to the jobs they
+concern, recomputes those jobs' JobStatus (coalesced: one recompute per job per flush)
+and calls subscribers; queue positions come from Kueue's visibility API, fetched once
+per LocalQueue per flush (v1beta2, else v1beta1; 404 -> "position unavailable").
+Requests do not grow with the number of jobs.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any, Callable
+
+from kubernetes import watch as kwatch
+from kubernetes.client.exceptions import ApiException
+
+from ...errors import KubernetesError
+from ...status import JobStatus
+from . import status_map
+from .kinds import KINDS, KindInfo
+
+WL = ("kueue.x-k8s.io", "v1beta2", "workloads")
+PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+PODS = ("", "v1", "pods")
+JOB_LABEL = "gpujobs.dev/job"
+
+
+def _path(group: str, version: str, plural: str, namespace: str) -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    return f"{base}/namespaces/{namespace}/{plural}"
+
+
+class Informer:
+    """List+watch one resource in one namespace into a cache; call ``on_change(type, obj)``."""
+
+    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str,
+                 on_change: Callable[[str, dict], None], label_selector: str | None = None,
+                 watch_timeout: int = 240, lock: Any = None):
+        self.lock = lock or threading.RLock()
+        self.api, self.path = api_client, _path(group, version, plural, namespace)
+        self.resource = (group, version, plural)
+        self.label_selector, self.watch_timeout = label_selector, watch_timeout
+        self.on_change = on_change
+        self.cache: dict[str, dict] = {}
+        self.synced = threading.Event()
+        self.missing = False  # the resource is not served (CRD not installed)
+        self.relists = 0
+        self._stop = threading.Event()
+        self._watch: kwatch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"informer-{plural}")
+
+    def start(self) -> "Informer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(2)
+
+    def _call(self, **kw: Any) -> Any:
+        q = [(k, v) for k, v in (("labelSelector", self.label_selector),
+                                 ("resourceVersion", kw.get("resource_version")),
+                                 ("timeoutSeconds", kw.get("timeout_seconds")),
+                                 ("allowWatchBookmarks", "true" if kw.get("watch") else None),
+                                 ("watch", "true" if kw.get("watch") else None)) if v]
+        return self.api.call_api(self.path, "GET", query_params=q, response_type="object",
+                                 auth_settings=["BearerToken"], _return_http_data_only=True,
+                                 _preload_content=kw.get("_preload_content", True),
+                                 _request_timeout=(10, self.watch_timeout + 30) if kw.get("watch") else 30)
+
+    def _list(self) -> str:
+        data = self._call()
+        items = {o["metadata"]["name"]: o for o in data.get("items") or []}
+        with self.lock:
+            self._apply_list(items)
+        self.synced.set()
+        return data["metadata"]["resourceVersion"]
+
+    def _apply_list(self, items: dict[str, dict]) -> None:
+        old = self.cache
+        self.cache = items
+        for name, obj in items.items():
+            prev = old.get(name)
+            if prev is None:
+                self.on_change("ADDED", obj)
+            elif prev["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self.on_change("MODIFIED", obj)
+        for name, obj in old.items():
+            if name not in items:
+                self.on_change("DELETED", obj)
+
+    def _run(self) -> None:
+        backoff, rv = 0.2, None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                    self.relists += 1
+                    self.missing = False
+                self._watch = w = kwatch.Watch(return_type="object")
+                for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
+                    obj = ev["raw_object"]
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    name = obj["metadata"]["name"]
+                    with self.lock:
+                        if ev["type"] == "DELETED":
+                            self.cache.pop(name, None)
+                        else:
+                            self.cache[name] = obj
+                        self.on_change(ev["type"], obj)
+                    backoff = 0.2
+                    if self._stop.is_set():
+                        break
+            except ApiException as exc:
+                if exc.status == 410:  # Gone: relist and diff
+                    rv = None
+                    continue
+                if exc.status == 404:
+                    self.missing = True
+                    self.synced.set()
+                    rv = None
+                    self._stop.wait(5.0)
+                    continue
+                delay = backoff
+                retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
+                if retry_after:
+                    delay = max(delay, float(retry_after))
+                self._stop.wait(delay + random.uniform(0, delay / 4))
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # dropped connection, protocol error, timeout: resume from rv
+                self._stop.wait(backoff + random.uniform(0, backoff / 4))
+                backoff = min(backoff * 2, 5.0)
+
+
+class StatusHub:
+    """Event-driven JobStatus for every gpujobs job of one namespace."""
+
+    def __init__(self, api_client: Any, namespace: str, flush_interval: float = 0.05,
+                 position_interval: float = 0.5):
+        self.api, self.namespace = api_client, namespace
+        self.flush_interval, self.position_interval = flush_interval, position_interval
+        self._lock = threading.RLock()
+        self._informers: dict[tuple, Informer] = {}
+        self._kinds: dict[str, KindInfo] = {}
+        self._jobs: dict[str, dict] = {}  # name -> job object (any kind)
+        self._uid_to_job: dict[str, str] = {}
+        self._deleted: dict[str, JobStatus] = {}
+        self._status: dict[str, JobStatus] = {}
+        self._subs: dict[str, list[Callable[[JobStatus], Any]]] = {}
+        self._dirty: set[str] = set()
+        self._dirty_queues: set[str] = set()
+        self._positions: dict[str, dict[str, int]] = {}  # local queue -> {workload: pos}
+        self._visibility_version: str | None = "v1beta2"
+        self._visibility_retry_at = 0.0
+        self._last_positions = 0.0
+        self._changed = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._flusher, daemon=True, name="status-hub")
+        self._started = False
+
+    # ------------------------------------------------------------ setup
+    def start(self) -> "StatusHub":
+        with self._lock:
+            if self._started:
+                return self
+            self._started = True
+        self._informer(WL, self._on_workload)
+        self._informer(PG, self._on_podgroup)
+        self._informer(PODS, self._on_pod, label_selector=JOB_LABEL)
+        self._thread.start()
+        return self
+
+    def _informer(self, res: tuple, cb: Callable, label_selector: str | None = None) -> Informer:
+        with self._lock:
+            inf = self._informers.get(res)
+            if inf is None:
+                inf = Informer(self.api, *res, self.namespace, cb, label_selector=label_selector,
+                               lock=self._lock).start()
+                self._informers[res] = inf
+            return inf
+
+    def track_kind(self, kind: str) -> Informer:
+        """Make sure the job kind ``kind`` (gpujobs name, e.g. 'MPIJob') is watched."""
+        info = KINDS[kind]
+        self._kinds[info.api_kind + "/" + info.group] = info
+        return self._informer((info.group, info.version, info.plural), self._on_job,
+                              label_selector=JOB_LABEL)
+
+    def wait_synced(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        for inf in list(self._informers.values()):
+            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
+                raise KubernetesError(f"watch of {inf.path} did not sync within {timeout} s")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for inf in list(self._informers.values()):
+            inf.stop()
+        self._thread.join(2)
+
+    # ------------------------------------------------------------ events
+    def _job_of(self, obj: dict) -> str | None:
+        for uid in status_map.owner_uids(obj):
+            if uid in self._uid_to_job:
+                return self._uid_to_job[uid]
+        return (obj["metadata"].get("labels") or {}).get(JOB_LABEL)
+
+    def _mark(self, name: str | None) -> None:
+        if name:
+            self._dirty.add(name)
+            self._wake.set()
+
+    def _on_job(self, type_: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        with self._lock:
+            if type_ == "DELETED":
+                self._jobs.pop(name, None)
+                st = self._status.get(name)
+                self._deleted[name] = status_map.job_status(f"{self.namespace}/{name}", obj, deleted=True) \
+                    if st is None or not st.terminal else st
+            else:
+                self._deleted.pop(name, None)
+                self._jobs[name] = obj
+                self._uid_to_job[obj["metadata"]["uid"]] = name
+            self._mark(name)
+
+    def _on_workload(self, type_: str, obj: dict) -> None:
+        with self._lock:
+            self._mark(self._job_of(obj))
+            q = (obj.get("spec") or {}).get("queueName")
+            if q:
+                self._dirty_queues.add(q)
+
+    def _on_podgroup(self, type_: str, obj: dict) -> None:
+        with self._lock:
+            self._mark(self._job_of(obj))
+
+    def _on_pod(self, type_: str, obj: dict) -> None:
+        with self._lock:
+            self._mark((obj["metadata"].get("labels") or {}).get(JOB_LABEL))
+
+    # ------------------------------------------------------------ computing
+    def _related(self, name: str, job: dict) -> tuple[dict | None, dict | None, list[dict]]:
+        uid = job["metadata"]["uid"]
+        wl = pg = None
+        inf = self._informers.get(WL)
+        if inf is not None:
+            wl = next((w for w in inf.cache.values() if uid in status_map.owner_uids(w)), None)
+        inf = self._informers.get(PG)
+        if inf is not None:
+            pg = next((p for p in inf.cache.values() if uid in status_map.owner_uids(p)), None)
+        pods = [p for p in self._informers[PODS].cache.values()
+                if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name]
+        return wl, pg, pods
+
+    def compute(self, name: str) -> JobStatus | None:
+        with self._lock:
+            job = self._jobs.get(name)
+            if job is None:
+                return self._deleted.get(name)
+            wl, pg, pods = self._related(name, job)
+            queue = (job["metadata"].get("labels") or {}).get(status_map.QUEUE_LABEL, "")
+            positions = self._positions.get(queue)
+            wl_name = (wl or {}).get("metadata", {}).get("name")
+            pos = positions.get(wl_name) if positions is not None and wl_name else None
+            return status_map.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
+                                         position=pos, position_available=self._visibility_version is not None)
+
+    def _fetch_positions(self, queues: set[str]) -> None:
+        if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
+            return
+        for q in queues:
+            got = None
+            for version in ([self._visibility_version] if self._visibility_version else []) + \
+                    [v for v in ("v1beta2", "v1beta1") if v != self._visibility_version]:
+                path = (f"/apis/visibility.kueue.x-k8s.io/{version}/namespaces/{self.namespace}/localqueues/"
+                        f"{q}/pendingworkloads")
+                try:
+                    got = self.api.call_api(path, "GET", response_type="object", auth_settings=["BearerToken"],
+                                            _return_http_data_only=True, _request_timeout=10)
+                    self._visibility_version = version
+                    break
+                except ApiException as exc:
+                    if exc.status not in (404, 503):
+                        break
+                except Exception:
+                    break
+            with self._lock:
+                if got is not None:
+                    self._positions[q] = status_map.positions_from_summary(got)
+                elif self._visibility_version is not None and q not in self._positions:
+                    pass
+                if got is None:
+                    self._positions.pop(q, None)
+                for name, job in self._jobs.items():
+                    if (job["metadata"].get("labels") or {}).get(status_map.QUEUE_LABEL) == q:
+                        self._dirty.add(name)
+            if got is None:
+                # a 404 on every version: the API is not served -> "position unavailable"
+                self._visibility_version = None
+                self._visibility_retry_at = time.monotonic() + 30.0
+
+    def _flusher(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            time.sleep(self.flush_interval)  # coalesce bursts
+            now = time.monotonic()
+            with self._lock:
+                queues = set(self._dirty_queues) if now - self._last_positions >= self.position_interval else set()
+                if queues:
+                    self._dirty_queues -= queues
+                    self._last_positions = now
+            if queues:
+                self._fetch_positions(queues)
+            elif self._dirty_queues:
+                self._wake.set()
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+            for name in dirty:
+                st = self.compute(name)
+                if st is None:
+                    continue
+                with self._lock:
+                    old = self._status.get(name)
+                    changed = old is None or _key(old) != _key(st)
+                    self._status[name] = st
+                    subs = list(self._subs.get(name, ())) if changed else []
+                    if changed:
+                        self._changed.notify_all()
+                for cb in subs:
+                    try:
+                        cb(st)
+                    except Exception:
+                        pass
+
+    # ------------------------------------------------------------ API
+    def status(self, name: str) -> JobStatus | None:
+        with self._lock:
+            st = self._status.get(name)
+        return st if st is not None else self.compute(name)
+
+    def known(self, name: str) -> bool:
+        with self._lock:
+            return name in self._jobs or name in self._deleted
+
+    def all(self) -> list[JobStatus]:
+        with self._lock:
+            names = list(self._jobs) + [n for n in self._deleted if n not in self._jobs]
+        return [s for s in (self.status(n) for n in names) if s is not None]
+
+    def subscribe(self, name: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
+        with self._lock:
+            self._subs.setdefault(name, []).append(cb)
+            self._mark(name)
+
+        def undo() -> None:
+            with self._lock:
+                if cb in self._subs.get(name, []):
+                    self._subs[name].remove(cb)
+        return undo
+
+    def wait(self, name: str, timeout: float | None, predicate: Callable[[JobStatus], bool]) -> JobStatus | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                st = self._status.get(name) or self.compute(name)
+                if st is not None and predicate(st):
+                    return st
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return st
+                self._changed.wait(0.5 if left is None else min(left, 0.5))
+
+
+def _key(st: JobStatus) -> tuple:
+    return (st.phase, st.queue_position, st.position_available, st.gang_ready, st.gang_size, st.message,
+            st.reason, st.restarts, st.exit_code)
