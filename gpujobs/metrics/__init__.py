@@ -62,9 +62,15 @@ def machine_gpus(nvml: Any = None) -> pd.DataFrame:
         df.attrs.update(summary=f"no GPU: {slots} CPU slots", gpus=0, cpu_slots=slots)
         return df
     try:
-        df = pd.DataFrame(reader.devices(), columns=MACHINE_COLUMNS)
+        rows = reader.devices()
+    except Exception as exc:  # NVML answered init but not the device count
+        df = pd.DataFrame([], columns=MACHINE_COLUMNS)
+        df.attrs.update(summary=f"GPUs unreadable: {type(exc).__name__}: {exc}", gpus=0,
+                        cpu_slots=0)
+        return df
     finally:
         reader.close()
+    df = pd.DataFrame(rows, columns=MACHINE_COLUMNS)
     df.attrs.update(summary=f"{int(df['free'].sum())} of {len(df)} GPUs free", gpus=len(df),
                     cpu_slots=0)
     return df

@@ -139,3 +139,12 @@ def test_machine_gpus_without_nvml(no_nvml, monkeypatch):
     monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "6")
     df = machine_gpus()
     assert df.empty and df.attrs["summary"] == "no GPU: 6 CPU slots"
+
+
+def test_machine_gpus_when_the_count_fails(fake_nvml, monkeypatch):
+    def broken():
+        raise fake_nvml.NVMLError(999)
+    monkeypatch.setattr(fake_nvml, "nvmlDeviceGetCount", broken)
+    df = machine_gpus()
+    assert df.empty and df.attrs["summary"].startswith("GPUs unreadable: NVMLError")
+    assert fake_nvml.initialised == 0
