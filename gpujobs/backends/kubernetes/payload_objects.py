@@ -36,9 +36,25 @@ CONFIGMAP_LIMIT = 1024 * 1024
 _HEADROOM = 16 * 1024  # keys, spec.json growth, metadata
 
 _GPUJOBS_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py",
+SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
                    "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py")
-_LIB_INIT = '"""gpujobs runner subset shipped by the Kubernetes backend."""\n'
+_LIB_INIT = '''"""gpujobs inside a pod: the runner subset shipped by the Kubernetes backend.
+
+``gpujobs.context()``, ``gpujobs.fsdp`` and ``gpujobs.errors`` work in the job's function;
+submitting jobs from inside a job needs gpujobs installed in the image.
+"""
+from . import errors
+from .context import JobContext, context
+from .errors import SpecError
+
+
+def __getattr__(name):
+    if name == "fsdp":
+        import importlib
+        return importlib.import_module(".fsdp", __name__)
+    raise AttributeError(f"gpujobs.{name} is not available inside the pod (only the runner subset "
+                         "is shipped); install gpujobs in the image to use it there")
+'''
 
 
 @lru_cache(maxsize=1)

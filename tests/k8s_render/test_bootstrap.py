@@ -1,0 +1,142 @@
+"""The pod bootstrap, run for real from a rendered ConfigMap unpacked into a temp dir.
+
+The pods' env is the rendered container env (paths moved into the temp dir) plus what
+the operator injects (Volcano's pytorch plugin: RANK = pod index, WORLD_SIZE = pods).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpujobs
+from gpujobs.backends.kubernetes.payload_objects import KEY_DIR, MOUNT_DIR
+from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.payload import open_envelope
+from gpujobs.runner import RESULT_MARKER
+
+
+def where_am_i():
+    import torch.distributed as dist
+    ctx = gpujobs.context()
+    t = __import__("torch").tensor([1.0])
+    dist.all_reduce(t)
+    return {"rank": ctx.rank, "world": ctx.world_size, "local": ctx.local_rank,
+            "node": ctx.node_rank, "sum": float(t.item())}
+
+
+def unpack(r, root: Path) -> dict[str, str]:
+    """Write the ConfigMap / Secret as the kubelet would; return path replacements."""
+    mnt, keyd = root / "opt-gpujobs", root / "key"
+    tmpl = r.job["spec"]["tasks"][0]["template"] if r.kind == "VolcanoJob" else None
+    vol = next(v for v in tmpl["spec"]["volumes"] if v["name"] == "gpujobs")
+    cm = r.configmap
+    for item in vol["configMap"]["items"]:
+        dest = mnt / item["path"]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if item["key"] in cm.get("binaryData", {}):
+            dest.write_bytes(base64.b64decode(cm["binaryData"][item["key"]]))
+        else:
+            dest.write_text(cm["data"][item["key"]])
+    keyd.mkdir()
+    (keyd / "key").write_bytes(base64.b64decode(r.secret["data"]["key"]))
+    return {MOUNT_DIR: str(mnt), KEY_DIR: str(keyd)}
+
+
+def pod_env(r, task: int, repl: dict[str, str]) -> dict[str, str]:
+    c = r.job["spec"]["tasks"][task]["template"]["spec"]["containers"][0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
+    for e in c["env"]:
+        if "value" in e:
+            v = e["value"]
+            for a, b in repl.items():
+                v = v.replace(a, b)
+            env[e["name"]] = v
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def results(stdout: str, key: bytes) -> dict[int, object]:
+    out = {}
+    for m in re.finditer(rf"^{RESULT_MARKER} (\d+) (\S+)$", stdout, re.M):
+        outcome = open_envelope(base64.b64decode(m.group(2)), key)
+        out[int(m.group(1))] = outcome
+    return out
+
+
+@pytest.mark.slow
+def test_volcano_pytorch_plugin_pods_run_process_world(tmp_path):
+    """2 pods x 2 processes: the plugin says WORLD_SIZE=2 (pods); the gang is 4 ranks."""
+    spec = gpujobs.job(where_am_i).ddp(nodes=2, gpus_per_node=0, procs_per_node=2) \
+        .options(volcano="job", return_all=True).spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    repl = unpack(r, tmp_path)
+    boot = Path(repl[MOUNT_DIR]) / "bootstrap.py"
+    port = free_port()
+    procs = []
+    for pod in range(2):  # master-0 (RANK 0), worker-0 (RANK 1), as the plugin injects
+        env = pod_env(r, pod, repl)
+        env.update(RANK=str(pod), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(boot), "rank"], env=env, cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    got = {}
+    for stdout, _ in outs:
+        got.update(results(stdout, r.key))
+    assert sorted(got) == [0, 1, 2, 3]
+    for rank, outcome in got.items():
+        assert outcome.ok, outcome.traceback
+        v = outcome.value
+        assert v["rank"] == rank and v["world"] == 4 and v["sum"] == 4.0
+        assert v["node"] == rank // 2 and v["local"] == rank % 2
+
+
+def test_python_version_mismatch_exits_with_clear_message(tmp_path):
+    spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .options(volcano="job").spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    repl = unpack(r, tmp_path)
+    cfg_path = Path(repl[MOUNT_DIR]) / "bootstrap.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["python"] = "3.99"
+    cfg_path.write_text(json.dumps(cfg))
+    p = subprocess.run([sys.executable, str(Path(repl[MOUNT_DIR]) / "bootstrap.py")],
+                       env=pod_env(r, 0, repl), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3
+    have = "%d.%d" % sys.version_info[:2]
+    assert f"this image runs Python {have} but the function was pickled by Python 3.99" in p.stderr
+    assert "Fix:" in p.stderr
+
+
+def test_shipped_lib_is_self_contained(tmp_path):
+    """Without site-packages, the ConfigMap's lib/ alone imports the runner and cloudpickle."""
+    spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=1).options(volcano="job").spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    repl = unpack(r, tmp_path)
+    lib = Path(repl[MOUNT_DIR]) / "lib"
+    code = ("import sys; sys.path.insert(0, %r); import gpujobs.runner, gpujobs.payload, "
+            "gpujobs.runner.frameworks, gpujobs.fsdp, cloudpickle; assert callable(gpujobs.context); "
+            "print(gpujobs.__file__); "
+            "print(cloudpickle.__file__)" % str(lib))
+    p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert all(line.startswith(str(lib)) for line in p.stdout.split())

@@ -1,0 +1,28 @@
+"""docs/rbac.yaml is a namespaced Role whose rules equal gpujobs' RULES constant."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gpujobs.backends.kubernetes.rbac import RULES, verbs_by_resource
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
+
+
+def test_rbac_yaml_matches_rules_and_is_namespaced():
+    docs = [d for d in yaml.safe_load_all(DOC.read_text()) if d]
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["Role", "RoleBinding"]  # nothing cluster-wide
+    role = docs[0]
+    assert "namespace" not in role["metadata"]  # applied with kubectl -n
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        for g in rule["apiGroups"]:
+            for r in rule["resources"]:
+                found.setdefault((g, r), set()).update(rule["verbs"])
+    assert found == verbs_by_resource()
+    assert docs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert len(RULES) == len(role["rules"])
