@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Create a kind cluster with Kueue, Volcano, the MPI Operator, KubeRay, Kubeflow Trainer (v2)
+# and AppWrapper, plus the queue objects the gpujobs e2e suite uses. CPU only (no GPUs).
+#
+#   scripts/kind-e2e-setup.sh            # cluster "gpujobs-e2e", namespace "gpujobs-e2e"
+#   export KUBECONFIG=$(kind get kubeconfig-path 2>/dev/null || echo ~/.kube/config)
+#   .venv/bin/python -m pytest tests/e2e -m e2e -q
+#   kind delete cluster --name gpujobs-e2e   # clean up
+#
+# Needs: docker (or podman), kind >= 0.24, kubectl, helm; network access to GitHub releases.
+# Versions follow shared/docs/k8s-semantics.md (Kueue v0.19, Volcano v1.15, MPI Operator v0.8,
+# KubeRay v1.7, Trainer v2.1+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.x).
+# Override with the variables below. Note: the MPI Operator and Training Operator v1 both define
+# mpijobs.kubeflow.org; this script installs only the MPI Operator (PyTorchJob tests then need
+# Training Operator v1 installed with its MPIJob controller disabled: set INSTALL_TRAINING_V1=1).
+set -euo pipefail
+
+CLUSTER=${CLUSTER:-gpujobs-e2e}
+NS=${NS:-gpujobs-e2e}
+KUEUE_VERSION=${KUEUE_VERSION:-v0.19.2}
+VOLCANO_VERSION=${VOLCANO_VERSION:-v1.15.1}
+MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.0}
+KUBERAY_VERSION=${KUBERAY_VERSION:-1.7.0}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.1.0}
+APPWRAPPER_VERSION=${APPWRAPPER_VERSION:-v1.1.2}
+INSTALL_TRAINING_V1=${INSTALL_TRAINING_V1:-0}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+
+need() { command -v "$1" >/dev/null || { echo "missing: $1" >&2; exit 1; }; }
+need kind; need kubectl; need helm
+
+if ! kind get clusters | grep -qx "$CLUSTER"; then
+  kind create cluster --name "$CLUSTER" --wait 120s
+fi
+kubectl config use-context "kind-$CLUSTER"
+
+echo "== Kueue $KUEUE_VERSION"
+kubectl apply --server-side -f "https://github.com/kubernetes-sigs/kueue/releases/download/$KUEUE_VERSION/manifests.yaml"
+kubectl -n kueue-system rollout status deploy/kueue-controller-manager --timeout=300s
+
+echo "== Volcano $VOLCANO_VERSION"
+kubectl apply -f "https://raw.githubusercontent.com/volcano-sh/volcano/$VOLCANO_VERSION/installer/volcano-development.yaml"
+kubectl -n volcano-system rollout status deploy/volcano-scheduler --timeout=300s
+
+echo "== MPI Operator $MPI_OPERATOR_VERSION"
+kubectl apply --server-side -f "https://raw.githubusercontent.com/kubeflow/mpi-operator/$MPI_OPERATOR_VERSION/deploy/v2beta1/mpi-operator.yaml"
+
+echo "== KubeRay $KUBERAY_VERSION"
+helm repo add kuberay https://ray-project.github.io/kuberay-helm/ >/dev/null
+helm upgrade --install kuberay-operator kuberay/kuberay-operator --version "$KUBERAY_VERSION" \
+  --namespace ray-system --create-namespace --wait
+
+echo "== Kubeflow Trainer $TRAINER_VERSION (TrainJob + torch-distributed runtime)"
+kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=$TRAINER_VERSION"
+kubectl -n kubeflow-system rollout status deploy/kubeflow-trainer-controller-manager --timeout=300s
+kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=$TRAINER_VERSION"
+
+if [ "$INSTALL_TRAINING_V1" = 1 ]; then
+  echo "== Training Operator v1 (PyTorchJob only)"
+  kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.2"
+  kubectl -n kubeflow set env deploy/training-operator -- "--enable-scheme=pytorchjob" || true
+fi
+
+echo "== AppWrapper $APPWRAPPER_VERSION"
+kubectl apply --server-side -f "https://github.com/project-codeflare/appwrapper/releases/download/$APPWRAPPER_VERSION/install.yaml"
+# The AppWrapper controller must be allowed to create Volcano Jobs (volcano='appwrapper').
+kubectl apply -f - <<'EOF'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: appwrapper-volcano-jobs}
+rules:
+- apiGroups: [batch.volcano.sh]
+  resources: [jobs]
+  verbs: [create, delete, get, list, patch, update, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: appwrapper-volcano-jobs}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: appwrapper-volcano-jobs}
+subjects:
+- {kind: ServiceAccount, name: appwrapper-controller-manager, namespace: appwrapper-system}
+EOF
+
+echo "== queues in namespace $NS"
+kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f -
+kubectl apply -f - <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpujobs-e2e}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: "8"}
+      - {name: memory, nominalQuota: 16Gi}
+      - {name: nvidia.com/gpu, nominalQuota: "0"}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: gpujobs-e2e, namespace: $NS}
+spec: {clusterQueue: gpujobs-e2e}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: e2e-high}
+value: 1000
+EOF
+kubectl apply -n "$NS" -f "$HERE/docs/rbac.yaml" || true   # edit the subject for real users
+echo "ready: export GPUJOBS_E2E_NAMESPACE=$NS GPUJOBS_E2E_QUEUE=gpujobs-e2e; pytest tests/e2e -m e2e"
