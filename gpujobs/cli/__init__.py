@@ -1,0 +1,139 @@
+"""The ``gpujobs`` command: submit, queue, status, logs, cancel, render, sbatch, admin, agent.
+
+Conventions follow kubectl and squeue: ``-n/--namespace``, ``-o yaml|json|wide|name``, one
+clear error line on stderr (set ``GPUJOBS_DEBUG=1`` for the traceback), and the exit codes
+documented in :mod:`gpujobs.cli.exitcodes` (0 ok, 1 job failed, 2 usage/spec error,
+3 backend unavailable, 4 not found, 130 interrupted).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import exitcodes
+
+EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage or spec error · 3 backend unavailable · "
+          "4 not found · 130 interrupted.  GPUJOBS_DEBUG=1 shows tracebacks.")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own code for usage errors)
+        self.exit(exitcodes.USAGE, f"gpujobs: {message} (see `{self.prog} --help`)\n")
+
+
+def _common(p: argparse.ArgumentParser, outputs=("yaml", "json", "wide", "name")) -> None:
+    p.add_argument("--backend", choices=None, help="local or kubernetes (default: GPUJOBS_BACKEND, config, local)")
+    p.add_argument("-n", "--namespace", help="Kubernetes namespace")
+    p.add_argument("-o", "--output", choices=outputs, help="output format")
+
+
+def _job_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="TARGET", help="module:function, file.py:function, a script, or an sbatch file")
+    p.add_argument("args", nargs="*", help="arguments for the function or script (after TARGET; use -- before ones starting with -)")
+    p.add_argument("--gpus", type=int, help="total GPUs (0: CPU ranks, see --procs-per-node); default 1")
+    p.add_argument("--nodes", type=int, help="nodes (pods) in the gang; default 1")
+    p.add_argument("--procs-per-node", type=int, help="ranks per node (CPU gangs, MPI)")
+    p.add_argument("--framework", choices=("ddp", "fsdp", "mpi", "ray"), help="default ddp (sbatch: guessed)")
+    p.add_argument("--queue", help="queue (Kueue LocalQueue / local queue)")
+    p.add_argument("--priority", help="priority class")
+    p.add_argument("--name", help="job name")
+    p.add_argument("--image", help="container image (Kubernetes)")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
+    p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpujobs", description="Queued, gang-scheduled GPU jobs from the command line.",
+                     epilog=EPILOG)
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=f"gpujobs {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    for name, help_ in (("submit", "submit a function, script or sbatch file"),
+                        ("sbatch", "submit an sbatch file (every task of an --array)")):
+        p = sub.add_parser(name, help=help_, epilog=EPILOG)
+        _job_options(p)
+        _common(p)
+        p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless it succeeded")
+        p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
+                       help="progress display while waiting (auto: live on a terminal)")
+
+    p = sub.add_parser("queue", help="jobs waiting and running (squeue-like)", epilog=EPILOG)
+    _common(p)
+    p.add_argument("-q", "--queue", help="only this queue")
+    p.add_argument("-a", "--all", action="store_true", help="include finished jobs")
+
+    p = sub.add_parser("status", help="one job's status", epilog=EPILOG)
+    p.add_argument("job", nargs="+", metavar="JOB")
+    _common(p)
+
+    p = sub.add_parser("logs", help="a job's logs (all ranks, prefixed)", epilog=EPILOG)
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--rank", type=int)
+    _common(p, outputs=())
+
+    p = sub.add_parser("cancel", help="cancel jobs", epilog=EPILOG)
+    p.add_argument("job", nargs="+", metavar="JOB")
+    _common(p, outputs=())
+
+    p = sub.add_parser("render", help="print the Kubernetes objects submit would create", epilog=EPILOG)
+    _job_options(p)
+    _common(p, outputs=("yaml", "json"))
+
+    p = sub.add_parser("admin", help="administrator tools", epilog=EPILOG)
+    asub = p.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", parser_class=_Parser)
+    asub.required = True
+    q = asub.add_parser("queues", help="Kueue ResourceFlavors, ClusterQueues, LocalQueues, priority classes")
+    q.add_argument("table", nargs="?", metavar="TABLE.yaml")
+    q.add_argument("--slurm-conf", metavar="FILE")
+    q.add_argument("-n", "--namespace", help="namespace of the LocalQueues made from slurm.conf")
+    q.add_argument("--cohort", default="slurm", help="cohort of the queues made from slurm.conf")
+    q.add_argument("--table", dest="emit_table", action="store_true",
+                   help="print the table made from slurm.conf (to edit) instead of the objects")
+    q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    p = sub.add_parser("agent", help="the local scheduler agent", epilog=EPILOG)
+    agsub = p.add_subparsers(dest="agent_command", metavar="AGENT_COMMAND", parser_class=_Parser)
+    agsub.required = True
+    agsub.add_parser("stop", help="stop the local agent (running jobs are cancelled by it)")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from . import commands
+    if args.command == "submit":
+        return commands.cmd_submit(args)
+    if args.command == "sbatch":
+        return commands.cmd_submit(args, force_sbatch=True)
+    if args.command == "admin":
+        return commands.cmd_admin_queues(args)
+    if args.command == "agent":
+        return commands.cmd_agent_stop(args)
+    return getattr(commands, f"cmd_{args.command}")(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    debug = os.environ.get("GPUJOBS_DEBUG", "") not in ("", "0")
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("gpujobs: interrupted\n")
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        return exitcodes.OK
+    except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
+        if debug:
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        sys.stderr.write(f"gpujobs: {msg}\n")
+        return exitcodes.exit_code_for(exc)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Output for the CLI: tables (squeue/kubectl style), -o json|yaml|wide|name, wait progress."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any, Iterable, TextIO
+
+import yaml
+
+from ..status import JobStatus
+
+
+def age(seconds: float | None) -> str:
+    """kubectl-style age: 45s, 12m, 3h, 2d."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    """Plain aligned columns (pipes and greps stay easy)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def reason(st: JobStatus) -> str:
+    if st.phase == "queued":
+        return st.reason or st.position_text() or st.message
+    return st.reason or (st.message if st.phase in ("failed", "cancelled", "preempted") else "")
+
+
+def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None) -> tuple[list[str], list[list[str]]]:
+    now = now or time.time()
+    headers = ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON"]
+    if wide:
+        headers += ["PRIORITY", "GANG", "BACKEND", "MESSAGE"]
+    rows = []
+    for st in statuses:
+        row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
+               str(st.queue_position) if st.queue_position else "-",
+               age(now - st.submitted_at if st.submitted_at else None), (reason(st) or "-")[:40]]
+        if wide:
+            row += [st.priority or "-", f"{st.gang_ready}/{st.gang_size}" if st.gang_size else "-",
+                    st.backend, st.message or "-"]
+        rows.append(row)
+    return headers, rows
+
+
+def sort_jobs(statuses: list[JobStatus]) -> list[JobStatus]:
+    """Queued first (by queue, position), then the rest newest first."""
+    queued = sorted((s for s in statuses if s.phase == "queued"),
+                    key=lambda s: (s.queue, s.queue_position or 10**9, s.submitted_at or 0))
+    rest = sorted((s for s in statuses if s.phase != "queued"), key=lambda s: -(s.submitted_at or 0))
+    return queued + rest
+
+
+def dump(data: Any, fmt: str, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    if fmt == "json":
+        out.write(json.dumps(data, indent=2, default=str) + "\n")
+    else:
+        out.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
+
+
+def status_lines(st: JobStatus) -> str:
+    rows = [("Job", st.job_id), ("Name", st.name), ("Phase", st.phase), ("Backend", st.backend),
+            ("Queue", st.queue), ("Priority", st.priority or "-"), ("User", st.user), ("GPUs", str(st.gpus))]
+    if st.phase == "queued":
+        rows.append(("Position", st.position_text() or "-"))
+    if st.gang_size:
+        rows.append(("Gang", f"{st.gang_ready}/{st.gang_size} ready"))
+    if st.cpu_ranks:
+        rows.append(("Devices", "ranks run on CPU (no GPU found)"))
+    if st.submitted_at:
+        rows.append(("Age", age(time.time() - st.submitted_at)))
+    if st.elapsed is not None:
+        rows.append(("Running for", age(st.elapsed)))
+    if st.exit_code is not None:
+        rows.append(("Exit code", str(st.exit_code)))
+    if st.reason:
+        rows.append(("Reason", st.reason))
+    if st.message:
+        rows.append(("Message", st.message))
+    out = "\n".join(f"{k + ':':<13}{v}" for k, v in rows)
+    if st.events:
+        out += "\nEvents:\n" + "\n".join(
+            f"  {time.strftime('%H:%M:%S', time.localtime(e.time))}  {e.kind:<10} {e.message}".rstrip()
+            for e in st.events)
+    return out
+
+
+class Progress:
+    """One live line on a terminal (rich); plain lines on each change otherwise."""
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self._last = ""
+        self._status = None
+        if self.live:
+            try:
+                from rich.console import Console
+                self._status = Console(file=self.stream).status("submitting …")
+                self._status.start()
+            except Exception:  # rich missing or no terminal after all: plain lines
+                self.live = False
+
+    def update(self, st: JobStatus) -> None:
+        text = st.summary()
+        with self._lock:
+            if self._status is not None:
+                extra = f" · {age(st.elapsed)}" if st.elapsed is not None and not st.terminal else ""
+                self._status.update(text + extra)
+            elif text != self._last:
+                self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+                self.stream.flush()
+            self._last = text
+
+    def close(self) -> None:
+        with self._lock:
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+                if self._last:
+                    self.stream.write(self._last + "\n")

@@ -1,0 +1,127 @@
+"""What ``gpujobs submit|render TARGET`` names: module:function, file.py:function, a script,
+or an sbatch file, turned into builders."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from ..builder import JobBuilder, job
+from ..errors import SpecError
+
+_SBATCH_SUFFIXES = (".sbatch", ".slurm", ".sub")
+
+
+def is_sbatch(path: Path) -> bool:
+    if path.suffix in _SBATCH_SUFFIXES:
+        return True
+    try:
+        head = path.read_text(errors="replace")[:20000]
+    except OSError:
+        return False
+    return any(line.startswith("#SBATCH") for line in head.splitlines())
+
+
+def _register_by_value(module: Any) -> None:
+    """User code (not installed) travels by value, so ranks need not import it."""
+    import cloudpickle
+    try:
+        cloudpickle.register_pickle_by_value(module)
+    except ValueError:
+        pass
+
+
+def load_function(target: str) -> Callable[..., Any]:
+    """``pkg.mod:fn`` or ``path/to/file.py:fn`` → the function."""
+    mod_name, _, fn_name = target.rpartition(":")
+    if not mod_name or not fn_name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", fn_name):
+        raise SpecError("target", f"{target!r} is not MODULE:FUNCTION", "write e.g. train.py:main or mypkg.train:main")
+    if mod_name.endswith(".py") or os.sep in mod_name:
+        path = Path(mod_name)
+        if not path.is_file():
+            raise SpecError("target", f"file {mod_name!r} does not exist", "give the path of the Python file")
+        name = f"gpujobs_user_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            spec.loader.exec_module(module)
+        except SpecError:
+            raise
+        except Exception as exc:
+            raise SpecError("target", f"importing {mod_name} failed: {type(exc).__name__}: {exc}",
+                            "fix the file so `python FILE` runs") from None
+        finally:
+            sys.path.remove(str(path.resolve().parent))
+        _register_by_value(module)
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise SpecError("target", f"cannot import {mod_name!r}: {exc}",
+                            "run from the folder that holds the module, or give file.py:function") from None
+        mfile = getattr(module, "__file__", None) or ""
+        if mfile and Path(mfile).resolve().is_relative_to(Path.cwd()) and "site-packages" not in mfile:
+            _register_by_value(module)
+    fn = getattr(module, fn_name, None)
+    if fn is None:
+        raise SpecError("target", f"{mod_name} has no {fn_name!r}", f"define {fn_name} in {mod_name}")
+    if not callable(fn):
+        raise SpecError("target", f"{mod_name}:{fn_name} is not callable", "name a function")
+    return fn
+
+
+def builders_for(target: str, args: list[str], *, mapping: str | None = None,
+                 framework: str | None = None) -> tuple[str, list[JobBuilder]]:
+    """(kind, builders) with kind in function | script | sbatch. Only sbatch arrays give several."""
+    path = Path(target)
+    if path.is_file() and is_sbatch(path):
+        if args:
+            raise SpecError("args", "an sbatch file takes no arguments", "put them in the script's launch line")
+        from ..slurm import SbatchWarning, from_sbatch_array
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SbatchWarning)
+            builders = from_sbatch_array(path, mapping, framework=framework)
+        for w in caught:
+            if issubclass(w.category, SbatchWarning):
+                sys.stderr.write(f"warning: {w.message}\n")
+        return "sbatch", builders
+    if ":" in target and not path.is_file():
+        return "function", [job(load_function(target), *args)]
+    if path.is_file():
+        cmd = ("python", target, *args) if path.suffix == ".py" else (target, *args)
+        return "script", [JobBuilder(None).options(command=cmd)]
+    raise SpecError("target", f"{target!r} is neither MODULE:FUNCTION nor an existing file",
+                    "give train.py:main, mypkg.mod:main, a script or an sbatch file")
+
+
+def shape(builder: JobBuilder, framework: str, gpus: int, nodes: int, procs_per_node: int | None) -> JobBuilder:
+    """Apply --framework/--gpus/--nodes/--procs-per-node (gpus=0: CPU ranks)."""
+    if gpus and gpus % nodes:
+        raise SpecError("--gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
+                        "give a multiple of --nodes")
+    per_node = gpus // nodes
+    if framework in ("ddp", "fsdp"):
+        method = builder.ddp if framework == "ddp" else builder.fsdp
+        if gpus == 0:
+            return method(nodes=nodes, gpus_per_node=0, procs_per_node=procs_per_node or 1)
+        return method(nodes=nodes, gpus_per_node=per_node, procs_per_node=procs_per_node)
+    if framework == "mpi":
+        ranks_per_node = procs_per_node or max(per_node, 1)
+        gpr = per_node // ranks_per_node if gpus else 0
+        if gpus and per_node % ranks_per_node:
+            raise SpecError("--procs-per-node", f"{ranks_per_node} ranks cannot share {per_node} GPUs evenly",
+                            "use a divisor of the GPUs per node")
+        return builder.mpi(ranks=ranks_per_node * nodes, gpus_per_rank=gpr, ranks_per_node=ranks_per_node)
+    if framework == "ray":
+        return builder.ray(workers=nodes, gpus_per_worker=per_node)
+    raise SpecError("--framework", f"unknown framework {framework!r}", "use ddp, fsdp, mpi or ray")

@@ -1,0 +1,176 @@
+"""The ``gpujobs`` command through its installed entry point: parsing, errors, exit codes,
+render/admin output parsed back. (Real jobs: test_cli_jobs.py.)"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpujobs import crds
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "slurm" / "corpus"
+ADMIN = ROOT / "tests" / "admin" / "data"
+
+
+def one_clean_line(stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    errors = [l for l in stderr.splitlines() if l.startswith("gpujobs:")]
+    assert len(errors) == 1, stderr
+
+
+def test_help_lists_every_verb(cli):
+    r = cli("--help")
+    assert r.returncode == 0
+    for verb in ("submit", "sbatch", "queue", "status", "logs", "cancel", "render", "admin", "agent"):
+        assert verb in r.stdout
+    assert "exit codes" in r.stdout
+
+
+@pytest.mark.parametrize("args", [("bogus",), (), ("submit",), ("status",), ("queue", "-o", "xml"),
+                                  ("submit", "x.py:f", "--gpus", "two")])
+def test_usage_errors_exit_2(cli, args):
+    r = cli(*args)
+    assert r.returncode == 2, r
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_job_is_4_with_one_line(cli):
+    for verb in ("status", "logs", "cancel"):
+        r = cli(verb, "no-such-job-123")
+        assert r.returncode == 4, (verb, r)
+        one_clean_line(r.stderr)
+        assert "no-such-job-123" in r.stderr
+
+
+def test_debug_shows_the_traceback(cli):
+    r = cli("status", "no-such-job-123", env={"GPUJOBS_DEBUG": "1"})
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_bad_target_and_backend_are_usage_errors(cli):
+    r = cli("submit", "nothing_here:fn")
+    assert r.returncode == 2
+    one_clean_line(r.stderr)
+    r = cli("queue", "--backend", "nope")
+    assert r.returncode == 2 and "unknown backend" in r.stderr
+
+
+def test_malformed_sbatch_names_the_line(cli):
+    r = cli("sbatch", CORPUS / "malformed_time.sbatch")
+    assert r.returncode == 2
+    one_clean_line(r.stderr)
+    assert "malformed_time.sbatch:3 --time" in r.stderr and "fix:" in r.stderr
+
+
+def test_sbatch_refuses_plain_scripts(cli):
+    (cli.cwd / "plain.py").write_text("print('hi')\n")
+    r = cli("sbatch", "plain.py")
+    assert r.returncode == 2 and "not an sbatch script" in r.stderr
+
+
+def test_sbatch_shape_is_the_scripts(cli):
+    r = cli("sbatch", CORPUS / "single_gpu.sbatch", "--gpus", "4")
+    assert r.returncode == 2 and "#SBATCH" in r.stderr
+
+
+def test_kubernetes_unreachable_is_3(cli, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    for kc in ("/nonexistent/kubeconfig", str(kubeconfig)):
+        r = cli("queue", "--backend", "kubernetes", env={"KUBECONFIG": kc}, timeout=60)
+        assert r.returncode == 3, r
+        one_clean_line(r.stderr)
+
+
+def test_render_sbatch_json_parses_back(cli):
+    r = cli("render", CORPUS / "ddp_srun_torchrun.sbatch", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    objs = json.loads(r.stdout)
+    job = objs[0]
+    assert job["kind"] in ("TrainJob", "PyTorchJob")
+    labels = job["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "gpu"          # partition → LocalQueue
+    assert labels["kueue.x-k8s.io/priority-class"] == "high"     # QoS → priority class
+    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "86400"
+    assert "--output" in r.stderr  # the translator's warnings reach the user
+    if crds.crds_available():
+        for o in objs:
+            if o.get("apiVersion", "v1") != "v1":
+                assert crds.schema_errors(o) == [], o["kind"]
+
+
+def test_render_sbatch_yaml_with_mapping(cli):
+    r = cli("render", CORPUS / "constraint_mapped.sbatch", "--mapping", CORPUS / "site-mapping.yaml")
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    labels = docs[0]["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a-long"
+    assert "NVIDIA-H100-80GB-HBM3" in r.stdout and "network.example.org/infiniband" in r.stdout
+
+
+def test_render_function_and_queue_override(cli):
+    (cli.cwd / "mod.py").write_text("def train(n):\n    return n\n")
+    r = cli("render", "mod.py:train", "3", "--gpus", "4", "--nodes", "2", "--queue", "team-a",
+            "--kind", "PyTorchJob", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    objs = json.loads(r.stdout)
+    kinds = [o["kind"] for o in objs]
+    assert "PyTorchJob" in kinds and "ConfigMap" in kinds     # the payload travels in a ConfigMap
+    job = objs[kinds.index("PyTorchJob")]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+
+def test_admin_queues_from_table_json(cli):
+    r = cli("admin", "queues", ADMIN / "teams.yaml", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    objs = json.loads(r.stdout)
+    assert {o["kind"] for o in objs} == {"ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"}
+    if crds.crds_available():
+        assert all(crds.schema_errors(o) == [] for o in objs)
+
+
+def test_admin_queues_from_slurm_conf_yaml(cli):
+    r = cli("admin", "queues", "--slurm-conf", ADMIN / "slurm.conf", "-n", "research")
+    assert r.returncode == 0, r.stderr
+    docs = list(yaml.safe_load_all(r.stdout))
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterQueue"} == {"a100", "h100", "cpu", "debug-all"}
+    assert all(d["metadata"]["namespace"] == "research" for d in docs if d["kind"] == "LocalQueue")
+    assert "share 1 node" in r.stderr
+    t = cli("admin", "queues", "--slurm-conf", ADMIN / "slurm.conf", "--table", "-n", "research")
+    assert t.returncode == 0
+    table = yaml.safe_load(t.stdout)
+    assert table["teams"]["a100"]["quota"]["a100"]["gpu"] == 32
+    # the printed table renders again, to the same objects
+    (cli.cwd / "t.yaml").write_text(t.stdout)
+    again = cli("admin", "queues", "t.yaml")
+    assert list(yaml.safe_load_all(again.stdout)) == [d for d in docs if d]
+
+
+def test_admin_queues_errors(cli):
+    assert cli("admin", "queues").returncode == 2
+    (cli.cwd / "bad.yaml").write_text("teams: {a: {quota: {nope: {gpu: 1}}}}\n")
+    r = cli("admin", "queues", "bad.yaml")
+    assert r.returncode == 2
+    one_clean_line(r.stderr)
+    assert "flavor 'nope'" in r.stderr
+
+
+def test_queue_json_is_a_list(cli):
+    r = cli("queue", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert isinstance(json.loads(r.stdout), list)
+    r = cli("queue")
+    assert r.stdout.split()[:9] == ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON"]
+
+
+def test_agent_stop_without_agent_is_fine(cli):
+    r = cli("agent", "stop")
+    assert r.returncode == 0, r.stderr
