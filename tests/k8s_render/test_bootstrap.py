@@ -128,11 +128,11 @@ def test_python_version_mismatch_exits_with_clear_message(tmp_path):
 
 
 def test_shipped_lib_is_self_contained(tmp_path):
-    """Without site-packages, the ConfigMap's lib/ alone imports the runner and cloudpickle."""
+    """Without site-packages, the ConfigMap's lib.zip alone imports the runner and cloudpickle."""
     spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=1).options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     repl = unpack(r, tmp_path)
-    lib = Path(repl[MOUNT_DIR]) / "lib"
+    lib = Path(repl[MOUNT_DIR]) / "lib.zip"
     code = ("import sys; sys.path.insert(0, %r); import gpujobs.runner, gpujobs.payload, "
             "gpujobs.runner.frameworks, gpujobs.fsdp, cloudpickle; assert callable(gpujobs.context); "
             "print(gpujobs.__file__); "

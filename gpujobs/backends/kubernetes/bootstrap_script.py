@@ -5,7 +5,7 @@ Runs in a stock image (e.g. pytorch/pytorch) with nothing but the standard
 library. It checks that this Python's major.minor equals the submitter's (a
 cloudpickled function only loads in the same version) and that cloudpickle
 imports, else prints a clear message and exits 3. It then runs the gpujobs
-runner shipped next to it (``/opt/gpujobs/lib``: gpujobs' runner, payload and
+runner shipped next to it (``/opt/gpujobs/lib.zip``: gpujobs' runner, payload and
 context modules plus the submitter's cloudpickle, first on ``sys.path``).
 
 Roles (argv[1]):
@@ -52,7 +52,7 @@ def check_environment(cfg):
         fail("this image runs Python %s but the function was pickled by Python %s; cloudpickled "
              "code only loads in the same major.minor version. Fix: use an image with Python %s "
              "(builder .image(...)), or submit from a Python %s kernel." % (have, want, want, have))
-    lib = os.path.join(HERE, "lib")
+    lib = os.path.join(HERE, "lib.zip")
     if lib not in sys.path:
         sys.path.insert(0, lib)
     try:
@@ -64,7 +64,7 @@ def check_environment(cfg):
 
 def base_env(cfg):
     env = dict(os.environ)
-    lib = os.path.join(HERE, "lib")
+    lib = os.path.join(HERE, "lib.zip")
     env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("GPUJOBS_PAYLOAD", os.path.join(HERE, "payload.bin"))
     env.setdefault("GPUJOBS_KEY_FILE", cfg["key_file"])

@@ -1,14 +1,15 @@
 """The job's payload ConfigMap and HMAC-key Secret.
 
 Choice: the pod runs gpujobs' runner from the ConfigMap, not from a pip install.
-``lib/`` holds gpujobs' runner, payload, context and errors modules (a minimal
-``gpujobs`` package) and the submitter's own cloudpickle, so a stock PyTorch image
-works unchanged and the pickling library on both sides is the same version.
+``lib.zip`` (deflated, imported in place by Python's zipimport) holds gpujobs' runner,
+payload, context, fsdp and errors modules (a minimal ``gpujobs`` package) and the
+submitter's own cloudpickle, so a stock PyTorch image works unchanged and the pickling
+library on both sides is the same version.
 ``bootstrap.py`` (see bootstrap_script.py) checks the Python version first.
 
 ConfigMap ``<name>-gpujobs`` (mounted read-only at /opt/gpujobs)::
 
-    bootstrap.py  bootstrap.json  spec.json  lib/...  payload.bin (binaryData, sealed)
+    bootstrap.py  bootstrap.json  spec.json  lib.zip, payload.bin (binaryData; payload sealed)
 
 Secret ``<name>-gpujobs-key`` (key ``key``: the hex HMAC key), mounted at
 /var/run/gpujobs/key; the runner reads it through ``GPUJOBS_KEY_FILE``.
@@ -72,9 +73,20 @@ def shipped_files() -> dict[str, str]:
     return files
 
 
-def _cm_key(rel_path: str) -> str:
-    """ConfigMap keys cannot hold '/': ``lib/gpujobs/runner/x.py`` -> ``lib.gpujobs.runner.x.py``."""
-    return rel_path.replace("/", ".")
+@lru_cache(maxsize=1)
+def lib_zip() -> bytes:
+    """shipped_files() as a deterministic deflated zip (about a quarter of the source size)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for rel, text in sorted(shipped_files().items()):
+            info = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, text)
+    return buf.getvalue()
 
 
 def bootstrap_config(spec: JobSpec, namespace: str, name: str, *, node_rank_env: list[str],
@@ -106,13 +118,13 @@ def payload_configmap(spec: JobSpec, namespace: str, name: str, key: bytes, labe
     data = {"bootstrap.py": bootstrap,
             "bootstrap.json": json.dumps(boot_cfg, indent=1, sort_keys=True),
             "spec.json": json.dumps(spec.to_dict(), sort_keys=True, default=str)}
-    for rel, text in shipped_files().items():
-        data[_cm_key(f"lib/{rel}")] = text
-    binary: dict[str, str] = {}
+    lib = lib_zip()
+    binary: dict[str, str] = {"lib.zip": base64.b64encode(lib).decode()}
     sealed = seal(spec.payload(), key) if spec.payload() else b""
     if sealed:
         binary["payload.bin"] = base64.b64encode(sealed).decode()
-    size = sum(len(k) + len(v.encode()) for k, v in data.items()) + len("payload.bin") + len(sealed)
+    size = sum(len(k) + len(v.encode()) for k, v in data.items()) + len("lib.zip") + len(lib) \
+        + len("payload.bin") + len(sealed)
     if size > CONFIGMAP_LIMIT - _HEADROOM:
         raise PayloadError(
             "payload", f"the job's ConfigMap would hold {size:,} bytes (sealed call "
@@ -131,13 +143,8 @@ def payload_configmap(spec: JobSpec, namespace: str, name: str, key: bytes, labe
 
 def configmap_volume(cm: dict) -> dict:
     """The pod volume projecting every ConfigMap key to its path under MOUNT_DIR."""
-    items = []
-    for key in list(cm.get("data", {})) + list(cm.get("binaryData", {})):
-        path = key
-        if key.startswith("lib."):
-            stem, ext = key[:-3], ".py"
-            path = stem.replace(".", "/") + ext
-        items.append({"key": key, "path": path})
+    items = [{"key": key, "path": key}
+             for key in list(cm.get("data", {})) + list(cm.get("binaryData", {}))]
     return {"name": "gpujobs", "configMap": {"name": cm["metadata"]["name"], "items": items,
                                              "defaultMode": 0o444}}
 

@@ -63,7 +63,7 @@ class Informer:
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
-        self._thread.join(2)
+        self._thread.join(0.2)  # a daemon thread; a blocked read ends with the connection
 
     def _call(self, **kw: Any) -> Any:
         q = [(k, v) for k, v in (("labelSelector", self.label_selector),

@@ -1,0 +1,115 @@
+"""Submit overhead: gpujobs' Kubernetes submit vs kubeflow-training's TrainingClient.create_job.
+
+Both create an equivalent 2-worker PyTorchJob (1 GPU per worker, Kueue queue label)
+against the same fake kube-apiserver over real HTTP (gpujobs.sim.apiserver), one
+after the other in the same run. Reported per submit: median / p90 latency and
+HTTP requests. gpujobs does more on purpose (preflight: CRD discovery, RBAC
+SelfSubjectAccessReviews, LocalQueue/ClusterQueue fit, runtime; plus the payload
+ConfigMap and key Secret); its preflight answers are cached for 30 s, so the
+"no cache" row shows the cold cost of every submit.
+
+    .venv/bin/python benchmarks/submit_overhead.py [--n 50] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import kubernetes
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import gpujobs  # noqa: E402
+from gpujobs.backends.kubernetes import KubernetesBackend  # noqa: E402
+from gpujobs.sim.apiserver import FakeApiServer  # noqa: E402
+
+NS = "bench"
+
+
+def train(config=None):
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    return dist.get_rank()
+
+
+def seed(store) -> None:
+    store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                  "metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
+                      "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                      "flavors": [{"name": "gpu", "resources": [
+                          {"name": "cpu", "nominalQuota": "1000"},
+                          {"name": "memory", "nominalQuota": "10Ti"},
+                          {"name": "nvidia.com/gpu", "nominalQuota": "64"}]}]}]}})
+    store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                  "metadata": {"name": "team-a", "namespace": NS}, "spec": {"clusterQueue": "cq"}})
+
+
+def measure(server: FakeApiServer, n: int, submit) -> tuple[list[float], list[int]]:
+    times, reqs = [], []
+    for i in range(n):
+        server.reset_counts()
+        t0 = time.perf_counter()
+        submit(i)
+        times.append(time.perf_counter() - t0)
+        reqs.append(server.request_count)
+    return times, reqs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=50, help="submits per side (default 50)")
+    ap.add_argument("--quick", action="store_true", help="10 submits per side")
+    args = ap.parse_args()
+    n = 10 if args.quick else args.n
+    os.environ.setdefault("GPUJOBS_HOME", tempfile.mkdtemp(prefix="gpujobs-bench-"))
+    logging.getLogger("kubeflow").setLevel(logging.ERROR)
+
+    from kubeflow.training import TrainingClient
+
+    server = FakeApiServer().start()
+    try:
+        seed(server.store)
+        cfg = server.configuration()
+        tc = TrainingClient(client_configuration=cfg, namespace=NS)
+        be = KubernetesBackend(kubernetes.client.ApiClient(cfg), namespace=NS)
+        be_cold = KubernetesBackend(kubernetes.client.ApiClient(cfg), namespace=NS, preflight_ttl=0)
+        spec = gpujobs.job(train).ddp(nodes=2, gpus_per_node=1).queue("team-a") \
+            .options(kind="PyTorchJob").spec()
+
+        def kubeflow_submit(i: int) -> None:
+            tc.create_job(name=f"kf-{i}", train_func=train, num_workers=2,
+                          resources_per_worker={"gpu": "1", "cpu": "1"},
+                          base_image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+                          queue_name="team-a")
+
+        rows = []
+        for label, fn in (("kubeflow TrainingClient.create_job", kubeflow_submit),
+                          ("gpujobs submit (preflight cached)", lambda i: be.submit(spec)),
+                          ("gpujobs submit (no preflight cache)", lambda i: be_cold.submit(spec))):
+            fn(-1 if label.startswith("kubeflow") else 0)  # warm-up (not timed)
+            times, reqs = measure(server, n, fn)
+            rows.append((label, statistics.median(times), sorted(times)[int(0.9 * (n - 1))],
+                         statistics.median(reqs)))
+        n_jobs = len(server.store.list("kubeflow.org/v1", "PyTorchJob", NS)[0]) \
+            if isinstance(server.store.list("kubeflow.org/v1", "PyTorchJob", NS), tuple) else None
+    finally:
+        server.stop()
+
+    print(f"submit overhead, {n} submits per side, fake kube-apiserver over HTTP on 127.0.0.1")
+    print(f"{'':38} {'median ms':>10} {'p90 ms':>9} {'requests':>9} {'ratio vs kubeflow':>18}")
+    base = rows[0][1]
+    for label, med, p90, req in rows:
+        print(f"{label:38} {med * 1e3:10.2f} {p90 * 1e3:9.2f} {req:9.0f} {med / base:17.2f}x")
+    if n_jobs is not None:
+        print(f"PyTorchJobs in the server afterwards: {n_jobs}")
+    print("gpujobs requests: 3 creates (job, payload ConfigMap, key Secret) + preflight "
+          "(discovery, 3 SelfSubjectAccessReviews, LocalQueue, ClusterQueue) when not cached")
+
+
+if __name__ == "__main__":
+    main()
