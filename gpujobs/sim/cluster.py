@@ -17,7 +17,7 @@ WL_API = "kueue.x-k8s.io/v1beta2"
 class SimCluster:
     """A running fake cluster: ``server`` (HTTP), ``store`` (direct access), ``controllers``."""
 
-    def __init__(self, *, gpus: float | None = 4, cpus: float | None = None, queue: str = "q",
+    def __init__(self, *, gpus: float | None = 4, cpus: float | None = 64, queue: str = "q",
                  namespace: str = "default", priorities: dict[str, int] | None = None,
                  preemption: str = "LowerPriority", pod_slots: int | None = None,
                  run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
@@ -35,7 +35,7 @@ class SimCluster:
         self._clients: list = []
 
     def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,
-                  cpus: float | None = None, cluster_queue: str | None = None,
+                  cpus: float | None = 64, cluster_queue: str | None = None,
                   preemption: str = "LowerPriority", cohort: str | None = None) -> None:
         """A ClusterQueue (default flavor) with a LocalQueue ``namespace/name`` pointing at it."""
         cqn = cluster_queue or f"cq-{name}"

@@ -43,7 +43,7 @@ class Kubelet:
         self.default_seconds, self.grace_s = default_seconds, grace_s
         self.procs: dict[tuple[str, str], subprocess.Popen] = {}
         self.started_pids: list[int] = []
-        self._threads: dict[tuple[str, str], threading.Thread] = {}
+        self._threads: dict[str, threading.Thread] = {}  # by pod uid
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
         self.stopping = threading.Event()
@@ -55,18 +55,30 @@ class Kubelet:
         running = sum(1 for p in pods if p["status"].get("phase") == "Running")
         for pod in sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"])):
             md = pod["metadata"]
-            key = (md["namespace"], md["name"])
+            key = md["uid"]
             if pod["status"].get("phase") != "Pending" or key in self._threads or md.get("deletionTimestamp"):
                 continue
             if self.slots is not None and running >= self.slots:
                 self._unschedulable(pod)
                 continue
-            if time.time() - _created(pod) < self.start_delay:
+            if time.time() - _created(pod) < self.start_delay or not self._volumes_ready(pod):
                 continue
             running += 1
             t = threading.Thread(target=self._run, args=(pod,), daemon=True, name=f"pod-{md['name']}")
             self._threads[key] = t
             t.start()
+
+    def _volumes_ready(self, pod: dict) -> bool:
+        """Like the real kubelet: a pod stays in ContainerCreating until its ConfigMaps/Secrets exist."""
+        ns = pod["metadata"]["namespace"]
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            if "configMap" in v and not v["configMap"].get("optional") and \
+                    self.store.get("v1", "ConfigMap", v["configMap"]["name"], ns) is None:
+                return False
+            if "secret" in v and not v["secret"].get("optional") and \
+                    self.store.get("v1", "Secret", v["secret"]["secretName"], ns) is None:
+                return False
+        return True
 
     def _unschedulable(self, pod: dict) -> None:
         if any(c.get("type") == "PodScheduled" for c in pod["status"].get("conditions") or []):
@@ -200,9 +212,9 @@ class Kubelet:
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
-            return ["mpirun", "-np", str(world), "--oversubscribe", "-x", "GPUJOBS_KEY",
-                    "-x", "GPUJOBS_PAYLOAD", "-x", "GPUJOBS_FRAMEWORK", "-x", "PYTHONPATH",
-                    "-x", "GPUJOBS_RESULT_SINK", *runner], _no_rank_env(env)
+            exports = [x for k in ("GPUJOBS_KEY", "GPUJOBS_PAYLOAD", "GPUJOBS_FRAMEWORK", "PYTHONPATH",
+                                   "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
+            return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
         return runner, env
 
 

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from gpujobs.sim import SimCluster
+
+
+@pytest.fixture
+def make_cluster():
+    """Start SimClusters; stop them after the test and check no pod process survives."""
+    started: list[SimCluster] = []
+    backends: list = []
+
+    def make(**kw):
+        from gpujobs.backends.kubernetes.backend import KubernetesBackend
+        sim = SimCluster(**kw).start()
+        started.append(sim)
+        be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q")
+        backends.append(be)
+        return sim, be
+
+    yield make
+    for be in backends:
+        for hub in be.__dict__.get("_status_hubs", {}).values():
+            hub.stop()
+    for sim in started:
+        pids = sim.stop()
+        assert not sim.controllers.errors, sim.controllers.errors
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not alive, f"pod processes survived: {alive}"
