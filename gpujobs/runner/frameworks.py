@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from typing import Any, Mapping
 
 from ..context import JobContext
@@ -130,6 +131,9 @@ def _setup_ray(ctx: JobContext) -> Any:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
+        announce = signal.getsignal(signal.SIGTERM)
         ray.init(**ray_init_kwargs(os.environ))
+        if announce is not None:  # ray.init makes SIGTERM exit the driver; keep the grace period
+            signal.signal(signal.SIGTERM, announce)
     ctx.device = "cpu"  # the driver owns no GPU; tasks and actors ask Ray for theirs
     return ray

@@ -124,3 +124,18 @@ def test_mpi_launcher_directly_failed_rank_and_terminate(tmp_path):
     assert (jd.log_dir / "mpirun.txt").exists()
     assert sorted(p.name for p in jd.log_dir.glob("rank-*.log")) == ["rank-0.log", "rank-1.log",
                                                                        "rank-2.log"]
+
+    # terminate() of a running gang: mpirun and all ranks go, the exit says killed.
+    spec = gpujobs.job(wait_for_stop, str(tmp_path)).mpi(ranks=2, gpus_per_rank=0).spec()
+    jd, key = make_job_dir(tmp_path / "job2", spec)
+    gang = MpiGang(job_id="mpi-direct-2", job_dir=jd.root, framework="mpi", world_size=2,
+                   key_file=jd.key_file)
+    gang.start()
+    wait_for(lambda: all((jd.log_dir / f"rank-{r}.log").exists() and "running" in
+                         (jd.log_dir / f"rank-{r}.log").read_text() for r in range(2)), timeout=20)
+    pids = gang.pids
+    gang.terminate(grace=0.5)
+    result = gang.poll()
+    assert result is not None and not result.ok and result.returncodes[result.failed_rank] != 0
+    assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"]
+    assert alive(pids) == [] and job_processes("mpi-direct-2") == []

@@ -72,7 +72,16 @@ def kill_tree(root_pid: int | None, job_id: str, sig: int = signal.SIGKILL) -> N
             p.send_signal(sig)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    psutil.wait_procs(list(victims.values()), timeout=2.0)
+    # Never wait() on our own children here: that would reap them and hide their exit codes
+    # from their Popen objects.
+    others = []
+    for p in victims.values():
+        try:
+            if p.ppid() != os.getpid():
+                others.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(others, timeout=2.0)
 
 
 def descendants(pid: int | None) -> list[int]:
