@@ -99,7 +99,9 @@ def builders_for(target: str, args: list[str], *, mapping: str | None = None,
         return "function", [job(load_function(target), *args)]
     if path.is_file():
         cmd = ("python", target, *args) if path.suffix == ".py" else (target, *args)
-        return "script", [JobBuilder(None).options(command=cmd)]
+        b = JobBuilder(None).options(command=cmd)
+        stem = re.sub(r"[^a-z0-9-]+", "-", path.stem.lower()).strip("-")[:40].strip("-")
+        return "script", [b.name(stem) if stem else b]
     raise SpecError("target", f"{target!r} is neither MODULE:FUNCTION nor an existing file",
                     "give train.py:main, mypkg.mod:main, a script or an sbatch file")
 

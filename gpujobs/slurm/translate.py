@@ -429,6 +429,10 @@ class _Translator:
         # identity, image, directory, environment
         if "job-name" in self.opts:
             fields["name"] = self.job_name(self.opts["job-name"])
+        elif self.source != "<sbatch>":  # sbatch's default job name is the script's file name
+            stem = re.sub(r"[^a-z0-9-]+", "-", Path(self.source).stem.lower()).strip("-")[:40].strip("-")
+            if stem:
+                fields["name"] = stem
         image = srun.get("container-image") or (self.opts["container-image"].value
                                                 if "container-image" in self.opts else None)
         image = image or self.mapping.image

@@ -92,7 +92,11 @@ def test_plain_script_through_array_api_is_one_builder():
 
 def test_text_and_path_give_the_same_spec():
     text = (CORPUS / "mpi_mpirun_gpu.sbatch").read_text()
-    assert from_sbatch(text).spec() == from_sbatch(str(CORPUS / "mpi_mpirun_gpu.sbatch")).spec()
+    from_path = from_sbatch(str(CORPUS / "mpi_mpirun_gpu.sbatch")).spec()
+    assert from_path.name == "mpi-mpirun-gpu"   # sbatch's default job name: the file name
+    assert from_path.env_dict()["SLURM_JOB_NAME"] == "mpi-mpirun-gpu"
+    stripped = from_path.replace(name=None, env=tuple(e for e in from_path.env if e[0] != "SLURM_JOB_NAME"))
+    assert from_sbatch(text).spec() == stripped
 
 
 def test_text_errors_name_the_line():
