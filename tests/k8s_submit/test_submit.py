@@ -108,6 +108,15 @@ def test_preflight_missing_crd(server, backend):
     _assert_nothing_created(server, backend)
 
 
+def test_preflight_gang_needs_volcano(server, backend):
+    server.uninstall_crd("podgroups.scheduling.volcano.sh")
+    with pytest.raises(PreflightError) as ei:
+        backend.submit(ddp(kind="PyTorchJob", volcano="gang").spec())
+    assert ei.value.obj == "CRD podgroups.scheduling.volcano.sh"
+    _assert_nothing_created(server, backend)
+    backend.submit(ddp(kind="PyTorchJob").spec())  # without gang placement it goes through
+
+
 def test_preflight_missing_local_queue(server, backend):
     with pytest.raises(PreflightError) as ei:
         backend.submit(ddp().queue("nope").spec())

@@ -1,6 +1,7 @@
 """Checks made before anything is created; each failure names the object at fault.
 
-1. the kind's CRD is served (API discovery, open to every user);
+1. the kind's CRD is served (API discovery, open to every user); Volcano's PodGroup API
+   too for volcano='gang' / AppWrapper;
 2. the user may create the job, its ConfigMap and its Secret (SelfSubjectAccessReview);
 3. Kueue kinds: the LocalQueue exists, its ClusterQueue exists and could ever fit the
    job (nominal + borrowingLimit per flavor), the WorkloadPriorityClass exists;
@@ -83,20 +84,30 @@ def _skip(what: str) -> None:
                   RuntimeWarning, stacklevel=4)
 
 
-def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
-    info = KINDS[kind]
-
+def _served(backend: Any, cache: _Cache, api_version: str) -> set[str] | None:
     def fetch() -> set[str] | None:
         try:
-            data = _raw_get(backend.api_client, f"/apis/{info.group}/{info.version}",
-                            backend.http_timeout)
+            data = _raw_get(backend.api_client, f"/apis/{api_version}", backend.http_timeout)
         except _api_exc() as exc:
             if exc.status == 404:
                 return None
-            raise _wrap(exc, f"API discovery of {info.api_version}") from None
+            raise _wrap(exc, f"API discovery of {api_version}") from None
         return {r.get("name") for r in (data or {}).get("resources", [])}
 
-    served = cache.get(("discovery", info.api_version), fetch)
+    return cache.get(("discovery", api_version), fetch)
+
+
+def check_volcano(backend: Any, cache: _Cache) -> None:
+    served = _served(backend, cache, "scheduling.volcano.sh/v1beta1")
+    if not served or "podgroups" not in served:
+        raise PreflightError("CRD podgroups.scheduling.volcano.sh",
+                             "volcano='gang' needs Volcano's scheduler, which is not installed in "
+                             "this cluster; install Volcano or use volcano='none'")
+
+
+def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
+    info = KINDS[kind]
+    served = _served(backend, cache, info.api_version)
     if not served or info.plural not in served:
         raise PreflightError(f"CRD {info.crd_name}",
                              f"the {kind} API ({info.api_version}) is not installed in this cluster; "
@@ -242,6 +253,8 @@ def preflight(backend: Any, r: Rendered) -> None:
     check_crd(backend, cache, r.kind)
     if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
         check_crd(backend, cache, "VolcanoJob")
+    if r.volcano == "gang":
+        check_volcano(backend, cache)
     check_access(backend, cache, r.namespace, r.kind)
     if r.kind in KUEUE_KINDS:
         check_kueue(backend, cache, r)

@@ -45,6 +45,7 @@ class Rendered:
     job: dict
     configmap: dict
     secret: dict
+    volcano: str = "none"
 
     @property
     def objects(self) -> list[dict]:
@@ -131,7 +132,8 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         job = rv.appwrapper(ctx, meta)
     assert job["apiVersion"] == KINDS[kind].api_version
     return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
-                    job=job, configmap=cm, secret=key_secret(namespace, name, key, common))
+                    job=job, configmap=cm, secret=key_secret(namespace, name, key, common),
+                    volcano=spec.volcano)
 
 
 def owner_reference(job: dict, uid: str) -> dict:
