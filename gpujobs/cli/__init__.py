@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
         if debug:
             raise
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        from ..errors import GpuJobsError
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if not isinstance(exc, GpuJobsError):  # an unexpected error: name its type
+            msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
         sys.stderr.write(f"gpujobs: {msg}\n")
         return exitcodes.exit_code_for(exc)
 

@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
+from pathlib import Path
 
 import psutil
 import pytest
 import yaml
+
+GPUJOBS = Path(sys.executable).parent / "gpujobs"
 
 WORK = '''
 import gpujobs
@@ -87,3 +92,54 @@ def test_failing_job_exits_1_with_the_remote_error(jobs_cli):
     assert "ValueError: boom on purpose" in r.stderr
     assert "Traceback" not in r.stderr
     assert "failed" in r.stdout
+
+
+SLEEPY = '''
+import time
+
+def sleepy():
+    print("sleeping", flush=True)
+    time.sleep(60)
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_waiting_exits_130_and_cancel_stops_the_job(jobs_cli):
+    import signal
+    import subprocess
+    cli = jobs_cli
+    (cli.cwd / "sleepy.py").write_text(SLEEPY)
+    proc = subprocess.Popen([str(GPUJOBS),
+                             "submit", "sleepy.py:sleepy", "--gpus", "1", "--wait", "-o", "json"],
+                            cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        job_dir = cli.home / "jobs"
+        job_id = None
+        while time.time() < deadline:
+            logs = list(job_dir.glob("*/logs/rank-0.log")) if job_dir.exists() else []
+            if logs and "sleeping" in logs[0].read_text():
+                job_id = logs[0].parent.parent.name
+                break
+            time.sleep(0.2)
+        assert job_id, "the job never started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "keeps running" in err and f"gpujobs cancel {job_id}" in err
+    from gpujobs.backends import local
+    if not hasattr(local, "stop_agent"):
+        # First local backend (no agent): the gang lived in the CLI process; reap what it left.
+        for p in survivors(cli.home):
+            p.kill()
+        pytest.skip("cancel from another process needs the local agent")
+    r = cli("cancel", job_id)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(cli("status", job_id, "-o", "json").stdout)["phase"] == "cancelled"
+    deadline = time.time() + 30  # the agent kills the rank; the fixture then checks survivors
+    while survivors(cli.home) and time.time() < deadline:
+        time.sleep(0.5)
