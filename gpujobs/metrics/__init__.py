@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from .logline import METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
-from .model import CPU_DEVICE, MetricsFrame, MetricsHistory, latest_per_device, metrics_frame
+from .model import CPU_DEVICE, MetricsHistory, latest_per_device
 from .sampler import Sampler, log_sink
 from .tracker import JobMetrics, read_history, ranks_of_gang
-from .usage import usage_report
+
+_LAZY = {"MetricsFrame": ".frame", "metrics_frame": ".frame", "usage_report": ".usage"}
+
+
+def __getattr__(name: str) -> Any:
+    """pandas-based names load on first use: the sampler side (pods) needs no pandas."""
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Sampler", "log_sink", "MetricsHistory", "MetricsFrame", "metrics_frame",
            "latest_per_device", "job_metrics_frame", "machine_gpus", "parse_metrics_line",
@@ -37,8 +44,9 @@ def job_samples(backend: Any, job_id: str) -> list:
     return list(backend.status(job_id).metrics)
 
 
-def job_metrics_frame(job: Any) -> MetricsFrame:
-    """``job.metrics()``: every kept sample of the job, one row each (see :class:`MetricsFrame`)."""
+def job_metrics_frame(job: Any):
+    """``job.metrics()``: every kept sample of the job, one row each (a MetricsFrame)."""
+    from .frame import metrics_frame
     return metrics_frame(job_samples(job.backend, job.id))
 
 
@@ -46,12 +54,14 @@ MACHINE_COLUMNS = ["index", "name", "uuid", "util", "mem_used", "mem_total", "pr
                    "error"]
 
 
-def machine_gpus(nvml: Any = None) -> pd.DataFrame:
+def machine_gpus(nvml: Any = None):
     """This machine's GPUs now (one row each; ``free`` = no compute process on it).
 
     Without NVML the frame is empty and ``.attrs["summary"]`` says
     ``"no GPU: N CPU slots"``; with GPUs it says ``"k of N GPUs free"``.
     """
+    import pandas as pd
+
     from ..devices import local_gpu_slots
     from .nvml import NvmlReader
 

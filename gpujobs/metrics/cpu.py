@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import time
 
-import psutil
-
 from ..status import GpuSample
 from .model import CPU_DEVICE
 
@@ -18,30 +16,33 @@ class CpuReader:
     """Keeps one psutil.Process per pid so ``cpu_percent`` measures between calls."""
 
     def __init__(self) -> None:
-        self._procs: dict[int, psutil.Process] = {}
+        import psutil  # ImportError here: the caller reports "no psutil" instead of CPU numbers
+        self._psutil = psutil
+        self._procs: dict = {}
         self._new: set[int] = set()  # roots first seen this round: no CPU % yet
         self._total = float(psutil.virtual_memory().total)
+        self._gone = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
 
-    def _proc(self, pid: int) -> psutil.Process:
+    def _proc(self, pid: int):
         p = self._procs.get(pid)
         if p is None or not p.is_running():  # is_running also catches pid reuse
-            p = self._procs[pid] = psutil.Process(pid)
+            p = self._procs[pid] = self._psutil.Process(pid)
             p.cpu_percent(None)  # first call primes the counter
             self._new.add(pid)
         return p
 
-    def tree(self, pid: int) -> list[psutil.Process]:
+    def tree(self, pid: int) -> list:
         """The process and its living descendants ([] when it is gone)."""
         try:
             root = self._proc(pid)
             kids = root.children(recursive=True)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        except self._gone:
             return []
         out = [root]
         for k in kids:
             try:
                 out.append(self._proc(k.pid))
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
+            except self._gone:
                 pass
         return out
 
@@ -61,7 +62,7 @@ class CpuReader:
                 with p.oneshot():
                     cpu += p.cpu_percent(None)
                     rss += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            except self._gone:
                 continue
         self._forget_dead()
         return [GpuSample(time=now, rank=rank, device=CPU_DEVICE, util=cpu if primed else None,

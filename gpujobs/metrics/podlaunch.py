@@ -34,6 +34,20 @@ def visible_gpus() -> list:
     return list(range(count)) if listed is None else listed
 
 
+def start_pod_sampler(ranks: dict, interval: float = 2.0,
+                      lock: threading.Lock | None = None) -> Sampler:
+    """Start sampling ``{rank: (pid, [gpus])}`` into ``GPUJOBS-METRICS`` lines on stdout.
+
+    For a pod launcher that starts the ranks itself (e.g. the Kubernetes bootstrap):
+    call it after the rank processes exist, ``.stop()`` it when they have ended.
+    """
+    holder: list[Sampler] = []
+    sampler = Sampler(ranks, interval=interval,
+                      sink=log_sink(sys.stdout, lock, reason=lambda: holder[0].reason))
+    holder.append(sampler)
+    return sampler.start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpujobs.metrics.podlaunch")
     ap.add_argument("--interval", type=float, default=2.0)
@@ -50,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
     out = sys.stdout.buffer
 
-    sampler = Sampler({rank: (child.pid, visible_gpus())}, interval=ns.interval,
-                      sink=log_sink(sys.stdout, lock))
-    sampler.start()
+    sampler = start_pod_sampler({rank: (child.pid, visible_gpus())}, ns.interval, lock)
     try:
         assert child.stdout is not None
         for line in iter(child.stdout.readline, b""):

@@ -39,7 +39,10 @@ class Sampler:
         self._ranks: dict[int, tuple[int, list[Device]]] = {}
         self.update(ranks)
         self._nvml = NvmlReader.open(nvml) if use_nvml else None
-        self._cpu = CpuReader()
+        try:
+            self._cpu: CpuReader | None = CpuReader()
+        except ImportError:  # a pod image without psutil: GPU readings only
+            self._cpu = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -69,6 +72,15 @@ class Sampler:
         """Devices that failed on their last read, with the NVML error."""
         return dict(self._nvml.errors) if self._nvml else {}
 
+    @property
+    def reason(self) -> str:
+        """Why a round may come back empty (for the "nothing to report" log line)."""
+        if self._nvml is None and self._cpu is None:
+            return "neither NVML nor psutil is available"
+        if self._nvml is not None and self._nvml.errors:
+            return "; ".join(f"GPU {d}: {e}" for d, e in self._nvml.errors.items())
+        return "the rank processes have exited" if self._ranks else "no ranks to sample"
+
     # --------------------------------------------------------------- sampling
     def sample_once(self, now: float | None = None) -> list[GpuSample]:
         """One round over every rank (also usable without the thread)."""
@@ -77,9 +89,9 @@ class Sampler:
         with self._lock:
             for rank, (pid, devices) in sorted(self._ranks.items()):
                 if self._nvml is not None and devices:
-                    pids = self._cpu.pids(pid)
+                    pids = self._cpu.pids(pid) if self._cpu is not None else [pid]
                     out.extend(self._nvml.read(rank, devices, pids, host=self.host, now=now))
-                else:
+                elif self._cpu is not None:
                     out.extend(self._cpu.read(rank, pid, host=self.host, now=now))
         return out
 
@@ -129,12 +141,17 @@ class Sampler:
         self.stop()
 
 
-def log_sink(stream: TextIO | None = None, lock: threading.Lock | None = None) -> Sink:
-    """A sink that writes one ``GPUJOBS-METRICS`` line per round (the Kubernetes channel)."""
+def log_sink(stream: TextIO | None = None, lock: threading.Lock | None = None,
+             reason: Callable[[], str] | None = None) -> Sink:
+    """A sink that writes one ``GPUJOBS-METRICS`` line per round (the Kubernetes channel).
+
+    ``reason()`` explains an empty round (e.g. ``lambda: sampler.reason``).
+    """
     lock = lock or threading.Lock()
 
     def write(samples: list[GpuSample]) -> None:
-        line = format_metrics_line(samples) + "\n"
+        why = "" if samples or reason is None else reason()
+        line = format_metrics_line(samples, reason=why) + "\n"
         out = stream or sys.stdout
         with lock:
             out.write(line)

@@ -50,3 +50,23 @@ def test_other_lines_are_not_metrics():
     assert parse_metrics_line(f"{METRICS_MARKER} [1, 2]") is None
     assert parse_metrics_line(f'{METRICS_MARKER} {{"t": 1, "g": [{{"d": 0}}]}}') is None
     assert metrics_reason("hello") is None
+
+
+def test_pod_side_needs_neither_pandas_nor_psutil():
+    """The sampler side runs in pod images: without pandas, psutil or NVML it says why."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, io\n"
+        "sys.modules['pandas'] = None; sys.modules['psutil'] = None; sys.modules['pynvml'] = None\n"
+        "from gpujobs.metrics import Sampler, log_sink, parse_metrics_line, metrics_reason\n"
+        "import gpujobs.metrics.podlaunch\n"
+        "out = io.StringIO()\n"
+        "s = Sampler({0: (1, [0])})\n"
+        "log_sink(out, reason=lambda: s.reason)(s.sample_once())\n"
+        "line = out.getvalue()\n"
+        "assert parse_metrics_line(line) == [], line\n"
+        "print(metrics_reason(line))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "neither NVML nor psutil is available"

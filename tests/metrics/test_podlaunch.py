@@ -45,7 +45,7 @@ def test_launcher_interleaves_whole_lines_and_keeps_exit_code(tmp_path):
     assert all(line.startswith("part-of-one-line") for line in child_lines[:-1])
     assert len(rounds) >= 4  # ~1.5 s at 0.2 s
     assert all(s.rank == 2 and s.source == "psutil" and s.device == -1 for r in rounds for s in r)
-    assert max(s.util or 0 for r in rounds for s in r) > 30  # the child was spinning
+    assert max(s.util or 0 for r in rounds for s in r) > 10  # the child was spinning
 
 
 def test_launcher_needs_a_command():
