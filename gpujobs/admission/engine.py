@@ -108,6 +108,7 @@ class Engine:
                 for fr, a in cq.lendable.items():
                     coh.requestable[fr] += a
         self._entries: dict[str, _Entry] = {}
+        self._nominated: dict[str, None] = {}  # preemptors waiting for their victims, in order
         self._seq = 0
         self._order = 0
 
@@ -274,6 +275,26 @@ class Engine:
         """One scheduling pass: admit what fits, in order; issue preemptions for heads that
         could fit by evicting others. Victims keep their quota until :meth:`requeue`."""
         out = Decisions()
+        reserved: list = []
+        # Preemptors first: the quota their victims gave back is theirs (otherwise a
+        # borrower could take it and be preempted again, forever).
+        for wid in list(self._nominated):
+            e = self._entries.get(wid)
+            if e is None or e.state != "pending":
+                del self._nominated[wid]
+                continue
+            e.victims = {v for v in e.victims if self.state(v) == "evicting"}
+            flavor = self._flavor_for(e.cq, e.total)
+            if flavor is not None:
+                self._admit(e, flavor)
+                out.admitted.append(e.admission)  # type: ignore[arg-type]
+                del self._nominated[wid]
+            elif e.victims:
+                flavor = e.cq.flavors[0]
+                self._charge(e.cq, flavor, e.total, +1)
+                reserved.append((e.cq, flavor, e.total, wid))
+            else:
+                del self._nominated[wid]  # victims gone and still no room: compete again
         blocked: dict[str, set] = {}
         heap: list = []
         for cq in self._cqs.values():
@@ -291,6 +312,11 @@ class Engine:
             e = self._candidate(cq, bl)
             if e is None:
                 continue
+            if e.w.id in self._nominated:  # already holds its reservation this cycle
+                bl.add(e.shape)
+                if cq.spec.strategy != "StrictFIFO" and (nxt := self._candidate(cq, bl)):
+                    heapq.heappush(heap, (self._borrows(cq, nxt.total), nxt.key, name))
+                continue
             rank = (self._borrows(cq, e.total), e.key)
             if heap and rank > heap[0][:2]:  # it now needs to borrow: others go first
                 heapq.heappush(heap, (*rank, name))
@@ -307,12 +333,19 @@ class Engine:
                         self._entries[v].state = "evicting"
                         e.victims.add(v)
                         out.preempted.append((v, e.w.id))
+                if e.victims:  # hold the quota it waits for, so later heads cannot take it
+                    flavor = cq.flavors[0]
+                    self._charge(cq, flavor, e.total, +1)
+                    reserved.append((cq, flavor, e.total, e.w.id))
+                    self._nominated[e.w.id] = None
                 if cq.spec.strategy == "StrictFIFO":
                     continue  # the head blocks the queue
                 bl.add(e.shape)
             nxt = self._candidate(cq, bl)
             if nxt is not None:
                 heapq.heappush(heap, (self._borrows(cq, nxt.total), nxt.key, name))
+        for cq, flavor, total, _ in reserved:
+            self._charge(cq, flavor, total, -1)
         for name in blocked:
             self._cqs[name].quiet = True
         return out
@@ -394,7 +427,10 @@ class Engine:
         cands: list[_Entry] = []
         if cq.spec.within_queue != "Never" and cq.admitted_prios and min(cq.admitted_prios) <= e.prio:
             cands += [c for c in cq.admitted.values() if c.state == "admitted" and self._may_preempt(e, c)]
-        if cq.cohort is not None and cq.spec.reclaim_within_cohort != "Never":
+        # Reclaim: other queues' workloads may go only if the preemptor then fits within
+        # its own nominal quota (Kueue's borrowWithinCohort unset).
+        if cq.cohort is not None and cq.spec.reclaim_within_cohort != "Never" \
+                and not self._borrows(cq, e.total):
             for other in cq.cohort.members:
                 if other is not cq and other.admitted and other.borrowing():
                     cands += [c for c in other.admitted.values()
