@@ -168,6 +168,7 @@ class StatusHub:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._flusher, daemon=True, name="status-hub")
         self._started = False
+        self.errors: list[BaseException] = []
 
     # ------------------------------------------------------------ setup
     def start(self) -> "StatusHub":
@@ -314,39 +315,46 @@ class StatusHub:
 
     def _flusher(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(1.0)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            time.sleep(self.flush_interval)  # coalesce bursts
-            now = time.monotonic()
-            with self._lock:
-                queues = set(self._dirty_queues) if now - self._last_positions >= self.position_interval else set()
-                if queues:
-                    self._dirty_queues -= queues
-                    self._last_positions = now
+            try:
+                self._flush_once()
+            except Exception as exc:  # keep serving; remembered for diagnosis
+                self.errors.append(exc)
+                del self.errors[:-10]
+
+    def _flush_once(self) -> None:
+        self._wake.wait(1.0)
+        self._wake.clear()
+        if self._stop.is_set():
+            return
+        time.sleep(self.flush_interval)  # coalesce bursts
+        now = time.monotonic()
+        with self._lock:
+            queues = set(self._dirty_queues) if now - self._last_positions >= self.position_interval else set()
             if queues:
-                self._fetch_positions(queues)
-            elif self._dirty_queues:
-                self._wake.set()
+                self._dirty_queues -= queues
+                self._last_positions = now
+        if queues:
+            self._fetch_positions(queues)
+        elif self._dirty_queues:
+            self._wake.set()
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        for name in dirty:
+            st = self.compute(name)
+            if st is None:
+                continue
             with self._lock:
-                dirty, self._dirty = self._dirty, set()
-            for name in dirty:
-                st = self.compute(name)
-                if st is None:
-                    continue
-                with self._lock:
-                    old = self._status.get(name)
-                    changed = old is None or _key(old) != _key(st)
-                    self._status[name] = st
-                    subs = list(self._subs.get(name, ())) if changed else []
-                    if changed:
-                        self._changed.notify_all()
-                for cb in subs:
-                    try:
-                        cb(st)
-                    except Exception:
-                        pass
+                old = self._status.get(name)
+                changed = old is None or _key(old) != _key(st)
+                self._status[name] = st
+                subs = list(self._subs.get(name, ())) if changed else []
+                if changed:
+                    self._changed.notify_all()
+            for cb in subs:
+                try:
+                    cb(st)
+                except Exception:
+                    pass
 
     # ------------------------------------------------------------ API
     def status(self, name: str) -> JobStatus | None:
