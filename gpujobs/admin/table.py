@@ -190,6 +190,8 @@ def parse_table(data: Any, source: str = "table") -> QueueTable:
                 raise SpecError(fw, f"flavor {flavor!r} is not defined",
                                 f"add it under flavors: ({flavor}: {{nodeLabels: {{...}}}})")
             quota[flavor] = {}
+            if not _mapping(fw, resources):
+                raise SpecError(fw, "lists no resources", "give quotas such as {gpu: 8, cpu: 64, memory: 512Gi}")
             for rname, rdef in _mapping(fw, resources).items():
                 rw = f"{fw}.{rname}"
                 if isinstance(rdef, Mapping):
