@@ -98,7 +98,9 @@ class JobWidget(W.VBox):
                                      if status.gang_size else "")
             self.cancel_button.disabled = status.terminal
             if status.terminal:
-                self.cancel_button.description = status.phase
+                self.cancel_button.description = "ended"
+                self.cancel_button.button_style = ""
+                self.cancel_button.icon = ""
             self.metrics.value = metrics_html(status, self._history)
             self.result.value = result_html(self.result_text)
             self.timeline.value = timeline_html(status)

@@ -28,7 +28,7 @@ def test_job_widget_follows_a_scripted_sequence(recording_comm):
     w.update(seq[5])  # the same samples again add no history points
     assert len(w.history[(1, 0, "nvml")]) == 2
     w.update(seq[6], logs_tail="[rank 0] done", result_text="42")
-    assert w.cancel_button.disabled and w.cancel_button.description == "succeeded"
+    assert w.cancel_button.disabled and w.cancel_button.description == "ended"
     assert "result: <code>42</code>" in w.result.value and "[rank 0] done" in w.logs.value
     assert "finished" in w.timeline.value
     assert 'data-phase="succeeded"' in w.to_html()
