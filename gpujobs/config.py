@@ -7,13 +7,20 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 
     [local]
     gpus = 4                       # GPU slots (default: what NVML finds)
-    idle_timeout_s = 600
+    idle_timeout_s = 600           # the agent exits after this long with nothing to do
+    default_priority = "normal"
 
-    [[local.queues]]
-    name = "default"
-    gpus = 4
+    [[local.queues]]               # default: one queue "default" holding every slot
+    name = "team-a"
+    gpus = 2                       # nominal quota (GPU slots); cpus = 8, memory = "32Gi" optional
+    cohort = "lab"                 # queues of one cohort lend each other idle quota
+    borrowing_limit = 2            # at most this many slots above nominal (default: unlimited)
+    strategy = "BestEffortFIFO"    # or "StrictFIFO"
+    preemption = "LowerPriority"   # within the queue: Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim = "Any"                # from borrowers of the cohort: Never | LowerPriority | Any
+    local_queues = ["alice"]       # more names that submit into this queue
 
-    [priorities]
+    [priorities]                   # default: low = 100, normal = 500 (default), high = 1000
     low = 100
     high = 1000
 
@@ -52,6 +59,85 @@ def load_config() -> dict[str, Any]:
         return {}
     try:
         return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, binary junk
+        raise SpecError(f"config file {path}", f"cannot be read: {exc}",
+                        "point GPUJOBS_CONFIG at a readable TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"config file {path}", f"is not valid TOML: {exc}",
                         "fix the line named above, or point GPUJOBS_CONFIG elsewhere") from None
+
+
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_quantity(value: Any, what: str) -> float:
+    """'32Gi' -> bytes; plain numbers pass through."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    for unit, mult in sorted(_UNITS.items(), key=lambda kv: -len(kv[0])):
+        if text.endswith(unit):
+            try:
+                return float(text[:-len(unit)]) * mult
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise SpecError(what, f"{value!r} is not a quantity", "use e.g. 32Gi or 512Mi") from None
+
+
+def idle_timeout_s(cfg: dict[str, Any] | None = None) -> float:
+    """Seconds the local agent stays up with nothing to do (``GPUJOBS_AGENT_IDLE_S``)."""
+    env = os.environ.get("GPUJOBS_AGENT_IDLE_S")
+    if env:
+        return float(env)
+    cfg = load_config() if cfg is None else cfg
+    return float(cfg.get("local", {}).get("idle_timeout_s", 300))
+
+
+def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Queues, cohorts and priority classes for the local agent's admission engine.
+
+    Returns ``{"queues": [ClusterQueue], "cohorts": [Cohort], "priorities": {name: value},
+    "default_priority": name-or-int}``. Without ``[[local.queues]]``: one queue "default"
+    with all ``slots``. Quotas adding up to more than ``slots`` are a SpecError.
+    """
+    from .admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort
+
+    cfg = load_config() if cfg is None else cfg
+    local = cfg.get("local", {})
+    prios = cfg.get("priorities") or dict(DEFAULT_PRIORITIES)
+    for k, v in prios.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SpecError(f"[priorities] {k}", f"must be an integer, got {v!r}", f"e.g. {k} = 500")
+    default = local.get("default_priority")
+    if default is not None and default not in prios:
+        raise SpecError("[local] default_priority", f"unknown class {default!r}",
+                        f"use one of {', '.join(prios)}")
+    queues = []
+    for i, q in enumerate(local.get("queues") or [{"name": "default", "gpus": slots}]):
+        where = f"[[local.queues]] #{i + 1}"
+        if "name" not in q:
+            raise SpecError(where, "has no name", 'add name = "team-a"')
+        quota: dict[str, float] = {"gpu": float(q.get("gpus", slots))}
+        if "cpus" in q:
+            quota["cpu"] = float(q["cpus"])
+        if "memory" in q:
+            quota["memory"] = parse_quantity(q["memory"], f"{where} memory")
+        blim = q.get("borrowing_limit")
+        queues.append(ClusterQueue(
+            name=q["name"], quota=quota, cohort=q.get("cohort"),
+            borrowing_limit={"gpu": float(blim)} if blim is not None else None,
+            strategy=q.get("strategy", "BestEffortFIFO"),
+            within_queue=q.get("preemption", "LowerPriority"),
+            reclaim_within_cohort=q.get("reclaim", "Never"),
+            local_queues=tuple(q.get("local_queues", ()))))
+    total = sum(q.quota["gpu"] for q in queues)
+    if total > slots:
+        raise SpecError("[[local.queues]] gpus",
+                        f"the queues' GPU quotas add up to {total:g} but this machine has {slots} slots",
+                        "lower the quotas (use a cohort to share idle slots) or set [local] gpus")
+    cohorts = [Cohort(name) for name in sorted({q.cohort for q in queues if q.cohort})]
+    return {"queues": queues, "cohorts": cohorts, "priorities": dict(prios),
+            "default_priority": default}

@@ -206,6 +206,7 @@ class JobSpec:
             raise SpecError("kind", f"a {self.framework} job cannot render as {self.kind}",
                             "use 'TrainJob', 'PyTorchJob', 'VolcanoJob' or 'AppWrapper'")
         check_count("max_payload_bytes", self.max_payload_bytes)
+        self._check_placement()  # [hardening]
         if self.grace_period_s < 0:
             raise SpecError("grace_period_s", "must be >= 0", "e.g. grace_period_s=30")
         if self.fn is not None and self._payload is None:
@@ -213,6 +214,29 @@ class JobSpec:
             object.__setattr__(self, "_payload",
                                pack_call(self.fn, tuple(self.args), dict(self.kwargs),
                                          limit=self.max_payload_bytes))
+
+    def _check_placement(self) -> None:
+        """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""
+        if self.max_runtime_s is not None and (isinstance(self.max_runtime_s, bool) or not isinstance(
+                self.max_runtime_s, (int, float)) or self.max_runtime_s <= 0):
+            raise SpecError("max_runtime_s", f"must be a positive number of seconds, got "
+                            f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
+        for k, v in self.node_selector:
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",
+                                f"pass .node_selector(**{{{k!r}: '{v}'}})")
+        for t in self.tolerations:
+            if not isinstance(t, Mapping):
+                raise SpecError("tolerations", f"{t!r} is not a toleration mapping",
+                                "pass dicts such as {'key': 'nvidia.com/gpu', 'operator': 'Exists', "
+                                "'effect': 'NoSchedule'}")
+        if self.volume is not None:
+            if not _NAME_RE.match(str(self.volume.claim)) or len(str(self.volume.claim)) > 253:
+                raise SpecError("volume", f"{self.volume.claim!r} is not a valid PersistentVolumeClaim "
+                                "name", "use the claim's name: lowercase letters, digits and '-'")
+            if not str(self.volume.mount_path).startswith("/"):
+                raise SpecError("volume", f"mount path {self.volume.mount_path!r} is not absolute",
+                                "use an absolute path such as '/mnt/data'")
 
     # -------------------------------------------------------------- (de)serialise
     def to_dict(self) -> dict[str, Any]:

@@ -132,6 +132,15 @@ class KubernetesBackend:
     def render_job(self, spec: JobSpec, kind: str | None = None,
                    submission_id: str | None = None) -> Rendered:
         self.options.namespace = self.namespace
+        if spec.namespace is None:  # [hardening] config / kubeconfig namespaces are input too
+            from ...spec import _NAME_RE
+            if not _NAME_RE.match(self.namespace) or len(self.namespace) > 63:
+                from ...errors import SpecError
+                raise SpecError("namespace", f"{self.namespace!r} (from the backend's configuration: "
+                                "[kubernetes] namespace in the config file, or the kubeconfig "
+                                "context) is not a valid namespace name",
+                                "set a Kubernetes name (lowercase letters, digits, '-') there, "
+                                "or pass .kubernetes(namespace=...)")
         return render_job(spec, kind, opts=self.options, submission_id=submission_id)
 
     def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
