@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 import gpujobs
-from gpujobs.errors import GpuJobsError, SpecError, SubmitError
+from gpujobs.errors import GpuJobsError
 from gpujobs.spec import FRAMEWORKS
 
 from .cell import compile_cell
@@ -68,7 +68,7 @@ class GpuJobMagics(Magics):
                                  framework=args.framework, queue=args.queue,
                                  priority=args.priority, name=args.name,
                                  backend=args.backend or self.backend)
-        except (SpecError, SubmitError) as exc:
+        except GpuJobsError as exc:  # refused before anything was created
             raise UsageError(f"%%gpujob: {exc}") from None
         if args.out:
             self.shell.user_ns[args.out] = job

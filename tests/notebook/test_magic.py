@@ -168,3 +168,55 @@ def test_remote_error_with_wait_is_raised_as_its_own_type(shell, no_leftovers):
     assert isinstance(res.error_in_exec, KeyError) and "rank one broke" in str(res.error_in_exec)
     assert shell.user_ns["job"].status().phase == "failed"
     no_leftovers(shell.user_ns["job"].id)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_wait_cancels_the_job(shell, no_leftovers):
+    import os
+    import signal
+    import threading
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        res, cap = run(shell, "--gpus 2 --wait -o job", "import time\ntime.sleep(60)")
+    finally:
+        timer.cancel()
+    job = shell.user_ns["job"]
+    assert res.error_in_exec is None
+    assert f"job {job.id} cancelled" in cap.stderr
+    assert job.wait(15).phase == "cancelled"
+    no_leftovers(job.id, within=10)
+
+
+@pytest.mark.slow
+def test_widget_cancel_button_cancels_a_real_job(shell, no_leftovers, recording_comm):
+    from gpujobs.views import job_widget
+    res, _ = run(shell, "--gpus 2 -o job", "import time\ntime.sleep(60)")
+    job = shell.user_ns["job"]
+    w = job_widget(job)
+    deadline = time.monotonic() + 30
+    while job.status().phase != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    w.cancel_button.click()
+    assert w.updater.join(timeout=20)
+    assert job.status().phase == "cancelled" and w.status.phase == "cancelled"
+    assert w.cancel_button.disabled and "gpujobs-phase-cancelled" in w.header.value
+    no_leftovers(job.id, within=10)
+
+
+def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recording_comm):
+    from nbscript import ScriptedJob, script
+    from gpujobs.views import display_job
+    monkeypatch.setenv("GPUJOBS_DISPLAY", "widget")
+    job = ScriptedJob(script()[-1:], value=7)
+    with capture_output() as cap:
+        w = display_job(job)
+    data = cap.outputs[0].data
+    assert set(data) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    assert "train: succeeded" in data["text/plain"] and 'data-phase="succeeded"' in data["text/html"]
+    assert w.updater.join(timeout=5) and w.result_text == "7"
+    monkeypatch.setenv("GPUJOBS_DISPLAY", "text")
+    with capture_output() as cap:
+        assert display_job(job) is None
+    assert set(cap.outputs[0].data) == {"text/html", "text/plain"}
