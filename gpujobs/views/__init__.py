@@ -73,7 +73,13 @@ def display_bundle(make_widget: Callable[[], Any] | None, text: str, html: str) 
 def job_widget(job: Any, start: bool = True):
     """A :class:`~gpujobs.views.widgets.JobWidget` for ``job`` with its updater running."""
     from .widgets import JobUpdater, JobWidget
-    widget = JobWidget(job.status(), on_cancel=job.cancel)
+    widget = JobWidget(on_cancel=job.cancel)
+    try:  # sparklines start from what the backend kept before this widget existed
+        from ..metrics import job_samples
+        widget.seed_history(job_samples(job.backend, job.id))
+    except Exception:
+        pass
+    widget.update(job.status())
     updater = JobUpdater(job, widget, summarize=summarize_outcome)
     widget.updater = updater
     if start:

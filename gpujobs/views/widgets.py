@@ -67,12 +67,20 @@ class JobWidget(W.VBox):
 
     def _record_metrics(self, status: JobStatus) -> None:
         for s in status.metrics:
-            key = (s.rank, s.device, s.source)
-            if self._last_sample_time.get(key, -1.0) >= s.time:
-                continue
-            self._last_sample_time[key] = s.time
-            frac = s.mem_used / s.mem_total if s.mem_used is not None and s.mem_total else None
-            self._history.setdefault(key, deque(maxlen=self._history_len)).append((s.util, frac))
+            self._record_metrics_sample(s)
+
+    def seed_history(self, samples) -> None:
+        """Start the sparklines from samples kept before this widget existed (oldest first)."""
+        for s in sorted(samples, key=lambda x: x.time):
+            self._record_metrics_sample(s)
+
+    def _record_metrics_sample(self, s) -> None:
+        key = (s.rank, s.device, s.source)
+        if self._last_sample_time.get(key, -1.0) >= s.time:
+            return
+        self._last_sample_time[key] = s.time
+        frac = s.mem_used / s.mem_total if s.mem_used is not None and s.mem_total else None
+        self._history.setdefault(key, deque(maxlen=self._history_len)).append((s.util, frac))
 
     def update(self, status: JobStatus, logs_tail: str | None = None,
                result_text: str | None = None) -> None:

@@ -152,3 +152,10 @@ def test_widget_uses_only_core_widgets():
         x = stack.pop()
         assert isinstance(x, core), type(x)
         stack.extend(getattr(x, "children", ()))
+
+
+def test_seeded_history_feeds_the_sparklines(recording_comm):
+    w = JobWidget()
+    w.seed_history([sample(3.0, 0, 30, 2**30), sample(1.0, 0, 10, 2**30), sample(2.0, 0, 20, 2**30)])
+    w.update(status("running", metrics=(sample(3.0, 0, 30, 2**30), sample(4.0, 0, 40, 2**30))))
+    assert [u for u, _ in w.history[(0, 0, "nvml")]] == [10, 20, 30, 40]
