@@ -128,7 +128,5 @@ class Progress:
     def close(self) -> None:
         with self._lock:
             if self._status is not None:
-                self._status.stop()
+                self._status.stop()  # the command prints the final summary itself
                 self._status = None
-                if self._last:
-                    self.stream.write(self._last + "\n")
