@@ -1,4 +1,9 @@
-"""The local backend: a one-machine batch scheduler that runs real rank processes."""
-from .backend import LocalBackend
+"""The local backend: a one-machine batch scheduler that runs real rank processes.
 
-__all__ = ["LocalBackend"]
+``LocalBackend`` is the client; the detached agent (:mod:`.agent`) owns the GPUs.
+"""
+from .backend import LocalBackend
+from .client import agent_pids, stop_agent
+from .launchers import make_gang, register_launcher
+
+__all__ = ["LocalBackend", "stop_agent", "agent_pids", "make_gang", "register_launcher"]

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 
 @dataclass
@@ -58,7 +58,11 @@ class Gang:
     return_all: bool = False
     restarts: int = 0
     python: str = sys.executable
-    procs: dict[int, subprocess.Popen] = field(default_factory=dict)
+    cwd: str | None = None
+    spawner: Callable[..., Any] | None = None
+    """``spawner(env=, log_path=, cwd=, exit_file=)`` -> a Popen-like process (the agent's
+    zygote); None, or a spawner that raises OSError, means ``subprocess.Popen``."""
+    procs: dict[int, Any] = field(default_factory=dict)
     _store: object = None
     _log_files: list = field(default_factory=list)
 
@@ -106,8 +110,9 @@ class Gang:
     def start(self) -> None:
         for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
             d.mkdir(parents=True, exist_ok=True)
-        for stale in self.result_dir.glob("outcome-*"):
-            stale.unlink()  # a requeued gang starts clean; checkpoints stay
+        for pattern in ("outcome-*", "exit-*"):
+            for stale in self.result_dir.glob(pattern):
+                stale.unlink()  # a requeued gang starts clean; checkpoints stay
         base = self._base_env()
         if self.framework in ("ddp", "fsdp"):
             base.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -119,12 +124,20 @@ class Gang:
             env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             if self.devices is not None:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices[rank]))
-            log = open(self.log_dir / f"rank-{rank}.log", "ab", buffering=0)
+            log_path = self.log_dir / f"rank-{rank}.log"
+            if self.spawner is not None:
+                try:
+                    self.procs[rank] = self.spawner(env=env, log_path=log_path, cwd=self.cwd,
+                                                    exit_file=self.result_dir / f"exit-{rank}")
+                    continue
+                except OSError:
+                    pass  # no warm zygote: a fresh interpreter
+            log = open(log_path, "ab", buffering=0)
             self._log_files.append(log)
             self.procs[rank] = subprocess.Popen(
                 [self.python, "-m", "gpujobs.runner"], env=env, stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                cwd=os.getcwd())
+                cwd=self.cwd or os.getcwd())
 
     @property
     def pids(self) -> list[int]:

@@ -72,16 +72,21 @@ def kill_tree(root_pid: int | None, job_id: str, sig: int = signal.SIGKILL) -> N
             p.send_signal(sig)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    # Never wait() on our own children here: that would reap them and hide their exit codes
-    # from their Popen objects.
-    others = []
-    for p in victims.values():
-        try:
-            if p.ppid() != os.getpid():
-                others.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(others, timeout=2.0)
+    # Wait until they are gone or zombies (an orphan's zombie may wait long for its reaper).
+    # No wait() here: it would reap our own children and hide exit codes from their Popen.
+    deadline = time.monotonic() + 2.0
+    pending = list(victims.values())
+    while pending and time.monotonic() < deadline:
+        pending = [p for p in pending if _running(p)]
+        if pending:
+            time.sleep(0.01)
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
 
 
 def descendants(pid: int | None) -> list[int]:

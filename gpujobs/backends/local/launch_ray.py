@@ -98,7 +98,8 @@ class RayGang(Gang):
         env.pop("GPUJOBS_RAY_ADDRESS", None)
         env.update(RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=str(self.world_size),
                    GPUJOBS_RAY_NUM_CPUS=str(self.num_cpus), GPUJOBS_RAY_NUM_GPUS=str(self.num_gpus),
-                   GPUJOBS_RAY_TEMP_DIR=str(temp), GPUJOBS_RAY_VERSION=version)
+                   GPUJOBS_RAY_TEMP_DIR=str(temp), GPUJOBS_RAY_VERSION=version,
+                   GPUJOBS_RAY_LAUNCHER_CLEANS="1")  # _cleanup() ends Ray: no ray.shutdown()
         for var, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0"),
                            ("RAY_USAGE_STATS_ENABLED", "0")):
             env.setdefault(var, value)

@@ -1,0 +1,614 @@
+"""The local agent: a detached one-machine batch scheduler that owns this machine's GPUs.
+
+Started on demand by the first client call (``python -m gpujobs.backends.local.agent
+--home H --daemonize``: double fork, own session), so jobs outlive the notebook or
+script that submitted them. It keeps jobs in SQLite (:mod:`.store`), admits them with
+the admission engine (queues, quota, priorities, preemption, gangs), gives each rank its
+own device indices (CUDA_VISIBLE_DEVICES), launches gangs through
+:func:`.launchers.make_gang` (ranks forked from a warm :mod:`.zygote`), pushes status
+changes to subscribers, and exits after ``GPUJOBS_AGENT_IDLE_S`` seconds with nothing to
+do, or on ``{"op": "stop"}``. A new agent re-adopts live ranks of a crashed one, or marks
+their jobs failed with reason "lost".
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import queue as queue_mod
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...admission import Engine, PodSet, Workload
+from ...config import idle_timeout_s, load_config, local_admission_config
+from ...devices import local_gpu_slots
+from ...errors import GpuJobsError, SpecError
+from ...spec import JobSpec
+from ...status import JobEvent, JobStatus
+from . import protocol
+from .gang import GangExit, describe_returncode
+from .launchers import make_gang
+from .store import Store
+from .zygote import Zygote
+
+CANCEL_GRACE_S = 3.0
+
+
+@dataclass
+class Rec:
+    """One job as the agent holds it."""
+    id: str
+    seq: int
+    status: JobStatus
+    spec: dict
+    runtime: dict = field(default_factory=dict)  # cwd, devices, pids, restarts, job_dir
+    gang: Any = None
+    stopping: str = ""  # "", "preempt", "cancel", "stop"
+    deadline: float = 0.0
+
+
+class Adopted:
+    """Ranks of a previous agent still running: watched by pid, ended by signal."""
+
+    def __init__(self, pids: list[int], result_dir: Path):
+        import psutil
+        self.procs = {}
+        for r, pid in enumerate(pids):
+            try:
+                self.procs[r] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                pass
+        self.world_size = len(pids)
+        self.result_dir = result_dir
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs.values()]
+
+    def _alive(self) -> bool:
+        import psutil
+        for p in self.procs.values():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    return True
+            except psutil.NoSuchProcess:
+                pass
+        return False
+
+    def all_exited(self) -> bool:
+        return not self._alive()
+
+    def poll(self) -> GangExit | None:
+        return None if self._alive() else exit_from_files(self.result_dir, self.world_size)
+
+    def signal_all(self, sig: int) -> None:
+        for p in self.procs.values():
+            try:
+                os.killpg(p.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def terminate(self, grace: float = 0.0) -> None:
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self._alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.signal_all(signal.SIGKILL)
+
+
+def exit_from_files(result_dir: Path, world: int) -> GangExit:
+    """How ranks ended, from the exit files the zygote writes; missing ones are 'lost'."""
+    codes: dict[int, int] = {}
+    for r in range(world):
+        try:
+            codes[r] = int((result_dir / f"exit-{r}").read_text())
+        except (OSError, ValueError):
+            return GangExit(False, codes, r, "lost")
+    bad = [r for r, c in codes.items() if c != 0]
+    if bad:
+        return GangExit(False, codes, bad[0], f"rank {bad[0]} {describe_returncode(codes[bad[0]])}")
+    return GangExit(True, codes)
+
+
+def slots_and_real(cfg: dict) -> tuple[int, bool]:
+    slots, real = local_gpu_slots()
+    if not os.environ.get("GPUJOBS_LOCAL_GPUS") and cfg.get("local", {}).get("gpus"):
+        slots = int(cfg["local"]["gpus"])
+    return slots, real
+
+
+class Agent:
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        cfg = load_config()
+        self.slots, self.real = slots_and_real(cfg)
+        adm = local_admission_config(self.slots, cfg)
+        self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.idle_s = idle_timeout_s(cfg)
+        self.store = Store(self.home / "state.db")
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.wake = threading.Event()
+        self.recs: dict[str, Rec] = {}
+        self.free = list(range(self.slots))
+        self.dirty: set[str] = set()
+        self.subs: dict[str, list[queue_mod.Queue]] = {}
+        self.clients = 0
+        self.last_active = time.monotonic()
+        self.stopping = False
+        self.zygote: Zygote | None = None
+        self.seq = self.store.max_seq()
+        self._recover()
+
+    # ------------------------------------------------------------- records
+    def _need(self, spec: dict) -> tuple[int, int]:
+        """(ranks, GPU slots per rank): without real GPUs every rank takes one slot."""
+        world = int(spec["nodes"]) * int(spec["procs_per_node"])
+        per = int(spec["gpus_per_proc"])
+        return world, (per if self.real else max(per, 1))
+
+    def _workload(self, rec: Rec) -> Workload:
+        world, per = self._need(rec.spec)
+        return Workload(rec.id, rec.spec.get("queue") or "default",
+                        [PodSet("ranks", world, {"gpu": per})], priority=rec.spec.get("priority"),
+                        created=rec.status.submitted_at or 0.0)
+
+    def _update(self, rec: Rec, event: str | None = None, msg: str = "", **changes: Any) -> None:
+        if event:
+            changes["events"] = rec.status.events + (JobEvent(time.time(), event, msg),)
+        rec.status = rec.status.with_(**changes)
+        self.dirty.add(rec.id)
+        self._emit(rec)
+
+    def _view(self, rec: Rec) -> JobStatus:
+        st = rec.status
+        if st.phase == "queued":
+            return st.with_(queue_position=self.engine.position(rec.id))
+        return st
+
+    def _emit(self, rec: Rec) -> None:
+        for key in (rec.id, "*"):
+            for q in self.subs.get(key, ()):
+                q.put(rec)
+        self.cond.notify_all()
+
+    def _flush(self) -> None:
+        if self.dirty:
+            rows = [(r.id, r.seq, r.status, r.spec, r.runtime) for r in
+                    (self.recs[i] for i in self.dirty if i in self.recs)]
+            self.dirty.clear()
+            self.store.write(rows)
+
+    # ------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        import psutil
+        for jid, seq, st, spec, runtime in self.store.all():
+            if st.terminal:
+                continue
+            rec = Rec(jid, seq, st, spec, runtime)
+            self.recs[jid] = rec
+            job_dir = Path(runtime.get("job_dir", self.home / "jobs" / jid))
+            if st.phase == "queued":
+                self._enqueue(rec, recovered=True)
+                continue
+            alive = []
+            for pid, started in runtime.get("pids", []):
+                try:
+                    p = psutil.Process(pid)
+                    if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
+                        alive.append(pid)
+                except psutil.NoSuchProcess:
+                    pass
+            world, _ = self._need(spec)
+            if alive and st.phase != "preempted":
+                rec.gang = Adopted([pid for pid, _ in runtime["pids"]], job_dir / "results")
+                devices = [d for rank in runtime.get("devices", []) for d in rank]
+                self.free = [d for d in self.free if d not in devices]
+                self.engine.restore_admitted(self._workload(rec))
+                self._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
+                continue
+            done = exit_from_files(job_dir / "results", world)
+            if st.phase == "preempted":
+                self._requeue(rec, recovered=True)
+            elif done.message != "lost":
+                self._finish(rec, done, note=" (ended while the agent was down)")
+            else:
+                pids = [pid for pid, _ in runtime.get("pids", [])]
+                self._update(rec, "finished", "lost", phase="failed", reason="lost",
+                             message=f"the agent stopped while the job was {st.phase}; its rank "
+                                     f"processes {pids} are gone and left no exit status",
+                             finished_at=time.time())
+        self._flush()
+
+    def _enqueue(self, rec: Rec, recovered: bool = False) -> None:
+        try:
+            self.engine.add(self._workload(rec))
+        except GpuJobsError as exc:
+            if not recovered:
+                raise
+            self._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
+                         message=f"cannot be queued after an agent restart: {exc}",
+                         finished_at=time.time())
+
+    # ------------------------------------------------------------- commands
+    def submit(self, msg: dict) -> dict:
+        spec = msg["spec"]
+        JobSpec.from_dict(spec, b"x")  # validates (raises SpecError)
+        jid = msg["id"]
+        if jid in self.recs or self.store.status(jid) is not None:
+            return {"ok": True, "id": jid}  # idempotent retry
+        world, per = self._need(spec)
+        now = time.time()
+        st = JobStatus(job_id=jid, phase="queued", name=msg.get("name", jid), queue=spec.get("queue") or "default",
+                       priority=spec.get("priority"), user=msg.get("user", ""), gpus=world * int(spec["gpus_per_proc"]),
+                       gang_size=world, submitted_at=now, cpu_ranks=not self.real,
+                       extra={"return_all": bool(spec.get("return_all")), "job_dir": msg["job_dir"]})
+        self.seq += 1
+        rec = Rec(jid, self.seq, st, spec,
+                  {"cwd": msg.get("cwd"), "job_dir": msg["job_dir"], "restarts": 0})
+        self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
+        self.engine.add(self._workload(rec))   # unknown priority / never fits -> errors
+        self.recs[jid] = rec
+        self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
+        self._update(rec, "queued")
+        self._flush()
+        self.wake.set()
+        return {"ok": True, "id": jid}
+
+    def cancel(self, jid: str) -> None:
+        rec = self.recs.get(jid)
+        if rec is None or rec.status.terminal:
+            return
+        if rec.gang is None:
+            self.engine.remove(jid)
+            self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
+                         message="cancelled by user", finished_at=time.time())
+            self._forget(rec)
+        else:
+            self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
+                         message="cancelled by user", finished_at=time.time())
+            self._stop_gang(rec, "cancel", CANCEL_GRACE_S)
+        self.wake.set()
+
+    def _stop_gang(self, rec: Rec, why: str, grace: float) -> None:
+        rec.stopping = why
+        rec.deadline = time.monotonic() + grace
+        rec.gang.signal_all(signal.SIGTERM)
+
+    # ---------------------------------------------------------------- loop
+    def tick(self) -> None:
+        for rec in [r for r in self.recs.values() if r.gang is not None]:
+            self._watch(rec)
+        d = self.engine.schedule()
+        for victim, by in d.preempted:
+            rec = self.recs[victim]
+            grace = float(rec.spec.get("grace_period_s", 30.0))
+            self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
+            if rec.gang is not None:
+                self._stop_gang(rec, "preempt", grace)
+            else:
+                self._requeue(rec)
+        for adm in d.admitted:
+            self._start(self.recs[adm.id])
+        if d:  # positions moved
+            for key in list(self.subs):
+                rec = self.recs.get(key)
+                if rec is not None and rec.status.phase == "queued":
+                    self._emit(rec)
+        self._flush()
+
+    def _watch(self, rec: Rec) -> None:
+        gang = rec.gang
+        if rec.stopping:
+            ended = getattr(gang, "all_exited", None)
+            done = ended() if ended else all(p.poll() is not None for p in gang.procs.values())
+            if not done and time.monotonic() < rec.deadline:
+                return
+            gang.terminate(0.0)
+            if hasattr(gang, "poll") and not isinstance(gang, Adopted):
+                gang.poll()  # closes log files
+            why, rec.stopping = rec.stopping, ""
+            self._release(rec)
+            if why == "preempt":
+                self._requeue(rec)
+            else:
+                self.engine.finish(rec.id)
+                self._forget(rec)
+            return
+        result = gang.poll()
+        if result is not None:
+            self._release(rec)
+            self.engine.finish(rec.id)
+            self._finish(rec, result)
+
+    def _finish(self, rec: Rec, result: GangExit, note: str = "") -> None:
+        if result.ok:
+            self._update(rec, "finished", "succeeded" + note, phase="succeeded", exit_code=0,
+                         finished_at=time.time())
+        else:
+            lost = result.message == "lost"
+            code = result.returncodes.get(result.failed_rank, 1) if result.failed_rank is not None else 1
+            msg = ("the rank processes ended without an exit status (lost)" if lost else result.message) + note
+            self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
+                         message=msg, reason="lost" if lost else "rank-failed",
+                         finished_at=time.time())
+        self._forget(rec)
+
+    def _forget(self, rec: Rec) -> None:
+        rec.gang = None
+        self.dirty.add(rec.id)
+
+    def _release(self, rec: Rec) -> None:
+        for rank in rec.runtime.get("devices", []):
+            self.free.extend(rank)
+        self.free.sort()
+        rec.runtime["devices"] = []
+        rec.runtime["pids"] = []
+        rec.gang = None
+
+    def _requeue(self, rec: Rec, recovered: bool = False) -> None:
+        rec.gang = None
+        restarts = int(rec.runtime.get("restarts", 0)) + 1
+        rec.runtime["restarts"] = restarts
+        if recovered:
+            self._enqueue(rec, recovered=True)
+        else:
+            self.engine.requeue(rec.id)
+        self._update(rec, "requeued", f"restart {restarts} will resume from its checkpoint_dir",
+                     phase="queued", restarts=restarts, gang_ready=0)
+
+    def _start(self, rec: Rec) -> None:
+        world, per = self._need(rec.spec)
+        devices = [[self.free.pop(0) for _ in range(per)] for _ in range(world)]
+        rec.runtime["devices"] = devices
+        self._update(rec, "admitted", f"slots {devices}", phase="admitted",
+                     extra={**rec.status.extra, "devices": devices})
+        job_dir = Path(rec.runtime["job_dir"])
+        try:
+            gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=job_dir / "key",
+                             devices=devices if (self.real and per) else None,
+                             restarts=int(rec.runtime.get("restarts", 0)),
+                             cwd=rec.runtime.get("cwd"), spawner=self._spawner())
+            rec.gang = gang
+            gang.start()
+        except Exception as exc:  # noqa: BLE001
+            if rec.gang is not None:
+                rec.gang.terminate(0)
+            rec.gang = None
+            self._release(rec)
+            self.engine.finish(rec.id)
+            self._update(rec, "finished", f"failed to start: {exc}", phase="failed",
+                         message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
+            return
+        rec.runtime["pids"] = [[pid, _create_time(pid)] for pid in gang.pids]
+        now = time.time()
+        self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,
+                     gang_ready=len(gang.pids))
+
+    def _spawner(self):
+        z = self.zygote
+        if z is None or not z.ready(10.0):  # only waits while a fresh agent warms up
+            return None
+        return z.spawn
+
+    # --------------------------------------------------------------- queries
+    def status(self, jid: str) -> JobStatus:
+        rec = self.recs.get(jid)
+        if rec is not None:
+            return self._view(rec)
+        st = self.store.status(jid)
+        if st is None:
+            raise SpecError("job_id", f"no local job {jid!r}", "list jobs with gpujobs.jobs()")
+        return st
+
+    def jobs(self, queue: str | None) -> list[JobStatus]:
+        out = []
+        for jid, _, st, _, _ in self.store.all(queue):
+            rec = self.recs.get(jid)
+            out.append(self._view(rec) if rec is not None else st)
+        return out[::-1]
+
+    def busy(self) -> bool:
+        return any(not r.status.terminal for r in self.recs.values())
+
+    # ----------------------------------------------------------------- main
+    def run(self) -> None:
+        self._start_zygote()
+        path = protocol.socket_path(self.home)
+        if path.exists():
+            path.unlink()
+        server = socketserver.ThreadingUnixStreamServer(str(path), make_handler(self))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
+        (self.home / "agent.pid").write_text(str(os.getpid()))
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
+        try:
+            while not self.stopping:
+                with self.lock:
+                    self.tick()
+                    running = any(r.gang is not None for r in self.recs.values())
+                    if self.busy() or self.clients:
+                        self.last_active = time.monotonic()
+                    elif time.monotonic() - self.last_active > self.idle_s:
+                        break
+                self.wake.wait(0.05 if running else 0.5)
+                self.wake.clear()
+        finally:
+            server.shutdown()
+            self._shutdown()
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+    def _start_zygote(self) -> None:
+        try:
+            self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)
+        except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
+            traceback.print_exc()
+
+    def request_stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def _shutdown(self) -> None:
+        with self.lock:
+            for rec in self.recs.values():
+                if rec.gang is not None:
+                    rec.gang.terminate(0.5)
+                    if not rec.status.terminal:
+                        self._update(rec, "finished", "the agent was stopped", phase="cancelled",
+                                     message="the agent was stopped (gpujobs agent stop)",
+                                     finished_at=time.time())
+                    rec.gang = None
+            self._flush()
+            for key, qs in self.subs.items():
+                for q in qs:
+                    q.put(None)
+        if self.zygote is not None:
+            self.zygote.close()
+            try:
+                self.zygote.proc.wait(5)
+            except Exception:  # noqa: BLE001
+                self.zygote.proc.kill()
+        try:
+            os.unlink(self.home / "agent.pid")
+        except OSError:
+            pass
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def make_handler(agent: Agent):
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            reader = protocol.LineReader(self.request)
+            with agent.lock:
+                agent.clients += 1
+            try:
+                while True:
+                    msg = reader.read()
+                    if msg is None:
+                        return
+                    if msg.get("op") == "subscribe":
+                        self._subscribe(msg)
+                        return
+                    try:
+                        reply = self._do(msg)
+                    except Exception as exc:  # noqa: BLE001
+                        reply = protocol.error_reply(exc)
+                    protocol.send(self.request, reply)
+            except (BrokenPipeError, ConnectionResetError):
+                return
+            finally:
+                with agent.lock:
+                    agent.clients -= 1
+                    agent.last_active = time.monotonic()
+
+        def _do(self, msg: dict) -> dict:
+            op = msg.get("op")
+            if op == "wait":
+                return self._wait(msg["id"], msg.get("timeout"))
+            with agent.lock:
+                if op == "ping":
+                    return {"ok": True, "pid": os.getpid(), "slots": agent.slots}
+                if op == "submit":
+                    return agent.submit(msg)
+                if op == "status":
+                    return {"ok": True, "status": agent.status(msg["id"]).to_dict()}
+                if op == "jobs":
+                    return {"ok": True, "jobs": [s.to_dict() for s in agent.jobs(msg.get("queue"))]}
+                if op == "cancel":
+                    agent.cancel(msg["id"])
+                    return {"ok": True}
+                if op == "pids":
+                    rec = agent.recs.get(msg["id"])
+                    return {"ok": True, "pids": rec.gang.pids if rec and rec.gang else []}
+                if op == "agent_pids":
+                    z = agent.zygote
+                    return {"ok": True, "agent": os.getpid(), "zygote": z.proc.pid if z else None}
+                if op == "stop":
+                    agent.request_stop()
+                    return {"ok": True, "pid": os.getpid()}
+            raise SpecError("op", f"unknown agent operation {op!r}", "update gpujobs on both sides")
+
+        def _wait(self, jid: str, timeout: float | None) -> dict:
+            deadline = None if timeout is None else time.monotonic() + float(timeout)
+            with agent.cond:
+                while True:
+                    st = agent.status(jid)
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if st.terminal or agent.stopping or (left is not None and left <= 0):
+                        return {"ok": True, "status": st.to_dict()}
+                    agent.cond.wait(1.0 if left is None else min(left, 1.0))
+
+        def _subscribe(self, msg: dict) -> None:
+            key = msg.get("id") or "*"
+            q: queue_mod.Queue = queue_mod.Queue()
+            with agent.lock:
+                if key != "*":
+                    protocol.send(self.request, {"status": agent.status(key).to_dict()})
+                agent.subs.setdefault(key, []).append(q)
+            try:
+                while True:
+                    rec = q.get()
+                    if rec is None:
+                        return
+                    with agent.lock:
+                        st = agent._view(rec)
+                    protocol.send(self.request, {"status": st.to_dict()})
+                    if key != "*" and st.terminal:
+                        return
+            finally:
+                with agent.lock:
+                    agent.subs.get(key, []).remove(q)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="gpujobs-agent")
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--daemonize", action="store_true")
+    args = ap.parse_args(argv)
+    home = Path(args.home)
+    if args.daemonize and os.fork() > 0:
+        os._exit(0)  # the client reaps this parent at once; the agent is re-parented
+    if args.daemonize:
+        os.setsid()
+    lock = open(home / "agent.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another agent holds this home
+    err = home / "agent.error"
+    try:
+        err.unlink()
+    except OSError:
+        pass
+    try:
+        agent = Agent(home)
+    except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
+        name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
+        err.write_text(f"{name}\n{exc}")
+        return 1
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

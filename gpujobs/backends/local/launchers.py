@@ -1,0 +1,58 @@
+"""One factory for the local agent's gangs, with a registry for other launchers.
+
+The agent calls :func:`make_gang` for every admitted job (and again on each restart after
+preemption). ddp/fsdp use :class:`~.gang.Gang`; other frameworks may register a launcher
+(Ray, mpirun) with :func:`register_launcher`; until one is registered they use Gang too.
+
+A launcher is ``factory(spec_dict, **kw) -> gang`` where the gang offers ``start()``,
+``poll() -> GangExit | None``, ``signal_all(sig)``, ``terminate(grace)``, ``pids`` and
+``world_size``. Keyword arguments: ``job_id``, ``job_dir`` (Path), ``key_file`` (Path),
+``devices`` (list of GPU index lists per rank, or None for CPU ranks), ``restarts`` (int),
+``cwd`` (str | None), ``spawner`` (the agent's zygote, or None).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .gang import Gang
+
+Launcher = Callable[..., Any]
+_LAUNCHERS: dict[str, Launcher] = {}
+
+
+def register_launcher(framework: str, factory: Launcher) -> None:
+    """Use ``factory`` for jobs of ``framework`` (e.g. "ray", "mpi")."""
+    _LAUNCHERS[framework] = factory
+
+
+def launcher_for(framework: str) -> Launcher:
+    if framework not in _LAUNCHERS:
+        _load_plugins()
+    return _LAUNCHERS.get(framework, gang_launcher)
+
+
+def _load_plugins() -> None:
+    """Launchers from the ``gpujobs.local_launchers`` entry-point group (name = framework)."""
+    try:
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="gpujobs.local_launchers"):
+            _LAUNCHERS.setdefault(ep.name, ep.load())
+    except Exception:  # noqa: BLE001 - a broken plugin must not break the default launcher
+        pass
+
+
+def gang_launcher(spec: dict, *, job_id: str, job_dir: Path, key_file: Path,
+                  devices: list[list[int]] | None, restarts: int = 0, cwd: str | None = None,
+                  spawner: Callable[..., Any] | None = None) -> Gang:
+    """Plain rank processes (torch.distributed env, TCPStore hosted by the agent)."""
+    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
+    return Gang(job_id=job_id, job_dir=job_dir, framework=spec.get("framework", "ddp"),
+                world_size=world, key_file=key_file, devices=devices,
+                env={k: v for k, v in spec.get("env", [])}, return_all=bool(spec.get("return_all")),
+                restarts=restarts, cwd=cwd, spawner=spawner)
+
+
+def make_gang(spec: dict, **kw: Any) -> Any:
+    """The gang for ``spec`` (a JobSpec.to_dict()), from the launcher of its framework."""
+    return launcher_for(spec.get("framework", "ddp"))(spec, **kw)

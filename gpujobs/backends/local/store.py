@@ -1,0 +1,120 @@
+"""The local agent's state: one SQLite database (WAL) under GPUJOBS_HOME.
+
+Table ``jobs``: one row per job — its JobStatus (with the event timeline) as JSON, its
+spec as JSON, and ``runtime`` (pids with start times, devices, restarts, job directory).
+Readers (clients, a fresh agent) open it read-only; only the agent writes. Writes are
+batched: the agent marks rows dirty and flushes them in one transaction.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+from ...errors import StateError
+from ...status import GpuSample, JobEvent, JobStatus
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    queue TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    status TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    runtime TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_phase ON jobs(phase);
+"""
+
+
+def status_from_dict(d: dict[str, Any]) -> JobStatus:
+    d = dict(d)
+    d.pop("terminal", None)
+    d["events"] = tuple(JobEvent(**e) for e in d.get("events", ()))
+    d["metrics"] = tuple(GpuSample(**m) for m in d.get("metrics", ()))
+    return JobStatus(**d)
+
+
+def _fail(path: Path, exc: Exception, doing: str) -> StateError:
+    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc) or \
+            "malformed" in str(exc):
+        return StateError(f"the gpujobs state database {path} is corrupt ({exc}) while {doing}; "
+                          f"it was left untouched. Move it aside (e.g. mv {path} {path}.bad) to start "
+                          f"fresh, or point GPUJOBS_HOME elsewhere")
+    return StateError(f"cannot use the gpujobs state database {path} while {doing}: {exc}. "
+                      f"Check that GPUJOBS_HOME ({path.parent}) exists and is writable, "
+                      f"or point GPUJOBS_HOME elsewhere")
+
+
+class Store:
+    def __init__(self, path: Path, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        try:
+            if readonly:
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                           check_same_thread=False, timeout=10)
+            else:
+                self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
+                                           isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(SCHEMA)
+            self._db.execute("SELECT count(*) FROM jobs").fetchone()
+        except sqlite3.Error as exc:
+            raise _fail(self.path, exc, "opening it") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _query(self, sql: str, args: Iterable = ()) -> list[tuple]:
+        try:
+            with self._lock:
+                return self._db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as exc:
+            raise _fail(self.path, exc, "reading it") from None
+
+    # ----------------------------------------------------------------- writes
+    def write(self, rows: Iterable[tuple[str, int, JobStatus, dict, dict]]) -> None:
+        """Upsert ``(id, seq, status, spec_dict, runtime)`` rows in one transaction."""
+        data = [(jid, seq, st.queue, st.phase, json.dumps(st.to_dict()), json.dumps(spec),
+                 json.dumps(runtime)) for jid, seq, st, spec, runtime in rows]
+        if not data:
+            return
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(
+                        "INSERT INTO jobs(id, seq, queue, phase, status, spec, runtime) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                        "queue=excluded.queue, phase=excluded.phase, status=excluded.status, "
+                        "runtime=excluded.runtime", data)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as exc:
+            raise _fail(self.path, exc, "writing job records") from None
+
+    # ------------------------------------------------------------------ reads
+    def status(self, job_id: str) -> JobStatus | None:
+        rows = self._query("SELECT status FROM jobs WHERE id = ?", (job_id,))
+        return status_from_dict(json.loads(rows[0][0])) if rows else None
+
+    def all(self, queue: str | None = None) -> list[tuple[str, int, JobStatus, dict, dict]]:
+        sql = "SELECT id, seq, status, spec, runtime FROM jobs"
+        args: tuple = ()
+        if queue is not None:
+            sql += " WHERE queue = ?"
+            args = (queue,)
+        rows = self._query(sql + " ORDER BY seq", args)
+        return [(r[0], r[1], status_from_dict(json.loads(r[2])), json.loads(r[3]), json.loads(r[4]))
+                for r in rows]
+
+    def max_seq(self) -> int:
+        return self._query("SELECT coalesce(max(seq), 0) FROM jobs")[0][0]
