@@ -34,7 +34,7 @@ class JobDir:
 
     def create(self, spec_dict: dict, payload: bytes) -> bytes:
         """Write everything a gang needs; return the job's HMAC key."""
-        self.root.mkdir(parents=True, exist_ok=False)
+        self.root.mkdir(parents=True, exist_ok=False, mode=0o700)  # [hardening] private to the user
         for d in (self.result_dir, self.log_dir, self.checkpoint_dir):
             d.mkdir()
         key = new_key()
