@@ -34,6 +34,10 @@ SRUN_OPTIONS: dict[str, tuple[str | None, bool]] = {
     "verbose": ("v", False), "quiet": ("Q", False),
 }
 SRUN_SHORTS = {s: name for name, (s, _) in SRUN_OPTIONS.items() if s}
+SRUN_USED = {"nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "gpus-per-task", "gpus",
+             "gpus-per-node", "gres", "mpi", "export", "container-image", "container-workdir", "chdir"}
+TORCHRUN_USED = {"nnodes", "nproc-per-node", "module", "m", "no-python", "max-restarts", "standalone"}
+MPIRUN_USED = {"np", "n", "c", "npernode", "N", "ppn", "x", "genv", "allow-run-as-root", "oversubscribe"}
 # torchrun options taking no value; every other --option takes one
 TORCHRUN_FLAGS = {"standalone", "no-python", "module", "run-path", "m"}
 # Open MPI / MPICH options: name (without dashes) -> number of values
@@ -188,6 +192,9 @@ def parse_launch(line: int, text: str) -> Launch:
     kind = "program"
     if cmd == "srun":
         srun, rest, notes = _split_srun(line, rest)
+        ignored = sorted(k for k in srun if k not in SRUN_USED)
+        if ignored:
+            notes.append("srun options " + ", ".join("--" + k for k in ignored) + " are not translated")
         if not rest:
             raise _problem(line, "srun", "srun starts no program", "give the program after srun's options")
         cmd, rest = rest[0], rest[1:]
@@ -205,6 +212,10 @@ def parse_launch(line: int, text: str) -> Launch:
             raise _problem(line, "torchrun", "torchrun starts no script", "give the training script")
         launch.kind = "torchrun"
         launch.nnodes = opts.get("nnodes")
+        dropped = sorted(k for k in opts if k not in TORCHRUN_USED)
+        if dropped:
+            launch.notes.append("torchrun options " + ", ".join("--" + k for k in dropped) +
+                                " are replaced by gpujobs' own rendezvous and rank placement")
         launch.nproc_per_node = opts.get("nproc-per-node")
         if opts.get("max-restarts", "0") not in ("0", ""):
             launch.notes.append("torchrun --max-restarts is not translated (preempted jobs are "
@@ -218,6 +229,10 @@ def parse_launch(line: int, text: str) -> Launch:
         return launch
     if cmd in ("mpirun", "mpiexec"):
         opts, prog = _split_mpirun(line, rest)
+        dropped = sorted(k for k in opts if k not in MPIRUN_USED)
+        if dropped:
+            launch.notes.append(f"{cmd} options " + ", ".join(("-" if len(k) == 1 else "--") + k for k in dropped) +
+                                " are not translated (gpujobs places the ranks)")
         if not prog:
             raise _problem(line, cmd, f"{cmd} starts no program", "give the program after the options")
         launch.kind, launch.framework = "mpirun", "mpi"
