@@ -46,6 +46,12 @@ def test_bad_input_is_one_line_and_creates_no_job(shell, line, cell, needle):
     assert local_jobs() == []
 
 
+def test_line_expands_notebook_variables(shell):
+    shell.user_ns["q"] = "Bad_Q"
+    res, _ = run(shell, "--queue {q}", "x = 1")
+    assert isinstance(res.error_in_exec, UsageError) and "'Bad_Q'" in str(res.error_in_exec)
+
+
 def test_help_lists_the_options(shell):
     doc = shell.find_cell_magic("gpujob").__doc__
     for opt in ("--gpus", "--nodes", "--framework", "--queue", "--priority", "--return", "-o",
@@ -117,9 +123,11 @@ def test_gpujobs_line_magic_usage_and_backend(shell):
 
 
 # ----------------------------------------------------------------- real submits (local backend)
+SHIFT = "class Shift:\n    def __init__(self, b):\n        self.b = b\n    def plus(self, r):\n        return self.b + r\n"
+
 CELL = """import gpujobs, torch.distributed as dist
 ctx = gpujobs.context()
-t = torch.tensor([float(ctx.rank + base)])
+t = torch.tensor([float(Shift(base).plus(ctx.rank))])  # a notebook class, by value
 dist.all_reduce(t)
 total = t.item()
 world = ctx.world_size
@@ -129,7 +137,7 @@ print("rank", ctx.rank, "total", total)
 
 @pytest.mark.slow
 def test_wait_returns_names_and_stores_the_job(shell, no_leftovers):
-    shell.run_cell("import torch\nbase = 10")
+    shell.run_cell("import torch\nbase = 10\n" + SHIFT)
     res, cap = run(shell, "--gpus 2 --wait --return total,world -o job", CELL)
     assert res.error_in_exec is None, cap.stderr
     job = shell.user_ns["job"]
@@ -146,7 +154,7 @@ def test_wait_returns_names_and_stores_the_job(shell, no_leftovers):
 
 @pytest.mark.slow
 def test_non_blocking_returns_at_once_and_fills_names_later(shell, no_leftovers):
-    shell.run_cell("import torch\nbase = 1")
+    shell.run_cell("import torch\nbase = 1\n" + SHIFT)
     res, _ = run(shell, "--gpus 2 --return total -o job --name quick",
                  CELL + "import time\ntime.sleep(4)\n")
     assert res.error_in_exec is None and res.result is shell.user_ns["job"]
