@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lab import start_lab
+from labserver import start_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
