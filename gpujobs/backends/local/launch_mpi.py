@@ -138,7 +138,7 @@ class MpiGang(Gang):
         self._log_files.append(log)
         self._mpirun = subprocess.Popen(self.command(), env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                        cwd=os.getcwd())
+                                        cwd=self.cwd or os.getcwd())
         self.procs[0] = self._mpirun
 
     @property
@@ -200,8 +200,17 @@ class MpiGang(Gang):
         self._mpirun.wait()
 
 
-def mpi_gang_for_spec(spec, **common) -> MpiGang:
-    """An MpiGang for ``spec`` (``common``: job_id, job_dir, key_file, devices, env, return_all…)."""
-    common.pop("framework", None)
-    common.setdefault("world_size", spec.world_size)
-    return MpiGang(framework="mpi", **common)
+
+def mpi_launcher(spec: dict, **kw) -> MpiGang:
+    """The local agent's launcher for ``framework="mpi"`` (see :mod:`.launchers`).
+
+    ``spec`` is a JobSpec.to_dict(); ``kw``: job_id, job_dir, key_file, devices, restarts,
+    cwd, spawner (ignored: ranks must be mpirun's children).
+    """
+    kw.pop("spawner", None)
+    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
+    return MpiGang(framework="mpi", world_size=world, env={k: v for k, v in spec.get("env", [])},
+                   return_all=bool(spec.get("return_all")), **kw)
+
+
+mpi_launcher.preflight = check_mpi_available  # type: ignore[attr-defined]

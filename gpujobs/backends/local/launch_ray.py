@@ -113,7 +113,7 @@ class RayGang(Gang):
         self._log_files.append(log)
         self.procs[0] = subprocess.Popen(
             [self.python, "-m", "gpujobs.runner"], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.cwd or os.getcwd())
 
     @property
     def driver_pid(self) -> int | None:
@@ -169,9 +169,20 @@ class RayGang(Gang):
             link.unlink()
 
 
-def ray_gang_for_spec(spec, **common) -> RayGang:
-    """A RayGang for ``spec``: ``spec.nodes`` workers of ``gpus_per_proc`` GPUs / ``cpus_per_proc`` CPUs."""
-    common.pop("framework", None)
-    common.setdefault("world_size", spec.world_size)
-    return RayGang(framework="ray", cpus_per_worker=spec.cpus_per_proc,
-                   gpus_per_worker=spec.gpus_per_proc, **common)
+
+def ray_launcher(spec: dict, **kw) -> RayGang:
+    """The local agent's launcher for ``framework="ray"`` (see :mod:`.launchers`).
+
+    ``spec`` is a JobSpec.to_dict(): ``nodes`` workers of ``gpus_per_proc`` GPUs and
+    ``cpus_per_proc`` CPUs; ``kw``: job_id, job_dir, key_file, devices, restarts, cwd,
+    spawner (ignored: Ray needs a fresh driver process).
+    """
+    kw.pop("spawner", None)
+    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
+    return RayGang(framework="ray", world_size=world, env={k: v for k, v in spec.get("env", [])},
+                   return_all=bool(spec.get("return_all")),
+                   cpus_per_worker=float(spec.get("cpus_per_proc", 1.0)),
+                   gpus_per_worker=int(spec.get("gpus_per_proc", 0)), **kw)
+
+
+ray_launcher.preflight = lambda: check_ray_available() and None  # type: ignore[attr-defined]

@@ -53,6 +53,29 @@ def gang_launcher(spec: dict, *, job_id: str, job_dir: Path, key_file: Path,
                 restarts=restarts, cwd=cwd, spawner=spawner)
 
 
+def preflight(framework: str) -> None:
+    """Run the launcher's own check (``factory.preflight()``, e.g. mpirun/ray installed) at submit."""
+    check = getattr(_LAUNCHERS.get(framework), "preflight", None)  # no entry-point scan per submit
+    if check is not None:
+        check()
+
+
+def _lazy(module: str, name: str) -> Launcher:
+    """A launcher imported on first use (Ray / MPI modules stay unloaded for torch jobs)."""
+    def load() -> Launcher:
+        import importlib
+        return getattr(importlib.import_module(module, __package__), name)
+
+    def factory(spec: dict, **kw: Any) -> Any:
+        return load()(spec, **kw)
+    factory.preflight = lambda: load().preflight()  # type: ignore[attr-defined]
+    return factory
+
+
+register_launcher("ray", _lazy(".launch_ray", "ray_launcher"))  # [ray-mpi]
+register_launcher("mpi", _lazy(".launch_mpi", "mpi_launcher"))
+
+
 def make_gang(spec: dict, **kw: Any) -> Any:
     """The gang for ``spec`` (a JobSpec.to_dict()), from the launcher of its framework."""
     return launcher_for(spec.get("framework", "ddp"))(spec, **kw)
