@@ -53,6 +53,7 @@ class Rec:
     gang: Any = None
     stopping: str = ""  # "", "preempt", "cancel", "stop"
     deadline: float = 0.0
+    metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
 
 
 class Adopted:
@@ -146,7 +147,8 @@ class Agent:
         self.stopping = False
         self.zygote: Zygote | None = None
         self.seq = self.store.max_seq()
-        self._recover()
+        with self.lock:
+            self._recover()
 
     # ------------------------------------------------------------- records
     def _need(self, spec: dict) -> tuple[int, int]:
@@ -214,6 +216,7 @@ class Agent:
                 self.free = [d for d in self.free if d not in devices]
                 self.engine.restore_admitted(self._workload(rec))
                 self._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
+                self._sample(rec, runtime.get("devices") if self.real and devices else None)
                 continue
             done = exit_from_files(job_dir / "results", world)
             if st.phase == "preempted":
@@ -347,6 +350,9 @@ class Agent:
         self.dirty.add(rec.id)
 
     def _release(self, rec: Rec) -> None:
+        if rec.metrics is not None:  # no join: the sampler's sink takes self.lock
+            rec.metrics.stop(wait=False)
+            rec.metrics = None
         for rank in rec.runtime.get("devices", []):
             self.free.extend(rank)
         self.free.sort()
@@ -392,6 +398,26 @@ class Agent:
         now = time.time()
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,
                      gang_ready=len(gang.pids))
+        self._sample(rec, devices if (self.real and per) else None)
+
+    # ------------------------------------------------------ metrics [metrics]
+    def _sample(self, rec: Rec, devices: Any) -> None:
+        """Sample the gang's ranks (NVML, or psutil CPU) into a bounded history + metrics.log."""
+        from ...metrics import JobMetrics, ranks_of_gang
+        try:
+            jm = JobMetrics(ranks_of_gang(rec.gang, devices),
+                            path=Path(rec.runtime["job_dir"]) / "metrics.log")
+        except Exception:  # noqa: BLE001 - metrics never stop a job
+            traceback.print_exc()
+            return
+        jm.on_update = lambda latest: self._on_metrics(rec, jm, latest)
+        rec.metrics = jm.start()
+
+    def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
+        with self.lock:
+            if rec.metrics is jm and not rec.status.terminal:
+                rec.status = rec.status.with_(metrics=latest)  # pushed, not stored each round
+                self._emit(rec)
 
     def _spawner(self):
         z = self.zygote
@@ -462,6 +488,9 @@ class Agent:
     def _shutdown(self) -> None:
         with self.lock:
             for rec in self.recs.values():
+                if rec.metrics is not None:
+                    rec.metrics.stop(wait=False)
+                    rec.metrics = None
                 if rec.gang is not None:
                     rec.gang.terminate(0.5)
                     if not rec.status.terminal:

@@ -41,6 +41,8 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
+        from .launchers import preflight
+        preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
         jd = self._dir(job_id)
         jd.create(spec.to_dict(), spec.payload())
@@ -82,6 +84,10 @@ class LocalBackend:
         return status_from_dict(reply["status"])
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
+        if not self.client.running():
+            st = self._stored(job_id)
+            if st is not None and st.terminal:
+                return st
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -174,6 +180,11 @@ class LocalBackend:
     def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
         raise SpecError("backend", "the local backend creates no Kubernetes objects",
                         "use builder.render(kind=...) (it renders for Kubernetes)")
+
+    def metrics_history(self, job_id: str) -> list:
+        """The job's kept metric samples (bounded; the agent writes them to metrics.log)."""
+        from ...metrics import read_history
+        return read_history(self._dir(job_id).root / "metrics.log").samples()
 
     def pids(self, job_id: str) -> list[int]:
         try:
