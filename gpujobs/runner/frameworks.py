@@ -137,5 +137,19 @@ def _setup_ray(ctx: JobContext) -> Any:
         ray.init(**ray_init_kwargs(os.environ))
         if announce is not None:  # ray.init makes SIGTERM exit the driver; keep the grace period
             signal.signal(signal.SIGTERM, announce)
+        _tolerate_reinit(ray)
     ctx.device = "cpu"  # the driver owns no GPU; tasks and actors ask Ray for theirs
     return ray
+
+
+def _tolerate_reinit(ray: Any) -> None:
+    """Let ``fn`` keep its own ``ray.init()`` (as RayJob entrypoints do): it joins this cluster."""
+    init = ray.init
+    if getattr(init, "_gpujobs", False):
+        return
+
+    def init_once(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("ignore_reinit_error", True)
+        return init(*args, **kwargs)
+    init_once._gpujobs = True  # type: ignore[attr-defined]
+    ray.init = init_once

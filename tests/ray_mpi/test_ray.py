@@ -25,6 +25,7 @@ class TaskError(ValueError):
 
 def square_on_gpus(n):
     import ray
+    ray.init()  # as a RayJob entrypoint would: joins the job's cluster, no second instance
     ctx = gpujobs.context()
 
     @ray.remote(num_gpus=1)
