@@ -140,3 +140,23 @@ def test_mpi_launcher_directly_failed_rank_and_terminate(tmp_path):
     assert result is not None and not result.ok and result.returncodes[result.failed_rank] != 0
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"]
     assert alive(pids) == [] and job_processes("mpi-direct-2") == []
+
+
+def report_devices():
+    ctx = gpujobs.context()
+    return {"rank": ctx.rank, "device": ctx.device, "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+@pytest.mark.slow
+def test_mpi_ranks_get_their_own_gpu_slots(tmp_path):
+    """With GPU slots, rank r sees only its group (set before MPI_Init) and uses cuda:0."""
+    spec = gpujobs.job(report_devices).mpi(ranks=2, gpus_per_rank=2).return_all().spec()
+    jd, key = make_job_dir(tmp_path / "job", spec)
+    gang = MpiGang(job_id="mpi-gpus-1", job_dir=jd.root, framework="mpi", world_size=2,
+                   key_file=jd.key_file, devices=[[0, 1], [2, 3]], return_all=True)
+    gang.start()
+    result = gang.wait(timeout=40)
+    assert result is not None and result.ok, (jd.log_dir / "rank-0.log").read_text()
+    got = {r: o.value for r, o in outcomes(jd, key).items()}
+    assert got == {0: {"rank": 0, "device": "cuda:0", "visible": "0,1"},
+                   1: {"rank": 1, "device": "cuda:0", "visible": "2,3"}}
