@@ -16,7 +16,9 @@ GPUJOBS_RETURN_ALL, GPUJOBS_CHECKPOINT_DIR.
 from __future__ import annotations
 
 import base64
+import json
 import os
+import subprocess
 import signal
 import sys
 from pathlib import Path
@@ -70,6 +72,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: ctx.request_stop())
     _set_current(ctx)
 
+    if env.get("GPUJOBS_COMMAND"):
+        return _run_command(json.loads(env["GPUJOBS_COMMAND"]), ctx, key)
+
     setup = None
     try:
         fn, args, kwargs = unpack_call(open_envelope(Path(env["GPUJOBS_PAYLOAD"]).read_bytes(), key))
@@ -96,3 +101,29 @@ def main() -> int:
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(1)
+
+
+def _run_command(argv: list[str], ctx, key: bytes) -> int:
+    """Command jobs (CLI scripts, sbatch bodies): run ``argv`` in this rank, pass on its exit code.
+
+    ``python``/``python3`` means this interpreter (the job's venv). SIGTERM is forwarded.
+    Rank 0's result is the exit code 0 when every rank succeeds.
+    """
+    from ..payload import Outcome, seal
+
+    if argv and argv[0] in ("python", "python3"):
+        argv = [sys.executable, *argv[1:]]
+    try:
+        proc = subprocess.Popen(argv)
+    except OSError as exc:
+        sys.stderr.write(f"gpujobs: cannot run {argv[0]!r}: {exc}\n")
+        sys.stderr.flush()
+        os._exit(127)
+    signal.signal(signal.SIGTERM, lambda *_: (ctx.request_stop(), proc.send_signal(signal.SIGTERM)))
+    code = proc.wait()
+    if code == 0:
+        if ctx.rank == 0 or os.environ.get("GPUJOBS_RETURN_ALL") == "1":
+            write_outcome(seal(Outcome.success(ctx.rank, 0), key), ctx.rank)
+        sys.stdout.flush()
+        os._exit(0)
+    os._exit(code if code > 0 else 128 - code)

@@ -131,3 +131,15 @@ def test_logs_carry_rank_prefix():
     logs = job.logs()
     assert "[rank 0] hello from 0" in logs and "[rank 1] hello from 1" in logs
     assert job.logs(rank=1).strip() == "[rank 1] hello from 1"
+
+
+def test_command_job_runs_program_in_every_rank(no_leftovers):
+    code = "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])"
+    job = gpujobs.job().options(command=("python", "-c", code)).ddp(gpus=2).submit()
+    assert job.result(timeout=120) == 0
+    logs = job.logs()
+    assert "[rank 0] rank 0 of 2" in logs and "[rank 1] rank 1 of 2" in logs
+    failing = gpujobs.job().options(command=("python", "-c", "raise SystemExit(7)")).ddp(gpus=2).submit()
+    with pytest.raises(JobFailedError, match="exit code 7"):
+        failing.result(timeout=120)
+    no_leftovers(failing.id)

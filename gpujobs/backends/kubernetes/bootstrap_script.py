@@ -75,12 +75,13 @@ def base_env(cfg):
     env.setdefault("PYTHONUNBUFFERED", "1")
     if cfg.get("return_all"):
         env["GPUJOBS_RETURN_ALL"] = "1"
+    if cfg.get("command"):
+        env["GPUJOBS_COMMAND"] = json.dumps(list(cfg["command"]))
     return env
 
 
 def rank_argv(cfg):
-    if cfg.get("command"):
-        return list(cfg["command"])
+    # Command jobs run through the runner too (GPUJOBS_COMMAND): same exit codes, same result line.
     return [sys.executable, "-m", "gpujobs.runner"]
 
 

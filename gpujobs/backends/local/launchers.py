@@ -12,6 +12,7 @@ A launcher is ``factory(spec_dict, **kw) -> gang`` where the gang offers ``start
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -78,4 +79,7 @@ register_launcher("mpi", _lazy(".launch_mpi", "mpi_launcher"))
 
 def make_gang(spec: dict, **kw: Any) -> Any:
     """The gang for ``spec`` (a JobSpec.to_dict()), from the launcher of its framework."""
+    if spec.get("command"):  # command jobs: the runner runs the program in every rank
+        spec = {**spec, "env": [*spec.get("env", []),
+                                ["GPUJOBS_COMMAND", json.dumps(list(spec["command"]))]]}
     return launcher_for(spec.get("framework", "ddp"))(spec, **kw)
