@@ -48,10 +48,16 @@ def _api_exc():
     return ApiException
 
 
+def _retry(call: Callable[[], Any], what: str) -> Any:
+    """[hardening] preflight reads retry 429/5xx/dropped connections like submit's creates."""
+    from .submit import _retrying
+    return _retrying(call, what)
+
+
 def _raw_get(api_client: Any, path: str, timeout: float) -> Any:
-    return api_client.call_api(path, "GET", response_type="object", auth_settings=["BearerToken"],
-                               _return_http_data_only=True, _preload_content=True,
-                               _request_timeout=timeout)
+    return _retry(lambda: api_client.call_api(
+        path, "GET", response_type="object", auth_settings=["BearerToken"],
+        _return_http_data_only=True, _preload_content=True, _request_timeout=timeout), path)
 
 
 def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
@@ -62,10 +68,10 @@ def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
     api = client.CustomObjectsApi(backend.api_client)
     try:
         if namespace:
-            return api.get_namespaced_custom_object(group, version, namespace, plural, name,
-                                                    _request_timeout=backend.http_timeout)
-        return api.get_cluster_custom_object(group, version, plural, name,
-                                             _request_timeout=backend.http_timeout)
+            return _retry(lambda: api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _request_timeout=backend.http_timeout), plural)
+        return _retry(lambda: api.get_cluster_custom_object(
+            group, version, plural, name, _request_timeout=backend.http_timeout), plural)
     except _api_exc() as exc:
         if exc.status == 404:
             return None
@@ -126,8 +132,8 @@ def check_access(backend: Any, cache: _Cache, namespace: str, kind: str) -> None
                     "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
                                                     "group": group, "resource": resource}}}
             try:
-                out = authz.create_self_subject_access_review(
-                    body, _request_timeout=backend.http_timeout)
+                out = _retry(lambda: authz.create_self_subject_access_review(
+                    body, _request_timeout=backend.http_timeout), "SelfSubjectAccessReview")
             except _api_exc() as exc:
                 raise _wrap(exc, "SelfSubjectAccessReview") from None
             st = out.status

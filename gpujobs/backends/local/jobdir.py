@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Iterator
 
+from ...errors import StateError
 from ...payload import new_key, seal
 
 
@@ -33,7 +35,19 @@ class JobDir:
         return self.root / "checkpoint"
 
     def create(self, spec_dict: dict, payload: bytes) -> bytes:
-        """Write everything a gang needs; return the job's HMAC key."""
+        """Write everything a gang needs; return the job's HMAC key.
+
+        A full or unwritable disk is a StateError and leaves no half-made directory.
+        """
+        try:
+            return self._create(spec_dict, payload)
+        except OSError as exc:  # [hardening] ENOSPC, EDQUOT, EACCES …
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise StateError(f"cannot write the job directory {self.root}: {exc.strerror or exc} "
+                             f"(fix: free space or fix permissions under {self.root.parent.parent}, "
+                             f"or point GPUJOBS_HOME elsewhere); nothing was submitted") from None
+
+    def _create(self, spec_dict: dict, payload: bytes) -> bytes:
         self.root.mkdir(parents=True, exist_ok=False, mode=0o700)  # [hardening] private to the user
         for d in (self.result_dir, self.log_dir, self.checkpoint_dir):
             d.mkdir()
