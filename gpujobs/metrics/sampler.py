@@ -108,13 +108,22 @@ class Sampler:
 
     def _run(self) -> None:
         next_at = time.monotonic()
-        while not self._stop.is_set():
-            self._round()
-            next_at += self.interval
-            delay = next_at - time.monotonic()
-            if delay < 0:  # fell behind (suspended machine): don't burst to catch up
-                next_at, delay = time.monotonic(), 0
-            self._stop.wait(delay)
+        try:
+            while not self._stop.is_set():
+                self._round()
+                next_at += self.interval
+                delay = next_at - time.monotonic()
+                if delay < 0:  # fell behind (suspended machine): don't burst to catch up
+                    next_at, delay = time.monotonic(), 0
+                self._stop.wait(delay)
+        finally:
+            self._close_nvml()
+
+    def _close_nvml(self) -> None:
+        with self._lock:
+            if self._nvml is not None:
+                self._nvml.close()
+                self._nvml = None
 
     def start(self) -> "Sampler":
         if self._thread is None:
@@ -122,13 +131,16 @@ class Sampler:
             self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 5.0, wait: bool = True) -> None:
+        """Stop sampling. ``wait=False`` returns at once (safe while holding a lock the sink
+        takes); the thread then ends after its current round and closes NVML itself."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is None:
+            self._close_nvml()
+        elif wait:
             self._thread.join(timeout)
-        if self._nvml is not None:
-            self._nvml.close()
-            self._nvml = None
+            if not self._thread.is_alive():
+                self._close_nvml()
 
     @property
     def running(self) -> bool:

@@ -30,11 +30,19 @@ def default_interval() -> float:
         return 2.0
 
 
-def ranks_of_gang(gang: Any) -> dict[int, tuple[int, list[int]]]:
-    """{rank: (pid, [gpu indices])} of a local Gang (``procs``, ``devices``)."""
-    devices = getattr(gang, "devices", None)
-    return {rank: (proc.pid, list(devices[rank]) if devices is not None else [])
-            for rank, proc in gang.procs.items()}
+def ranks_of_gang(gang: Any, devices: Any = None) -> dict[int, tuple[int, list[int]]]:
+    """{rank: (pid, [gpu indices])} of a local gang (``procs``; ``devices`` or ``gang.devices``).
+
+    A gang with one launcher process for several ranks (mpirun, a Ray driver) is sampled
+    as one process tree holding all the gang's GPUs.
+    """
+    devices = devices if devices is not None else getattr(gang, "devices", None)
+    procs = dict(gang.procs)
+    if devices and len(procs) == 1 and len(devices) > 1:
+        ((rank, proc),) = procs.items()
+        return {rank: (proc.pid, [d for per_rank in devices for d in per_rank])}
+    return {rank: (proc.pid, list(devices[rank]) if devices and rank < len(devices) else [])
+            for rank, proc in procs.items()}
 
 
 class JobMetrics:
@@ -83,8 +91,8 @@ class JobMetrics:
         self.sampler.start()
         return self
 
-    def stop(self) -> None:
-        self.sampler.stop()
+    def stop(self, wait: bool = True) -> None:
+        self.sampler.stop(wait=wait)
 
     def latest(self) -> tuple[GpuSample, ...]:
         return self.history.latest()

@@ -51,3 +51,21 @@ def test_ranks_of_gang():
     assert ranks_of_gang(gang) == {0: (11, [0]), 1: (12, [1, 2])}
     gang.devices = None
     assert ranks_of_gang(gang) == {0: (11, []), 1: (12, [])}
+
+
+def test_ranks_of_a_launcher_gang_and_device_override():
+    gang = types.SimpleNamespace(procs={0: types.SimpleNamespace(pid=21)}, devices=[[0], [1]])
+    assert ranks_of_gang(gang) == {0: (21, [0, 1])}  # mpirun / Ray driver: one tree, all GPUs
+    adopted = types.SimpleNamespace(procs={0: types.SimpleNamespace(pid=31),
+                                           1: types.SimpleNamespace(pid=32)})
+    assert ranks_of_gang(adopted, [[4], [5]]) == {0: (31, [4]), 1: (32, [5])}
+
+
+def test_stop_without_waiting_closes_nvml_from_the_thread(fake_nvml):
+    jm = JobMetrics({0: (ME, [0])}, interval=0.01).start()
+    time.sleep(0.1)
+    jm.stop(wait=False)
+    deadline = time.monotonic() + 5
+    while jm.sampler.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not jm.sampler.running and fake_nvml.initialised == 0
