@@ -11,10 +11,10 @@ import pytest
 
 import gpujobs
 from gpujobs.backends.local.launch_mpi import job_processes
-from gpujobs.backends.local.launch_ray import RayGang, ray_temp_dir
+from gpujobs.backends.local.launch_ray import ray_temp_dir
 from gpujobs.errors import JobCancelledError
 
-from .helpers import alive, cmdline_mentions, make_job_dir, outcomes, wait_for
+from .helpers import alive, cmdline_mentions, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -104,27 +104,24 @@ def test_ray_remote_exception_then_cancel(tmp_path, no_leftovers):
     assert job.status().phase == "failed" and "Ray driver exit code 1" in job.status().message
     no_leftovers(job.id, within=2.0)
 
-    # Cancel straight through the launcher: check by the pids it started and by job id.
-    spec = gpujobs.job(work_until_stopped, str(tmp_path / "stopped")).ray(workers=1, gpus_per_worker=0).spec()
-    jd, key = make_job_dir(tmp_path / "job", spec)
-    gang = RayGang(job_id="ray-cancel-1", job_dir=jd.root, framework="ray", world_size=1,
-                   key_file=jd.key_file)
-    gang.start()
-    try:
-        wait_for(lambda: "ray ready" in (jd.log_dir / "rank-0.log").read_text(), timeout=120)
-        pids = gang.pids
-        by_env = {p.pid for p in job_processes("ray-cancel-1")}
-        # Ray's agents retitle themselves (their environ no longer shows the job id) but stay in
-        # the driver's process group; workers take groups of their own but keep the job id.
-        assert len(pids) >= 3 and pids[0] in by_env and len(by_env) >= 3
-        pids = sorted(set(pids) | by_env)
-        t0 = time.monotonic()
-        gang.terminate(grace=2.0)
-        assert time.monotonic() - t0 < 10
-    finally:
-        gang.terminate(grace=0)
-    assert (tmp_path / "stopped").read_text() == "stop announced"
-    assert alive(pids) == [] and alive(by_env) == []
-    assert job_processes("ray-cancel-1") == []
-    assert not gang.temp_dir.exists() and outcomes(jd, key) == {}
-    assert gang.poll() is not None and not gang.poll().ok
+    # Cancel: the driver hears SIGTERM (should_stop), ignores it, and after the grace period the
+    # agent's launcher kills the driver and all of Ray, found by pids, process group and job id.
+    marker = tmp_path / "stopped"
+    job = gpujobs.job(work_until_stopped, str(marker)).ray(workers=1, gpus_per_worker=0).submit()
+    wait_for(lambda: "ray ready" in job.logs(rank=0), timeout=120)
+    pids = job.backend.pids(job.id)
+    by_env = {p.pid for p in job_processes(job.id)}
+    # Ray's agents retitle themselves (their environ no longer shows the job id) but stay in
+    # the driver's process group; workers take groups of their own but keep the job id.
+    assert len(pids) >= 3 and pids[0] in by_env and len(by_env) >= 3
+    everything = sorted(set(pids) | by_env)
+    job_dir = gpujobs.config.gpujobs_home() / "jobs" / job.id
+    assert ray_temp_dir(job_dir).is_dir()
+    job.cancel()
+    with pytest.raises(JobCancelledError):
+        job.result(timeout=10)
+    wait_for(lambda: alive(everything) == [], timeout=30)
+    assert marker.read_text() == "stop announced"
+    wait_for(lambda: not ray_temp_dir(job_dir).exists(), timeout=10)  # removed by path
+    assert job_processes(job.id) == []
+    no_leftovers(job.id, within=1.0)
