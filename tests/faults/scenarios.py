@@ -361,4 +361,4 @@ def local_full_disk(home: Path) -> dict:
     results_lost = 0 if second.result(timeout=120) == 6 else 1
     results_lost += 0 if gpujobs.attach(first.id).result() == 2 else 1
     return row("local: state disk full (tmpfs)", 1, 3, jobs_lost, results_lost, 0,
-               time.monotonic() - t0, note=f"{type(error).__name__}: {str(error)[:90]}")
+               time.monotonic() - t0, note=f"{type(error).__name__}: {str(error)[:200]}")
