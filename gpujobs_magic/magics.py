@@ -78,8 +78,8 @@ class GpuJobMagics(Magics):
                                  name=f"gpujobs-return-{job.id}").start()
             return job
         from IPython.display import display
-        display(job)
         try:
+            display(job)
             status = job.wait()
         except KeyboardInterrupt:
             job.cancel()

@@ -20,8 +20,10 @@ def shell(nb_env, tmp_path, monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance(colors="nocolor")
-    sh.history_manager.enabled = False
+    from traitlets.config import Config
+    cfg = Config()
+    cfg.HistoryManager.enabled = False  # no sqlite file left behind (or written at exit)
+    sh = InteractiveShell.instance(config=cfg, colors="nocolor")
     sh.run_line_magic("load_ext", "gpujobs_magic")
     yield sh
     sh.run_line_magic("unload_ext", "gpujobs_magic")

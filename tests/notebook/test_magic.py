@@ -183,12 +183,20 @@ def test_ctrl_c_during_wait_cancels_the_job(shell, no_leftovers):
     import os
     import signal
     import threading
-    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    stop = threading.Event()
+
+    def interrupt_once_running():  # Ctrl-C while the magic waits for a running job
+        while not stop.wait(0.1):
+            job = shell.user_ns.get("job")
+            if job is not None and job.status().phase == "running":
+                time.sleep(0.5)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
     try:
         res, cap = run(shell, "--gpus 2 --wait -o job", "import time\ntime.sleep(60)")
     finally:
-        timer.cancel()
+        stop.set()
     job = shell.user_ns["job"]
     assert res.error_in_exec is None
     assert f"job {job.id} cancelled" in cap.stderr
