@@ -36,7 +36,9 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         meta.setdefault("labels", {})["ray.io/scheduler-name"] = "volcano"
         meta["labels"]["volcano.sh/queue-name"] = spec.volcano_queue or "default"
     body: dict[str, Any] = {
-        "entrypoint": " ".join(bootstrap_command()),
+        # The runner compares the cluster's Ray with the client's and fails clearly on a mismatch.
+        "entrypoint": " ".join(["env", f"GPUJOBS_RAY_VERSION={_client_ray_version(image)}",
+                                *bootstrap_command()]),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,
@@ -57,6 +59,14 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
     if spec.max_runtime_s:
         body["activeDeadlineSeconds"] = int(spec.max_runtime_s)
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": body}
+
+
+def _client_ray_version(image: str) -> str:
+    try:
+        import ray
+        return ray.__version__
+    except Exception:  # ray not installed here: expect what the image tag says
+        return image.split(":", 1)[-1].split("-", 1)[0]
 
 
 def _task(name: str, replicas: int, template: dict, complete_job: bool = False) -> dict:
