@@ -45,3 +45,24 @@ def test_quickstart_notebook_runs_and_saves_the_final_widget_state(nb_env, tmp_p
     assert button["disabled"] is True
     result = kids[3]["value"]
     assert "{&#x27;total&#x27;: 21.0, &#x27;world&#x27;: 2}" in result
+
+
+@pytest.mark.slow
+def test_without_widgets_the_html_output_is_rewritten_in_place(nb_env, monkeypatch, tmp_path):
+    """GPUJOBS_DISPLAY=html (a frontend without a widget manager): one display_id output that
+    the updater rewrites until the job ends."""
+    from nbclient import NotebookClient
+    monkeypatch.setenv("GPUJOBS_DISPLAY", "html")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import gpujobs\ndef f(x):\n    return x * 2\n"
+                                  "job = gpujobs.submit(f, 21, gpus=2, name='html-view')\njob"),
+        nbformat.v4.new_code_cell("job.wait(120)\nimport time\ntime.sleep(2)  # one more render"),
+    ]
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outs = [o for o in nb.cells[0].outputs if o.output_type == "display_data"]
+    assert len(outs) == 1 and WIDGET_MIME not in outs[0].data
+    assert 'data-phase="succeeded"' in outs[0].data["text/html"]  # updated in place
+    assert "result: <code>42</code>" in outs[0].data["text/html"]
+    assert "html-view: succeeded" in outs[0].data["text/plain"]
