@@ -1,0 +1,103 @@
+"""Fault report: run every fault scenario of tests/faults/scenarios.py and print the table
+(faults injected vs jobs / results / status transitions lost; the target is 0 lost).
+
+    .venv/bin/python benchmarks/fault_report.py [--quick] [--json OUT]
+
+--quick skips the full-disk scenario (it mounts a tmpfs and needs root). Each scenario gets
+a fresh GPUJOBS_HOME; local agents started here are stopped at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "faults"))
+
+import scenarios  # noqa: E402
+
+
+def _fresh_home() -> Path:
+    from gpujobs.backends import get_backend
+    home = Path(tempfile.mkdtemp(prefix="gpujobs-faults-"))
+    os.environ["GPUJOBS_HOME"] = str(home)
+    get_backend.cache_clear()
+    return home
+
+
+def _run(name: str, fn, homes: list[Path]) -> dict:
+    home = _fresh_home()
+    homes.append(home)
+    t0 = time.monotonic()
+    try:
+        return fn(home) if fn is scenarios.local_agent_killed else fn()
+    except Exception as exc:  # noqa: BLE001 - a crashed scenario is reported, not hidden
+        return scenarios.row(name, 0, 0, note=f"CRASHED {type(exc).__name__}: {exc}"[:200],
+                             seconds=time.monotonic() - t0)
+
+
+def _full_disk(homes: list[Path]) -> dict:
+    from gpujobs.backends import get_backend
+    mnt = Path(tempfile.mkdtemp(prefix="gpujobs-tinyfs-"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        return scenarios.row("local: state disk full (tmpfs)", 0, 0, note="skipped: cannot mount")
+    os.environ["GPUJOBS_HOME"] = str(mnt)
+    get_backend.cache_clear()
+    try:
+        return scenarios.local_full_disk(mnt)
+    finally:
+        from gpujobs.backends.local import stop_agent
+        stop_agent(home=mnt)
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip the full-disk scenario")
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    args = ap.parse_args()
+    os.environ.pop("GPUJOBS_BACKEND", None)
+    os.environ["GPUJOBS_CONFIG"] = str(Path(tempfile.gettempdir()) / "gpujobs-no-config.toml")
+    homes: list[Path] = []
+    plan = [("k8s_submit_bursts", scenarios.k8s_submit_bursts),
+            ("k8s_status_faults", scenarios.k8s_status_faults),
+            ("k8s_log_read_faults", scenarios.k8s_log_read_faults),
+            ("local_rank_oom_kill", scenarios.local_rank_oom_kill),
+            ("local_rendezvous_port_taken", scenarios.local_rendezvous_port_taken),
+            ("local_agent_killed", scenarios.local_agent_killed)]
+    rows = []
+    try:
+        for name, fn in plan:
+            rows.append(_run(name, fn, homes))
+            print(f"  {rows[-1]['scenario']}: {rows[-1]['seconds']} s", file=sys.stderr)
+        if not args.quick:
+            rows.append(_full_disk(homes))
+    finally:
+        from gpujobs.backends.local import stop_agent
+        for h in homes:
+            stop_agent(home=h)
+    cols = ("faults_injected", "jobs", "jobs_lost", "results_lost", "transitions_lost")
+    print("| scenario | faults injected | jobs | jobs lost | results lost | transitions lost | s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['scenario']} | " + " | ".join(str(r[c]) for c in cols) + f" | {r['seconds']} |")
+        if r["note"].startswith(("CRASHED", "skipped")):
+            print(f"|   ({r['note']}) | | | | | | |")
+    total = {c: sum(r[c] for r in rows) for c in cols}
+    print("| **total** | " + " | ".join(str(total[c]) for c in cols) + " | |")
+    lost = total["jobs_lost"] + total["results_lost"] + total["transitions_lost"]
+    print(f"\n{total['faults_injected']} faults injected over {total['jobs']} jobs: {lost} lost")
+    if args.json:
+        args.json.write_text(json.dumps({"scenarios": rows, "total": total}, indent=1))
+    return 0 if lost == 0 and all("CRASHED" not in r["note"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
