@@ -38,6 +38,8 @@ def sparkline_svg(values: Iterable[float | None], width: int = 120, height: int 
     if not pts:
         return f'<svg width="{width}" height="{height}"></svg>'
     pts = pts[-120:]
+    if len(pts) == 1:
+        pts = pts * 2  # one reading: a flat segment, not an invisible point
     step = width / max(1, len(pts) - 1)
     coords = " ".join(f"{i * step:.1f},{height - 1 - min(max(v, 0.0), top) / top * (height - 2):.1f}"
                       for i, v in enumerate(pts))

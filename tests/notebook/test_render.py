@@ -44,6 +44,8 @@ def test_sparkline_scales_points_into_the_box():
     assert pts[0] == (0.0, 21.0) and pts[2][1] == 1.0 and pts[3][1] == 1.0  # clamped at top
     assert all(0 <= x <= 100 for x, _ in pts)
     assert "<polyline" not in sparkline_svg([None, None])
+    one = re.search(r'points="([^"]+)"', sparkline_svg([None, 40.0], width=100))[1].split()
+    assert len(one) == 2 and one[0].startswith("0.0,") and one[1].startswith("100.0,")
 
 
 def test_text_has_summary_result_and_log_tail():
