@@ -141,7 +141,7 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
                 return True
         except (OSError, ValueError, psutil.Error):
             pass
-        return False
+        return _kill_recorded_ranks(c.home)
     try:
         c.request({"op": "stop"}, timeout=5, start=False, retries=0)
     except BackendUnavailable:
@@ -158,3 +158,33 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
         except psutil.TimeoutExpired:
             proc.kill()
     return True
+
+
+def _kill_recorded_ranks(home: Path) -> bool:
+    """No agent answers: kill ranks the state still records as running (a crashed agent's)."""
+    import signal
+
+    import psutil
+
+    from .store import Store
+    db = home / "state.db"
+    if not db.exists():
+        return False
+    try:
+        store = Store(db, readonly=True)
+        rows = store.all()
+        store.close()
+    except Exception:  # noqa: BLE001 - a corrupt state has nothing we can act on
+        return False
+    killed = False
+    for _, _, st, _, runtime in rows:
+        if st.terminal:
+            continue
+        for pid, started in runtime.get("pids", []):
+            try:
+                if abs(psutil.Process(pid).create_time() - started) < 1:
+                    os.killpg(pid, signal.SIGKILL)
+                    killed = True
+            except (psutil.Error, OSError):
+                pass
+    return killed
