@@ -43,8 +43,17 @@ def k8s_objects(server) -> list[tuple[str, str]]:
 
 
 def job_processes(home: Path) -> list[int]:
-    """Live processes of any job started under ``home`` (env GPUJOBS_JOB_ID + GPUJOBS_HOME)."""
+    """Live processes of any job started under ``home``: by environment (GPUJOBS_JOB_ID +
+    GPUJOBS_HOME) and, because ranks forked by the agent's zygote keep the zygote's
+    /proc/<pid>/environ, every child of this home's zygote (the agent's pid list)."""
     found = []
+    try:
+        from gpujobs.backends.local import agent_pids
+        zygote = agent_pids(home).get("zygote")
+        if zygote:
+            found += [c.pid for c in psutil.Process(zygote).children(recursive=True)]
+    except (ImportError, psutil.Error):
+        pass
     for p in psutil.process_iter():
         try:
             if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
@@ -64,4 +73,12 @@ def state_entries(home: Path) -> list[str]:
         root = home / sub
         if root.exists():
             out += [str(p.relative_to(home)) for p in root.rglob("*") if p.is_file()]
+    db = home / "state.db"
+    if db.exists():  # the local agent's job rows
+        from gpujobs.backends.local.store import Store
+        store = Store(db, readonly=True)
+        try:
+            out += [f"state.db row {row[0]}" for row in store.all()]
+        finally:
+            store.close()
     return out
