@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,7 @@ def _full_disk(homes: list[Path]) -> dict:
         from gpujobs.backends.local import stop_agent
         stop_agent(home=mnt)
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+        shutil.rmtree(mnt, ignore_errors=True)
 
 
 def main() -> int:
@@ -83,6 +85,7 @@ def main() -> int:
         from gpujobs.backends.local import stop_agent
         for h in homes:
             stop_agent(home=h)
+            shutil.rmtree(h, ignore_errors=True)
     cols = ("faults_injected", "jobs", "jobs_lost", "results_lost", "transitions_lost")
     print("| scenario | faults injected | jobs | jobs lost | results lost | transitions lost | s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
