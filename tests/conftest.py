@@ -25,14 +25,20 @@ def gpujobs_home(tmp_path_factory, monkeypatch):
     stop_agent(home=home)
 
 
-def processes_of_job(job_id: str) -> list[psutil.Process]:
-    """Live processes whose environment carries this job id (ranks, their children)."""
+def processes_of_job(job_id: str, pids: tuple[int, ...] = ()) -> list[psutil.Process]:
+    """Live processes whose environment carries this job id, or whose pid the job recorded.
+
+    Ranks forked from the agent's warm zygote keep the zygote's /proc environ, so the pids the
+    job's status recorded (``extra["pids"]``) are checked too.
+    """
     found = []
     for p in psutil.process_iter(["pid"]):
         try:
             if p.pid == os.getpid():
                 continue
-            if p.environ().get("GPUJOBS_JOB_ID") == job_id and p.status() != psutil.STATUS_ZOMBIE:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if p.pid in pids or p.environ().get("GPUJOBS_JOB_ID") == job_id:
                 found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -43,9 +49,11 @@ def processes_of_job(job_id: str) -> list[psutil.Process]:
 def no_leftovers():
     """Call with a job id: asserts (within a few seconds) that none of its processes survive."""
     def check(job_id: str, within: float = 5.0) -> None:
+        import gpujobs
+        pids = tuple(gpujobs.attach(job_id).status().extra.get("pids", ()))
         deadline = time.monotonic() + within
         while True:
-            alive = processes_of_job(job_id)
+            alive = processes_of_job(job_id, pids)
             if not alive or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

@@ -143,3 +143,19 @@ def test_command_job_runs_program_in_every_rank(no_leftovers):
     with pytest.raises(JobFailedError, match="exit code 7"):
         failing.result(timeout=120)
     no_leftovers(failing.id)
+
+
+def read_env(name):
+    import os
+    return os.environ.get(name), os.environ.get("OMP_NUM_THREADS")
+
+
+def test_ranks_see_submitter_environment(monkeypatch):
+    """The agent is detached, but ranks get the environment of the process that submitted."""
+    monkeypatch.setenv("GPUJOBS_TEST_MARK", "from-the-notebook")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert gpujobs.submit(read_env, "GPUJOBS_TEST_MARK", gpus=2).result(timeout=120) == \
+        ("from-the-notebook", "1")
+    job = gpujobs.job(read_env, "GPUJOBS_TEST_MARK").ddp(gpus=2).env(GPUJOBS_TEST_MARK="spec",
+                                                                      OMP_NUM_THREADS="2").submit()
+    assert job.result(timeout=120) == ("spec", "2")

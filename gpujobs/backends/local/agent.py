@@ -396,8 +396,10 @@ class Agent:
             return
         rec.runtime["pids"] = [[pid, _create_time(pid)] for pid in gang.pids]
         now = time.time()
+        seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,
-                     gang_ready=len(gang.pids))
+                     gang_ready=getattr(gang, "world_size", len(gang.pids)),
+                     extra={**rec.status.extra, "pids": seen})
         self._sample(rec, devices if (self.real and per) else None)
 
     # ------------------------------------------------------ metrics [metrics]

@@ -24,6 +24,7 @@ from ...spec import JobSpec
 from ...status import JobStatus
 from . import protocol
 from .client import AgentClient, check_home
+from .gang import save_submitter_env
 from .jobdir import JobDir
 from .store import Store, status_from_dict
 
@@ -47,6 +48,7 @@ class LocalBackend:
         jd = self._dir(job_id)
         jd.create(spec.to_dict(), spec.payload())
         try:
+            save_submitter_env(jd.root)
             reply = self.client.request({
                 "op": "submit", "id": job_id, "spec": spec.to_dict(), "name": spec.display_name,
                 "job_dir": str(jd.root), "cwd": spec.working_dir or os.getcwd(),

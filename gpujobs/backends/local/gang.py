@@ -27,6 +27,27 @@ class GangExit:
     message: str = ""
 
 
+SUBMITTER_ENV = "env.json"
+
+
+def save_submitter_env(job_dir: Path) -> None:
+    """Record the submitting process's environment (0600): ranks see what the notebook saw."""
+    import json
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_KEY")}
+    fd = os.open(job_dir / SUBMITTER_ENV, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(env, fh)
+
+
+def submitter_env(job_dir: Path) -> dict[str, str]:
+    """The environment recorded at submit, else this process's (jobs from older clients)."""
+    import json
+    try:
+        return json.loads((job_dir / SUBMITTER_ENV).read_text())
+    except (OSError, ValueError):
+        return dict(os.environ)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,7 +96,9 @@ class Gang:
         return self.job_dir / "logs"
 
     def _base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = submitter_env(self.job_dir)
+        if self.world_size > 1 and "OMP_NUM_THREADS" not in env and "OMP_NUM_THREADS" not in self.env:
+            env["OMP_NUM_THREADS"] = "1"  # as torchrun does: N ranks must not each spawn N threads
         env.update(self.env)
         env.update({
             "GPUJOBS_JOB_ID": self.job_id,
