@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .apiserver import FakeApiServer
@@ -68,6 +69,19 @@ class SimCluster:
         c = client.ApiClient(self.server.configuration())
         self._clients.append(c)
         return c
+
+    def write_kubeconfig(self, path: str | Path) -> str:
+        """A kubeconfig pointing at this cluster, so ``KUBECONFIG=path`` makes every kubectl-style
+        client (gpujobs' kubernetes backend included) talk to it as to a real one."""
+        import yaml
+        host = self.server.configuration().host
+        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "gpujobs-sim",
+               "clusters": [{"name": "gpujobs-sim", "cluster": {"server": host}}],
+               "users": [{"name": "researcher", "user": {"token": "sim"}}],
+               "contexts": [{"name": "gpujobs-sim", "context": {
+                   "cluster": "gpujobs-sim", "user": "researcher", "namespace": self.namespace}}]}
+        Path(path).write_text(yaml.safe_dump(doc))
+        return str(path)
 
     def stop(self) -> list[int]:
         """Stop everything; returns the pids of the pod processes that were started (all dead)."""
