@@ -96,6 +96,15 @@ def idle_timeout_s(cfg: dict[str, Any] | None = None) -> float:
     return float(cfg.get("local", {}).get("idle_timeout_s", 300))
 
 
+_QUEUE_FIELDS = {"name", "gpus", "cpus", "memory", "cohort", "borrowing_limit", "strategy",
+                 "preemption", "reclaim", "local_queues"}
+_QUEUE_CHOICES = {
+    "strategy": ("BestEffortFIFO", "StrictFIFO"),
+    "preemption": ("Never", "LowerPriority", "LowerOrNewerEqualPriority"),
+    "reclaim": ("Never", "LowerPriority", "Any"),
+}
+
+
 def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dict[str, Any]:
     """Queues, cohorts and priority classes for the local agent's admission engine.
 
@@ -120,6 +129,14 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dic
         where = f"[[local.queues]] #{i + 1}"
         if "name" not in q:
             raise SpecError(where, "has no name", 'add name = "team-a"')
+        unknown = sorted(set(q) - _QUEUE_FIELDS)
+        if unknown:
+            raise SpecError(f"{where} {unknown[0]}", f"is not a queue setting in queue {q['name']!r}",
+                            f"use one of {', '.join(sorted(_QUEUE_FIELDS))}")
+        for key, allowed in _QUEUE_CHOICES.items():
+            if key in q and q[key] not in allowed:
+                raise SpecError(f"{where} {key}", f"{q[key]!r} is not a valid {key}",
+                                f"use one of {', '.join(allowed)}")
         quota: dict[str, float] = {"gpu": float(q.get("gpus", slots))}
         if "cpus" in q:
             quota["cpu"] = float(q["cpus"])

@@ -263,7 +263,8 @@ class Engine:
         prio = self._prio_value(w.priority)
         ok, why = self.can_ever_fit(w)
         if not ok:
-            raise QuotaError(why)
+            raise QuotaError(f"{why} (fix: ask for fewer GPUs or ranks, or use a queue with more "
+                             f"nominal or borrowable quota)")
         total = w.total()
         self._seq += 1
         e = _Entry(w=w, cq=cq, prio=prio, total=total, shape=tuple(sorted(total.items())),

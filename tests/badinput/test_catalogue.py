@@ -71,8 +71,7 @@ CASES: list[Case] = [
     Case("submit-none", "api", lambda: gpujobs.submit(None), SpecError, ("fn",), ("pass a callable",)),
     Case("submit-unknown-backend", "api", lambda: gpujobs.submit(train, backend="slurm"), SpecError, ("backend", "slurm"), ("kubernetes", "local")),
     Case("local-unknown-queue", "api", lambda: gpujobs.submit(train, queue="gpu-big"), SpecError, ("queue", "gpu-big"), ("configure",)),
-    Case("local-never-fits", "api", lambda: B(train).ddp(gpus=64).submit(), QuotaError, ("64", "gpu", "default"), ("fewer",),
-         xfail="the local agent's QuotaError (admission engine can_ever_fit) says what is short but gives no fix; reported to local-scheduler / admission"),
+    Case("local-never-fits", "api", lambda: B(train).ddp(gpus=64).submit(), QuotaError, ("64", "gpu", "default"), ("fewer",)),
     Case("builder-name", "api", lambda: B(train).name("Bad_Name").submit(), SpecError, ("name", "Bad_Name"), ("lowercase",)),
     Case("builder-queue-name", "api", lambda: B(train).queue("Team A").submit(), SpecError, ("queue", "Team A"), ("lowercase",)),
     Case("builder-env-name", "api", lambda: B(train).env(**{"1BAD": "x"}).submit(), SpecError, ("env", "1BAD"), ("letters, digits",)),
@@ -135,8 +134,7 @@ CASES: list[Case] = [
     Case("cli-kind", "cli", ["render", "train.py:main", "--kind", "Deployment"], 2, ("kind", "Deployment"), ("PyTorchJob",)),
     Case("cli-framework", "cli", ["submit", "train.py:main", "--framework", "jax"], 2, ("--framework", "jax"), ("choose from",)),
     Case("cli-backend", "cli", ["submit", "train.py:main", "--backend", "slurm"], 2, ("backend", "slurm"), ("kubernetes, local",)),
-    Case("cli-never-fits", "cli", ["submit", "train.py:main", "--gpus", "64"], 2, ("64", "gpu", "default"), ("fewer",),
-         xfail="the local agent's QuotaError (admission engine can_ever_fit) says what is short but gives no fix; reported to local-scheduler / admission"),
+    Case("cli-never-fits", "cli", ["submit", "train.py:main", "--gpus", "64"], 2, ("64", "gpu", "default"), ("fewer",)),
     Case("cli-status-unknown", "cli", ["status", "no-such-job"], 4, ("job_id", "no-such-job"), ("gpujobs.jobs()",)),
     Case("cli-sbatch-args", "cli", ["submit", "job.sbatch", "extra"], 2, ("args", "sbatch"), ("launch line",)),
     # ---------------------------------------------------------------- sbatch files
@@ -162,11 +160,9 @@ CASES: list[Case] = [
     Case("config-k8s-namespace", "config", lambda: B(train).render(kind="PyTorchJob"), SpecError, ("namespace", "Bad NS", "config file"), ("lowercase",), config='[kubernetes]\nnamespace = "Bad NS"\n'),
     Case("config-cli-broken-toml", "cli", ["submit", "train.py:main"], 2, ("config file", "not valid TOML"), ("GPUJOBS_CONFIG",), config="[local\n"),
     Case("config-queue-unknown-field", "config", lambda: gpujobs.submit(train), SpecError, ("gpuz",), ("gpus",),
-         config='[[local.queues]]\nname = "default"\ngpuz = 4\n',
-         xfail="unknown keys in [[local.queues]] are silently ignored by the local agent (reported to local-scheduler)"),
+         config='[[local.queues]]\nname = "default"\ngpuz = 4\n'),
     Case("config-priority-not-int", "config", lambda: gpujobs.submit(train, priority="high"), SpecError, ("priorities", "high"), ("integer",),
-         config='[priorities]\nhigh = "abc"\n',
-         xfail="a bad [priorities] value surfaces as StateError ('the gpujobs agent cannot start: ...'), not SpecError (reported to local-scheduler)"),
+         config='[priorities]\nhigh = "abc"\n'),
 ]
 
 _RECORD: collections.Counter = collections.Counter()

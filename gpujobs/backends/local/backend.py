@@ -42,6 +42,8 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
+        from ...config import local_admission_config
+        local_admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
