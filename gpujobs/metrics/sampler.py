@@ -68,6 +68,11 @@ class Sampler:
         return self._nvml is not None
 
     @property
+    def cpu_available(self) -> bool:
+        """psutil imported (CPU readings of GPU-less ranks are possible)."""
+        return self._cpu is not None
+
+    @property
     def errors(self) -> dict:
         """Devices that failed on their last read, with the NVML error."""
         return dict(self._nvml.errors) if self._nvml else {}

@@ -22,11 +22,12 @@ class SimCluster:
                  namespace: str = "default", priorities: dict[str, int] | None = None,
                  preemption: str = "LowerPriority", pod_slots: int | None = None,
                  run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
-                 **server_kw: Any):
+                 bootstrap: bool = False, **server_kw: Any):
         self.server = FakeApiServer(crds=crds, **server_kw)
         self.store = self.server.store
         self.namespace, self.queue = namespace, queue
         self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds)
+        self.controllers.kubelet.run_bootstrap = bootstrap  # pods run the real bootstrap.py
         if gpus is not None or cpus is not None:
             self.add_queue(queue, namespace, gpus=gpus, cpus=cpus, preemption=preemption)
         for name, value in (priorities or {}).items():

@@ -11,6 +11,12 @@ A pod runs one of two ways:
   (or a greeting), sleeps ``sim.gpujobs.dev/seconds`` (default from the cluster) and
   exits with ``sim.gpujobs.dev/exit-code``. Idle pods (MPI workers, Ray workers) run
   until their job ends.
+
+With ``run_bootstrap`` (``SimCluster(bootstrap=True)``), torch ``rank`` pods whose container
+runs ``/opt/gpujobs/bootstrap.py`` run that real bootstrap instead, from the ConfigMap's
+``bootstrap.py``/``bootstrap.json``/``lib.zip`` unpacked into the pod's temp dir (the
+runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
+sampler writes ``GPUJOBS-METRICS`` lines into the pod log).
 """
 from __future__ import annotations
 
@@ -47,6 +53,7 @@ class Kubelet:
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
         self.stopping = threading.Event()
+        self.run_bootstrap = False
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
@@ -209,6 +216,9 @@ class Kubelet:
                     "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
         env.pop("GPUJOBS_KEY_FILE", None)
         runner = [sys.executable, "-m", "gpujobs.runner"]
+        boot = _bootstrap_command(pod, cm, d, env, ann) if self.run_bootstrap else None
+        if boot is not None:
+            return boot, env
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -216,6 +226,31 @@ class Kubelet:
                                    "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
             return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
         return runner, env
+
+
+def _bootstrap_command(pod: dict, cm: dict, d: Path, env: dict[str, str],
+                  ann: dict) -> list[str] | None:
+    """The bootstrap command for a torch rank pod (ConfigMap unpacked into ``d``), else None."""
+    import json
+    data = cm.get("data") or {}
+    c0 = (pod["spec"].get("containers") or [{}])[0]
+    argv = [*(c0.get("command") or []), *(c0.get("args") or [])]
+    if ann.get(ANN_ROLE) != "rank" or "bootstrap.py" not in data or \
+            not any(a.endswith("/bootstrap.py") for a in argv):
+        return None
+    cfg = json.loads(data["bootstrap.json"])
+    if cfg.get("framework") == "ray":
+        return None
+    (d / "bootstrap.py").write_text(data["bootstrap.py"])
+    (d / "bootstrap.json").write_text(data["bootstrap.json"])
+    (d / "lib.zip").write_bytes(base64.b64decode(cm["binaryData"]["lib.zip"]))
+    for n in cfg.get("node_rank_env") or []:
+        env[n] = ann.get(ANN_RANK, "0")
+    for n in cfg.get("master_addr_env") or []:
+        env[n] = "127.0.0.1"
+    for n in cfg.get("master_port_env") or []:
+        env[n] = ann.get(ANN_PORT, "29500")
+    return [sys.executable, str(d / "bootstrap.py"), "rank"]
 
 
 def _no_rank_env(env: dict[str, str]) -> dict[str, str]:

@@ -176,6 +176,11 @@ class KubernetesBackend:
         from . import live
         return live.logs(self, job_id, rank=rank, follow=follow)
 
+    def metrics_history(self, job_id: str) -> list:
+        """Kept metric samples of the job (from its pods' GPUJOBS-METRICS log lines)."""
+        from . import live
+        return live.metrics_history(self, job_id)
+
     def cancel(self, job_id: str) -> None:
         from . import live
         live.cancel(self, job_id)

@@ -20,6 +20,15 @@ Roles (argv[1]):
 
 Settings come from ``bootstrap.json`` beside this file, not the environment, because
 MPI ranks started over ssh do not inherit the pod's environment.
+
+Metrics (``rank`` role of torch pods): this process, not the training processes, runs one
+``gpujobs.metrics`` Sampler for the pod's ranks and writes a ``GPUJOBS-METRICS {json}``
+line to the pod log every ``$GPUJOBS_METRICS_INTERVAL`` seconds (default 2; 0 turns it
+off): NVML for the GPUs the container sees, else the ranks' CPU/RSS via psutil
+(``source="psutil"``). The ranks' stdout is forwarded line by line through this process so
+a metrics line never splits a rank's line (a ``GPUJOBS-RESULT`` line is longer than one
+atomic pipe write). Without pynvml and psutil in the image it logs one line and runs the
+job without metrics. Ray drivers and MPI ranks are exec'd as before (no sampler).
 """
 import json
 import os
@@ -28,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,6 +95,59 @@ def rank_argv(cfg):
     return [sys.executable, "-m", "gpujobs.runner"]
 
 
+def note(msg):
+    sys.stderr.write("gpujobs bootstrap: " + msg + "\n")
+    sys.stderr.flush()
+
+
+def metrics_interval():
+    raw = os.environ.get("GPUJOBS_METRICS_INTERVAL", "").strip()
+    if not raw:
+        return 2.0
+    try:
+        return float(raw)
+    except ValueError:
+        note("GPUJOBS_METRICS_INTERVAL=%r is not a number of seconds; using 2" % raw)
+        return 2.0
+
+
+def make_sampler(lock):
+    """The pod's Sampler (not started, no ranks yet), or None with one log line saying why."""
+    interval = metrics_interval()
+    if interval <= 0:
+        note("metrics off (GPUJOBS_METRICS_INTERVAL=%s)" % os.environ["GPUJOBS_METRICS_INTERVAL"])
+        return None, []
+    try:
+        from gpujobs.metrics.podlaunch import visible_gpus
+        from gpujobs.metrics.sampler import Sampler, log_sink
+        gpus = visible_gpus()
+        holder = []
+        sampler = Sampler({}, interval=interval, sink=log_sink(
+            sys.stdout, lock, reason=lambda: holder[0].reason))
+        holder.append(sampler)
+    except Exception as exc:  # metrics never stop a job
+        note("no metrics: the sampler could not start (%s: %s)" % (type(exc).__name__, exc))
+        return None, []
+    if not (sampler.nvml_available and gpus) and not sampler.cpu_available:
+        sampler.stop()
+        note("no metrics: %s in this image; pip install nvidia-ml-py (GPU) or psutil (CPU) "
+             "to get GPUJOBS-METRICS lines" % ("NVML sees no GPU and psutil is not installed"
+                                              if sampler.nvml_available else
+                                              "neither pynvml (NVML) nor psutil is installed"))
+        return None, []
+    return sampler, gpus
+
+
+def forward(pipe, lock):
+    """Copy a rank's stdout to ours a whole line at a time (metrics lines go between lines)."""
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    for line in iter(pipe.readline, b""):
+        with lock:
+            out.write(line)
+            out.flush()
+    pipe.close()
+
+
 def env_int(names, default=None):
     for name in names:
         if os.environ.get(name, "") != "":
@@ -104,14 +167,41 @@ def run_torch(cfg):
     env.update(MASTER_ADDR=addr, MASTER_PORT=str(port), WORLD_SIZE=str(nnodes * nproc),
                GROUP_RANK=str(node_rank), NODE_RANK=str(node_rank),
                LOCAL_WORLD_SIZE=str(nproc))
-    if nproc == 1:
+    lock = threading.Lock()
+    sampler, gpus = make_sampler(lock)
+    if nproc == 1 and sampler is None:
         env.update(RANK=str(node_rank), LOCAL_RANK="0")
         os.execvpe(rank_argv(cfg)[0], rank_argv(cfg), env)
-    procs = []
+    procs, ranks, pumps = [], {}, []
+    per = len(gpus) // nproc
     for local in range(nproc):
-        e = dict(env, RANK=str(node_rank * nproc + local), LOCAL_RANK=str(local))
-        procs.append(subprocess.Popen(rank_argv(cfg), env=e))
-    signal.signal(signal.SIGTERM, lambda *_: [p.send_signal(signal.SIGTERM) for p in procs])
+        rank = node_rank * nproc + local
+        e = dict(env, RANK=str(rank), LOCAL_RANK=str(local))
+        p = subprocess.Popen(rank_argv(cfg), env=e,
+                             stdout=subprocess.PIPE if sampler is not None else None)
+        procs.append(p)
+        ranks[rank] = (p.pid, gpus[local * per:(local + 1) * per] if per else [])
+        if sampler is not None:
+            t = threading.Thread(target=forward, args=(p.stdout, lock), daemon=True)
+            t.start()
+            pumps.append(t)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _f: [p.send_signal(s) for p in procs if p.poll() is None])
+    if sampler is not None:
+        sampler.update(ranks)
+        sampler.start()
+    try:
+        return supervise(procs)
+    finally:
+        for t in pumps:
+            t.join(10)
+        if sampler is not None:
+            sampler.stop()
+
+
+def supervise(procs):
+    """Wait for every rank; the first failure stops the others; return the pod's exit code."""
+    procs = list(procs)
     code = 0
     while procs:
         for p in list(procs):

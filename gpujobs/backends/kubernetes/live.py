@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from ...errors import KubernetesError
 from ...status import JobStatus
 from . import logs as _logs
-from . import naming, results
+from . import naming, pod_metrics, results
 from .kinds import KINDS
 from .watch import StatusHub
 
@@ -62,7 +62,7 @@ def status(backend: Any, job_id: str) -> JobStatus:
     st = hub.status(name)
     if st is None:
         raise KubernetesError(f"job {job_id} not found (no such object in the cluster)", status=404)
-    return st
+    return pod_metrics.for_backend(backend).with_metrics(st)
 
 
 def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
@@ -70,7 +70,18 @@ def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
     st = hub.wait(name, timeout, lambda s: s.terminal)
     if st is None:
         raise KubernetesError(f"job {job_id} not found", status=404)
-    return st
+    return pod_metrics.for_backend(backend).with_metrics(st)
+
+
+def metrics_history(backend: Any, job_id: str) -> list:
+    """``job.metrics()``: the job's kept samples, after reading its pods' log tails now."""
+    pm = pod_metrics.for_backend(backend)
+    try:
+        terminal = status(backend, job_id).terminal
+    except KubernetesError:
+        terminal = False
+    pm.refresh(job_id, terminal=terminal, force=True)
+    return pm.history(job_id)
 
 
 def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
@@ -106,10 +117,19 @@ def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
     return found
 
 
+def _terminal_or_gone(backend: Any, job_id: str) -> bool:
+    """From the watch hub only (no metrics read): following logs must not read logs again."""
+    hub, name = _hub_job(backend, job_id)
+    st = hub.status(name)
+    return st is None or st.terminal
+
+
 def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
     ns, name = naming.parse_job_id(job_id)
-    done = (lambda: status(backend, job_id).terminal) if follow else None
-    return _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow, is_done=done)
+    done = (lambda: _terminal_or_gone(backend, job_id)) if follow else None
+    pm = pod_metrics.for_backend(backend)
+    return _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow, is_done=done,
+                      metrics_sink=lambda line: pm.feed(job_id, line))
 
 
 def cancel(backend: Any, job_id: str) -> None:

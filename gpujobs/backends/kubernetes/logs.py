@@ -2,8 +2,10 @@
 
 A pod's rank is its node rank: pods sorted with the launcher/master/head first, then by
 the index at the end of their name. Memory is bounded: followed lines pass through a
-bounded queue (producers block when the reader is slow), and result lines
-(``GPUJOBS-RESULT``, large base64) are shown as a short marker.
+bounded queue (producers block when the reader is slow). Result lines
+(``GPUJOBS-RESULT``, large base64) and metrics lines (``GPUJOBS-METRICS``, written by
+the pod bootstrap) are not shown; metrics lines go to ``metrics_sink`` instead
+(pod_metrics.PodMetrics.feed), so following the logs also keeps job metrics current.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
+from ...metrics import METRICS_MARKER
 from ...runner import RESULT_MARKER
 from .results import job_pods, read_pod_log
 
@@ -30,21 +33,34 @@ def pod_rank_order(pods: list[dict]) -> list[dict]:
     return sorted(pods, key=key)
 
 
-def _show(line: str) -> str:
-    if line.startswith(RESULT_MARKER):
-        return f"{RESULT_MARKER} {line.split(' ', 2)[1] if ' ' in line else ''} (result sent)"
+def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str | None:
+    """The text users see of a pod log line: None for result/metrics lines."""
+    if line.lstrip().startswith(RESULT_MARKER + " "):
+        return None
+    i = line.find(METRICS_MARKER + " ")
+    if i >= 0:
+        if metrics_sink is not None:
+            metrics_sink(line)
+        before = line[:i].rstrip()  # a rank's unterminated output the marker followed
+        return before or None
     return line
 
 
 def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, follow: bool = False,
-         is_done: Callable[[], bool] | None = None, max_buffered_lines: int = 1000) -> Iterator[str]:
+         is_done: Callable[[], bool] | None = None, max_buffered_lines: int = 1000,
+         metrics_sink: Callable[[str], Any] | None = None) -> Iterator[str]:
     """Lines ``[rank N] text\\n`` of the job's pods (only ``rank`` when given)."""
+    def show(line: str) -> str | None:
+        return _visible(line, metrics_sink)
+
     if not follow:
         for r, pod in enumerate(pod_rank_order(job_pods(api_client, namespace, name))):
             if rank is not None and r != rank:
                 continue
             for line in read_pod_log(api_client, namespace, pod["metadata"]["name"]).splitlines():
-                yield f"[rank {r}] {_show(line)}\n"
+                text = show(line)
+                if text is not None:
+                    yield f"[rank {r}] {text}\n"
         return
     q: queue.Queue = queue.Queue(maxsize=max_buffered_lines)
     started: set[str] = set()
@@ -61,11 +77,14 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
-                    q.put(f"[rank {r}] {_show(line.decode('utf-8', 'replace'))}\n")
+                    text = show(line.decode("utf-8", "replace"))
+                    if text is not None:
+                        q.put(f"[rank {r}] {text}\n")
                 if stop.is_set():
                     break
-            if buf:
-                q.put(f"[rank {r}] {_show(buf.decode('utf-8', 'replace'))}\n")
+            text = show(buf.decode("utf-8", "replace")) if buf else None
+            if text is not None:
+                q.put(f"[rank {r}] {text}\n")
         except (ApiException, OSError, ValueError):
             started.discard(pod)  # not started yet (400) or dropped: try again later
         finally:

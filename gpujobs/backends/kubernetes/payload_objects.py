@@ -2,7 +2,8 @@
 
 Choice: the pod runs gpujobs' runner from the ConfigMap, not from a pip install.
 ``lib.zip`` (deflated, imported in place by Python's zipimport) holds gpujobs' runner,
-payload, context, fsdp and errors modules (a minimal ``gpujobs`` package) and the
+payload, context, fsdp and errors modules, plus status and the metrics sampler the bootstrap
+runs (nvml/psutil readers, ``GPUJOBS-METRICS`` line writer), a minimal ``gpujobs`` package, and the
 submitter's own cloudpickle, so a stock PyTorch image works unchanged and the pickling
 library on both sides is the same version.
 ``bootstrap.py`` (see bootstrap_script.py) checks the Python version first.
@@ -38,7 +39,12 @@ _HEADROOM = 16 * 1024  # keys, spec.json growth, metadata
 
 _GPUJOBS_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
-                   "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py")
+                   "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py",
+                   # the bootstrap's metrics sampler (GPUJOBS-METRICS lines); stdlib + optional
+                   # pynvml/psutil only, no pandas: frame/usage/dcgm/tracker are not shipped
+                   "status.py", "metrics/__init__.py", "metrics/logline.py", "metrics/model.py",
+                   "metrics/sampler.py", "metrics/cpu.py", "metrics/nvml.py",
+                   "metrics/podlaunch.py")
 _LIB_INIT = '''"""gpujobs inside a pod: the runner subset shipped by the Kubernetes backend.
 
 ``gpujobs.context()``, ``gpujobs.fsdp`` and ``gpujobs.errors`` work in the job's function;
@@ -56,6 +62,11 @@ def __getattr__(name):
     raise AttributeError(f"gpujobs.{name} is not available inside the pod (only the runner subset "
                          "is shipped); install gpujobs in the image to use it there")
 '''
+_METRICS_INIT = '''"""gpujobs.metrics inside a pod: only the sampler the bootstrap runs (no pandas views)."""
+from .logline import METRICS_MARKER, format_metrics_line, parse_metrics_line
+from .sampler import Sampler, log_sink
+'''
+_REPLACED = {"__init__.py": _LIB_INIT, "metrics/__init__.py": _METRICS_INIT}
 
 
 @lru_cache(maxsize=1)
@@ -65,7 +76,7 @@ def shipped_files() -> dict[str, str]:
 
     files: dict[str, str] = {}
     for rel in SHIPPED_GPUJOBS:
-        text = _LIB_INIT if rel == "__init__.py" else (_GPUJOBS_ROOT / rel).read_text()
+        text = _REPLACED.get(rel) or (_GPUJOBS_ROOT / rel).read_text()
         files[f"gpujobs/{rel}"] = text
     cp_dir = Path(cloudpickle.__file__).parent
     for p in sorted(cp_dir.glob("*.py")):
