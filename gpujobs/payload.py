@@ -140,6 +140,19 @@ def open_envelope(blob: bytes, key: bytes) -> Any:
     return pickle.loads(body)
 
 
+_PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
+              "connectFullMesh", "remote process exited", "communicator was aborted",
+              "Socket Timeout", "Timed out waiting")
+
+
+def is_collateral(exc: BaseException) -> bool:
+    """True for errors that only say *another* rank died (a collective lost its peer)."""
+    name = type(exc).__name__
+    text = str(exc)
+    return name in ("DistBackendError", "DistNetworkError", "DistStoreError") or \
+        any(marker in text for marker in _PEER_LOST)
+
+
 @dataclass
 class Outcome:
     """What one rank sends back: a value or an exception (with its remote traceback)."""
@@ -150,6 +163,8 @@ class Outcome:
     exc_type: str = ""
     exc_message: str = ""
     traceback: str = ""
+    collateral: bool = False
+    """The rank failed because another one did (a collective lost its peer, or it was stopped)."""
 
     @classmethod
     def success(cls, rank: int, value: Any) -> "Outcome":
@@ -164,7 +179,7 @@ class Outcome:
             exc_bytes = None
         return cls(rank=rank, ok=False, exc_bytes=exc_bytes,
                    exc_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
-                   exc_message=str(exc), traceback=tb)
+                   exc_message=str(exc), traceback=tb, collateral=is_collateral(exc))
 
     def exception(self) -> BaseException:
         """Re-create the remote exception as its own type, with rank and traceback attached."""

@@ -52,6 +52,18 @@ def write_outcome(blob: bytes, rank: int) -> None:
     sys.stderr.flush()
 
 
+def _write_failure_marker(outcome) -> None:
+    """Plain JSON beside the sealed outcome, so the launcher can tell cause from collateral
+    without unpickling anything."""
+    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
+    if sink.startswith("dir:"):
+        try:
+            (Path(sink[4:]) / f"failure-{outcome.rank}.json").write_text(json.dumps(
+                {"type": outcome.exc_type, "collateral": outcome.collateral}))
+        except OSError:
+            pass
+
+
 def main() -> int:
     from ..context import JobContext, _set_current
     from ..payload import Outcome, open_envelope, seal, unpack_call
@@ -84,6 +96,8 @@ def main() -> int:
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller
         outcome = Outcome.failure(ctx.rank, exc)
     rank = ctx.rank
+    if not outcome.ok:
+        _write_failure_marker(outcome)
     if not outcome.ok or rank == 0 or env.get("GPUJOBS_RETURN_ALL") == "1":
         try:
             blob = seal(outcome, key)

@@ -159,3 +159,22 @@ def test_ranks_see_submitter_environment(monkeypatch):
     job = gpujobs.job(read_env, "GPUJOBS_TEST_MARK").ddp(gpus=2).env(GPUJOBS_TEST_MARK="spec",
                                                                       OMP_NUM_THREADS="2").submit()
     assert job.result(timeout=120) == ("spec", "2")
+
+
+def die_in_collective():
+    import os
+    import signal
+    import torch
+    import torch.distributed as dist
+    if gpujobs.context().rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    t = torch.ones(1)
+    dist.all_reduce(t)  # rank 0 loses its peer here: a collateral error, not the cause
+    return t.item()
+
+
+def test_killed_rank_is_blamed_not_the_peer_it_left_behind(no_leftovers):
+    job = gpujobs.submit(die_in_collective, gpus=2)
+    with pytest.raises(JobFailedError, match="rank 1 killed by SIGKILL"):
+        job.result(timeout=120)
+    no_leftovers(job.id)

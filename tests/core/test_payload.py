@@ -56,3 +56,8 @@ def test_outcome_unpicklable_exception_becomes_remote_error():
                   exc_message="odd", traceback="tb")
     exc = out.exception()
     assert isinstance(exc, RemoteError) and exc.type_name == "mod.Weird" and exc.rank == 1
+
+
+def test_lost_peer_errors_are_collateral():
+    assert Outcome.failure(0, RuntimeError("Gloo connectFullMesh failed ... Connection closed by peer")).collateral
+    assert not Outcome.failure(0, ValueError("bad learning rate")).collateral

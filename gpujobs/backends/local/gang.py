@@ -7,6 +7,7 @@ any rank failing tears the whole gang down.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -133,7 +134,7 @@ class Gang:
     def start(self) -> None:
         for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
             d.mkdir(parents=True, exist_ok=True)
-        for pattern in ("outcome-*", "exit-*"):
+        for pattern in ("outcome-*", "exit-*", "failure-*"):
             for stale in self.result_dir.glob(pattern):
                 stale.unlink()  # a requeued gang starts clean; checkpoints stay
         base = self._base_env()
@@ -181,8 +182,15 @@ class Gang:
         return None
 
     def _exit_order(self, rank: int) -> int:
-        # Prefer the rank that wrote an exception outcome: it is the cause, others are collateral.
-        return 0 if (self.result_dir / f"outcome-{rank}.bin").exists() else 1
+        """The cause first: a rank's own exception, then a rank that died without one (killed,
+        exit code), then ranks whose error only reports a lost peer (see runner: failure-N)."""
+        marker = self.result_dir / f"failure-{rank}.json"
+        if marker.exists():
+            try:
+                return 2 if json.loads(marker.read_text()).get("collateral") else 0
+            except (OSError, ValueError):
+                return 0
+        return 1
 
     def wait(self, timeout: float | None = None, interval: float = 0.05) -> GangExit | None:
         deadline = None if timeout is None else time.monotonic() + timeout
