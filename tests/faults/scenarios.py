@@ -16,6 +16,8 @@ import os
 import signal
 import socket
 import time
+
+from support import wait_for as until  # noqa: F401
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,16 +33,6 @@ def row(name: str, faults: int, jobs: int, jobs_lost: int = 0, results_lost: int
     return {"scenario": name, "faults_injected": faults, "jobs": jobs, "jobs_lost": jobs_lost,
             "results_lost": results_lost, "transitions_lost": transitions_lost,
             "seconds": round(seconds, 2), "note": note}
-
-
-def until(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"condition not reached in {timeout} s")
 
 
 def transitions_lost(phases: list[str], final: str) -> int:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.payload_objects import KEY_DIR, MOUNT_DIR, lib_zip
@@ -36,23 +37,13 @@ def burn(seconds, tag):
     return tag
 
 
-def wait_for(pred, timeout=60.0, every=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
-
-
 def test_sim_job_status_and_metrics_carry_pod_cpu_samples(make_cluster):
     sim, be = make_cluster(bootstrap=True)
     spec = gpujobs.job(burn, 4.0, "m").ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
         .kubernetes(kind="PyTorchJob").queue("q").env(GPUJOBS_METRICS_INTERVAL="0.3").spec()
     job = Job(be.submit(spec), be)
 
-    st = wait_for(lambda: (lambda s: s if {m.rank for m in s.metrics} == {0, 1} else None)(job.status()))
+    st = wait_for(lambda: (lambda s: s if {m.rank for m in s.metrics} == {0, 1} else None)(job.status()), timeout=60.0, every=0.2)
     assert not st.terminal, "metrics should be visible while the job runs"
     for m in st.metrics:
         assert m.source == "psutil" and m.device == -1, m

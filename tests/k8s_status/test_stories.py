@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from support import wait_for
 
 import gpujobs
 from gpujobs.handle import Job
@@ -16,16 +17,6 @@ def sleepy(seconds, value):
     import time as _t
     _t.sleep(seconds)
     return value
-
-
-def wait_for(pred, timeout=30.0, every=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
 
 
 def submit(be, fn, *args, prio=None, name=None, ranks=1):

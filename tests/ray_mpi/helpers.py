@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import time
+
+from support import wait_for  # noqa: F401  (re-exported for the tests here)
 from pathlib import Path
 
 import psutil
@@ -30,16 +32,6 @@ def alive(pids) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return out
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def cmdline_mentions(text: str) -> list[int]:

@@ -76,7 +76,7 @@ def test_ray_job_runs_tasks_on_its_own_cluster_and_leaves_nothing(no_leftovers):
     def watch():
         seen.update(job.backend.pids(job.id))
         return job.done()
-    wait_for(watch, timeout=120, interval=0.3)
+    wait_for(watch, timeout=120, every=0.3)
     value = job.result(timeout=5)
     assert value["squares"] == [i * i for i in range(6)]
     assert value["gpus"] == 2.0 and value["cpus"] == 4.0  # workers x per-worker resources
