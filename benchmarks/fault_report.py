@@ -20,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support.py
 
 import scenarios  # noqa: E402
 

@@ -49,7 +49,9 @@ def _setup_torch(ctx: JobContext) -> Any:
         backend = "gloo"
     if not dist.is_initialized():
         kwargs = {"device_id": torch.device(ctx.device)} if backend == "nccl" else {}
-        dist.init_process_group(backend=backend, init_method="env://", rank=ctx.rank,
+        rdzv = os.environ.get("GPUJOBS_RENDEZVOUS_FILE")  # local gangs: FileStore, no port
+        init = f"file://{rdzv}" if rdzv else "env://"
+        dist.init_process_group(backend=backend, init_method=init, rank=ctx.rank,
                                 world_size=ctx.world_size, **kwargs)
     return True
 

@@ -46,7 +46,7 @@ def _load_plugins() -> None:
 def gang_launcher(spec: dict, *, job_id: str, job_dir: Path, key_file: Path,
                   devices: list[list[int]] | None, restarts: int = 0, cwd: str | None = None,
                   spawner: Callable[..., Any] | None = None) -> Gang:
-    """Plain rank processes (torch.distributed env, TCPStore hosted by the agent)."""
+    """Plain rank processes (torch.distributed env, FileStore rendezvous in the job dir)."""
     world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
     return Gang(job_id=job_id, job_dir=job_dir, framework=spec.get("framework", "ddp"),
                 world_size=world, key_file=key_file, devices=devices,
