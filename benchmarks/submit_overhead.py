@@ -8,11 +8,15 @@ SelfSubjectAccessReviews, LocalQueue/ClusterQueue fit, runtime; plus the payload
 ConfigMap and key Secret); its preflight answers are cached for 30 s, so the
 "no cache" row shows the cold cost of every submit.
 
-    .venv/bin/python benchmarks/submit_overhead.py [--n 50] [--quick]
+    .venv/bin/python benchmarks/submit_overhead.py [--n 50] [--quick] [--rtt-ms 0,5]
+
+``--rtt-ms`` adds a server-side delay per request, standing for the network round trip
+to a real API server (0 = loopback only, where request count matters least).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import statistics
@@ -64,6 +68,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=50, help="submits per side (default 50)")
     ap.add_argument("--quick", action="store_true", help="10 submits per side")
+    ap.add_argument("--rtt-ms", default="0,5", help="comma-separated round-trip delays to run")
     args = ap.parse_args()
     n = 10 if args.quick else args.n
     os.environ.setdefault("GPUJOBS_HOME", tempfile.mkdtemp(prefix="gpujobs-bench-"))
@@ -81,30 +86,36 @@ def main() -> None:
         spec = gpujobs.job(train).ddp(nodes=2, gpus_per_node=1).queue("team-a") \
             .options(kind="PyTorchJob").spec()
 
+        names = itertools.count()
+
         def kubeflow_submit(i: int) -> None:
-            tc.create_job(name=f"kf-{i}", train_func=train, num_workers=2,
+            tc.create_job(name=f"kf-{next(names)}", train_func=train, num_workers=2,
                           resources_per_worker={"gpu": "1", "cpu": "1"},
                           base_image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
                           queue_name="team-a")
 
-        rows = []
-        for label, fn in (("kubeflow TrainingClient.create_job", kubeflow_submit),
+        for rtt in [float(x) for x in args.rtt_ms.split(",")]:
+          server.latency_s = rtt / 1000.0
+          rows = []
+          for label, fn in (("kubeflow TrainingClient.create_job", kubeflow_submit),
                           ("gpujobs submit (preflight cached)", lambda i: be.submit(spec)),
                           ("gpujobs submit (no preflight cache)", lambda i: be_cold.submit(spec))):
             fn(-1 if label.startswith("kubeflow") else 0)  # warm-up (not timed)
             times, reqs = measure(server, n, fn)
             rows.append((label, statistics.median(times), sorted(times)[int(0.9 * (n - 1))],
                          statistics.median(reqs)))
+          print(f"submit overhead, {n} submits per side, fake kube-apiserver over HTTP on "
+                f"127.0.0.1, {rtt:g} ms added per request")
+          print(f"{'':38} {'median ms':>10} {'p90 ms':>9} {'requests':>9} {'ratio vs kubeflow':>18}")
+          base = rows[0][1]
+          for label, med, p90, req in rows:
+              print(f"{label:38} {med * 1e3:10.2f} {p90 * 1e3:9.2f} {req:9.0f} {med / base:17.2f}x")
+          print()
         n_jobs = sum(1 for res, o in server.store.all_objects() if res.kind == "PyTorchJob")
+        n_rtts = len(args.rtt_ms.split(","))
     finally:
         server.stop()
-
-    print(f"submit overhead, {n} submits per side, fake kube-apiserver over HTTP on 127.0.0.1")
-    print(f"{'':38} {'median ms':>10} {'p90 ms':>9} {'requests':>9} {'ratio vs kubeflow':>18}")
-    base = rows[0][1]
-    for label, med, p90, req in rows:
-        print(f"{label:38} {med * 1e3:10.2f} {p90 * 1e3:9.2f} {req:9.0f} {med / base:17.2f}x")
-    print(f"PyTorchJobs in the server afterwards: {n_jobs} (expected {3 * n + 3})")
+    print(f"PyTorchJobs in the server afterwards: {n_jobs} (expected {n_rtts * (3 * n + 3)})")
     print("gpujobs requests: 3 creates (job, payload ConfigMap, key Secret) + preflight "
           "(discovery, 3 SelfSubjectAccessReviews, LocalQueue, ClusterQueue) when not cached")
 

@@ -106,6 +106,7 @@ class FakeApiServer:
         self.logs = PodLogs()
         self.host, self._port = host, port
         self.bookmark_interval = bookmark_interval
+        self.latency_s = 0.0  # added to every request: a network round trip to a real apiserver
         self.counts: collections.Counter = collections.Counter()
         self._faults: list[Fault] = []
         self._fault_lock = threading.Lock()
@@ -343,6 +344,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ routing
     def _dispatch(self, method: str) -> None:
+        if self.api.latency_s:
+            time.sleep(self.api.latency_s)
         url = urllib.parse.urlsplit(self.path)
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/") if p]

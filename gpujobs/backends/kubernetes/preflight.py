@@ -15,6 +15,7 @@ burst of submits pays for the checks once.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 import warnings
 from typing import Any, Callable
 
@@ -253,15 +254,22 @@ def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
             _skip(f"Volcano Queue {q}")
 
 
+_POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="gpujobs-preflight")
+
+
 def preflight(backend: Any, r: Rendered) -> None:
     """Run every check for ``r``; raise PreflightError / QuotaError before anything is created."""
     cache = _Cache(backend)
-    check_crd(backend, cache, r.kind)
+    checks: list[Callable[[], None]] = [lambda: check_crd(backend, cache, r.kind)]
     if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
-        check_crd(backend, cache, "VolcanoJob")
+        checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))
     if r.volcano == "gang":
-        check_volcano(backend, cache)
-    check_access(backend, cache, r.namespace, r.kind)
+        checks.append(lambda: check_volcano(backend, cache))
+    checks.append(lambda: check_access(backend, cache, r.namespace, r.kind))
     if r.kind in KUEUE_KINDS:
-        check_kueue(backend, cache, r)
-    check_other(backend, cache, r)
+        checks.append(lambda: check_kueue(backend, cache, r))
+    checks.append(lambda: check_other(backend, cache, r))
+    # The checks only read; run them together (one round trip each, not one after another)
+    # and report the first failure in the order above, so errors stay deterministic.
+    for fut in [_POOL.submit(check) for check in checks]:
+        fut.result()

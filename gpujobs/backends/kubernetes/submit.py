@@ -1,4 +1,5 @@
-"""Safe submit: preflight, then create job -> ConfigMap -> Secret; all or nothing, idempotent.
+"""Safe submit: preflight, then create the job, then its ConfigMap and Secret (in parallel);
+all or nothing, idempotent.
 
 Order (documented choice): the job object is created first (Kueue's webhook
 suspends it, so nothing runs yet; a bare Volcano Job's pods wait for their
@@ -19,6 +20,7 @@ the error names what failed and what was removed.
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 import time
 from typing import Any, Callable
 
@@ -142,6 +144,9 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
     return removed
 
 
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpujobs-submit")
+
+
 def submit_rendered(backend: Any, r: Rendered) -> str:
     """Create ``r``'s objects; return the job id. Raises before/after with nothing left behind."""
     from kubernetes.client.exceptions import ApiException
@@ -156,18 +161,30 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
         job = _create_once(objs, "job", r.job)
         uid = job["metadata"]["uid"]
         owner = owner_reference(r.job, uid)
+        bodies = []
         for step, body in (("configmap", r.configmap), ("secret", r.secret)):
             body = copy.deepcopy(body)
             body["metadata"]["ownerReferences"] = [owner]
             attempted.append((step, body["metadata"]["name"]))
-            _create_once(objs, step, body)
+            bodies.append((step, body))
+        # ConfigMap and Secret do not depend on each other: one round trip for both.
+        futures = [(step, _POOL.submit(_create_once, objs, step, body)) for step, body in bodies]
+        errors = []
+        for step_, fut in futures:
+            try:
+                fut.result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after both ended
+                errors.append((step_, exc))
+        if errors:
+            step, first = errors[0]
+            raise first
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
         naming.forget_key(r.namespace, r.name, backend.home)
         if isinstance(exc, GpuJobsError):
             raise
-        what = f"{r.job['kind'] if step == 'job' else step} {r.namespace}/{attempted[-1][1]}"
+        what = f"{r.job['kind'] if step == 'job' else step} {r.namespace}/{dict(attempted)[step]}"
         cleaned = f"; removed {', '.join(removed)}" if removed else "; nothing was left behind"
         if isinstance(exc, ApiException):
             hint = ""
