@@ -57,19 +57,24 @@ def format_metrics_line(samples: Iterable[GpuSample], reason: str = "",
     return f"{METRICS_MARKER} {json.dumps(doc, separators=(',', ':'))}"
 
 
+def _marker_json(line: str):
+    """The JSON after the metrics marker (anywhere in the line), or None."""
+    i = line.find(METRICS_MARKER + " ")
+    if i < 0:
+        return None
+    try:
+        return json.loads(line[i + len(METRICS_MARKER) + 1:].strip())
+    except ValueError:
+        return None
+
+
 def parse_metrics_line(line: str) -> list[GpuSample] | None:
     """Samples from a metrics line; [] for a "nothing to report" line; None for any other line.
 
     The marker may follow other text (a rank's unterminated output) or a
     ``[rank N]`` prefix; a marker with malformed JSON returns None.
     """
-    i = line.find(METRICS_MARKER + " ")
-    if i < 0:
-        return None
-    try:
-        doc = json.loads(line[i + len(METRICS_MARKER) + 1:].strip())
-    except ValueError:
-        return None
+    doc = _marker_json(line)
     if not isinstance(doc, dict) or "t" not in doc:
         return None
     gpus = doc.get("g")
@@ -95,11 +100,5 @@ def parse_metrics_line(line: str) -> list[GpuSample] | None:
 
 def metrics_reason(line: str) -> str | None:
     """The ``reason`` of a "nothing to report" line (e.g. "NVML not available"), else None."""
-    i = line.find(METRICS_MARKER + " ")
-    if i < 0:
-        return None
-    try:
-        doc = json.loads(line[i + len(METRICS_MARKER) + 1:].strip())
-    except ValueError:
-        return None
+    doc = _marker_json(line)
     return doc.get("reason") if isinstance(doc, dict) and doc.get("g") is None else None
