@@ -4,7 +4,8 @@ Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
 
     GpuJobsError
     ├── SpecError (ValueError)          bad input, raised before anything is created
-    │   └── PayloadError                fn/args cannot be serialised or are too large
+    │   ├── PayloadError                fn/args cannot be serialised or are too large
+    │   └── JobNotFound (LookupError)   no job with that id (status / attach / cancel)
     ├── SubmitError                     the backend refused or failed to create the job
     │   ├── PreflightError              a check before creation failed (queue, CRD, RBAC …)
     │   └── QuotaError                  the job can never fit its queue
@@ -48,6 +49,10 @@ class SpecError(GpuJobsError, ValueError):
 
 class PayloadError(SpecError):
     """The function or its arguments cannot travel to the ranks."""
+
+
+class JobNotFound(SpecError, LookupError):
+    """No job with this id on the backend (``field`` is ``job_id``)."""
 
 
 class SubmitError(GpuJobsError):

@@ -120,3 +120,11 @@ def test_builders_are_immutable():
     base = gpujobs.job(noop).queue("a")
     other = base.queue("b")
     assert base.spec().queue == "a" and other.spec().queue == "b"
+
+
+def test_attach_unknown_job_is_job_not_found():
+    from gpujobs.errors import JobNotFound
+    with pytest.raises(JobNotFound) as err:
+        gpujobs.attach("no-such-job-123")
+    assert isinstance(err.value, LookupError) and isinstance(err.value, SpecError)
+    assert err.value.field == "job_id" and "gpujobs.jobs()" in err.value.fix

@@ -30,7 +30,7 @@ from typing import Any
 from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
 from ...devices import local_gpu_slots
-from ...errors import GpuJobsError, SpecError
+from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import protocol
@@ -434,7 +434,7 @@ class Agent:
             return self._view(rec)
         st = self.store.status(jid)
         if st is None:
-            raise SpecError("job_id", f"no local job {jid!r}", "list jobs with gpujobs.jobs()")
+            raise JobNotFound("job_id", f"no local job {jid!r}", "list jobs with gpujobs.jobs()")
         return st
 
     def jobs(self, queue: str | None) -> list[JobStatus]:
