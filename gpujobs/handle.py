@@ -53,16 +53,16 @@ class Job:
         st = self.wait(timeout)
         outcomes = self._outcomes()
         # The cause first: a rank's own error beats errors that only report a lost peer.
-        failed = sorted((o for o in outcomes.values() if not o.ok),
-                        key=lambda o: (getattr(o, "collateral", False), o.rank))
-        if failed and not failed[0].collateral:
-            return failed[0].exception()
-        if failed and not (st.phase == "failed" and st.reason == "rank-failed"
-                           and f"rank {failed[0].rank} " not in st.message):
-            return failed[0].exception()
-        if failed:  # the cause died without an exception (killed, os._exit): say so
+        failed = sorted((o for o in outcomes.values() if not o.ok), key=lambda o: (o.collateral, o.rank))
+        if failed:
+            first = failed[0]
+            died_silently = (first.collateral and st.phase == "failed" and st.reason == "rank-failed"
+                             and f"rank {first.rank} " not in st.message)
+            if not died_silently:
+                return first.exception()
+            # The cause died without an exception (killed, os._exit): say so.
             err = JobFailedError(f"job {self.id} failed: {st.message}", exit_code=st.exit_code)
-            err.__cause__ = failed[0].exception()
+            err.__cause__ = first.exception()
             return err
         if st.phase == "succeeded":
             return None

@@ -32,14 +32,20 @@ def read_key() -> bytes:
     return bytes.fromhex(Path(os.environ["GPUJOBS_KEY_FILE"]).read_text().strip())
 
 
-def outcome_path(result_dir: Path | str, rank: int) -> Path:
-    return Path(result_dir) / f"outcome-{rank}.bin"
+def outcome_path(directory: Path | str, rank: int) -> Path:
+    return Path(directory) / f"outcome-{rank}.bin"
+
+
+def result_dir() -> Path | None:
+    """The directory of a ``dir:`` result sink (local backend), None for the ``log`` sink."""
+    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
+    return Path(sink[4:]) if sink.startswith("dir:") else None
 
 
 def write_outcome(blob: bytes, rank: int) -> None:
-    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
-    if sink.startswith("dir:"):
-        path = outcome_path(sink[4:], rank)
+    directory = result_dir()
+    if directory is not None:
+        path = outcome_path(directory, rank)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as fh:
             fh.write(blob)
@@ -55,10 +61,10 @@ def write_outcome(blob: bytes, rank: int) -> None:
 def _write_failure_marker(outcome) -> None:
     """Plain JSON beside the sealed outcome, so the launcher can tell cause from collateral
     without unpickling anything."""
-    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
-    if sink.startswith("dir:"):
+    directory = result_dir()
+    if directory is not None:
         try:
-            (Path(sink[4:]) / f"failure-{outcome.rank}.json").write_text(json.dumps(
+            (directory / f"failure-{outcome.rank}.json").write_text(json.dumps(
                 {"type": outcome.exc_type, "collateral": outcome.collateral}))
         except OSError:
             pass

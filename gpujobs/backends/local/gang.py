@@ -84,7 +84,6 @@ class Gang:
     """``spawner(env=, log_path=, cwd=, exit_file=)`` -> a Popen-like process (the agent's
     zygote); None, or a spawner that raises OSError, means ``subprocess.Popen``."""
     procs: dict[int, Any] = field(default_factory=dict)
-    _store: object = None
     _log_files: list = field(default_factory=list)
 
     @property
@@ -226,5 +225,4 @@ class Gang:
         for log in self._log_files:
             log.close()
         self._log_files.clear()
-        self._store = None
         return result
