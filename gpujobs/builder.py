@@ -44,10 +44,7 @@ class JobBuilder:
             raise SpecError("gpus", "both gpus and gpus_per_node were given", "pass one of them")
         if gpus is not None:
             check_count("gpus", gpus)
-            if gpus % nodes:
-                raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
-                                f"use a multiple of nodes, e.g. gpus={nodes * max(1, gpus // nodes)}")
-            gpus_per_node = gpus // nodes
+            gpus_per_node = _per_node(gpus, nodes)
         if gpus_per_node is None:
             gpus_per_node = 1
         check_count("gpus_per_node", gpus_per_node, minimum=0)
@@ -180,6 +177,14 @@ class JobBuilder:
         return Job(job_id, backend, spec=spec)
 
 
+def _per_node(gpus: int, nodes: int) -> int:
+    """GPUs per node; SpecError when ``gpus`` does not split evenly over ``nodes``."""
+    if gpus % nodes:
+        raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
+                        f"use a multiple of nodes, e.g. gpus={nodes * max(1, gpus // nodes)}")
+    return gpus // nodes
+
+
 def job(fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> JobBuilder:
     """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank."""
     return JobBuilder(fn, *args, **kwargs)
@@ -200,15 +205,9 @@ def submit(fn: Callable[..., Any], *args: Any, gpus: int = 1, nodes: int = 1,
     if framework in ("ddp", "fsdp"):
         b = b._torch(framework, nodes, None, gpus, None)
     elif framework == "mpi":
-        if gpus % nodes:
-            raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
-                            "use a multiple of nodes")
-        b = b.mpi(ranks=gpus, gpus_per_rank=1, ranks_per_node=gpus // nodes)
+        b = b.mpi(ranks=gpus, gpus_per_rank=1, ranks_per_node=_per_node(gpus, nodes))
     elif framework == "ray":
-        if gpus % nodes:
-            raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} workers",
-                            "use a multiple of nodes")
-        b = b.ray(workers=nodes, gpus_per_worker=gpus // nodes)
+        b = b.ray(workers=nodes, gpus_per_worker=_per_node(gpus, nodes))
     else:
         from .spec import FRAMEWORKS
         raise SpecError("framework", f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
