@@ -5,7 +5,6 @@ so asking for the status of 1,000 jobs costs no extra requests.
 """
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any, Callable, Iterator
 
@@ -30,11 +29,15 @@ def hub_for(backend: Any, namespace: str) -> StatusHub:
         return hub
 
 
+def _record_kind(rec: naming.JobRecord | None) -> str | None:
+    """The gpujobs kind (a KINDS key, e.g. "VolcanoJob") a submit record names."""
+    return rec.kind if rec is not None and rec.kind in KINDS else None
+
+
 def _kind_of(backend: Any, ns: str, name: str) -> str | None:
     rec = naming.load_record(ns, name, backend.home)
     if rec is not None:
-        return next((k for k, i in KINDS.items() if i.api_version == rec.api_version and
-                     i.api_kind == rec.kind), None)
+        return _record_kind(rec)
     for kind, info in KINDS.items():  # attach from elsewhere: probe each kind once
         try:
             backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
@@ -76,11 +79,8 @@ def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
 def metrics_history(backend: Any, job_id: str) -> list:
     """``job.metrics()``: the job's kept samples, after reading its pods' log tails now."""
     pm = pod_metrics.for_backend(backend)
-    try:
-        terminal = status(backend, job_id).terminal
-    except KubernetesError:
-        terminal = False
-    pm.refresh(job_id, terminal=terminal, force=True)
+    st = _hub_status(backend, job_id)
+    pm.refresh(job_id, terminal=st is not None and st.terminal, force=True)
     return pm.history(job_id)
 
 
@@ -94,9 +94,7 @@ def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:
     hub = hub_for(backend, ns)
     root = backend.home / "k8s-jobs" / ns
     for path in sorted(root.glob("*.json")) if root.exists() else []:
-        rec = json.loads(path.read_text())
-        kind = next((k for k, i in KINDS.items() if i.api_version == rec.get("api_version")
-                     and i.api_kind == rec.get("kind")), None)
+        kind = _record_kind(naming.load_record(ns, path.stem, backend.home))
         if kind:
             hub.track_kind(kind)
     hub.wait_synced()
@@ -109,26 +107,28 @@ def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
     if job_id in cache:
         return cache[job_id]
     found = results.outcomes(backend.api_client, ns, name)
-    try:
-        if status(backend, job_id).terminal:
-            cache[job_id] = found
-    except KubernetesError:
-        pass
+    st = _hub_status(backend, job_id)
+    if st is not None and st.terminal:
+        cache[job_id] = found
     return found
 
 
-def _terminal_or_gone(backend: Any, job_id: str) -> bool:
-    """From the watch hub only (no metrics read): following logs must not read logs again."""
+def _hub_status(backend: Any, job_id: str) -> JobStatus | None:
+    """The watch hub's status only: no pod-log read for metrics (callers read logs themselves)."""
     hub, name = _hub_job(backend, job_id)
-    st = hub.status(name)
-    return st is None or st.terminal
+    return hub.status(name)
 
 
 def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
     ns, name = naming.parse_job_id(job_id)
-    done = (lambda: _terminal_or_gone(backend, job_id)) if follow else None
+
+    def finished() -> bool:
+        st = _hub_status(backend, job_id)
+        return st is None or st.terminal
+
     pm = pod_metrics.for_backend(backend)
-    return _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow, is_done=done,
+    return _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow,
+                      is_done=finished if follow else None,
                       metrics_sink=lambda line: pm.feed(job_id, line))
 
 
