@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable, Iterator
 
 from .backends import get_backend

@@ -11,7 +11,8 @@ import pytest
 import gpujobs
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KINDS
-from gpujobs.backends.kubernetes.submit import ATTEMPTS, submit_rendered
+from gpujobs.backends.kubernetes.retry import ATTEMPTS
+from gpujobs.backends.kubernetes.submit import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects

@@ -37,13 +37,6 @@ def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str | 
     return ((ctx or {}).get("context") or {}).get("namespace")
 
 
-def _not_yet(what: str):
-    raise NotImplementedError(
-        f"KubernetesBackend.{what} is provided by the k8s-status modules "
-        f"(status_map/watch/logs/results) of gpujobs.backends.kubernetes, not available in "
-        f"this build")
-
-
 class KubernetesBackend:
     """The ``kubernetes`` backend (see module doc for how configuration is found)."""
 

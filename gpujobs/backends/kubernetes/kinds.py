@@ -49,15 +49,6 @@ DEFAULT_KIND = {"ddp": "TrainJob", "fsdp": "TrainJob", "mpi": "MPIJob", "ray": "
 KUEUE_KINDS = frozenset({"TrainJob", "PyTorchJob", "MPIJob", "RayJob", "AppWrapper"})
 
 
-def kind_of_object(obj: dict) -> KindInfo:
-    """The KindInfo of a rendered/fetched job object."""
-    for info in KINDS.values():
-        if obj.get("apiVersion") == info.api_version and obj.get("kind") == info.api_kind:
-            return info
-    raise SpecError("kind", f"{obj.get('apiVersion')}/{obj.get('kind')} is not a gpujobs job kind",
-                    f"use one of {', '.join(KINDS)}")
-
-
 def resolve_kind(spec: JobSpec, kind: str | None = None) -> str:
     """The kind to render ``spec`` as (explicit ``kind``, then spec.kind, then the defaults)."""
     kind = kind or spec.kind

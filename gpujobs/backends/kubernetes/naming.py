@@ -123,14 +123,6 @@ class JobRecord:
     uid: str = ""
     submission_id: str = ""
 
-    @property
-    def group(self) -> str:
-        return self.api_version.split("/")[0]
-
-    @property
-    def version(self) -> str:
-        return self.api_version.split("/")[1]
-
 
 def record_path(namespace: str, name: str, home: Path | None = None) -> Path:
     return (home or gpujobs_home()) / "k8s-jobs" / namespace / f"{name}.json"
@@ -149,10 +141,3 @@ def load_record(namespace: str, name: str, home: Path | None = None) -> JobRecor
     if not path.exists():
         return None
     return JobRecord(**json.loads(path.read_text()))
-
-
-def forget_record(namespace: str, name: str, home: Path | None = None) -> None:
-    try:
-        record_path(namespace, name, home).unlink()
-    except FileNotFoundError:
-        pass

@@ -122,11 +122,16 @@ def bootstrap_config(spec: JobSpec, namespace: str, name: str, *, node_rank_env:
     }
 
 
+@lru_cache(maxsize=1)
+def bootstrap_source() -> str:
+    """The pod bootstrap script (read once per process)."""
+    return (Path(__file__).parent / "bootstrap_script.py").read_text()
+
+
 def payload_configmap(spec: JobSpec, namespace: str, name: str, key: bytes, labels: dict,
                       boot_cfg: dict, kind: str) -> dict:
     """The ConfigMap; PayloadError (before anything is created) when it would be too big."""
-    bootstrap = (Path(__file__).parent / "bootstrap_script.py").read_text()
-    data = {"bootstrap.py": bootstrap,
+    data = {"bootstrap.py": bootstrap_source(),
             "bootstrap.json": json.dumps(boot_cfg, indent=1, sort_keys=True),
             "spec.json": json.dumps(spec.to_dict(), sort_keys=True, default=str)}
     lib = lib_zip()
@@ -146,9 +151,7 @@ def payload_configmap(spec: JobSpec, namespace: str, name: str, key: bytes, labe
     cm = {"apiVersion": "v1", "kind": "ConfigMap",
           "metadata": {"name": naming.configmap_name(name), "namespace": namespace,
                        "labels": dict(labels), "annotations": {naming.ANN_KIND: kind}},
-          "data": data}
-    if binary:
-        cm["binaryData"] = binary
+          "data": data, "binaryData": binary}
     return cm
 
 

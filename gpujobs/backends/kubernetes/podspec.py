@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ...spec import JobSpec
@@ -26,13 +27,19 @@ SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE"]
 _QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
 
 
-def ray_image(gpu: bool) -> str:
-    """rayproject/ray matching this client's Ray and Python versions."""
+@lru_cache(maxsize=1)
+def client_ray_version() -> str | None:
+    """This client's Ray version (None when Ray is not installed here)."""
     try:
         import ray
-        version = ray.__version__
-    except Exception:  # ray not installed on the submitting side
-        version = "2.52.0"
+        return ray.__version__
+    except Exception:  # noqa: BLE001 - ray not installed on the submitting side
+        return None
+
+
+def ray_image(gpu: bool) -> str:
+    """rayproject/ray matching this client's Ray and Python versions."""
+    version = client_ray_version() or "2.52.0"
     py = "py%d%d" % sys.version_info[:2]
     return f"rayproject/ray:{version}-{py}{'-gpu' if gpu else ''}"
 

@@ -23,6 +23,7 @@ from ...errors import PreflightError, QuotaError, SubmitError
 from .kinds import KINDS, KUEUE_KINDS
 from .podsets import pod_sets, total_requests
 from .render import Rendered
+from .retry import retrying
 
 _RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
              "plus a RoleBinding to your user")
@@ -49,16 +50,10 @@ def _api_exc():
     return ApiException
 
 
-def _retry(call: Callable[[], Any], what: str) -> Any:
-    """[hardening] preflight reads retry 429/5xx/dropped connections like submit's creates."""
-    from .submit import _retrying
-    return _retrying(call, what)
-
-
 def _raw_get(api_client: Any, path: str, timeout: float) -> Any:
-    return _retry(lambda: api_client.call_api(
+    return retrying(lambda: api_client.call_api(
         path, "GET", response_type="object", auth_settings=["BearerToken"],
-        _return_http_data_only=True, _preload_content=True, _request_timeout=timeout), path)
+        _return_http_data_only=True, _preload_content=True, _request_timeout=timeout))
 
 
 def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
@@ -69,10 +64,10 @@ def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
     api = client.CustomObjectsApi(backend.api_client)
     try:
         if namespace:
-            return _retry(lambda: api.get_namespaced_custom_object(
-                group, version, namespace, plural, name, _request_timeout=backend.http_timeout), plural)
-        return _retry(lambda: api.get_cluster_custom_object(
-            group, version, plural, name, _request_timeout=backend.http_timeout), plural)
+            return retrying(lambda: api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _request_timeout=backend.http_timeout))
+        return retrying(lambda: api.get_cluster_custom_object(
+            group, version, plural, name, _request_timeout=backend.http_timeout))
     except _api_exc() as exc:
         if exc.status == 404:
             return None
@@ -133,8 +128,8 @@ def check_access(backend: Any, cache: _Cache, namespace: str, kind: str) -> None
                     "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
                                                     "group": group, "resource": resource}}}
             try:
-                out = _retry(lambda: authz.create_self_subject_access_review(
-                    body, _request_timeout=backend.http_timeout), "SelfSubjectAccessReview")
+                out = retrying(lambda: authz.create_self_subject_access_review(
+                    body, _request_timeout=backend.http_timeout))
             except _api_exc() as exc:
                 raise _wrap(exc, "SelfSubjectAccessReview") from None
             st = out.status

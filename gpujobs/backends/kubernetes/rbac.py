@@ -34,10 +34,3 @@ def verbs_by_resource() -> dict[tuple[str, str], set[str]]:
         for r in resources:
             out.setdefault((group, r), set()).update(verbs)
     return out
-
-
-def role_manifest(name: str = "gpujobs-user") -> dict:
-    """The Role of docs/rbac.yaml as a dict (namespace left to ``kubectl apply -n``)."""
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": name},
-            "rules": [{"apiGroups": [g], "resources": list(r), "verbs": list(v)} for g, r, v in RULES]}

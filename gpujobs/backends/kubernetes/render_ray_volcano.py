@@ -4,7 +4,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .podspec import RenderCtx, bootstrap_command, container, pod_template, ray_image
+from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_template,
+                      ray_image)
 from .render_kubeflow import PYTORCH_PORT
 
 RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
@@ -37,14 +38,14 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         meta["labels"]["volcano.sh/queue-name"] = spec.volcano_queue or "default"
     body: dict[str, Any] = {
         # The runner compares the cluster's Ray with the client's and fails clearly on a mismatch.
-        "entrypoint": " ".join(["env", f"GPUJOBS_RAY_VERSION={_client_ray_version(image)}",
+        "entrypoint": " ".join(["env", f"GPUJOBS_RAY_VERSION={client_ray_version() or image_ray_version(image)}",
                                 *bootstrap_command()]),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,
         "backoffLimit": 0,
         "rayClusterSpec": {
-            "rayVersion": image.split(":", 1)[-1].split("-", 1)[0],
+            "rayVersion": image_ray_version(image),
             "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
                               "template": pod_template(ctx, "head", hc, hvols, restart_policy=None,
                                                        topology=False)},
@@ -61,12 +62,9 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": body}
 
 
-def _client_ray_version(image: str) -> str:
-    try:
-        import ray
-        return ray.__version__
-    except Exception:  # ray not installed here: expect what the image tag says
-        return image.split(":", 1)[-1].split("-", 1)[0]
+def image_ray_version(image: str) -> str:
+    """The Ray version a rayproject/ray tag names ("rayproject/ray:2.52.0-py311-gpu" -> "2.52.0")."""
+    return image.split(":", 1)[-1].split("-", 1)[0]
 
 
 def _task(name: str, replicas: int, template: dict, complete_job: bool = False) -> dict:
@@ -119,9 +117,8 @@ def volcanojob(ctx: RenderCtx, meta: dict) -> dict:
     }
     if spec.priority and not ctx.kueue:
         body["priorityClassName"] = spec.priority
-    if spec.max_runtime_s:
-        # Volcano has no runtime limit on the Job; Kueue's max-exec-time label covers AppWrapper.
-        pass
+    # max_runtime_s: Volcano has no runtime limit on the Job; Kueue's max-exec-time label
+    # covers the AppWrapper case.
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": body}
 
 

@@ -13,8 +13,8 @@ from typing import Any, Iterable
 from kubernetes.client.exceptions import ApiException
 
 from ...runner import RESULT_MARKER
-
-JOB_LABEL = "gpujobs.dev/job"
+from .naming import LABEL_JOB as JOB_LABEL
+from .retry import retrying
 
 
 def parse_result_lines(lines: Iterable[str]) -> dict[int, bytes]:
@@ -35,22 +35,20 @@ def parse_result_lines(lines: Iterable[str]) -> dict[int, bytes]:
 
 
 def job_pods(api_client: Any, namespace: str, name: str) -> list[dict]:
-    from .submit import _retrying  # [hardening] a 429/5xx burst must not lose a result
     path = f"/api/v1/namespaces/{namespace}/pods"
-    data = _retrying(lambda: api_client.call_api(
+    data = retrying(lambda: api_client.call_api(
         path, "GET", query_params=[("labelSelector", f"{JOB_LABEL}={name}")],
-        response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True), path)
+        response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True))
     return data.get("items") or []
 
 
 def read_pod_log(api_client: Any, namespace: str, pod: str) -> str:
     """A pod's whole log ('' when it has not started or is gone)."""
-    from .submit import _retrying  # [hardening] a 429/5xx burst must not lose a result
     path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     try:
-        resp = _retrying(lambda: api_client.call_api(
+        resp = retrying(lambda: api_client.call_api(
             path, "GET", auth_settings=["BearerToken"], _return_http_data_only=True,
-            _preload_content=False, _request_timeout=60), path)
+            _preload_content=False, _request_timeout=60))
         return resp.data.decode("utf-8", "replace")
     except ApiException as exc:
         if exc.status in (400, 404):

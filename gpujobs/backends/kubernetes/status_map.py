@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ...status import JobEvent, JobStatus
+from .naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-ANN_GANG, ANN_GPUS, ANN_RETURN_ALL = "gpujobs.dev/gang-size", "gpujobs.dev/gpus", "gpujobs.dev/return-all"
 
 PENDING_REASONS = {
     "Pending": "waiting for quota",

@@ -21,24 +21,14 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
-import time
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import GpuJobsError, PreflightError, SubmitError
 from . import naming
 from .kinds import KINDS
 from .preflight import preflight
 from .render import Rendered, owner_reference
-
-RETRY_STATUS = (429, 500, 502, 503, 504)
-ATTEMPTS = 4
-
-
-def _is_transient(exc: BaseException) -> bool:
-    import urllib3
-
-    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError))
-
+from .retry import retrying
 
 class _Objects:
     """Create / read / delete for the three object types, through the official client."""
@@ -83,37 +73,17 @@ class _Objects:
             self.core.delete_namespaced_secret(name, ns, body=body, _request_timeout=self.t)
 
 
-def _retrying(call: Callable[[], Any], what: str) -> Any:
-    from kubernetes.client.exceptions import ApiException
-
-    delay = 0.2
-    for attempt in range(ATTEMPTS):
-        try:
-            return call()
-        except ApiException as exc:
-            if exc.status not in RETRY_STATUS or attempt == ATTEMPTS - 1:
-                raise
-            retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
-            time.sleep(min(float(retry_after), 5.0) if retry_after else delay)
-        except Exception as exc:  # noqa: BLE001 - timeouts / dropped connections
-            if not _is_transient(exc) or attempt == ATTEMPTS - 1:
-                raise
-            time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
-
-
 def _create_once(objs: _Objects, what: str, body: dict) -> dict:
     """Create ``body`` (retrying transient failures); adopt our own earlier attempt on 409."""
     from kubernetes.client.exceptions import ApiException
 
     name = body["metadata"]["name"]
     try:
-        return _retrying(lambda: objs.create(what, body), f"create {what}")
+        return retrying(lambda: objs.create(what, body))
     except ApiException as exc:
         if exc.status != 409:
             raise
-    existing = _retrying(lambda: objs.read(what, name), f"read {what}")
+    existing = retrying(lambda: objs.read(what, name))
     sid = ((existing.get("metadata") or {}).get("labels") or {}).get(naming.LABEL_SUBMISSION)
     if sid == objs.r.submission_id:
         return existing
@@ -130,11 +100,11 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
     removed = []
     for what, name in reversed(attempted):
         try:
-            cur = _retrying(lambda: objs.read(what, name), f"read {what}")
+            cur = retrying(lambda: objs.read(what, name))
             labels = (cur.get("metadata") or {}).get("labels") or {}
             if labels.get(naming.LABEL_SUBMISSION) != objs.r.submission_id:
                 continue
-            _retrying(lambda: objs.delete(what, name), f"delete {what}")
+            retrying(lambda: objs.delete(what, name))
             removed.append(f"{cur.get('kind') or what} {name}")
         except ApiException as exc:
             if exc.status != 404:

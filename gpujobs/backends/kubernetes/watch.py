@@ -23,12 +23,13 @@ from kubernetes.client.exceptions import ApiException
 from ...errors import KubernetesError
 from ...status import JobStatus
 from . import status_map
-from .kinds import KINDS, KindInfo
+from .kinds import KINDS
+from .naming import LABEL_JOB as JOB_LABEL
+from .retry import retry_after_s
 
 WL = ("kueue.x-k8s.io", "v1beta2", "workloads")
 PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 PODS = ("", "v1", "pods")
-JOB_LABEL = "gpujobs.dev/job"
 
 
 def _path(group: str, version: str, plural: str, namespace: str) -> str:
@@ -132,9 +133,7 @@ class Informer:
                     self._stop.wait(5.0)
                     continue
                 delay = backoff
-                retry_after = (exc.headers or {}).get("Retry-After") if exc.headers else None
-                if retry_after:
-                    delay = max(delay, float(retry_after))
+                delay = max(delay, retry_after_s(exc) or 0.0)
                 self._stop.wait(delay + random.uniform(0, delay / 4))
                 backoff = min(backoff * 2, 5.0)
             except Exception:  # dropped connection, protocol error, timeout: resume from rv
@@ -151,7 +150,6 @@ class StatusHub:
         self.flush_interval, self.position_interval = flush_interval, position_interval
         self._lock = threading.RLock()
         self._informers: dict[tuple, Informer] = {}
-        self._kinds: dict[str, KindInfo] = {}
         self._jobs: dict[str, dict] = {}  # name -> job object (any kind)
         self._uid_to_job: dict[str, str] = {}
         self._deleted: dict[str, JobStatus] = {}
@@ -194,7 +192,6 @@ class StatusHub:
     def track_kind(self, kind: str) -> Informer:
         """Make sure the job kind ``kind`` (gpujobs name, e.g. 'MPIJob') is watched."""
         info = KINDS[kind]
-        self._kinds[info.api_kind + "/" + info.group] = info
         return self._informer((info.group, info.version, info.plural), self._on_job,
                               label_selector=JOB_LABEL)
 
@@ -301,8 +298,6 @@ class StatusHub:
             with self._lock:
                 if got is not None:
                     self._positions[q] = status_map.positions_from_summary(got)
-                elif self._visibility_version is not None and q not in self._positions:
-                    pass
                 if got is None:
                     self._positions.pop(q, None)
                 for name, job in self._jobs.items():

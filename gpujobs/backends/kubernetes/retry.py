@@ -1,0 +1,45 @@
+"""Retrying API calls through 429 (honouring Retry-After), 5xx and dropped connections."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+RETRY_STATUS = (429, 500, 502, 503, 504)
+ATTEMPTS = 4
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A timeout or dropped connection (worth the same request again)."""
+    import urllib3
+
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError))
+
+
+def retry_after_s(exc: Any) -> float | None:
+    """The Retry-After of an ApiException in seconds (None when absent or an HTTP date)."""
+    value = (getattr(exc, "headers", None) or {}).get("Retry-After")
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def retrying(call: Callable[[], Any]) -> Any:
+    """``call()``, retried up to ATTEMPTS times on RETRY_STATUS answers and transient errors."""
+    from kubernetes.client.exceptions import ApiException
+
+    delay = 0.2
+    for attempt in range(ATTEMPTS):
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status not in RETRY_STATUS or attempt == ATTEMPTS - 1:
+                raise
+            after = retry_after_s(exc)
+            time.sleep(min(after, 5.0) if after else delay)
+        except Exception as exc:  # noqa: BLE001 - timeouts / dropped connections
+            if not is_transient(exc) or attempt == ATTEMPTS - 1:
+                raise
+            time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
