@@ -48,7 +48,9 @@ def _agreed_stop(local: bool) -> bool:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         import torch
-        flag = torch.tensor([1.0 if local else 0.0])
+        # NCCL groups take only CUDA tensors; gloo takes CPU ones.
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        flag = torch.tensor([1.0 if local else 0.0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
     return local
@@ -65,7 +67,7 @@ class resumable:  # noqa: N801 - used like a function: ``for step in resumable(.
     def __init__(self, steps: int | Iterable[int], state: Any = None, *, name: str = "resumable",
                  every: int | None = None, sync: bool = True):
         self.ctx = context()
-        self.steps = list(range(steps)) if isinstance(steps, int) else list(steps)
+        self.steps = range(steps) if isinstance(steps, int) else list(steps)
         self.name = name
         self.every = every
         self.sync = sync

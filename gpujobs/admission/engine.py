@@ -366,8 +366,9 @@ class Engine:
         cq.admitted_prios[e.prio] += 1
 
     def restore_admitted(self, w: Workload, flavor: str | None = None) -> Admission:
-        """Re-enter a workload that is already running (e.g. re-adopted after a restart),
-        charging its quota without checks."""
+        """Re-enter a workload that is already running (e.g. re-adopted after a restart) and
+        charge its quota without waiting for room; raises like :meth:`add` when its queue is
+        unknown or it could never fit."""
         self.add(w)
         e = self._entries[w.id]
         self._admit(e, flavor or e.cq.flavors[0])

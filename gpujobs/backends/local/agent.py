@@ -17,7 +17,6 @@ import fcntl
 import os
 import queue as queue_mod
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -34,7 +33,7 @@ from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import protocol
-from .gang import GangExit, describe_returncode
+from .gang import GangExit, describe_returncode, first_failed
 from .launchers import make_gang
 from .store import Store
 from .zygote import Zygote
@@ -59,7 +58,7 @@ class Rec:
 class Adopted:
     """Ranks of a previous agent still running: watched by pid, ended by signal."""
 
-    def __init__(self, pids: list[int], result_dir: Path):
+    def __init__(self, pids: list[int], result_dir: Path, world_size: int):
         import psutil
         self.procs = {}
         for r, pid in enumerate(pids):
@@ -67,7 +66,7 @@ class Adopted:
                 self.procs[r] = psutil.Process(pid)
             except psutil.NoSuchProcess:
                 pass
-        self.world_size = len(pids)
+        self.world_size = world_size  # ranks (exit files), not launcher pids (mpirun, a driver)
         self.result_dir = result_dir
 
     @property
@@ -115,7 +114,8 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
             return GangExit(False, codes, r, "lost")
     bad = [r for r, c in codes.items() if c != 0]
     if bad:
-        return GangExit(False, codes, bad[0], f"rank {bad[0]} {describe_returncode(codes[bad[0]])}")
+        first = first_failed(result_dir, bad)
+        return GangExit(False, codes, first, f"rank {first} {describe_returncode(codes[first])}")
     return GangExit(True, codes)
 
 
@@ -211,10 +211,19 @@ class Agent:
                     pass
             world, _ = self._need(spec)
             if alive and st.phase != "preempted":
-                rec.gang = Adopted([pid for pid, _ in runtime["pids"]], job_dir / "results")
+                # Only pids that are still the job's (start time checked): a reused pid is not.
+                rec.gang = Adopted(alive, job_dir / "results", world)
                 devices = [d for rank in runtime.get("devices", []) for d in rank]
+                try:
+                    self.engine.restore_admitted(self._workload(rec))
+                except GpuJobsError as exc:  # its queue is gone or shrank: do not block start-up
+                    rec.gang.terminate(2.0)  # short: clients wait for this agent to start
+                    rec.gang = None
+                    self._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
+                                 message=f"stopped after an agent restart: {exc}",
+                                 finished_at=time.time())
+                    continue
                 self.free = [d for d in self.free if d not in devices]
-                self.engine.restore_admitted(self._workload(rec))
                 self._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
                 self._sample(rec, runtime.get("devices") if self.real and devices else None)
                 continue
@@ -247,7 +256,7 @@ class Agent:
         JobSpec.from_dict(spec, b"x")  # validates (raises SpecError)
         jid = msg["id"]
         if jid in self.recs or self.store.status(jid) is not None:
-            return {"ok": True, "id": jid}  # idempotent retry
+            return {"ok": True, "id": jid, "cpu_ranks": not self.real}  # idempotent retry
         world, per = self._need(spec)
         now = time.time()
         st = JobStatus(job_id=jid, phase="queued", name=msg.get("name", jid), queue=spec.get("queue") or "default",
@@ -264,7 +273,7 @@ class Agent:
         self._update(rec, "queued")
         self._flush()
         self.wake.set()
-        return {"ok": True, "id": jid}
+        return {"ok": True, "id": jid, "cpu_ranks": not self.real}
 
     def cancel(self, jid: str) -> None:
         rec = self.recs.get(jid)

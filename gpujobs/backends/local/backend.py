@@ -58,13 +58,9 @@ class LocalBackend:
         except BaseException:
             shutil.rmtree(jd.root, ignore_errors=True)  # nothing half-created
             raise
-        if reply.get("cpu_ranks", None) or self._cpu_mode():
+        if reply.get("cpu_ranks"):
             cpu_notice()
         return reply["id"]
-
-    def _cpu_mode(self) -> bool:
-        from ...devices import nvml_gpu_count
-        return nvml_gpu_count() == 0
 
     # ------------------------------------------------------------------ status
     def _stored(self, job_id: str) -> JobStatus | None:

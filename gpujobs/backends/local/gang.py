@@ -48,6 +48,23 @@ def submitter_env(job_dir: Path) -> dict[str, str]:
         return dict(os.environ)
 
 
+def exit_order(result_dir: Path, rank: int) -> int:
+    """The cause first: a rank's own exception (0), then a rank that died without one (killed,
+    exit code: 1), then ranks whose error only reports a lost peer (2; runner's failure-N)."""
+    marker = result_dir / f"failure-{rank}.json"
+    if marker.exists():
+        try:
+            return 2 if json.loads(marker.read_text()).get("collateral") else 0
+        except (OSError, ValueError):
+            return 0
+    return 1
+
+
+def first_failed(result_dir: Path, ranks: list[int]) -> int:
+    """The failed rank to blame among ``ranks`` (see :func:`exit_order`)."""
+    return min(ranks, key=lambda r: (exit_order(result_dir, r), r))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -169,7 +186,7 @@ class Gang:
         codes = {r: p.poll() for r, p in self.procs.items()}
         failed = [r for r, c in codes.items() if c not in (None, 0)]
         if failed:
-            first = min(failed, key=lambda r: (self._exit_order(r), r))
+            first = first_failed(self.result_dir, failed)
             self.terminate(grace=2.0)
             codes = {r: p.returncode for r, p in self.procs.items()}
             return self._finish(GangExit(False, codes, first,
@@ -177,17 +194,6 @@ class Gang:
         if all(c == 0 for c in codes.values()):
             return self._finish(GangExit(True, codes))
         return None
-
-    def _exit_order(self, rank: int) -> int:
-        """The cause first: a rank's own exception, then a rank that died without one (killed,
-        exit code), then ranks whose error only reports a lost peer (see runner: failure-N)."""
-        marker = self.result_dir / f"failure-{rank}.json"
-        if marker.exists():
-            try:
-                return 2 if json.loads(marker.read_text()).get("collateral") else 0
-            except (OSError, ValueError):
-                return 0
-        return 1
 
     def wait(self, timeout: float | None = None, interval: float = 0.05) -> GangExit | None:
         deadline = None if timeout is None else time.monotonic() + timeout
