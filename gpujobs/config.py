@@ -30,6 +30,7 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 """
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -71,20 +72,20 @@ _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6
 
 
 def parse_quantity(value: Any, what: str) -> float:
-    """'32Gi' -> bytes; plain numbers pass through."""
+    """'32Gi' -> bytes; plain numbers pass through. Negative or infinite amounts are refused."""
+    number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    for unit, mult in sorted(_UNITS.items(), key=lambda kv: -len(kv[0])):
-        if text.endswith(unit):
-            try:
-                return float(text[:-len(unit)]) * mult
-            except ValueError:
-                break
-    try:
-        return float(text)
-    except ValueError:
-        raise SpecError(what, f"{value!r} is not a quantity", "use e.g. 32Gi or 512Mi") from None
+        number = float(value)
+    else:
+        text = str(value).strip()
+        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if text.endswith(u)), "")
+        try:
+            number = float(text[:len(text) - len(unit)]) * _UNITS.get(unit, 1)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or number < 0:
+        raise SpecError(what, f"{value!r} is not a quantity", "use e.g. 32Gi or 512Mi")
+    return number
 
 
 def idle_timeout_s(cfg: dict[str, Any] | None = None) -> float:

@@ -32,7 +32,12 @@ class CpuReader:
         return p
 
     def tree(self, pid: int) -> list:
-        """The process and its living descendants ([] when it is gone)."""
+        """The process and its living descendants ([] when it is gone).
+
+        Every call starts a new round: ``_new`` holds the pids first seen in it, and dead
+        processes are forgotten, whichever path (CPU ``read`` or GPU ``pids``) asked.
+        """
+        self._new.clear()
         try:
             root = self._proc(pid)
             kids = root.children(recursive=True)
@@ -44,6 +49,7 @@ class CpuReader:
                 out.append(self._proc(k.pid))
             except self._gone:
                 pass
+        self._forget_dead()
         return out
 
     def pids(self, pid: int) -> list[int]:
@@ -51,7 +57,6 @@ class CpuReader:
 
     def read(self, rank: int, pid: int, host: str = "", now: float | None = None) -> list[GpuSample]:
         now = time.time() if now is None else now
-        self._new.clear()
         procs = self.tree(pid)
         if not procs:
             return []
@@ -64,7 +69,6 @@ class CpuReader:
                     rss += p.memory_info().rss
             except self._gone:
                 continue
-        self._forget_dead()
         return [GpuSample(time=now, rank=rank, device=CPU_DEVICE, util=cpu if primed else None,
                           mem_used=rss, mem_total=self._total, source="psutil", host=host)]
 
