@@ -13,25 +13,25 @@ CPU_NOTICE = ("gpujobs: no GPU found on this machine; each requested GPU runs as
 
 def nvml_gpu_count() -> int:
     """GPUs NVML can see (0 when NVML or its library is missing)."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-    except Exception:
+    from .metrics.nvml import NvmlReader
+
+    reader = NvmlReader.open()
+    if reader is None:
         return 0
     try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except Exception:
+        return reader.count()
+    except Exception:  # noqa: BLE001 - NVML answered init but not the count
         return 0
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
+        reader.close()
 
 
-def local_gpu_slots() -> tuple[int, bool]:
-    """(slots, real_gpus). ``GPUJOBS_LOCAL_GPUS`` overrides; without GPUs slots are CPU ranks."""
-    found = nvml_gpu_count()
+def local_gpu_slots(found: int | None = None) -> tuple[int, bool]:
+    """(slots, real_gpus). ``GPUJOBS_LOCAL_GPUS`` overrides; without GPUs slots are CPU ranks.
+
+    ``found``: the GPU count when the caller already asked NVML.
+    """
+    found = nvml_gpu_count() if found is None else found
     override = os.environ.get("GPUJOBS_LOCAL_GPUS")
     if override:
         return int(override), found > 0

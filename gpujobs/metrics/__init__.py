@@ -67,7 +67,7 @@ def machine_gpus(nvml: Any = None):
 
     reader = NvmlReader.open(nvml)
     if reader is None:
-        slots, _ = local_gpu_slots()
+        slots, _ = local_gpu_slots(found=0)  # NVML just said no: do not ask again
         df = pd.DataFrame([], columns=MACHINE_COLUMNS)
         df.attrs.update(summary=f"no GPU: {slots} CPU slots", gpus=0, cpu_slots=slots)
         return df
