@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from ..admission import ClusterQueue, Engine, PodSet, Workload
+from ..backends.kubernetes.podsets import container_requests
 from ..errors import GpuJobsError
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from .store import ApiError, Event, now_iso
@@ -395,12 +396,8 @@ def _ts(obj: dict) -> float:
 
 
 def _pod_requests(template: dict) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for c in (template.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        for k, v in {**(res.get("limits") or {}), **(res.get("requests") or {})}.items():
-            out[k] = out.get(k, 0.0) + float(parse_quantity(str(v)))
-    return out
+    containers = (template.get("spec") or {}).get("containers") or []
+    return {k: float(v) for k, v in container_requests(containers).items()}
 
 
 def _is_finished(job: dict) -> bool:

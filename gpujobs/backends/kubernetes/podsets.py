@@ -18,7 +18,8 @@ class PodSet:
     requests: dict[str, str]  # per pod (requests, falling back to limits like the apiserver)
 
 
-def _requests(containers: list[dict]) -> dict[str, str]:
+def container_requests(containers: list[dict]) -> dict[str, str]:
+    """Per-pod requests summed over containers (limits where no request, like the apiserver)."""
     from kubernetes.utils.quantity import parse_quantity
 
     total: dict[str, Any] = {}
@@ -31,7 +32,7 @@ def _requests(containers: list[dict]) -> dict[str, str]:
 
 
 def _ps(name: str, count: int, template: dict) -> PodSet:
-    return PodSet(name, int(count), template, _requests(template.get("spec", {}).get("containers", [])))
+    return PodSet(name, int(count), template, container_requests(template.get("spec", {}).get("containers", [])))
 
 
 def _path_get(obj: Any, path: str) -> Any:
