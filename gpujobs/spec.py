@@ -38,6 +38,12 @@ _QTY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 
 
+def slug(text: str, limit: int = 40) -> str:
+    """``text`` as a Kubernetes name part: lowercase, runs of other characters as '-', at most
+    ``limit`` characters ('' when nothing usable is left)."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-")
+
+
 def check_count(field_name: str, value: Any, minimum: int = 1, fix: str | None = None) -> int:
     """Return ``value`` if it is an int >= minimum (bools refused), else raise SpecError."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..spec import slug
 from ..slurm.units import ValueProblem, parse_mem_mib
 
 _NOT_TRANSLATED = ("maxtime", "prioritytier", "qos", "allowaccounts", "allowqos", "defaulttime")
@@ -112,10 +113,10 @@ def _gpus(where: str, gres: str) -> dict[str, int]:
 
 
 def _k8s_name(where: str, name: str) -> str:
-    out = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    out = slug(name, 63)
     if not out:
         raise SpecError(where, f"{name!r} has no usable characters", "rename it")
-    return out[:63].strip("-")
+    return out
 
 
 def table_from_slurm_conf(source: str | Path, namespace: str = "default",

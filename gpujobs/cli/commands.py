@@ -187,7 +187,6 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    code = exitcodes.OK
     docs = []
     for raw in args.job:
         job_id = job_ref(args, raw)
@@ -200,7 +199,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(output.status_lines(st))
     if docs:
         output.dump(docs if len(docs) > 1 else docs[0], args.output)
-    return code
+    return exitcodes.OK
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

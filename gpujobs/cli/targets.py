@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..builder import JobBuilder, job
 from ..errors import SpecError
+from ..spec import slug
 
 _SBATCH_SUFFIXES = (".sbatch", ".slurm", ".sub")
 
@@ -100,7 +101,7 @@ def builders_for(target: str, args: list[str], *, mapping: str | None = None,
     if path.is_file():
         cmd = ("python", target, *args) if path.suffix == ".py" else (target, *args)
         b = JobBuilder(None).options(command=cmd)
-        stem = re.sub(r"[^a-z0-9-]+", "-", path.stem.lower()).strip("-")[:40].strip("-")
+        stem = slug(path.stem)
         return "script", [b.name(stem) if stem else b]
     raise SpecError("target", f"{target!r} is neither MODULE:FUNCTION nor an existing file",
                     "give train.py:main, mypkg.mod:main, a script or an sbatch file")

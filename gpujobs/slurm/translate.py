@@ -25,7 +25,7 @@ from typing import Any
 
 from ..builder import JobBuilder
 from ..errors import SpecError
-from ..spec import FRAMEWORKS
+from ..spec import FRAMEWORKS, slug
 from . import units
 from .directives import Directive, DirectiveProblem, Script, read_script
 from .launch import (SLURM_RANK_PRELUDE, Launch, classify, needs_shell,
@@ -390,7 +390,7 @@ class _Translator:
         if "job-name" in self.opts:
             fields["name"] = self.job_name(self.opts["job-name"])
         elif self.source != "<sbatch>":  # sbatch's default job name is the script's file name
-            stem = re.sub(r"[^a-z0-9-]+", "-", Path(self.source).stem.lower()).strip("-")[:40].strip("-")
+            stem = slug(Path(self.source).stem)
             if stem:
                 fields["name"] = stem
         image = srun.get("container-image") or (self.opts["container-image"].value
@@ -436,7 +436,7 @@ class _Translator:
         return value
 
     def job_name(self, d: Directive) -> str:
-        name = re.sub(r"[^a-z0-9-]+", "-", d.value.lower()).strip("-")[:40].strip("-")
+        name = slug(d.value)
         if not name:
             raise self.error(d.line, "--job-name", f"{d.value!r} has no usable characters",
                              "use letters, digits and '-'")
