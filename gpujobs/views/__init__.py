@@ -13,10 +13,11 @@ from typing import Any, Callable
 
 from ..status import JobStatus
 from .html import render_job_html
+from .live import settle
 from .table import JobTable, QueueView, jobs_frame
 from .text import render_job_text
 
-__all__ = ["display_job", "display_bundle", "display_mode", "job_widget", "summarize_outcome",
+__all__ = ["settle", "display_job", "display_bundle", "display_mode", "job_widget", "summarize_outcome",
            "render_job_html", "render_job_text", "JobTable", "QueueView", "jobs_frame"]
 
 _repr = reprlib.Repr()

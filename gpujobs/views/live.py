@@ -6,12 +6,38 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any, Callable, Protocol
 
 from ..status import JobStatus
 
 MIN_INTERVAL_S = 0.5  # at most 2 renders per second
 POLL_S = 2.0  # fallback poll when no event arrives
+_updaters: "weakref.WeakSet[JobUpdater]" = weakref.WeakSet()  # of this process (settle())
+
+
+def settle(timeout: float = 30.0) -> bool:
+    """Wait until every job view of this process shows its final state, then publish it again.
+
+    Views update from a background thread; a notebook executed headlessly (nbclient,
+    ``jupyter nbconvert --execute``) keeps only widget messages that arrive while a cell
+    runs, so a final render that fell between two cells is lost. Ending such a notebook
+    with ``gpujobs.views.settle()`` saves every widget's final state.
+    """
+    deadline = time.monotonic() + timeout
+    updaters = list(_updaters)
+    done = all(u.join(max(0.0, deadline - time.monotonic())) for u in updaters)
+    for u in updaters:
+        _resend(u.view)
+    return done
+
+
+def _resend(widget: Any) -> None:
+    send = getattr(widget, "send_state", None)
+    if callable(send):
+        send()
+    for child in getattr(widget, "children", ()) or ():
+        _resend(child)
 LOGS_EVERY_S = 2.0
 
 
@@ -60,6 +86,7 @@ class JobUpdater:
             self._unsubscribe = self.job.subscribe(self._on_status)
         except Exception:
             self._unsubscribe = None  # the poll still works
+        _updaters.add(self)
         self._thread = threading.Thread(target=self._run, daemon=True, name="gpujobs-widget")
         self._thread.start()
         return self
