@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
@@ -37,18 +37,46 @@ def _path(group: str, version: str, plural: str, namespace: str) -> str:
     return f"{base}/namespaces/{namespace}/{plural}"
 
 
+Indexer = Callable[[dict], Iterable[str]]
+
+
+def owner_keys(obj: dict) -> Iterable[str]:
+    """Index keys: the uids of the objects that own ``obj`` (Workloads, PodGroups)."""
+    return status_map.owner_uids(obj)
+
+
+def job_label_keys(obj: dict) -> Iterable[str]:
+    """Index keys: the gpujobs job the object is labelled with (pods)."""
+    job = (obj["metadata"].get("labels") or {}).get(JOB_LABEL)
+    return (job,) if job else ()
+
+
+#: what the hub looks its related objects up by: Workloads and PodGroups by owner uid, pods by job
+INDEXERS: dict[tuple, dict[str, Indexer]] = {WL: {"owner": owner_keys}, PG: {"owner": owner_keys},
+                                             PODS: {"job": job_label_keys}}
+
+
 class Informer:
-    """List+watch one resource in one namespace into a cache; call ``on_change(type, obj)``."""
+    """List+watch one resource in one namespace into a cache; call ``on_change(type, obj)``.
+
+    ``indexers`` ({index name: obj -> keys}) keep the cache also grouped by key, in cache
+    order, so :meth:`indexed` finds one job's objects without scanning the cache.
+    """
 
     def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str,
                  on_change: Callable[[str, dict], None], label_selector: str | None = None,
-                 watch_timeout: int = 240, lock: Any = None):
+                 watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
         self.lock = lock or threading.RLock()
         self.api, self.path = api_client, _path(group, version, plural, namespace)
         self.resource = (group, version, plural)
         self.label_selector, self.watch_timeout = label_selector, watch_timeout
         self.on_change = on_change
         self.cache: dict[str, dict] = {}
+        self.indexers = dict(indexers or {})
+        self._index: dict[str, dict[str, dict[str, dict]]] = {i: {} for i in self.indexers}
+        self._keys: dict[str, dict[str, tuple[str, ...]]] = {i: {} for i in self.indexers}
+        self._order: dict[str, int] = {}  # name -> place in the cache's (insertion) order
+        self._next = 0
         self.synced = threading.Event()
         self.missing = False  # the resource is not served (CRD not installed)
         self.relists = 0
@@ -85,9 +113,50 @@ class Informer:
         self.synced.set()
         return data["metadata"]["resourceVersion"]
 
+    def indexed(self, index: str, key: str) -> list[dict]:
+        """The cached objects whose ``index`` keys include ``key``, in cache order."""
+        bucket = self._index[index].get(key)
+        if not bucket:
+            return []
+        return [bucket[n] for n in sorted(bucket, key=self._order.__getitem__)]
+
+    def _put(self, name: str, obj: dict) -> None:
+        if name not in self.cache:
+            self._order[name] = self._next
+            self._next += 1
+        self.cache[name] = obj
+        for index, keys_of in self.indexers.items():
+            buckets, known = self._index[index], self._keys[index]
+            new, old = tuple(dict.fromkeys(keys_of(obj))), known.get(name, ())
+            for key in old:
+                if key not in new:
+                    self._unindex(buckets, key, name)
+            for key in new:
+                buckets.setdefault(key, {})[name] = obj
+            known[name] = new
+
+    def _drop(self, name: str) -> None:
+        self.cache.pop(name, None)
+        self._order.pop(name, None)
+        for index in self.indexers:
+            for key in self._keys[index].pop(name, ()):
+                self._unindex(self._index[index], key, name)
+
+    @staticmethod
+    def _unindex(buckets: dict[str, dict[str, dict]], key: str, name: str) -> None:
+        bucket = buckets.get(key)
+        if bucket is not None:
+            bucket.pop(name, None)
+            if not bucket:
+                del buckets[key]
+
     def _apply_list(self, items: dict[str, dict]) -> None:
         old = self.cache
-        self.cache = items
+        self.cache, self._order = {}, {}
+        self._index = {i: {} for i in self.indexers}
+        self._keys = {i: {} for i in self.indexers}
+        for name, obj in items.items():
+            self._put(name, obj)
         for name, obj in items.items():
             prev = old.get(name)
             if prev is None:
@@ -115,9 +184,9 @@ class Informer:
                     name = obj["metadata"]["name"]
                     with self.lock:
                         if ev["type"] == "DELETED":
-                            self.cache.pop(name, None)
+                            self._drop(name)
                         else:
-                            self.cache[name] = obj
+                            self._put(name, obj)
                         self.on_change(ev["type"], obj)
                     backoff = 0.2
                     if self._stop.is_set():
@@ -185,7 +254,7 @@ class StatusHub:
             inf = self._informers.get(res)
             if inf is None:
                 inf = Informer(self.api, *res, self.namespace, cb, label_selector=label_selector,
-                               lock=self._lock).start()
+                               lock=self._lock, indexers=INDEXERS.get(res)).start()
                 self._informers[res] = inf
             return inf
 
@@ -251,17 +320,11 @@ class StatusHub:
 
     # ------------------------------------------------------------ computing
     def _related(self, name: str, job: dict) -> tuple[dict | None, dict | None, list[dict]]:
+        """The job's Workload and PodGroup (by owner uid) and pods (by job label), from the indexes."""
         uid = job["metadata"]["uid"]
-        wl = pg = None
-        inf = self._informers.get(WL)
-        if inf is not None:
-            wl = next((w for w in inf.cache.values() if uid in status_map.owner_uids(w)), None)
-        inf = self._informers.get(PG)
-        if inf is not None:
-            pg = next((p for p in inf.cache.values() if uid in status_map.owner_uids(p)), None)
-        pods = [p for p in self._informers[PODS].cache.values()
-                if (p["metadata"].get("labels") or {}).get(JOB_LABEL) == name]
-        return wl, pg, pods
+        owned = [next(iter(inf.indexed("owner", uid)), None) if inf is not None else None
+                 for inf in (self._informers.get(WL), self._informers.get(PG))]
+        return owned[0], owned[1], self._informers[PODS].indexed("job", name)
 
     def compute(self, name: str) -> JobStatus | None:
         with self._lock:
