@@ -16,29 +16,34 @@ JSON lines, resourceVersion, timeoutSeconds, bookmarks, 410 Gone), merge /
 strategic-merge / JSON patch, PUT, ``/status``, delete with propagationPolicy.
 Faults: :meth:`inject` (429 + Retry-After, 5xx), :meth:`inject_watch_gone`,
 :meth:`inject_watch_drop`, :meth:`drop_watches`, :meth:`compact`. Requests are only
-counted (``counts``), never logged.
+counted (``counts``), never logged; a client dropping its connection is not reported.
+
+This module holds the server, routing and CRUD; watch and log streams are in
+:mod:`gpujobs.sim.streams`, discovery/access-review/visibility in :mod:`gpujobs.sim.nonresource`,
+log buffers in :mod:`gpujobs.sim.podlogs`.
 """
 from __future__ import annotations
 
 import base64
 import collections
 import json
-import queue
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
-from .store import CRD_RESOURCE, CRDS, ApiError, Event, LabelSelector, Resource, Store, Watcher, now_iso
+from .nonresource import VISIBILITY_GROUP, NonResourceHandler, VisibilityProvider
+from .podlogs import PodLogs
+from .store import CRD_RESOURCE, CRDS, ApiError, Event, Resource, Store, now_iso
+from .streams import StreamingHandler, hard_close
 
-VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
-TERMINAL_POD_PHASES = ("Succeeded", "Failed")
-VisibilityProvider = Callable[[str, "str | None", str], "list[dict] | None"]
-"""(scope 'localqueue'|'clusterqueue', namespace, queue name) -> pending items, or None (404)."""
+CLIENT_GONE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+"""What a client dropping its (keep-alive) connection raises on the server side."""
 
 
 @dataclass
@@ -52,49 +57,16 @@ class Fault:
     drop_after: int = 0
 
 
-class PodLogs:
-    """Per-pod log buffers, bounded (the head is dropped past ``limit`` bytes)."""
-
-    def __init__(self, limit: int = 4 << 20):
-        self.limit = limit
-        self._bufs: dict[tuple[str, str], bytearray] = {}
-        self._dropped: dict[tuple[str, str], int] = collections.defaultdict(int)
-        self._cond = threading.Condition()
-
-    def append(self, namespace: str, pod: str, text: str | bytes) -> None:
-        data = text.encode() if isinstance(text, str) else text
-        with self._cond:
-            buf = self._bufs.setdefault((namespace, pod), bytearray())
-            buf.extend(data)
-            if len(buf) > self.limit:
-                cut = len(buf) - self.limit
-                del buf[:cut]
-                self._dropped[(namespace, pod)] += cut
-            self._cond.notify_all()
-
-    def read(self, namespace: str, pod: str, offset: int = 0) -> tuple[bytes, int]:
-        """Bytes from absolute ``offset`` on, and the new offset."""
-        with self._cond:
-            buf = self._bufs.get((namespace, pod), bytearray())
-            dropped = self._dropped[(namespace, pod)]
-            start = max(offset - dropped, 0)
-            return bytes(buf[start:]), dropped + len(buf)
-
-    def wait(self, timeout: float) -> None:
-        with self._cond:
-            self._cond.wait(timeout)
-
-    def forget(self, namespace: str, pod: str) -> None:
-        with self._cond:
-            self._bufs.pop((namespace, pod), None)
-            self._dropped.pop((namespace, pod), None)
-            self._cond.notify_all()
-
-
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection is no error; anything else is still reported."""
+        if isinstance(sys.exc_info()[1], CLIENT_GONE):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeApiServer:
@@ -158,7 +130,7 @@ class FakeApiServer:
             self._httpd.shutdown()
             with self._socks_lock:
                 for s in list(self._open_socks):
-                    _hard_close(s)
+                    hard_close(s)
             self._httpd.server_close()
             self._httpd = None
         if self._thread is not None:
@@ -262,18 +234,7 @@ class FakeApiServer:
             self.logs.forget(md.get("namespace", ""), md["name"])
 
 
-def _hard_close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        sock.close()
-    except OSError:
-        pass
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(StreamingHandler, NonResourceHandler, BaseHTTPRequestHandler):
     api: FakeApiServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -322,10 +283,6 @@ class _Handler(BaseHTTPRequestHandler):
             return json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ApiError(400, "BadRequest", f"invalid JSON body: {exc}") from None
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -414,83 +371,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._version = version
         return res, ns, name, sub
 
-    # ------------------------------------------------------------ non-resource paths
-    def _static(self, method: str, parts: list[str], q: dict) -> None:
-        api, store = self.api, self.api.store
-        if parts == ["version"]:
-            return self._send_json(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-gpujobs-sim",
-                                         "gitCommit": "0" * 40, "gitTreeState": "clean",
-                                         "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
-                                         "compiler": "gc", "platform": "linux/amd64"})
-        if parts == ["api"]:
-            return self._send_json(200, {"kind": "APIVersions", "versions": ["v1"],
-                                         "serverAddressByClientCIDRs": []})
-        groups: dict[str, list[str]] = collections.OrderedDict()
-        for r in store.resources():
-            if r.group:
-                groups.setdefault(r.group, [])
-                for v in r.versions:
-                    if v not in groups[r.group]:
-                        groups[r.group].append(v)
-        groups["authorization.k8s.io"] = ["v1"]
-        if api.visibility_versions and api.visibility is not None:
-            groups[VISIBILITY_GROUP] = sorted(api.visibility_versions, reverse=True)
-        if parts == ["apis"]:
-            return self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
-                for g, vs in groups.items()]})
-        if parts in (["api", "v1"],) or (len(parts) == 3 and parts[0] == "apis"):
-            group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
-            if group not in groups and group:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            resources = []
-            for r in store.resources():
-                if r.group == group and version in r.versions:
-                    resources.append({"name": r.plural, "singularName": r.kind.lower(), "kind": r.kind,
-                                      "namespaced": r.namespaced, "verbs": ["create", "delete", "get", "list",
-                                                                            "patch", "update", "watch"]})
-                    if r.status_sub:
-                        resources.append({"name": r.plural + "/status", "kind": r.kind,
-                                          "namespaced": r.namespaced, "verbs": ["get", "patch", "update"]})
-            return self._send_json(200, {"kind": "APIResourceList", "apiVersion": "v1",
-                                         "groupVersion": f"{group}/{version}" if group else version,
-                                         "resources": resources})
-        if parts[:2] == ["apis", "authorization.k8s.io"] and method == "POST" and \
-                parts[-1] in ("selfsubjectaccessreviews", "selfsubjectrulesreviews"):
-            body = self._body() or {}
-            attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
-            allowed = api.allowed(attrs)
-            body.setdefault("metadata", {})
-            body["status"] = {"allowed": allowed, **({} if allowed else {
-                "denied": True, "reason": "denied by the fake apiserver's deny() rules"})}
-            return self._send_json(201, body)
-        if len(parts) >= 3 and parts[:2] == ["apis", VISIBILITY_GROUP]:
-            return self._visibility(parts[2], parts[3:], q)
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
-
-    def _visibility(self, version: str, rest: list[str], q: dict) -> None:
-        api = self.api
-        if version not in api.visibility_versions or api.visibility is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "localqueues" and \
-                rest[4] == "pendingworkloads":
-            scope, ns, name = "localqueue", rest[1], rest[3]
-        elif len(rest) == 3 and rest[0] == "clusterqueues" and rest[2] == "pendingworkloads":
-            scope, ns, name = "clusterqueue", None, rest[1]
-        else:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        items = api.visibility(scope, ns, name)
-        if items is None:
-            kind = "localqueues" if scope == "localqueue" else "clusterqueues"
-            raise ApiError(404, "NotFound", f'{kind}.kueue.x-k8s.io "{name}" not found',
-                           {"name": name, "group": "kueue.x-k8s.io", "kind": kind})
-        offset, limit = int(q.get("offset") or 0), int(q.get("limit") or 1000)
-        self._send_json(200, {"kind": "PendingWorkloadsSummary",
-                              "apiVersion": f"{VISIBILITY_GROUP}/{version}",
-                              "metadata": {"creationTimestamp": None},
-                              "items": items[offset:offset + min(limit, 100000)]})
-
     # ------------------------------------------------------------ CRUD
     def _out(self, obj: dict, res: Resource) -> dict:
         if res.group and getattr(self, "_version", None):
@@ -565,111 +445,5 @@ class _Handler(BaseHTTPRequestHandler):
                                          "metadata": {}})
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
 
-    # ------------------------------------------------------------ watch
-    def _watch(self, res: Resource, ns: str | None, q: dict, fault: Fault | None) -> None:
-        api = self.api
-        rv_text = q.get("resourceVersion") or ""
-        since = None if rv_text in ("", "0") else int(rv_text)
-        timeout = float(q.get("timeoutSeconds") or 1800)
-        bookmarks = q.get("allowWatchBookmarks", "").lower() in ("true", "1")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        if fault is not None and fault.kind == "gone":
-            return self._end_watch_gone(f"too old resource version: {rv_text} (injected)")
-        events: queue.Queue = queue.Queue()
-        w = Watcher(res, ns, LabelSelector(q.get("labelSelector")), LabelSelector(q.get("fieldSelector")),
-                    events.put)
-        try:
-            backlog = api.store.watch(w, since)
-        except ApiError as err:
-            return self._end_watch_gone(err.message)
-        for ev in backlog:
-            events.put(ev)
-        deadline = time.monotonic() + timeout
-        epoch, sent, last_sent = api._drop_epoch, 0, time.monotonic()
-        drop_after = fault.drop_after if fault is not None and fault.kind == "drop" else None
-        try:
-            while not api._stopping.is_set():
-                if api._drop_epoch != epoch or (drop_after is not None and sent >= drop_after):
-                    self.close_connection = True
-                    _hard_close(self.connection)  # mid-stream drop: no terminating chunk
-                    return
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    ev = events.get(timeout=min(0.1, left))
-                except queue.Empty:
-                    if bookmarks and time.monotonic() - last_sent > api.bookmark_interval:
-                        self._chunk(json.dumps({"type": "BOOKMARK", "object": {
-                            "kind": res.kind, "apiVersion": res.api_version(self._version),
-                            "metadata": {"resourceVersion": str(api.store.resource_version)}}}).encode()
-                            + b"\n")
-                        last_sent = time.monotonic()
-                    continue
-                ev.obj["metadata"]["resourceVersion"] = str(ev.rv)
-                self._chunk(json.dumps({"type": ev.type, "object": self._out(ev.obj, res)},
-                                       separators=(",", ":")).encode() + b"\n")
-                sent += 1
-                last_sent = time.monotonic()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-        finally:
-            api.store.unwatch(w)
 
-    def _end_watch_gone(self, message: str) -> None:
-        status = ApiError(410, "Expired", message).status()
-        self._chunk(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    # ------------------------------------------------------------ pod logs
-    def _logs(self, ns: str, name: str, q: dict) -> None:
-        api = self.api
-        pod = api.store.get_res(api.store.resource("", "pods"), name, ns)
-        phase = (pod.get("status") or {}).get("phase", "Pending")
-        container = q.get("container") or (pod.get("spec", {}).get("containers") or [{}])[0].get("name", "main")
-        if phase == "Pending":
-            raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to '
-                           "start: ContainerCreating")
-        data, offset = api.logs.read(ns, name)
-        if q.get("tailLines"):
-            n = int(q["tailLines"])
-            data = b"".join(data.splitlines(keepends=True)[-n:]) if n else b""
-        if q.get("follow", "").lower() not in ("true", "1"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        try:
-            if data:
-                self._chunk(data)
-            while not api._stopping.is_set():
-                api.logs.wait(0.1)
-                more, offset = api.logs.read(ns, name, offset)
-                if more:
-                    self._chunk(more)
-                    continue
-                cur = api.store.get("v1", "Pod", name, ns)
-                if cur is None or (cur.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
-                    more, offset = api.logs.read(ns, name, offset)
-                    if more:
-                        self._chunk(more)
-                    break
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-
-
-__all__ = ["FakeApiServer", "PodLogs", "Fault", "VISIBILITY_GROUP", "now_iso"]
+__all__ = ["FakeApiServer", "PodLogs", "Fault", "VISIBILITY_GROUP", "VisibilityProvider", "now_iso"]

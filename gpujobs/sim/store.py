@@ -8,7 +8,6 @@ Controllers use it directly (``get/list/create/update/patch/mutate/delete`` and
 from __future__ import annotations
 
 import collections
-import datetime as _dt
 import re
 import secrets
 import string
@@ -17,250 +16,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-__all__ = ["Resource", "Store", "ApiError", "BUILTIN", "CRDS", "LabelSelector",
-           "merge_patch", "json_patch", "now_iso"]
+from .patches import clone, json_patch, merge_patch
+from .resources import BUILTIN, CRD_RESOURCE, CRDS, ApiError, Resource, now_iso
+from .selectors import LabelSelector, field_value
+
+__all__ = ["Resource", "Store", "ApiError", "BUILTIN", "CRDS", "CRD_RESOURCE", "LabelSelector", "Event",
+           "Watcher", "clone", "field_value", "merge_patch", "json_patch", "now_iso"]
 
 
-class ApiError(Exception):
-    """An API failure with HTTP status and Kubernetes ``reason``."""
-
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
-
-    def status(self) -> dict:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "details": self.details,
-                "code": self.code}
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    versions: tuple[str, ...]
-    plural: str
-    kind: str
-    namespaced: bool = True
-    status_sub: bool = True
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.group, self.plural)
-
-    def api_version(self, version: str | None = None) -> str:
-        v = version or self.versions[0]
-        return f"{self.group}/{v}" if self.group else v
-
-    def crd_name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
-
-def _r(group: str, versions: str, plural: str, kind: str, namespaced: bool = True,
-       status_sub: bool = True) -> Resource:
-    return Resource(group, tuple(versions.split(",")), plural, kind, namespaced, status_sub)
-
-
-BUILTIN: tuple[Resource, ...] = (
-    _r("", "v1", "pods", "Pod"), _r("", "v1", "configmaps", "ConfigMap", status_sub=False),
-    _r("", "v1", "secrets", "Secret", status_sub=False), _r("", "v1", "events", "Event", status_sub=False),
-    _r("", "v1", "namespaces", "Namespace", namespaced=False), _r("", "v1", "services", "Service"),
-    _r("", "v1", "serviceaccounts", "ServiceAccount", status_sub=False),
-    _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
-    _r("", "v1", "nodes", "Node", namespaced=False),
-    _r("batch", "v1", "jobs", "Job"),
-    _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status_sub=False),
-    _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-       namespaced=False),
-)
-CRDS: tuple[Resource, ...] = (
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "workloads", "Workload"),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "localqueues", "LocalQueue"),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "clusterqueues", "ClusterQueue", namespaced=False),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False,
-       status_sub=False),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "workloadpriorityclasses", "WorkloadPriorityClass",
-       namespaced=False, status_sub=False),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "cohorts", "Cohort", namespaced=False),
-    _r("kueue.x-k8s.io", "v1beta2,v1beta1", "topologies", "Topology", namespaced=False),
-    _r("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
-    _r("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
-    _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
-    _r("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
-    _r("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
-       namespaced=False),
-    _r("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
-    _r("ray.io", "v1", "rayjobs", "RayJob"),
-    _r("ray.io", "v1", "rayclusters", "RayCluster"),
-    _r("batch.volcano.sh", "v1alpha1", "jobs", "Job"),
-    _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
-    _r("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
-    _r("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper"),
-)
-CRD_RESOURCE = BUILTIN[-1]
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def clone(o: Any) -> Any:
-    """Fast deep copy of JSON-like data."""
-    if isinstance(o, dict):
-        return {k: clone(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [clone(v) for v in o]
-    return o
-
-
-# ------------------------------------------------------------------ selectors
-_SEL_RE = re.compile(r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
-                     r"(?:(?P<op>==|=|!=|\s+in\s+|\s+notin\s+)\s*(?P<val>\(.*\)|[^,]*?))?\s*$")
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur)
-    return parts
-
-
-class LabelSelector:
-    """Kubernetes label (or field) selector: =, ==, !=, in, notin, key, !key."""
-
-    def __init__(self, text: str | None):
-        self.reqs: list[tuple[str, str, set[str]]] = []
-        for part in _split_top(text or ""):
-            m = _SEL_RE.match(part)
-            if not m:
-                raise ApiError(400, "BadRequest", f"unable to parse requirement: {part!r}")
-            key, op, val = m["key"], (m["op"] or "").strip(), m["val"]
-            if m["neg"]:
-                self.reqs.append((key, "!", set()))
-            elif not op:
-                self.reqs.append((key, "exists", set()))
-            elif op in ("in", "notin"):
-                vals = {v.strip() for v in val.strip()[1:-1].split(",") if v.strip()}
-                self.reqs.append((key, op, vals))
-            else:
-                self.reqs.append((key, "!=" if op == "!=" else "=", {val.strip()}))
-
-    def matches(self, values: Callable[[str], str | None]) -> bool:
-        for key, op, vals in self.reqs:
-            v = values(key)
-            if op == "exists" and v is None or op == "!" and v is not None:
-                return False
-            if op in ("=", "in") and v not in vals:
-                return False
-            if op in ("!=", "notin") and v in vals:
-                return False
-        return True
-
-    def __bool__(self) -> bool:
-        return bool(self.reqs)
-
-
-def field_value(obj: dict, path: str) -> str | None:
-    cur: Any = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return None if cur is None else str(cur)
-
-
-# ------------------------------------------------------------------ patches
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (strategic merge is treated the same)."""
-    if not isinstance(patch, dict):
-        return clone(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
-
-
-def _pointer(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise ApiError(422, "Invalid", f"invalid JSON pointer {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _parent(doc: Any, parts: list[str]) -> Any:
-    cur = doc
-    for p in parts[:-1]:
-        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
-    return cur
-
-
-def json_patch(doc: Any, ops: list[dict]) -> Any:
-    """RFC 6902 JSON patch: add, remove, replace, move, copy, test."""
-    doc = clone(doc)
-    try:
-        for op in ops:
-            kind, parts = op["op"], _pointer(op["path"])
-            if kind in ("move", "copy"):
-                src = _pointer(op["from"])
-                sp = _parent(doc, src)
-                value = clone(sp[int(src[-1])] if isinstance(sp, list) else sp[src[-1]])
-                if kind == "move":
-                    json_patch_remove(sp, src[-1])
-                op = {"op": "add", "path": op["path"], "value": value}
-                kind = "add"
-            if not parts:
-                if kind in ("add", "replace"):
-                    doc = clone(op["value"])
-                    continue
-                raise ApiError(422, "Invalid", f"cannot {kind} the whole document")
-            parent, last = _parent(doc, parts), parts[-1]
-            if kind == "test":
-                cur = parent[int(last)] if isinstance(parent, list) else parent[last]
-                if cur != op["value"]:
-                    raise ApiError(422, "Invalid", f"test operation failed at {op['path']}")
-            elif kind == "remove":
-                json_patch_remove(parent, last)
-            elif kind == "add":
-                if isinstance(parent, list):
-                    idx = len(parent) if last == "-" else int(last)
-                    parent.insert(idx, clone(op["value"]))
-                else:
-                    parent[last] = clone(op["value"])
-            elif kind == "replace":
-                if isinstance(parent, list):
-                    parent[int(last)] = clone(op["value"])
-                else:
-                    if last not in parent:
-                        raise KeyError(last)
-                    parent[last] = clone(op["value"])
-            else:
-                raise ApiError(422, "Invalid", f"unknown JSON patch op {kind!r}")
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
-        raise ApiError(422, "Invalid", f"JSON patch failed: {exc!r}") from None
-    return doc
-
-
-def json_patch_remove(parent: Any, last: str) -> None:
-    if isinstance(parent, list):
-        del parent[int(last)]
-    else:
-        del parent[last]
-
-
-# ------------------------------------------------------------------ store
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _SUFFIX = string.ascii_lowercase + string.digits
 
@@ -497,18 +260,29 @@ class Store:
         out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
         if out == cur:
             return clone(cur)  # no-op writes do not bump the resourceVersion (like the apiserver)
-        self._bump(out)
         md = out["metadata"]
-        key = (md.get("namespace") if res.namespaced else None, md["name"])
+        return self._replace(res, (md.get("namespace") if res.namespaced else None, md["name"]), out)
+
+    def _replace(self, res: Resource, key: tuple, new: dict) -> dict:
+        """Store a changed object (lock held): one resourceVersion, one event. A terminating
+        object whose last finalizer went is removed instead (DELETED) and its dependents collected."""
+        md = new["metadata"]
         if md.get("deletionTimestamp") and not md.get("finalizers"):
-            self._objs[res.key].pop(key, None)
-            self._bump(out)
-            self._emit("DELETED", res, out)
-            self._collect(res, out, "Background")
-            return clone(out)
-        self._objs[res.key][key] = out
-        self._emit("MODIFIED", res, out)
-        return clone(out)
+            return self._remove(res, key, new, "Background")
+        self._bump(new)
+        self._objs[res.key][key] = new
+        self._emit("MODIFIED", res, new)
+        return clone(new)
+
+    def _remove(self, res: Resource, key: tuple, obj: dict, collect: str | None) -> dict:
+        """Remove an object (lock held): one resourceVersion, one DELETED event (as in Kubernetes);
+        then collect its dependents with propagation ``collect`` (None: already collected)."""
+        self._objs[res.key].pop(key, None)
+        self._bump(obj)
+        self._emit("DELETED", res, obj)
+        if collect is not None:
+            self._collect(res, obj, collect)
+        return clone(obj)
 
     def patch_res(self, res: Resource, name: str, namespace: str | None, patch: Any,
                   patch_type: str = "merge", subresource: str | None = None) -> dict:
@@ -552,16 +326,7 @@ class Store:
                 return clone(raw)
             if new.get("spec") != raw.get("spec"):
                 new["metadata"]["generation"] = raw["metadata"].get("generation", 1) + 1
-            self._bump(new)
-            key = (namespace if res.namespaced else None, name)
-            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-                del self._objs[res.key][key]
-                self._emit("DELETED", res, new)
-                self._collect(res, new, "Background")
-                return clone(new)
-            self._objs[res.key][key] = new
-            self._emit("MODIFIED", res, new)
-            return clone(new)
+            return self._replace(res, (namespace if res.namespaced else None, name), new)
 
     # ------------------------------------------------------------ deleting
     def delete_res(self, res: Resource, name: str, namespace: str | None,
@@ -584,29 +349,18 @@ class Store:
                 if not md.get("deletionTimestamp"):
                     new = clone(cur)
                     new["metadata"]["deletionTimestamp"] = now_iso()
-                    self._bump(new)
-                    self._objs[res.key][key] = new
-                    self._emit("MODIFIED", res, new)
-                    return clone(new)
+                    return self._replace(res, key, new)
                 return clone(cur)
             if propagation == "Foreground" and self._dependents(md["uid"]):
                 new = clone(cur)
                 new["metadata"]["deletionTimestamp"] = now_iso()
                 new["metadata"]["finalizers"] = ["foregroundDeletion"]
-                self._bump(new)
-                self._objs[res.key][key] = new
-                self._emit("MODIFIED", res, new)
+                self._replace(res, key, new)
                 self._collect(res, new, "Foreground")
-                cur = self._objs[res.key].pop(key)
+                cur = self._objs[res.key][key]
                 cur["metadata"]["finalizers"] = []
-                self._bump(cur)
-                self._emit("DELETED", res, cur)
-                return clone(cur)
-            del self._objs[res.key][key]
-            self._bump(cur)
-            self._emit("DELETED", res, cur)
-            self._collect(res, cur, propagation)
-            return clone(cur)
+                return self._remove(res, key, cur, None)
+            return self._remove(res, key, cur, propagation)
 
     def _dependents(self, uid: str) -> list[tuple[Resource, dict]]:
         out = []
@@ -623,9 +377,7 @@ class Store:
             if propagation == "Orphan":
                 new = clone(dep)
                 new["metadata"]["ownerReferences"] = [o for o in dmd["ownerReferences"] if o.get("uid") != uid]
-                self._bump(new)
-                self._objs[dres.key][(dmd.get("namespace"), dmd["name"])] = new
-                self._emit("MODIFIED", dres, new)
+                self._replace(dres, (dmd.get("namespace"), dmd["name"]), new)
                 continue
             try:
                 self.delete_res(dres, dmd["name"], dmd.get("namespace"), propagation)
