@@ -71,17 +71,20 @@ def display_bundle(make_widget: Callable[[], Any] | None, text: str, html: str) 
     return widget
 
 
-def job_widget(job: Any, start: bool = True):
-    """A :class:`~gpujobs.views.widgets.JobWidget` for ``job`` with its updater running."""
+def job_widget(job: Any, start: bool = True, status: JobStatus | None = None):
+    """A :class:`~gpujobs.views.widgets.JobWidget` for ``job`` with its updater running.
+
+    ``status``: the job's status when the caller has just read it (not read again)."""
     from .widgets import JobUpdater, JobWidget
+    status = job.status() if status is None else status
     widget = JobWidget(on_cancel=job.cancel)
     try:  # sparklines start from what the backend kept before this widget existed
         from ..metrics import job_samples
         widget.seed_history(job_samples(job.backend, job.id))
     except Exception:
         pass
-    widget.update(job.status())
-    updater = JobUpdater(job, widget, summarize=summarize_outcome)
+    widget.update(status)
+    updater = JobUpdater(job, widget, summarize=summarize_outcome, initial=status)
     widget.updater = updater
     if start:
         updater.start()
@@ -108,17 +111,20 @@ class _HtmlDisplayView:
 
 
 def display_job(job: Any) -> Any:
-    """Display ``job`` live: a widget in Jupyter, an updating HTML output elsewhere."""
+    """Display ``job`` live: a widget in Jupyter, an updating HTML output elsewhere.
+
+    The status is read once; the text, the HTML, the widget and the updater's first
+    render all show that one reading."""
     from IPython.display import display
     status = job.status()
     mode = display_mode()
     text, html = render_job_text(status), render_job_html(status)
     if mode == "widget":
-        return display_bundle(lambda: job_widget(job), text, html)
+        return display_bundle(lambda: job_widget(job, status=status), text, html)
     if mode == "text" or status.terminal:
         display({"text/plain": text, "text/html": html}, raw=True)
         return None
     handle = display({"text/plain": text, "text/html": html}, raw=True, display_id=True)
     from .live import JobUpdater
-    JobUpdater(job, _HtmlDisplayView(handle), summarize=summarize_outcome).start()
+    JobUpdater(job, _HtmlDisplayView(handle), summarize=summarize_outcome, initial=status).start()
     return handle

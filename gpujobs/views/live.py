@@ -57,13 +57,14 @@ class JobUpdater:
     Events from ``job.subscribe`` wake one updater thread; a poll every ``poll_s``
     covers backends that miss events. Renders are at least ``min_interval`` apart,
     each showing the latest status. At a terminal phase it renders once more (with
-    ``summarize(job)``'s result line) and stops.
+    ``summarize(job)``'s result line) and stops. ``initial``: a status the caller has just
+    read; the first render shows it instead of reading the job again.
     """
 
     def __init__(self, job: StatusSource, view: Any, *, min_interval: float = MIN_INTERVAL_S,
                  poll_s: float = POLL_S, logs_every_s: float = LOGS_EVERY_S,
                  summarize: Callable[[Any, JobStatus], str] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, initial: JobStatus | None = None):
         self.job = job
         self.view = view
         self.min_interval = min_interval
@@ -73,7 +74,7 @@ class JobUpdater:
         self.clock = clock
         self.renders = 0
         self.final_status: JobStatus | None = None
-        self._latest: JobStatus | None = None
+        self._latest: JobStatus | None = initial
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()

@@ -113,9 +113,11 @@ class QueueView:
     def to_pandas(self):
         return jobs_frame(self._source())
 
-    def widget(self):
+    def widget(self, statuses: list[JobStatus] | None = None):
+        """A refreshing :class:`~gpujobs.views.widgets.QueueWidget`, first showing ``statuses``
+        when given (else reading the source)."""
         from .widgets import QueueWidget
-        return QueueWidget(self._source, title=self.title, refresh_s=self.refresh_s)
+        return QueueWidget(self._source, title=self.title, refresh_s=self.refresh_s, statuses=statuses)
 
     def __len__(self) -> int:
         return len(self._source())
@@ -123,14 +125,20 @@ class QueueView:
     def __iter__(self):
         return iter(self.jobs())
 
-    def __repr__(self) -> str:
-        frame = self.to_pandas()
+    def _text(self, frame: Any) -> str:
         body = _plain(frame) if len(frame) else "(no jobs)"
         return f"{self.title}:\n{body}"
+
+    def __repr__(self) -> str:
+        return self._text(self.to_pandas())
 
     def _repr_html_(self) -> str:
         return frame_html(self.to_pandas(), self.title)
 
     def _ipython_display_(self) -> None:
+        """One read of the source feeds the text, the HTML and the widget's first table."""
         from . import display_bundle
-        display_bundle(self.widget, text=repr(self), html=self._repr_html_())
+        statuses = list(self._source())
+        frame = jobs_frame(statuses)
+        display_bundle(lambda: self.widget(statuses), text=self._text(frame),
+                       html=frame_html(frame, self.title))

@@ -5,7 +5,8 @@ Widgets here only *show* statuses: a :class:`JobWidget` is updated with
 handle's ``subscribe``/``status``/``logs`` methods (at most ~2 renders a second,
 trait changes batched with ``hold_sync``, never ``with output:`` from a thread),
 and stops at a terminal phase. :class:`QueueWidget` refreshes a table from a
-``source()`` callable (``backend.jobs(queue)``).
+``source()`` callable (``backend.jobs(queue)``), first drawn from the ``statuses``
+its caller already read, when given.
 """
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ class QueueWidget(W.VBox):
     """A refreshing table of every job in a queue, built from a pandas DataFrame."""
 
     def __init__(self, source: Callable[[], list[JobStatus]], title: str = "queue",
-                 refresh_s: float = 2.0, autostart: bool = True):
+                 refresh_s: float = 2.0, autostart: bool = True,
+                 statuses: list[JobStatus] | None = None):
         self._source = source
         self.title = title
         self.refresh_s = refresh_s
@@ -152,14 +154,15 @@ class QueueWidget(W.VBox):
         self._stop = threading.Event()
         super().__init__(children=[W.HBox([self.refresh_button, self.updated]), self.table])
         self.add_class("gpujobs-queue-widget")
-        self.refresh()
+        self.refresh(statuses)
         if autostart:
             _start_refresher(self)
 
-    def refresh(self) -> None:
-        """Read the source once and redraw (errors are shown, not raised)."""
+    def refresh(self, statuses: list[JobStatus] | None = None) -> None:
+        """Read the source once (or show ``statuses``, just read by the caller) and redraw
+        (errors are shown, not raised)."""
         try:
-            frame = jobs_frame(self._source())
+            frame = jobs_frame(self._source() if statuses is None else statuses)
         except Exception as exc:
             self.updated.value = f"refresh failed: {type(exc).__name__}: {exc}"
             return
