@@ -34,19 +34,27 @@ def _record_kind(rec: naming.JobRecord | None) -> str | None:
     return rec.kind if rec is not None and rec.kind in KINDS else None
 
 
+#: how long a status waits for the watch to deliver a job the apiserver already has
+SEEN_WAIT_S = 5.0
+
+
+def _exists(backend: Any, ns: str, name: str, kind: str) -> bool:
+    info = KINDS[kind]
+    try:
+        backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
+                                    "GET", response_type="object", auth_settings=["BearerToken"],
+                                    _return_http_data_only=True)
+        return True
+    except ApiException:
+        return False
+
+
 def _kind_of(backend: Any, ns: str, name: str) -> str | None:
     rec = naming.load_record(ns, name, backend.home)
     if rec is not None:
         return _record_kind(rec)
-    for kind, info in KINDS.items():  # attach from elsewhere: probe each kind once
-        try:
-            backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
-                                        "GET", response_type="object", auth_settings=["BearerToken"],
-                                        _return_http_data_only=True)
-            return kind
-        except ApiException:
-            continue
-    return None
+    # attach from elsewhere: probe each kind once
+    return next((kind for kind in KINDS if _exists(backend, ns, name, kind)), None)
 
 
 def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
@@ -57,6 +65,9 @@ def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
         if kind is not None:
             hub.track_kind(kind)
         hub.wait_synced()
+        if kind is not None and not hub.known(name) and _exists(backend, ns, name, kind):
+            # created a moment ago (an already synced watch has not delivered it yet)
+            hub.wait(name, SEEN_WAIT_S, lambda s: True)
     return hub, name
 
 

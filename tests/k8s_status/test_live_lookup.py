@@ -1,0 +1,26 @@
+"""A job the apiserver has but the (already synced) watch has not delivered yet: ``status``
+waits for the watch instead of answering "not found"; a job that does not exist is not found."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_faults_and_gang import pytorchjob
+
+from gpujobs.errors import KubernetesError
+
+pytestmark = pytest.mark.slow
+
+
+def test_status_of_a_job_created_while_its_watch_reconnects(make_cluster):
+    sim, be = make_cluster(gpus=2)
+    sim.store.create(pytorchjob("first", workers=0, seconds=30, queue=None))
+    assert be.status("default/first").job_id == "default/first"  # the hub now watches PyTorchJobs
+    sim.server.inject(429, count=2, verb="watch", path="pytorchjobs", retry_after=1)
+    sim.server.drop_watches()  # the PyTorchJob watch is away for ~2 s
+    time.sleep(0.4)  # streams notice a drop within 0.1 s
+    sim.store.create(pytorchjob("second", workers=0, seconds=30, queue=None))
+    st = be.status("default/second")
+    assert st.job_id == "default/second" and st.phase in ("admitted", "starting", "running")
+    with pytest.raises(KubernetesError, match="not found"):
+        be.status("default/nope")
