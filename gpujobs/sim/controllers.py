@@ -13,6 +13,7 @@ kind's status; Volcano creates PodGroups (Pending/Inqueue/Running, running vs mi
 """
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -23,6 +24,7 @@ from kubernetes.utils.quantity import parse_quantity
 from ..admission import ClusterQueue, Engine, PodSet, Workload
 from ..backends.kubernetes.podsets import container_requests
 from ..errors import GpuJobsError
+from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from .store import ApiError, Event, now_iso
 
@@ -71,7 +73,9 @@ def set_suspend(job: dict, value: bool) -> None:
 
 
 class SimControllers:
-    """All simulated controllers in one reconcile thread, driven by store events."""
+    """All simulated controllers in one reconcile thread, driven by store events: a pass looks
+    only at what the events since the last one marked (:class:`~gpujobs.sim.changes.Changes`),
+    and the thread sleeps while nothing changes (no timer rescans or copies the store)."""
 
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
                  requeue_delay: float = 0.05, new_pending_reasons: bool = True):
@@ -83,8 +87,9 @@ class SimControllers:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._engine: Engine | None = None
-        self._engine_dirty = True
-        self._wl_of: dict[str, tuple[str, str]] = {}  # workload key -> (ns, name)
+        self.changes = Changes(JOB_KINDS)
+        self.stats: collections.Counter = collections.Counter()  # passes, jobs, kubelet_ticks
+        self._failed: list[JobRef] = []  # retried on the next pass
         self._evicting: dict[str, float] = {}
         self._ports = 29600
         self.errors: list[BaseException] = []
@@ -99,6 +104,7 @@ class SimControllers:
 
     def stop(self) -> list[int]:
         self._stop.set()
+        self._events.put(None)  # wake the thread
         if self._thread is not None:
             self._thread.join(5)
         self._unsub()
@@ -107,27 +113,36 @@ class SimControllers:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                ev = self._events.get(timeout=0.05)
+                ev = self._events.get(timeout=self._wait_s())
             except queue.Empty:
                 ev = None
             try:
-                while ev is not None:
-                    self._on_event(ev)
+                while True:
+                    if ev is not None:
+                        self._on_event(ev)
                     ev = self._events.get_nowait()
             except queue.Empty:
                 pass
             except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
                 self.errors.append(exc)
+            if self._stop.is_set():
+                break
             try:
                 self.reconcile()
             except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
                 self.errors.append(exc)
+                self._stop.wait(0.05)  # no busy loop on a failure that repeats
+
+    def _wait_s(self) -> float | None:
+        """Seconds to sleep waiting for an event: None while nothing is due by time."""
+        wait = self.changes.wait_s()
+        if self._failed or self._evicting:
+            wait = min(0.05 if wait is None else wait, 0.05)
+        return wait
 
     def _on_event(self, ev: Event) -> None:
         res = ev.res
-        if res.group == "kueue.x-k8s.io" and res.kind in ("ClusterQueue", "LocalQueue",
-                                                          "WorkloadPriorityClass", "ResourceFlavor"):
-            self._engine_dirty = True
+        self.changes.note(ev)
         if res.kind == "Pod" and not res.group and ev.type == "DELETED":
             md = ev.obj["metadata"]
             self.kubelet.on_pod_deleted(md["namespace"], md["name"])
@@ -136,23 +151,53 @@ class SimControllers:
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self) -> None:
-        if self._engine_dirty:
+        """One pass over the jobs the store's events marked since the last pass (copying only
+        those), the admission engine's decisions, evictions, and the kubelet when due."""
+        ch = self.changes
+        self.stats["passes"] += 1
+        if ch.queues:
+            ch.queues = False
             self._rebuild_engine()
-        jobs = [o for res, o in self.store.all_objects() if (res.group, res.kind) in JOB_KINDS]
-        for job in jobs:
-            if (_group(job), job["kind"]) in KUEUE_KINDS and (job["metadata"].get("labels") or {}).get(QUEUE_LABEL):
-                self._kueue_job(job)
+        if ch.all_jobs:
+            ch.all_jobs = False
+            for res in self.store.resources():
+                if (res.group, res.kind) in JOB_KINDS:
+                    for o in self.store.list_res(res)[0]:
+                        ch.mark_job((o["apiVersion"], o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]))
+        for ref in self._failed:
+            ch.mark_job(ref)
+        self._failed = []
+        refs = ch.take_jobs()
+        for ref in refs:
+            self._for_job(ref, self._kueue_job, kueue=True)
         self._schedule()
         self._finish_evictions()
-        for job in [self.store.get(j["apiVersion"], j["kind"], j["metadata"]["name"], j["metadata"]["namespace"])
-                    for j in jobs]:
-            if job is not None:
-                self._operate(job)
-        self.kubelet.tick()
+        for ref in refs:
+            self._for_job(ref, self._operate)
+        self.stats["jobs"] += len(refs)
+        if ch.kubelet_due():
+            ch.kubelet_ticked()
+            self.stats["kubelet_ticks"] += 1
+            self.kubelet.tick()
+
+    def _for_job(self, ref: JobRef, fn: Any, kueue: bool = False) -> None:
+        """``fn(job)`` on the job's current state (skipped once it is gone); a failure is
+        recorded in ``errors`` and the job looked at again on the next pass."""
+        try:
+            job = self.store.get(ref[0], ref[1], ref[3], ref[2])
+            if job is None or kueue and not ((_group(job), job["kind"]) in KUEUE_KINDS and
+                                             (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)):
+                return
+            fn(job)
+        except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
+            if isinstance(exc, ApiError) and exc.code == 404:
+                return  # the job (or its kind) went away meanwhile
+            self.errors.append(exc)
+            if ref not in self._failed:
+                self._failed.append(ref)
 
     # ------------------------------------------------------------------ Kueue
     def _rebuild_engine(self) -> None:
-        self._engine_dirty = False
         cqs = self.store.list(WL_API, "ClusterQueue")
         lqs = self.store.list(WL_API, "LocalQueue")
         prios = {p["metadata"]["name"]: int(p.get("value", 0)) for p in self.store.list(WL_API,
