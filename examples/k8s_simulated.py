@@ -29,9 +29,10 @@ def estimate_pi(samples: int) -> float:
 def main() -> None:
     builder = gpujobs.job(estimate_pi, 200_000).mpi(ranks=1, gpus_per_rank=1).queue("q")
     print("--- what submit creates (builder.render) ---")
-    for obj in builder.render():
+    objects = builder.render()  # shared runtime ConfigMap + key Secret (once per namespace), job
+    for obj in objects:
         print(f"{obj['apiVersion']}/{obj['kind']} {obj['metadata'].get('name', '')}")
-    print(yaml.safe_dump(builder.render()[0]["metadata"]["labels"]).strip())
+    print(yaml.safe_dump(objects[-1]["metadata"]["labels"]).strip())
 
     with SimCluster(gpus=1) as sim, tempfile.TemporaryDirectory() as tmp:
         os.environ["KUBECONFIG"] = sim.write_kubeconfig(os.path.join(tmp, "kubeconfig"))

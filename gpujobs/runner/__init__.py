@@ -32,6 +32,12 @@ def read_key() -> bytes:
     return bytes.fromhex(Path(os.environ["GPUJOBS_KEY_FILE"]).read_text().strip())
 
 
+def read_payload(path: str) -> bytes:
+    """The sealed call; a ``.b64`` file (a pod annotation projected by Kubernetes) is base64."""
+    data = Path(path).read_bytes()
+    return base64.b64decode(data) if path.endswith(".b64") else data
+
+
 def outcome_path(directory: Path | str, rank: int) -> Path:
     return Path(directory) / f"outcome-{rank}.bin"
 
@@ -95,7 +101,7 @@ def main() -> int:
 
     setup = None
     try:
-        fn, args, kwargs = unpack_call(open_envelope(Path(env["GPUJOBS_PAYLOAD"]).read_bytes(), key))
+        fn, args, kwargs = unpack_call(open_envelope(read_payload(env["GPUJOBS_PAYLOAD"]), key))
         setup = frameworks.setup(framework, ctx)
         value = fn(*args, **kwargs)
         outcome = Outcome.success(ctx.rank, value)

@@ -2,9 +2,10 @@
 
 A pod runs one of two ways:
 
-- **runner** (the job has its payload ConfigMap and key Secret): the real
-  ``python -m gpujobs.runner`` runs locally as a subprocess, with the sealed payload
-  from the ConfigMap, the key from the Secret and the pod's env (RANK/WORLD_SIZE/
+- **runner** (the pod mounts a sealed call and a key): the real
+  ``python -m gpujobs.runner`` runs locally as a subprocess, with the pod's volumes
+  (runtime ConfigMap, job files from its annotations or Secret, key Secret) written to a
+  local folder by sim.volumes and the pod's env (RANK/WORLD_SIZE/
   MASTER_ADDR set like the operator would). Its stdout is the pod log, so the
   ``GPUJOBS-RESULT`` line is real. MPI launchers run ``mpirun`` of the runner.
 - **scripted**: no payload; the pod prints its annotation ``sim.gpujobs.dev/logs``
@@ -13,8 +14,8 @@ A pod runs one of two ways:
   until their job ends.
 
 With ``run_bootstrap`` (``SimCluster(bootstrap=True)``), torch ``rank`` pods whose container
-runs ``/opt/gpujobs/bootstrap.py`` run that real bootstrap instead, from the ConfigMap's
-``bootstrap.py``/``bootstrap.json``/``lib.zip`` unpacked into the pod's temp dir (the
+runs ``/opt/gpujobs/runtime/bootstrap.py`` run that real bootstrap instead, from the runtime
+ConfigMap's ``bootstrap.py``/``lib.zip`` and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
 sampler writes ``GPUJOBS-METRICS`` lines into the pod log).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .store import now_iso
+from .volumes import local_path, materialize
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
@@ -191,15 +193,16 @@ class Kubelet:
         if ann.get(ANN_IDLE) == "true" or not job:
             return None, {}
         ns = md["namespace"]
-        cm = self.store.get("v1", "ConfigMap", f"{job}-gpujobs", ns)
-        secret = self.store.get("v1", "Secret", f"{job}-gpujobs-key", ns)
-        if cm is None or secret is None or "payload.bin" not in (cm.get("binaryData") or {}):
-            return None, {}
         d = Path(self._tmp.name) / ns / md["name"]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "payload.bin").write_bytes(base64.b64decode(cm["binaryData"]["payload.bin"]))
+        mounts = materialize(pod, lambda kind, n: self.store.get("v1", kind, n, ns), d)
+        c0 = (pod["spec"].get("containers") or [{}])[0]
+        pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
+        payload = local_path(pod_env.get("GPUJOBS_PAYLOAD", ""), mounts)
+        key_file = local_path(pod_env.get("GPUJOBS_KEY_FILE", ""), mounts)
+        if not payload or not Path(payload).is_file() or not Path(key_file).is_file():
+            return None, {}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUJOBS_", "OMPI_", "PMI"))}
-        for e in (pod["spec"].get("containers") or [{}])[0].get("env") or []:
+        for e in c0.get("env") or []:
             if "value" in e:
                 env[e["name"]] = str(e["value"])
             elif (e.get("valueFrom") or {}).get("secretKeyRef"):
@@ -208,49 +211,47 @@ class Kubelet:
                 if ref["key"] in (s.get("data") or {}):
                     env[e["name"]] = base64.b64decode(s["data"][ref["key"]]).decode()
         world = int(ann.get(ANN_WORLD, "1"))
-        env.update({"GPUJOBS_PAYLOAD": str(d / "payload.bin"), "GPUJOBS_RESULT_SINK": "log",
-                    "GPUJOBS_KEY": base64.b64decode(secret["data"]["key"]).decode().strip(),
+        env.update({"GPUJOBS_PAYLOAD": payload, "GPUJOBS_RESULT_SINK": "log",
+                    "GPUJOBS_KEY_FILE": key_file,
                     "GPUJOBS_DEVICE": "cpu", "PYTHONUNBUFFERED": "1", "HOME": str(d),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500"),
                     "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
-        env.pop("GPUJOBS_KEY_FILE", None)
         runner = [sys.executable, "-m", "gpujobs.runner"]
-        boot = _bootstrap_command(pod, cm, d, env, ann) if self.run_bootstrap else None
+        boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
         if boot is not None:
             return boot, env
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
-            exports = [x for k in ("GPUJOBS_KEY", "GPUJOBS_PAYLOAD", "GPUJOBS_FRAMEWORK", "PYTHONPATH",
-                                   "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
+            exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_PAYLOAD", "GPUJOBS_FRAMEWORK",
+                                   "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
             return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
         return runner, env
 
 
-def _bootstrap_command(pod: dict, cm: dict, d: Path, env: dict[str, str],
-                  ann: dict) -> list[str] | None:
-    """The bootstrap command for a torch rank pod (ConfigMap unpacked into ``d``), else None."""
+def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
+                       ann: dict) -> list[str] | None:
+    """The real bootstrap command for a torch rank pod (its volumes unpacked locally), else None."""
     import json
-    data = cm.get("data") or {}
-    c0 = (pod["spec"].get("containers") or [{}])[0]
     argv = [*(c0.get("command") or []), *(c0.get("args") or [])]
-    if ann.get(ANN_ROLE) != "rank" or "bootstrap.py" not in data or \
-            not any(a.endswith("/bootstrap.py") for a in argv):
+    script = next((a for a in argv if a.endswith("/bootstrap.py")), None)
+    if ann.get(ANN_ROLE) != "rank" or script is None:
         return None
-    cfg = json.loads(data["bootstrap.json"])
+    local = Path(local_path(script, mounts))
+    cfg_path = local.parent.parent / "job" / "bootstrap.json"
+    if not local.is_file() or not cfg_path.is_file():
+        return None
+    cfg = json.loads(cfg_path.read_text())
     if cfg.get("framework") == "ray":
         return None
-    (d / "bootstrap.py").write_text(data["bootstrap.py"])
-    (d / "bootstrap.json").write_text(data["bootstrap.json"])
-    (d / "lib.zip").write_bytes(base64.b64decode(cm["binaryData"]["lib.zip"]))
     for n in cfg.get("node_rank_env") or []:
         env[n] = ann.get(ANN_RANK, "0")
     for n in cfg.get("master_addr_env") or []:
         env[n] = "127.0.0.1"
     for n in cfg.get("master_port_env") or []:
         env[n] = ann.get(ANN_PORT, "29500")
-    return [sys.executable, str(d / "bootstrap.py"), "rank"]
+    return [sys.executable, str(local), "rank"]
 
 
 def _no_rank_env(env: dict[str, str]) -> dict[str, str]:

@@ -107,7 +107,7 @@ CASES: list[Case] = [
     Case("k8s-unknown-priority", "k8s", k8s(lambda: B(train).queue("q").priority("urgent").options(kind="PyTorchJob")), PreflightError, ("WorkloadPriorityClass", "urgent"), ("kubectl get workloadpriorityclasses",)),
     Case("k8s-crd-missing", "k8s", k8s(lambda: B(train).queue("q").options(kind="TrainJob")), PreflightError, ("trainjobs.trainer.kubeflow.org",), ("install its operator",)),
     Case("k8s-never-fits-queue", "k8s", k8s(lambda: B(train).ddp(gpus=8).queue("q").options(kind="PyTorchJob")), QuotaError, ("ClusterQueue cq",), ("Ask for fewer",)),
-    Case("k8s-configmap-limit", "k8s", k8s(lambda: B(train, b"x" * 1_200_000).queue("q").options(kind="PyTorchJob")), PayloadError, ("payload", "ConfigMap limit"), ("PVC",)),
+    Case("k8s-secret-limit", "k8s", k8s(lambda: B(train, b"x" * 1_200_000).queue("q").options(kind="PyTorchJob")), PayloadError, ("payload", "usable bytes of a Kubernetes Secret"), ("PVC",)),
     Case("k8s-volcano-missing", "k8s", k8s(lambda: B(train).queue("q").options(kind="PyTorchJob", volcano="gang", volcano_queue="vq")), PreflightError, ("podgroups.scheduling.volcano.sh",), ("install Volcano",)),
     Case("k8s-bad-namespace", "k8s", k8s(lambda: B(train).queue("q").kubernetes(namespace="Bad NS")), SpecError, ("namespace", "Bad NS"), ("lowercase",)),
     # ---------------------------------------------------------------- %%gpujob magic

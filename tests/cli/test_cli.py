@@ -94,8 +94,7 @@ def test_render_sbatch_json_parses_back(cli):
     r = cli("render", CORPUS / "ddp_srun_torchrun.sbatch", "-o", "json")
     assert r.returncode == 0, r.stderr
     objs = json.loads(r.stdout)
-    job = objs[0]
-    assert job["kind"] in ("TrainJob", "PyTorchJob")
+    (job,) = [o for o in objs if o["kind"] in ("TrainJob", "PyTorchJob")]
     labels = job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "gpu"          # partition → LocalQueue
     assert labels["kueue.x-k8s.io/priority-class"] == "high"     # QoS → priority class
@@ -111,7 +110,7 @@ def test_render_sbatch_yaml_with_mapping(cli):
     r = cli("render", CORPUS / "constraint_mapped.sbatch", "--mapping", CORPUS / "site-mapping.yaml")
     assert r.returncode == 0, r.stderr
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
-    labels = docs[0]["metadata"]["labels"]
+    labels = next(d for d in docs if d["apiVersion"] != "v1")["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "team-a-long"
     assert "NVIDIA-H100-80GB-HBM3" in r.stdout and "network.example.org/infiniband" in r.stdout
 
@@ -123,7 +122,7 @@ def test_render_function_and_queue_override(cli):
     assert r.returncode == 0, r.stderr
     objs = json.loads(r.stdout)
     kinds = [o["kind"] for o in objs]
-    assert "PyTorchJob" in kinds and "ConfigMap" in kinds     # the payload travels in a ConfigMap
+    assert kinds == ["ConfigMap", "Secret", "PyTorchJob"]  # shared runtime + key, then the job
     job = objs[kinds.index("PyTorchJob")]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
 

@@ -1,4 +1,4 @@
-"""The pod bootstrap, run for real from a rendered ConfigMap unpacked into a temp dir.
+"""The pod bootstrap, run for real from a rendered job's volumes unpacked into a temp dir.
 
 The pods' env is the rendered container env (paths moved into the temp dir) plus what
 the operator injects (Volcano's pytorch plugin: RANK = pod index, WORLD_SIZE = pods).
@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes.payload_objects import KEY_DIR, MOUNT_DIR
+from gpujobs.backends.kubernetes.payload_objects import JOB_DIR, RUNTIME_DIR
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.runner import RESULT_MARKER
+from support import unpack_pod
 
 
 def where_am_i():
@@ -33,21 +34,8 @@ def where_am_i():
 
 
 def unpack(r, root: Path) -> dict[str, str]:
-    """Write the ConfigMap / Secret as the kubelet would; return path replacements."""
-    mnt, keyd = root / "opt-gpujobs", root / "key"
-    tmpl = r.job["spec"]["tasks"][0]["template"] if r.kind == "VolcanoJob" else None
-    vol = next(v for v in tmpl["spec"]["volumes"] if v["name"] == "gpujobs")
-    cm = r.configmap
-    for item in vol["configMap"]["items"]:
-        dest = mnt / item["path"]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if item["key"] in cm.get("binaryData", {}):
-            dest.write_bytes(base64.b64decode(cm["binaryData"][item["key"]]))
-        else:
-            dest.write_text(cm["data"][item["key"]])
-    keyd.mkdir()
-    (keyd / "key").write_bytes(base64.b64decode(r.secret["data"]["key"]))
-    return {MOUNT_DIR: str(mnt), KEY_DIR: str(keyd)}
+    """Write the first task's pod volumes as the kubelet would; mount path -> local folder."""
+    return unpack_pod(r, r.job["spec"]["tasks"][0]["template"], root)
 
 
 def pod_env(r, task: int, repl: dict[str, str]) -> dict[str, str]:
@@ -83,7 +71,7 @@ def test_volcano_pytorch_plugin_pods_run_process_world(tmp_path):
         .options(volcano="job", return_all=True).spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     repl = unpack(r, tmp_path)
-    boot = Path(repl[MOUNT_DIR]) / "bootstrap.py"
+    boot = Path(repl[RUNTIME_DIR]) / "bootstrap.py"
     port = free_port()
     procs = []
     for pod in range(2):  # master-0 (RANK 0), worker-0 (RANK 1), as the plugin injects
@@ -115,11 +103,11 @@ def test_python_version_mismatch_exits_with_clear_message(tmp_path):
         .options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     repl = unpack(r, tmp_path)
-    cfg_path = Path(repl[MOUNT_DIR]) / "bootstrap.json"
+    cfg_path = Path(repl[JOB_DIR]) / "bootstrap.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["python"] = "3.99"
     cfg_path.write_text(json.dumps(cfg))
-    p = subprocess.run([sys.executable, str(Path(repl[MOUNT_DIR]) / "bootstrap.py")],
+    p = subprocess.run([sys.executable, str(Path(repl[RUNTIME_DIR]) / "bootstrap.py")],
                        env=pod_env(r, 0, repl), capture_output=True, text=True, timeout=60)
     assert p.returncode == 3
     have = "%d.%d" % sys.version_info[:2]
@@ -128,11 +116,12 @@ def test_python_version_mismatch_exits_with_clear_message(tmp_path):
 
 
 def test_shipped_lib_is_self_contained(tmp_path):
-    """Without site-packages, the ConfigMap's lib.zip alone imports the runner and cloudpickle."""
+    """Without site-packages, the runtime ConfigMap's lib.zip alone imports the runner and
+    cloudpickle."""
     spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=1).options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     repl = unpack(r, tmp_path)
-    lib = Path(repl[MOUNT_DIR]) / "lib.zip"
+    lib = Path(repl[RUNTIME_DIR]) / "lib.zip"
     code = ("import sys; sys.path.insert(0, %r); import gpujobs.runner, gpujobs.payload, "
             "gpujobs.runner.frameworks, gpujobs.fsdp, cloudpickle; assert callable(gpujobs.context); "
             "print(gpujobs.__file__); "

@@ -18,8 +18,11 @@ import gpujobs
 from gpujobs import crds
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
+from gpujobs.backends.kubernetes.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,
+                                                         KEY_DIR, RUNTIME_DIR)
 from gpujobs.backends.kubernetes.podsets import pod_sets
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.payload import open_envelope, unpack_call
 
 pytestmark = pytest.mark.skipif(
     not crds.crds_available(),
@@ -105,8 +108,9 @@ def test_render_matrix(case):
     spec = make_spec(fw, kind, mode, nodes, gpus, option)
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     assert r.kind == kind
-    job, cm, secret = r.objects
-    assert [o["kind"] for o in r.objects][1:] == ["ConfigMap", "Secret"]
+    runtime, key_secret, job = r.objects  # a small call travels inline: no payload Secret
+    assert [o["kind"] for o in r.objects][:2] == ["ConfigMap", "Secret"]
+    assert r.payload_secret is None and r.files.inline
 
     # --- schema: CRD openAPIV3Schema, and nothing the apiserver would prune
     assert crds.schema_errors(job) == []
@@ -190,8 +194,19 @@ def test_render_matrix(case):
         pod = tmpl["spec"]
         vols = {v["name"]: v for v in pod.get("volumes", [])}
         assert not any("hostPath" in v for v in vols.values())
-        assert vols["gpujobs"]["configMap"]["name"] == naming.configmap_name(r.name)
-        assert vols["gpujobs-key"]["secret"]["secretName"] == naming.secret_name(r.name)
+        assert vols["gpujobs-runtime"]["configMap"]["name"] == runtime["metadata"]["name"]
+        assert vols["gpujobs-key"]["secret"]["secretName"] == key_secret["metadata"]["name"]
+        assert {i["path"]: i["fieldRef"]["fieldPath"] for i in
+                vols["gpujobs-job"]["downwardAPI"]["items"]} == {
+            "bootstrap.json": f"metadata.annotations['{ANN_BOOTSTRAP}']",
+            "payload.b64": f"metadata.annotations['{ANN_PAYLOAD}']"}
+        ann = tmpl["metadata"]["annotations"]  # what the downwardAPI volume projects
+        boot = json.loads(ann[ANN_BOOTSTRAP])
+        assert boot["nnodes"] == spec.nodes and boot["nproc_per_node"] == spec.procs_per_node
+        assert boot["job_id"] == f"ml/{r.name}"
+        fn, _args, _kwargs = unpack_call(open_envelope(base64.b64decode(ann[ANN_PAYLOAD]), r.key))
+        assert fn is train or fn.__name__ == "train"
+        assert (_args, _kwargs) == ((21,), {"scale": 3})
         if spec.volume:
             assert vols["data"]["persistentVolumeClaim"]["claimName"] == "datasets"
         if option == "placement":
@@ -207,7 +222,7 @@ def test_render_matrix(case):
                 assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 1000
                 assert "add" not in sc["capabilities"]
             mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-            assert mounts["/opt/gpujobs"]["readOnly"] is True
+            assert all(mounts[d]["readOnly"] is True for d in (RUNTIME_DIR, JOB_DIR, KEY_DIR))
             if spec.volume:
                 assert "/data" in mounts
             if fw in ("ddp", "fsdp") and kind != "TrainJob":
@@ -224,14 +239,11 @@ def test_render_matrix(case):
                 assert tmpl["metadata"]["annotations"][naming.TOPOLOGY_REQUIRED] == \
                     "cloud.provider.com/topology-block"
 
-    # --- payload ConfigMap and key Secret
-    assert cm["metadata"]["name"] == naming.configmap_name(r.name)
-    assert cm["metadata"]["annotations"][naming.ANN_KIND] == kind
-    assert "payload.bin" in cm["binaryData"]
-    boot = json.loads(cm["data"]["bootstrap.json"])
-    assert boot["nnodes"] == spec.nodes and boot["nproc_per_node"] == spec.procs_per_node
-    assert boot["job_id"] == f"ml/{r.name}"
-    assert base64.b64decode(secret["data"]["key"]).decode() == r.key.hex()
+    # --- shared runtime ConfigMap and key Secret: immutable, no per-job labels
+    assert runtime["immutable"] is True and key_secret["immutable"] is True
+    assert naming.LABEL_JOB not in runtime["metadata"]["labels"]
+    assert set(runtime["data"]) == {"bootstrap.py"} and set(runtime["binaryData"]) == {"lib.zip"}
+    assert base64.b64decode(key_secret["data"]["key"]).decode() == r.key.hex()
     assert r.key.hex() not in json.dumps(job)  # the key never sits in the job object
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import stat
 
@@ -12,8 +13,10 @@ import gpujobs
 from gpujobs import crds
 from gpujobs.backends.kubernetes import naming, render_yaml
 from gpujobs.backends.kubernetes.kinds import resolve_kind
+from gpujobs.backends.kubernetes.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
+from gpujobs.payload import open_envelope, unpack_call
 
 needs_crds = pytest.mark.skipif(not crds.crds_available(),
                                 reason=f"upstream CRDs not found at {crds.crds_dir()} "
@@ -61,11 +64,43 @@ def test_explicit_kind_argument_overrides_default():
         render_job(b().mpi(ranks=2).spec(), "TrainJob")
 
 
-def test_payload_over_configmap_limit_names_the_fix():
+def test_payload_over_secret_limit_names_the_fix():
     with pytest.raises(PayloadError) as ei:
         render_job(gpujobs.job(f, b"x" * 1_100_000).ddp(gpus=1).spec())
     assert ei.value.field == "payload"
-    assert "ConfigMap limit" in ei.value.problem and "PVC" in ei.value.fix
+    assert "usable bytes of a Kubernetes Secret" in ei.value.problem and "PVC" in ei.value.fix
+
+
+def test_small_call_travels_inline_in_the_job():
+    r = render_job(gpujobs.job(f, b"x" * 1000).ddp(nodes=2, gpus_per_node=1).spec(), "PyTorchJob")
+    assert r.files.inline and r.payload_secret is None
+    assert [o["kind"] for o in r.objects] == ["ConfigMap", "Secret", "PyTorchJob"]
+    for role in ("Master", "Worker"):
+        tmpl = r.job["spec"]["pytorchReplicaSpecs"][role]["template"]
+        sealed = base64.b64decode(tmpl["metadata"]["annotations"][ANN_PAYLOAD])
+        assert unpack_call(open_envelope(sealed, r.key))[1] == (b"x" * 1000,)
+        env = {e["name"]: e.get("value") for e in tmpl["spec"]["containers"][0]["env"]}
+        assert env["GPUJOBS_PAYLOAD"] == f"{JOB_DIR}/payload.b64"
+
+
+def test_call_over_the_inline_limit_goes_in_a_secret_owned_at_submit():
+    r = render_job(gpujobs.job(f, b"x" * (INLINE_LIMIT + 1)).ddp(nodes=2, gpus_per_node=1).spec(),
+                   "PyTorchJob")
+    assert not r.files.inline and r.payload_secret is not None
+    assert [o["kind"] for o in r.objects] == ["ConfigMap", "Secret", "PyTorchJob", "Secret"]
+    sec = r.payload_secret
+    assert sec["metadata"]["name"] == naming.payload_secret_name(r.name)
+    assert sec["metadata"]["labels"][naming.LABEL_JOB] == r.name
+    sealed = base64.b64decode(sec["data"]["payload.bin"])
+    assert unpack_call(open_envelope(sealed, r.key))[1] == (b"x" * (INLINE_LIMIT + 1),)
+    assert json.loads(base64.b64decode(sec["data"]["bootstrap.json"]))["job_id"] == r.job_id
+    tmpl = r.job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    assert ANN_PAYLOAD not in (tmpl["metadata"].get("annotations") or {})
+    vols = {v["name"]: v for v in tmpl["spec"]["volumes"]}
+    assert vols["gpujobs-job"]["secret"]["secretName"] == sec["metadata"]["name"]
+    env = {e["name"]: e.get("value") for e in tmpl["spec"]["containers"][0]["env"]}
+    assert env["GPUJOBS_PAYLOAD"] == f"{JOB_DIR}/payload.bin"
+    assert len(json.dumps(r.job)) < 20_000  # the big call is not in the job object
 
 
 def test_name_is_deterministic_when_given_and_unique_otherwise():
@@ -101,22 +136,22 @@ def test_render_yaml_round_trips_and_keeps_the_key(gpujobs_home, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(gpujobs_home / "none"))
     text = render_yaml(b().ddp(nodes=2, gpus_per_node=1).spec(), "PyTorchJob")
     docs = list(yaml.safe_load_all(text))
-    assert [d["kind"] for d in docs] == ["PyTorchJob", "ConfigMap", "Secret"]
-    assert crds.schema_errors(docs[0]) == []
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Secret", "PyTorchJob"]
+    assert crds.schema_errors(docs[2]) == []
     assert "bootstrap.py: |" in text  # readable block scalars
-    ns, name = docs[0]["metadata"]["namespace"], docs[0]["metadata"]["name"]
+    ns, name = docs[2]["metadata"]["namespace"], docs[2]["metadata"]["name"]
     path = naming.key_path(ns, name, gpujobs_home)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert base64.b64decode(docs[2]["data"]["key"]).decode() == path.read_text()
+    assert base64.b64decode(docs[1]["data"]["key"]).decode() == path.read_text()
 
 
 @needs_crds
 def test_builder_render_uses_this_backend(gpujobs_home, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(gpujobs_home / "none"))
     objs = b().mpi(ranks=4, ranks_per_node=2).render()
-    assert [o["kind"] for o in objs] == ["MPIJob", "ConfigMap", "Secret"]
-    assert objs[0]["spec"]["slotsPerWorker"] == 2
-    assert objs[0]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Secret", "MPIJob"]
+    assert objs[2]["spec"]["slotsPerWorker"] == 2
+    assert objs[2]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
 
 
 @needs_crds

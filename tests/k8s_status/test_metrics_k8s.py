@@ -1,7 +1,7 @@
 """Metrics on the Kubernetes path: the pod bootstrap's sampler -> GPUJOBS-METRICS pod-log lines
 -> JobStatus.metrics / job.metrics(); the lines are hidden from job.logs().
 
-The SimCluster runs the real bootstrap.py + lib.zip from the job's ConfigMap (bootstrap=True);
+The SimCluster runs the real bootstrap.py + lib.zip from the runtime ConfigMap (bootstrap=True);
 there is no GPU here, so samples are psutil CPU readings (source "psutil", device -1).
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pytest
 from support import wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes.payload_objects import KEY_DIR, MOUNT_DIR, lib_zip
+from gpujobs.backends.kubernetes.payload_objects import RUNTIME_DIR, lib_zip
+from support import unpack_pod
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
 from gpujobs.handle import Job
 from gpujobs.metrics import METRICS_MARKER, parse_metrics_line
@@ -77,15 +78,7 @@ def test_sim_job_status_and_metrics_carry_pod_cpu_samples(make_cluster):
 
 # ------------------------------------------------------------- the bootstrap alone
 def unpack(r, root: Path) -> dict[str, str]:
-    mnt, keyd = root / "opt-gpujobs", root / "key"
-    mnt.mkdir(parents=True)
-    for key, text in r.configmap["data"].items():
-        (mnt / key).write_text(text)
-    for key, b64 in r.configmap.get("binaryData", {}).items():
-        (mnt / key).write_bytes(base64.b64decode(b64))
-    keyd.mkdir()
-    (keyd / "key").write_bytes(base64.b64decode(r.secret["data"]["key"]))
-    return {MOUNT_DIR: str(mnt), KEY_DIR: str(keyd)}
+    return unpack_pod(r, r.job["spec"]["tasks"][0]["template"], root)
 
 
 def run_bootstrap(tmp_path, procs, extra_env, block=()):
@@ -107,7 +100,7 @@ def run_bootstrap(tmp_path, procs, extra_env, block=()):
         for mod in block:
             (blocker / f"{mod}.py").write_text(f"raise ImportError('no {mod} in this image')\n")
         env["PYTHONPATH"] = str(blocker)
-    p = subprocess.run([sys.executable, str(Path(repl[MOUNT_DIR]) / "bootstrap.py"), "rank"],
+    p = subprocess.run([sys.executable, str(Path(repl[RUNTIME_DIR]) / "bootstrap.py"), "rank"],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     results = {int(m.group(1)): open_envelope(base64.b64decode(m.group(2)), r.key)
                for m in re.finditer(rf"^{RESULT_MARKER} (\d+) (\S+)$", p.stdout, re.M)}

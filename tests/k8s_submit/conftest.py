@@ -63,3 +63,8 @@ def namespaced_objects(server, ns: str = NS) -> dict[tuple[str, str], dict]:
         if md.get("namespace") == ns and res.kind != "LocalQueue":
             out[(res.kind, md["name"])] = obj
     return out
+
+
+def shared_keys(r) -> set[tuple[str, str]]:
+    """(kind, name) of the shared runtime ConfigMap and key Secret of a rendering."""
+    return {(o["kind"], o["metadata"]["name"]) for o in r.shared}

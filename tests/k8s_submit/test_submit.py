@@ -15,7 +15,7 @@ from gpujobs.backends.kubernetes.retry import ATTEMPTS
 from gpujobs.backends.kubernetes.submit import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
-from .conftest import NS, namespaced_objects
+from .conftest import NS, namespaced_objects, shared_keys
 
 
 def double(x):
@@ -50,24 +50,18 @@ def _strip_server_fields(obj: dict) -> dict:
 @pytest.mark.parametrize("kind", list(SPECS))
 def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
     r = backend.render_job(SPECS[kind]())
-    assert r.kind == kind
+    assert r.kind == kind and r.payload_secret is None  # a small call travels in the job
     job_id = submit_rendered(backend, r)
     assert job_id == f"{NS}/{r.name}"
 
     objs = namespaced_objects(server)
     api_kind = KINDS[kind].api_kind
-    assert set(objs) == {(api_kind, r.name), ("ConfigMap", naming.configmap_name(r.name)),
-                         ("Secret", naming.secret_name(r.name))}
-    job = objs[(api_kind, r.name)]
-    uid = job["metadata"]["uid"]
-    for rendered, key in ((r.job, (api_kind, r.name)),
-                          (r.configmap, ("ConfigMap", naming.configmap_name(r.name))),
-                          (r.secret, ("Secret", naming.secret_name(r.name)))):
-        stored = objs[key]
+    assert set(objs) == {(api_kind, r.name)} | shared_keys(r)
+    for rendered in (r.job, *r.shared):
+        stored = objs[(KINDS[kind].api_kind if rendered is r.job else rendered["kind"],
+                       rendered["metadata"]["name"])]
         assert _strip_server_fields(stored) == _strip_server_fields(rendered)
-    for key in (("ConfigMap", naming.configmap_name(r.name)), ("Secret", naming.secret_name(r.name))):
-        (ref,) = objs[key]["metadata"]["ownerReferences"]
-        assert ref["uid"] == uid and ref["kind"] == api_kind and ref["name"] == r.name
+    uid = objs[(api_kind, r.name)]["metadata"]["uid"]
 
     # the submitter keeps the key (0600) and a record, so a new kernel can attach
     path = naming.key_path(NS, r.name, backend.home)
@@ -76,9 +70,27 @@ def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
     rec = naming.load_record(NS, r.name, backend.home)
     assert rec.kind == kind and rec.uid == uid and rec.submission_id == r.submission_id
 
-    # deleting the job garbage-collects the payload objects (ownerReferences work)
-    server.store.delete(job["apiVersion"], api_kind, r.name, NS)
-    assert namespaced_objects(server) == {}
+    # deleting the job leaves only the shared runtime ConfigMap and key Secret
+    server.store.delete(r.job["apiVersion"], api_kind, r.name, NS)
+    assert set(namespaced_objects(server)) == shared_keys(r)
+
+
+def test_big_call_goes_in_a_secret_the_job_owns(server, backend):
+    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+
+    r = backend.render_job(gpujobs.job(double, b"x" * INLINE_LIMIT).ddp(nodes=2, gpus_per_node=1)
+                           .queue("team-a").spec())
+    assert r.payload_secret is not None
+    server.reset_counts()
+    submit_rendered(backend, r)
+    objs = namespaced_objects(server)
+    key = ("Secret", naming.payload_secret_name(r.name))
+    assert set(objs) == {("TrainJob", r.name), key} | shared_keys(r)
+    assert _strip_server_fields(objs[key]) == _strip_server_fields(r.payload_secret)
+    (ref,) = objs[key]["metadata"]["ownerReferences"]
+    assert ref["uid"] == objs[("TrainJob", r.name)]["metadata"]["uid"] and ref["name"] == r.name
+    server.store.delete(r.job["apiVersion"], "TrainJob", r.name, NS)  # GC takes the Secret along
+    assert set(namespaced_objects(server)) == shared_keys(r)
 
 
 def test_submit_through_builder_and_second_submit_is_cached(server, backend, monkeypatch):
@@ -89,9 +101,40 @@ def test_submit_through_builder_and_second_submit_is_cached(server, backend, mon
     server.reset_counts()
     job_id2 = backend.submit(ddp().spec())
     assert job_id != job_id2  # two submits are two jobs
-    assert server.request_count == 3  # preflight answers cached: just the three creates
+    assert server.request_count == 1  # preflight answers cached: one create, the job
     assert first > 3
     assert len([k for k in namespaced_objects(server) if k[0] == "TrainJob"]) == 2
+
+
+def test_shared_objects_are_made_once_per_namespace(server, backend):
+    backend.submit(ddp().spec())
+    other = type(backend)(backend.api_client, namespace=NS, home=backend.home)  # cold cache
+    server.reset_counts()
+    other.submit(ddp().spec())
+    assert server.counts[("create", "configmaps")] == 0 and server.counts[("create", "secrets")] == 0
+    assert server.counts[("get", "configmaps")] == 1 and server.counts[("get", "secrets")] == 1
+    runtime = [k for k in namespaced_objects(server) if k[0] == "ConfigMap"]
+    assert len(runtime) == 1 and runtime[0][1].startswith("gpujobs-runtime-")
+
+
+def test_deleted_runtime_is_made_again_once_the_cache_expires(server, backend):
+    r = backend.render_job(ddp().spec())
+    submit_rendered(backend, r)
+    server.store.delete("v1", "ConfigMap", r.runtime["metadata"]["name"], NS)
+    backend.preflight_ttl = 0
+    backend.submit(ddp().spec())
+    assert ("ConfigMap", r.runtime["metadata"]["name"]) in namespaced_objects(server)
+
+
+def test_stranger_in_place_of_the_key_secret_is_a_preflight_error(server, backend):
+    r = backend.render_job(ddp().spec())
+    name = r.key_secret["metadata"]["name"]
+    server.store.create({"apiVersion": "v1", "kind": "Secret",
+                         "metadata": {"name": name, "namespace": NS}, "data": {"key": "c3Rvcg=="}})
+    with pytest.raises(PreflightError) as ei:
+        submit_rendered(backend, r)
+    assert ei.value.obj == f"Secret {NS}/{name}" and "kubectl delete secret" in str(ei.value)
+    assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))
 
 
 def _assert_nothing_created(server, backend):
@@ -221,16 +264,30 @@ def test_payload_too_big_fails_before_any_request(server, backend):
     assert server.request_count == 0
 
 
-@pytest.mark.parametrize("fail_on", ["configmaps", "secrets"])
-def test_failed_create_cleans_up(server, backend, fail_on):
-    server.inject(500, count=ATTEMPTS, verb="create", path=f"/{fail_on}$")
-    spec = ddp().spec()
+def test_failed_payload_secret_create_removes_the_job(server, backend):
+    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+
+    backend.submit(ddp().spec())  # the shared objects exist now
+    before = set(namespaced_objects(server))
+    server.inject(500, count=ATTEMPTS, verb="create", path="/secrets$")
     with pytest.raises(SubmitError) as ei:
-        backend.submit(spec)
+        backend.submit(gpujobs.job(double, b"x" * INLINE_LIMIT).ddp(nodes=1, gpus_per_node=1)
+                       .queue("team-a").spec())
     msg = str(ei.value)
-    assert "HTTP 500" in msg and "removed" in msg and "TrainJob" in msg
-    assert namespaced_objects(server) == {}
-    assert not any((backend.home / "k8s-keys" / NS).iterdir())
+    assert "HTTP 500" in msg and "removed TrainJob" in msg and "Secret" in msg
+    assert set(namespaced_objects(server)) == before
+    assert len(list((backend.home / "k8s-keys" / NS).iterdir())) == 1  # the first job's key only
+
+
+@pytest.mark.parametrize("fail_on", ["configmaps", "secrets", "trainjobs"])
+def test_failed_create_leaves_no_job(server, backend, fail_on):
+    server.inject(500, count=ATTEMPTS, verb="create", path=f"/{fail_on}$")
+    with pytest.raises(SubmitError) as ei:
+        backend.submit(ddp().spec())
+    assert "HTTP 500" in str(ei.value)
+    assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))
+    assert not (backend.home / "k8s-keys" / NS).exists() or \
+        not any((backend.home / "k8s-keys" / NS).iterdir())
 
 
 def test_transient_errors_are_retried_once_each(server, backend):
@@ -239,7 +296,7 @@ def test_transient_errors_are_retried_once_each(server, backend):
     job_id = backend.submit(ddp().spec())
     objs = namespaced_objects(server)
     assert [k for k in objs if k[0] == "TrainJob"] == [("TrainJob", job_id.split("/")[1])]
-    assert len(objs) == 3
+    assert len(objs) == 3  # the job, the runtime ConfigMap, the key Secret
 
 
 def test_retry_after_lost_response_makes_no_second_job(server, backend):
@@ -264,9 +321,8 @@ def test_retry_after_lost_response_makes_no_second_job(server, backend):
     objs = namespaced_objects(server)
     jobs = [k for k in objs if k[0] == "TrainJob"]
     assert jobs == [("TrainJob", job_id.split("/")[1])]  # … and adopted the first job
-    uid = objs[jobs[0]]["metadata"]["uid"]
-    assert objs[("ConfigMap", naming.configmap_name(jobs[0][1]))]["metadata"]["ownerReferences"][0][
-        "uid"] == uid
+    rec = naming.load_record(NS, jobs[0][1], backend.home)
+    assert rec.uid == objs[jobs[0]]["metadata"]["uid"]
 
 
 def test_explicit_name_taken_by_another_submission(server, backend):
@@ -276,7 +332,7 @@ def test_explicit_name_taken_by_another_submission(server, backend):
         backend.submit(ddp().name("exp-1").spec())
     assert ei.value.obj == f"TrainJob {NS}/exp-1" and "already exists" in str(ei.value)
     objs = namespaced_objects(server)
-    assert set(objs) == {("TrainJob", "exp-1")}  # the other job is untouched
+    assert {k for k in objs if k[0] == "TrainJob"} == {("TrainJob", "exp-1")}  # untouched
     assert objs[("TrainJob", "exp-1")]["spec"] == {}
 
 
@@ -284,5 +340,4 @@ def test_same_submission_retried_whole_is_idempotent(server, backend):
     """submit_rendered twice with one rendering (same submission id) -> one job."""
     r = backend.render_job(ddp().name("exp-2").spec())
     assert submit_rendered(backend, r) == submit_rendered(backend, r) == f"{NS}/exp-2"
-    assert set(namespaced_objects(server)) == {("TrainJob", "exp-2"), ("ConfigMap", "exp-2-gpujobs"),
-                                               ("Secret", "exp-2-gpujobs-key")}
+    assert set(namespaced_objects(server)) == {("TrainJob", "exp-2")} | shared_keys(r)

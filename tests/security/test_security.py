@@ -130,10 +130,8 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         kp = key_path(ns, name, gpujobs_home)
         assert stat.S_IMODE(kp.stat().st_mode) == 0o600
         assert stat.S_IMODE(kp.parent.stat().st_mode) & 0o077 == 0
-        secret = sim.store.get("v1", "Secret", f"{name}-gpujobs-key", ns)
-        job_obj = next(o for r, o in sim.store.all_objects()
-                       if r.kind == "MPIJob" and o["metadata"]["name"] == name)
-        assert secret["metadata"]["ownerReferences"][0]["uid"] == job_obj["metadata"]["uid"]
+        secret = sim.store.get("v1", "Secret", be.render_job(spec).key_secret["metadata"]["name"], ns)
+        assert base64.b64decode(secret["data"]["key"]).decode() == kp.read_text()
 
         st = be.wait(jid, timeout=60)
         assert st.phase == "succeeded"
@@ -155,11 +153,16 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
 
 # ------------------------------------------------------------------------------ rendering
 def _strings(obj):
-    """Every string in a rendered object, with base64 binaryData (and zips in it) decoded."""
+    """Every string in a rendered object; binaryData, Secret data and the inline sealed call
+    decoded (and zips in them)."""
     if isinstance(obj, dict):
         for k, v in obj.items():
             yield str(k)
-            if k == "binaryData" and isinstance(v, dict):
+            if k == "gpujobs.dev/payload" and isinstance(v, str):  # the sealed call, inline
+                yield v
+                v = {"payload": v}
+            if k in ("binaryData", "gpujobs.dev/payload") or (k == "data" and obj.get("kind") ==
+                                                             "Secret"):
                 for blob in v.values():
                     raw = base64.b64decode(blob)
                     yield raw.decode("latin-1")
@@ -212,7 +215,8 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
             for s in _strings(obj):
                 assert SENTINEL not in s, f"{kind}/{option}: the secret value leaked"
         assert SENTINEL.encode() not in spec.payload()
-        for path, k, v in _walk(r.objects[0]):
+        assert any("gpujobs.dev/payload" in p for p, _k, _v in _walk(r.job))  # decoded above
+        for path, k, v in _walk(r.job):
             assert k != "hostPath", path
             if k in ("hostNetwork", "hostPID", "hostIPC", "privileged"):
                 assert v is False, path
@@ -241,8 +245,8 @@ def test_default_payload_limit_is_enforced_by_the_builder():
     assert gpujobs.job(answer, big).options(max_payload_bytes=2 * len(big)).spec().payload()
 
 
-def test_configmap_limit_is_enforced_at_render_even_under_the_builder_limit():
+def test_secret_limit_is_enforced_at_render_even_under_the_builder_limit():
     spec = gpujobs.job(answer, b"y" * 1_100_000).ddp(gpus=1).spec()  # fine for the builder
-    with pytest.raises(PayloadError, match="ConfigMap limit"):
+    with pytest.raises(PayloadError, match="usable bytes of a Kubernetes Secret"):
         spec_objs = gpujobs.job(answer, b"y" * 1_100_000).render(kind="PyTorchJob")  # noqa: F841
     assert len(spec.payload()) > 1_000_000

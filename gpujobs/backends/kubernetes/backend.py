@@ -59,6 +59,8 @@ class KubernetesBackend:
         self.preflight_ttl = preflight_ttl
         self._lock = threading.Lock()
         self._preflight_cache: dict = {}
+        self._keys: dict[str, bytes] = {}
+        self._unsaved_keys: set[str] = set()
         self.options = RenderOptions(namespace="default",
                                      default_queue=default_queue or cfg.get("queue"))
         if trainjob_runtime or cfg.get("trainjob_runtime"):
@@ -121,6 +123,29 @@ class KubernetesBackend:
                 from None
         return client.ApiClient(cfg)
 
+    def signing_key(self, namespace: str) -> bytes:
+        """This submitter's HMAC key for ``namespace`` of this cluster. A new one is kept only
+        once a submit passes preflight (``keep_signing_key``), so bad input writes nothing."""
+        if namespace not in self._keys:
+            try:
+                cluster = self.api_client.configuration.host
+            except BackendUnavailable:  # render works offline, with a throwaway key
+                from ...payload import new_key
+                return new_key()
+            key = naming.load_namespace_key(cluster, namespace, self.home)
+            if key is None:
+                from ...payload import new_key
+                key = new_key()
+                self._unsaved_keys.add(namespace)
+            self._keys[namespace] = key
+        return self._keys[namespace]
+
+    def keep_signing_key(self, namespace: str) -> None:
+        if namespace in self._unsaved_keys:
+            naming.save_namespace_key(self.api_client.configuration.host, namespace,
+                                      self._keys[namespace], self.home)
+            self._unsaved_keys.discard(namespace)
+
     # ------------------------------------------------------------------ render
     def render_job(self, spec: JobSpec, kind: str | None = None,
                    submission_id: str | None = None) -> Rendered:
@@ -134,15 +159,16 @@ class KubernetesBackend:
                                 "context) is not a valid namespace name",
                                 "set a Kubernetes name (lowercase letters, digits, '-') there, "
                                 "or pass .kubernetes(namespace=...)")
-        return render_job(spec, kind, opts=self.options, submission_id=submission_id)
+        key = self.signing_key(spec.namespace or self.namespace)
+        return render_job(spec, kind, opts=self.options, submission_id=submission_id, key=key)
 
     def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
-        """The exact objects submit creates: [job, payload ConfigMap, key Secret]."""
+        """The objects a submit into a fresh namespace creates (see render.Rendered.objects)."""
         return self.render_job(spec, kind).objects
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
-        """Preflight, then create job + ConfigMap + Secret; returns ``"<namespace>/<name>"``."""
+        """Preflight, then create the job (and a big call's Secret); returns ``"<ns>/<name>"``."""
         from .submit import submit_rendered
 
         rendered = self.render_job(spec)

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""gpujobs pod bootstrap (shipped as ``/opt/gpujobs/bootstrap.py`` in the job's ConfigMap).
+"""gpujobs pod bootstrap (``/opt/gpujobs/runtime/bootstrap.py``, from the shared runtime ConfigMap).
 
 Runs in a stock image (e.g. pytorch/pytorch) with nothing but the standard
 library. It checks that this Python's major.minor equals the submitter's (a
 cloudpickled function only loads in the same version) and that cloudpickle
 imports, else prints a clear message and exits 3. It then runs the gpujobs
-runner shipped next to it (``/opt/gpujobs/lib.zip``: gpujobs' runner, payload and
+runner shipped next to it (``/opt/gpujobs/runtime/lib.zip``: gpujobs' runner, payload and
 context modules plus the submitter's cloudpickle, first on ``sys.path``).
 
 Roles (argv[1]):
@@ -18,8 +18,9 @@ Roles (argv[1]):
 ``mpi-launcher``    waits for the workers' sshd, then execs ``mpirun`` of ``mpi-rank``.
 ``mpi-rank``        one MPI rank (rank/size come from MPI itself).
 
-Settings come from ``bootstrap.json`` beside this file, not the environment, because
-MPI ranks started over ssh do not inherit the pod's environment.
+Settings come from the job's ``bootstrap.json`` (``../job/`` beside this file's folder: the
+job-files volume), not the environment, because MPI ranks started over ssh do not inherit
+the pod's environment; the sealed call is ``../job/payload.b64`` (inline) or ``payload.bin``.
 
 Metrics (``rank`` role of torch pods): this process, not the training processes, runs one
 ``gpujobs.metrics`` Sampler for the pod's ranks and writes a ``GPUJOBS-METRICS {json}``
@@ -41,6 +42,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(os.path.dirname(HERE), "job")
 EXIT_SETUP = 3
 
 
@@ -51,7 +53,7 @@ def fail(msg):
 
 
 def load_config():
-    with open(os.path.join(HERE, "bootstrap.json")) as fh:
+    with open(os.path.join(JOB, "bootstrap.json")) as fh:
         return json.load(fh)
 
 
@@ -76,7 +78,9 @@ def base_env(cfg):
     env = dict(os.environ)
     lib = os.path.join(HERE, "lib.zip")
     env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("GPUJOBS_PAYLOAD", os.path.join(HERE, "payload.bin"))
+    for name in ("payload.b64", "payload.bin"):
+        if os.path.exists(os.path.join(JOB, name)):
+            env.setdefault("GPUJOBS_PAYLOAD", os.path.join(JOB, name))
     env.setdefault("GPUJOBS_KEY_FILE", cfg["key_file"])
     env.setdefault("GPUJOBS_RESULT_SINK", "log")
     env.setdefault("GPUJOBS_JOB_ID", cfg["job_id"])

@@ -1,12 +1,15 @@
 """Names, labels, job ids and the submitter-side key store for Kubernetes jobs.
 
 Job id: ``"<namespace>/<name>"``. Every object gpujobs creates for a job carries
-the labels ``gpujobs.dev/job=<name>`` and ``gpujobs.dev/submission-id=<id>``; the
-payload ConfigMap is ``<name>-gpujobs`` and the key Secret ``<name>-gpujobs-key``.
+the labels ``gpujobs.dev/job=<name>`` and ``gpujobs.dev/submission-id=<id>``; a call too
+big to travel inline goes in the Secret ``<name>-gpujobs`` (see payload_objects).
 
 Local records under ``GPUJOBS_HOME``:
 
-- ``k8s-keys/<namespace>/<name>`` (mode 0600): the job's HMAC key (hex);
+- ``k8s-keys/_namespaces/<cluster>/<namespace>`` (mode 0600): this submitter's HMAC key for
+  that namespace of that cluster (hex), shared by its jobs there;
+- ``k8s-keys/<namespace>/<name>`` (mode 0600): the key of one job (a copy; results are
+  checked with it);
 - ``k8s-jobs/<namespace>/<name>.json``: kind, apiVersion, plural, uid, submission id.
 """
 from __future__ import annotations
@@ -59,12 +62,8 @@ def job_name(spec: JobSpec, submission_id: str) -> str:
     return f"{base[:_MAX_NAME - 7].rstrip('-')}-{suffix}"
 
 
-def configmap_name(name: str) -> str:
+def payload_secret_name(name: str) -> str:
     return f"{name}-gpujobs"
-
-
-def secret_name(name: str) -> str:
-    return f"{name}-gpujobs-key"
 
 
 def job_id(namespace: str, name: str) -> str:
@@ -85,15 +84,35 @@ def key_path(namespace: str, name: str, home: Path | None = None) -> Path:
     return (home or gpujobs_home()) / "k8s-keys" / namespace / name
 
 
-def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) -> Path:
-    """Write the job's HMAC key (hex) with mode 0600 (the folder 0700)."""
-    path = key_path(namespace, name, home)
+def _write_private(path: Path, key: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key.hex())
     os.chmod(path, 0o600)
     return path
+
+
+def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) -> Path:
+    """Write the job's HMAC key (hex) with mode 0600 (the folder 0700)."""
+    return _write_private(key_path(namespace, name, home), key)
+
+
+def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
+    tag = hashlib.sha256(cluster.encode()).hexdigest()[:12]
+    return (home or gpujobs_home()) / "k8s-keys" / "_namespaces" / tag / namespace
+
+
+def load_namespace_key(cluster: str, namespace: str, home: Path | None = None) -> bytes | None:
+    """This submitter's key for ``namespace`` on ``cluster`` (its API server URL), if any."""
+    try:
+        return bytes.fromhex(_namespace_key_path(cluster, namespace, home).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def save_namespace_key(cluster: str, namespace: str, key: bytes, home: Path | None = None) -> None:
+    _write_private(_namespace_key_path(cluster, namespace, home), key)
 
 
 def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:

@@ -1,27 +1,33 @@
-"""The job's payload ConfigMap and HMAC-key Secret.
+"""What a pod needs besides its image: the shared runtime, the user's key, the job's files.
 
-Choice: the pod runs gpujobs' runner from the ConfigMap, not from a pip install.
-``lib.zip`` (deflated, imported in place by Python's zipimport) holds gpujobs' runner,
-payload, context, fsdp and errors modules, plus status and the metrics sampler the bootstrap
-runs (nvml/psutil readers, ``GPUJOBS-METRICS`` line writer), a minimal ``gpujobs`` package, and the
-submitter's own cloudpickle, so a stock PyTorch image works unchanged and the pickling
-library on both sides is the same version.
-``bootstrap.py`` (see bootstrap_script.py) checks the Python version first.
+Three places, chosen so that a typical submit creates exactly one object (the job):
 
-ConfigMap ``<name>-gpujobs`` (mounted read-only at /opt/gpujobs)::
+- **runtime** (shared, per namespace): ConfigMap ``gpujobs-runtime-<hash>`` holding
+  ``bootstrap.py`` (see bootstrap_script.py) and ``lib.zip`` (deflated, imported in place by
+  zipimport: gpujobs' runner, payload, context, fsdp, errors, status and the metrics sampler,
+  a minimal ``gpujobs`` package and the submitter's own cloudpickle), so a stock PyTorch
+  image works unchanged. Its name is the hash of its contents and it is ``immutable``: every
+  job of this gpujobs version shares it; preflight creates it when it is missing. Mounted
+  at ``/opt/gpujobs/runtime``.
+- **key** (shared, per namespace and submitter): Secret ``gpujobs-key-<hash of the key>``
+  with the submitter's HMAC key (hex), mounted at ``/var/run/gpujobs/key``. The key stays
+  on the submitter's machine too (``GPUJOBS_HOME/k8s-keys``); results and the sealed call
+  are checked with it. Preflight creates the Secret when it is missing.
+- **job files** (``/opt/gpujobs/job``): ``bootstrap.json`` and the sealed call. Up to
+  INLINE_LIMIT they travel *in the job object*, as pod-template annotations projected by a
+  downwardAPI volume (``payload.b64``), so nothing else is created; a bigger call goes in a
+  per-job Secret ``<name>-gpujobs`` (``payload.bin``) owned by the job, created right after it.
 
-    bootstrap.py  bootstrap.json  spec.json  lib.zip, payload.bin (binaryData; payload sealed)
-
-Secret ``<name>-gpujobs-key`` (key ``key``: the hex HMAC key), mounted at
-/var/run/gpujobs/key; the runner reads it through ``GPUJOBS_KEY_FILE``.
-Both are owned by the job object (ownerReferences set at submit), so they are
-garbage-collected with it.
+The two shared objects are not owned by any job (they outlive them, like an image); delete
+them with ``kubectl delete cm,secret -l gpujobs.dev/shared -n <namespace>``.
 """
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,12 +36,19 @@ from ...payload import seal
 from ...spec import JobSpec
 from . import naming
 
-MOUNT_DIR = "/opt/gpujobs"
+RUNTIME_DIR = "/opt/gpujobs/runtime"
+JOB_DIR = "/opt/gpujobs/job"
 KEY_DIR = "/var/run/gpujobs/key"
 KEY_FILE = f"{KEY_DIR}/key"
-CONFIGMAP_LIMIT = 1024 * 1024
-"""kube-apiserver refuses a ConfigMap whose keys + values exceed 1 MiB (MaxSecretSize)."""
-_HEADROOM = 16 * 1024  # keys, spec.json growth, metadata
+OBJECT_LIMIT = 1024 * 1024
+"""kube-apiserver refuses a Secret/ConfigMap whose keys + values exceed 1 MiB (MaxSecretSize)."""
+_HEADROOM = 16 * 1024  # keys, bootstrap.json growth, metadata
+INLINE_LIMIT = 32 * 1024
+"""Largest base64 sealed call carried in the job's pod-template annotations (Kubernetes allows
+256 KiB of annotations per object; Kueue copies pod templates into its Workload)."""
+ANN_PAYLOAD = "gpujobs.dev/payload"
+ANN_BOOTSTRAP = "gpujobs.dev/bootstrap"
+LABEL_SHARED = "gpujobs.dev/shared"
 
 _GPUJOBS_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
@@ -128,49 +141,114 @@ def bootstrap_source() -> str:
     return (Path(__file__).parent / "bootstrap_script.py").read_text()
 
 
-def payload_configmap(spec: JobSpec, namespace: str, name: str, key: bytes, labels: dict,
-                      boot_cfg: dict, kind: str) -> dict:
-    """The ConfigMap; PayloadError (before anything is created) when it would be too big."""
-    data = {"bootstrap.py": bootstrap_source(),
-            "bootstrap.json": json.dumps(boot_cfg, indent=1, sort_keys=True),
-            "spec.json": json.dumps(spec.to_dict(), sort_keys=True, default=str)}
-    lib = lib_zip()
-    binary: dict[str, str] = {"lib.zip": base64.b64encode(lib).decode()}
-    sealed = seal(spec.payload(), key) if spec.payload() else b""
-    if sealed:
-        binary["payload.bin"] = base64.b64encode(sealed).decode()
-    size = sum(len(k) + len(v.encode()) for k, v in data.items()) + len("lib.zip") + len(lib) \
-        + len("payload.bin") + len(sealed)
-    if size > CONFIGMAP_LIMIT - _HEADROOM:
-        raise PayloadError(
-            "payload", f"the job's ConfigMap would hold {size:,} bytes (sealed call "
-            f"{len(sealed):,} bytes), over the Kubernetes ConfigMap limit of "
-            f"{CONFIGMAP_LIMIT - _HEADROOM:,} usable bytes",
-            "pass paths, not data: load large inputs inside the function from a PVC "
-            "(.volume('claim')) or object storage, and keep arguments under ~900 KB")
-    cm = {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": {"name": naming.configmap_name(name), "namespace": namespace,
-                       "labels": dict(labels), "annotations": {naming.ANN_KIND: kind}},
-          "data": data, "binaryData": binary}
-    return cm
+def _short_hash(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:12]
 
 
-def configmap_volume(cm: dict) -> dict:
-    """The pod volume projecting every ConfigMap key to its path under MOUNT_DIR."""
-    items = [{"key": key, "path": key}
-             for key in list(cm.get("data", {})) + list(cm.get("binaryData", {}))]
-    return {"name": "gpujobs", "configMap": {"name": cm["metadata"]["name"], "items": items,
-                                             "defaultMode": 0o444}}
+@lru_cache(maxsize=1)
+def _runtime_body() -> tuple[str, dict, dict]:
+    boot, lib = bootstrap_source(), lib_zip()
+    return (f"gpujobs-runtime-{_short_hash(boot.encode(), lib)}", {"bootstrap.py": boot},
+            {"lib.zip": base64.b64encode(lib).decode()})
 
 
-def key_secret(namespace: str, name: str, key: bytes, labels: dict) -> dict:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": naming.secret_name(name), "namespace": namespace,
-                         "labels": dict(labels)},
+def runtime_configmap(namespace: str) -> dict:
+    """The shared, immutable, content-addressed runtime ConfigMap of this gpujobs version."""
+    name, data, binary = _runtime_body()
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {naming.MANAGED_BY[0]: naming.MANAGED_BY[1],
+                                    LABEL_SHARED: "runtime"}},
+            "data": dict(data), "binaryData": dict(binary)}
+
+
+def key_secret(namespace: str, key: bytes) -> dict:
+    """The submitter's shared key Secret (named by a hash of the key, never the key itself)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
+            "metadata": {"name": f"gpujobs-key-{_short_hash(b'gpujobs-key', key)}",
+                         "namespace": namespace,
+                         "labels": {naming.MANAGED_BY[0]: naming.MANAGED_BY[1],
+                                    LABEL_SHARED: "key"}},
             "data": {"key": base64.b64encode(key.hex().encode()).decode()}}
 
 
-def key_volume(name: str) -> dict:
-    return {"name": "gpujobs-key", "secret": {"secretName": naming.secret_name(name),
-                                              "items": [{"key": "key", "path": "key"}],
-                                              "defaultMode": 0o440}}
+@dataclass
+class JobFiles:
+    """The job's own files: inline (pod annotations) or in a per-job Secret when too big."""
+    bootstrap_json: str
+    sealed: bytes
+    inline: bool
+
+    @property
+    def payload_file(self) -> str:
+        """The path GPUJOBS_PAYLOAD points at inside the pod ('' for a command job)."""
+        if not self.sealed:
+            return ""
+        return f"{JOB_DIR}/{'payload.b64' if self.inline else 'payload.bin'}"
+
+    def annotations(self) -> dict[str, str]:
+        """Pod-template annotations (inline mode only; empty otherwise)."""
+        if not self.inline:
+            return {}
+        ann = {ANN_BOOTSTRAP: self.bootstrap_json}
+        if self.sealed:
+            ann[ANN_PAYLOAD] = base64.b64encode(self.sealed).decode()
+        return ann
+
+
+def job_files(spec: JobSpec, key: bytes, boot_cfg: dict) -> JobFiles:
+    """Seal the call; PayloadError (before anything is created) when it is too big for a Secret."""
+    boot = json.dumps(boot_cfg, sort_keys=True, separators=(",", ":"))
+    sealed = seal(spec.payload(), key) if spec.payload() else b""
+    size = len(boot) + len(sealed) + 64
+    if size > OBJECT_LIMIT - _HEADROOM:
+        raise PayloadError(
+            "payload", f"the job's sealed call is {len(sealed):,} bytes, over the "
+            f"{OBJECT_LIMIT - _HEADROOM:,} usable bytes of a Kubernetes Secret",
+            "pass paths, not data: load large inputs inside the function from a PVC "
+            "(.volume('claim')) or object storage, and keep arguments under ~900 KB")
+    inline = 4 * ((len(sealed) + 2) // 3) + len(boot) <= INLINE_LIMIT
+    return JobFiles(boot, sealed, inline)
+
+
+def payload_secret(namespace: str, name: str, files: JobFiles, labels: dict) -> dict:
+    """The per-job Secret for a call too big to travel inline (owned by the job at submit)."""
+    data = {"bootstrap.json": base64.b64encode(files.bootstrap_json.encode()).decode()}
+    if files.sealed:
+        data["payload.bin"] = base64.b64encode(files.sealed).decode()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": naming.payload_secret_name(name), "namespace": namespace,
+                         "labels": dict(labels)},
+            "data": data}
+
+
+def pod_volumes(name: str, namespace: str, files: JobFiles, key: bytes) -> list[dict]:
+    """The three gpujobs volumes of every pod: runtime, job files, key."""
+    if files.inline:
+        items = [{"path": "bootstrap.json",
+                  "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_BOOTSTRAP}']"}}]
+        if files.sealed:
+            items.append({"path": "payload.b64",
+                          "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_PAYLOAD}']"}})
+        job_vol = {"name": "gpujobs-job", "downwardAPI": {"items": items, "defaultMode": 0o444}}
+    else:
+        keys = ["bootstrap.json"] + (["payload.bin"] if files.sealed else [])
+        job_vol = {"name": "gpujobs-job", "secret": {
+            "secretName": naming.payload_secret_name(name),
+            "items": [{"key": k, "path": k} for k in keys], "defaultMode": 0o444}}
+    runtime = runtime_configmap(namespace)
+    return [{"name": "gpujobs-runtime", "configMap": {
+                "name": runtime["metadata"]["name"], "defaultMode": 0o444,
+                "items": [{"key": k, "path": k} for k in (*runtime["data"], *runtime["binaryData"])]}},
+            job_vol,
+            {"name": "gpujobs-key", "secret": {
+                "secretName": key_secret(namespace, key)["metadata"]["name"],
+                "items": [{"key": "key", "path": "key"}], "defaultMode": 0o440}}]
+
+
+POD_MOUNTS = [{"name": "gpujobs-runtime", "mountPath": RUNTIME_DIR, "readOnly": True},
+              {"name": "gpujobs-job", "mountPath": JOB_DIR, "readOnly": True},
+              {"name": "gpujobs-key", "mountPath": KEY_DIR, "readOnly": True}]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...spec import JobSpec
 from . import naming
-from .payload_objects import KEY_DIR, MOUNT_DIR
+from .payload_objects import KEY_FILE, POD_MOUNTS, RUNTIME_DIR, JobFiles, pod_volumes
 
 DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 """Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
@@ -68,7 +68,8 @@ class RenderCtx:
     submission_id: str
     kueue: bool
     image: str
-    cm_volume: dict
+    files: JobFiles
+    key: bytes
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -94,8 +95,10 @@ def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
     """gpujobs' variables, the user's env, then secrets by reference (secretKeyRef)."""
     spec = ctx.spec
     env = {"GPUJOBS_JOB_ID": ctx.job_id, "GPUJOBS_FRAMEWORK": spec.framework,
-           "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_PAYLOAD": f"{MOUNT_DIR}/payload.bin",
-           "GPUJOBS_KEY_FILE": f"{KEY_DIR}/key", "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+           "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_KEY_FILE": KEY_FILE,
+           "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
+    if ctx.files.payload_file:
+        env["GPUJOBS_PAYLOAD"] = ctx.files.payload_file
     if spec.return_all:
         env["GPUJOBS_RETURN_ALL"] = "1"
     env.update(extra or {})
@@ -119,12 +122,9 @@ def security_context(mode: str = "nonroot") -> dict:
 
 
 def volumes_and_mounts(ctx: RenderCtx, shm: bool) -> tuple[list[dict], list[dict]]:
-    from .payload_objects import key_volume
-
     spec = ctx.spec
-    vols = [ctx.cm_volume, key_volume(ctx.name)]
-    mounts = [{"name": "gpujobs", "mountPath": MOUNT_DIR, "readOnly": True},
-              {"name": "gpujobs-key", "mountPath": KEY_DIR, "readOnly": True}]
+    vols = pod_volumes(ctx.name, ctx.namespace, ctx.files, ctx.key)
+    mounts = [dict(m) for m in POD_MOUNTS]
     if shm and spec.shm_size:
         vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}})
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
@@ -155,8 +155,11 @@ def pod_labels(ctx: RenderCtx, role: str) -> dict[str, str]:
             naming.LABEL_ROLE: role}
 
 
-def pod_annotations(ctx: RenderCtx) -> dict[str, str]:
-    ann = {}
+def pod_annotations(ctx: RenderCtx, topology: bool = True) -> dict[str, str]:
+    """The job's inline files (every pod reads them) and Kueue's topology requests."""
+    ann = ctx.files.annotations()
+    if not topology:
+        return ann
     if ctx.spec.topology_required:
         ann[naming.TOPOLOGY_REQUIRED] = ctx.spec.topology_required
     if ctx.spec.topology_preferred:
@@ -189,11 +192,11 @@ def pod_template(ctx: RenderCtx, role: str, c: dict, vols: list[dict], *,
     if scheduler_name:
         spec["schedulerName"] = scheduler_name
     meta: dict[str, Any] = {"labels": pod_labels(ctx, role)}
-    ann = pod_annotations(ctx) if topology else {}
+    ann = pod_annotations(ctx, topology)
     if ann:
         meta["annotations"] = ann
     return {"metadata": meta, "spec": spec}
 
 
 def bootstrap_command(role: str = "rank") -> list[str]:
-    return ["python3", f"{MOUNT_DIR}/bootstrap.py", role]
+    return ["python3", f"{RUNTIME_DIR}/bootstrap.py", role]

@@ -2,7 +2,8 @@
 
 1. the kind's CRD is served (API discovery, open to every user); Volcano's PodGroup API
    too for volcano='gang' / AppWrapper;
-2. the user may create the job, its ConfigMap and its Secret (SelfSubjectAccessReview);
+2. the user may create the job, ConfigMaps and Secrets (SelfSubjectAccessReview; the
+   shared runtime ConfigMap and key Secret, a big call's payload Secret);
 3. Kueue kinds: the LocalQueue exists, its ClusterQueue exists and could ever fit the
    job (nominal + borrowingLimit per flavor), the WorkloadPriorityClass exists;
    TrainJob: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
@@ -29,19 +30,32 @@ _RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns
              "plus a RoleBinding to your user")
 
 
+class _Miss(Exception):
+    """An answer the cache does not hold (raised only by a cache made with ``offline=True``)."""
+
+
 class _Cache:
-    def __init__(self, backend: Any):
+    def __init__(self, backend: Any, offline: bool = False):
         self.store: dict = backend._preflight_cache
         self.ttl = backend.preflight_ttl
+        self.offline = offline
+
+    def fresh(self, key: Any) -> bool:
+        hit = self.store.get(key)
+        return hit is not None and time.monotonic() - hit[0] < self.ttl
+
+    def put(self, key: Any, value: Any) -> None:
+        self.store[key] = (time.monotonic(), value)
 
     def get(self, key: Any, fetch: Callable[[], Any]) -> Any:
         """Cached answer; negative answers (None, not allowed) are never cached."""
-        hit = self.store.get(key)
-        if hit is not None and time.monotonic() - hit[0] < self.ttl:
-            return hit[1]
+        if self.fresh(key):
+            return self.store[key][1]
+        if self.offline:
+            raise _Miss(key)
         value = fetch()
         if value is not None and not (isinstance(value, tuple) and value and value[0] is False):
-            self.store[key] = (time.monotonic(), value)
+            self.put(key, value)
         return value
 
 
@@ -254,7 +268,19 @@ _POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="gpujobs-preflight"
 
 def preflight(backend: Any, r: Rendered) -> None:
     """Run every check for ``r``; raise PreflightError / QuotaError before anything is created."""
-    cache = _Cache(backend)
+    try:  # a burst of submits: every answer is cached, so check in this thread, no round trip
+        for check in _checks(backend, _Cache(backend, offline=True), r):
+            check()
+        return
+    except _Miss:
+        pass
+    # The checks only read; run them together (one round trip each, not one after another)
+    # and report the first failure in the order above, so errors stay deterministic.
+    for fut in [_POOL.submit(check) for check in _checks(backend, _Cache(backend), r)]:
+        fut.result()
+
+
+def _checks(backend: Any, cache: _Cache, r: Rendered) -> list[Callable[[], None]]:
     checks: list[Callable[[], None]] = [lambda: check_crd(backend, cache, r.kind)]
     if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
         checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))
@@ -264,7 +290,4 @@ def preflight(backend: Any, r: Rendered) -> None:
     if r.kind in KUEUE_KINDS:
         checks.append(lambda: check_kueue(backend, cache, r))
     checks.append(lambda: check_other(backend, cache, r))
-    # The checks only read; run them together (one round trip each, not one after another)
-    # and report the first failure in the order above, so errors stay deterministic.
-    for fut in [_POOL.submit(check) for check in checks]:
-        fut.result()
+    return checks

@@ -1,10 +1,11 @@
-"""JobSpec -> the exact list of Kubernetes objects submit creates: [job, ConfigMap, Secret].
+"""JobSpec -> the exact list of Kubernetes objects a submit into a fresh namespace creates.
 
-The job object comes first: submit creates it first, then the ConfigMap and the
-Secret with an ownerReference to the job's uid (so ``render`` output, made
-without a cluster, has no ownerReferences; ``kubectl apply -f -`` of it works,
-and deleting the job then leaves the two to delete by label
-``gpujobs.dev/job=<name>``).
+``[runtime ConfigMap, key Secret, job]``, plus the per-job payload Secret when the call is
+too big to travel inline (see payload_objects). The first two are shared: preflight creates
+them once per namespace. Submit creates the job, then the payload Secret (if any) with an
+ownerReference to the job's uid; ``render`` output, made without a cluster, has no
+ownerReferences, so ``kubectl apply -f -`` of it works (delete that Secret by label
+``gpujobs.dev/job=<name>`` with its job).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ...payload import new_key
 from ...spec import JobSpec
 from . import naming
 from .kinds import KINDS, KUEUE_KINDS, resolve_kind
-from .payload_objects import bootstrap_config, configmap_volume, key_secret, payload_configmap
+from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
+                              runtime_configmap)
 from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx
 from . import render_kubeflow as kf
 from . import render_ray_volcano as rv
@@ -43,13 +45,22 @@ class Rendered:
     submission_id: str
     key: bytes
     job: dict
-    configmap: dict
-    secret: dict
+    runtime: dict
+    """Shared runtime ConfigMap (preflight creates it when missing)."""
+    key_secret: dict
+    """Shared key Secret of this submitter (preflight creates it when missing)."""
+    payload_secret: dict | None
+    """Per-job Secret, only when the call is too big to travel in the job's annotations."""
+    files: JobFiles
     volcano: str = "none"
 
     @property
+    def shared(self) -> list[dict]:
+        return [self.runtime, self.key_secret]
+
+    @property
     def objects(self) -> list[dict]:
-        return [self.job, self.configmap, self.secret]
+        return [*self.shared, self.job] + ([self.payload_secret] if self.payload_secret else [])
 
     @property
     def job_id(self) -> str:
@@ -114,10 +125,10 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     rank_env = RANK_ENV[kind]
     boot = bootstrap_config(spec, namespace, name, node_rank_env=rank_env[0],
                             master_addr_env=rank_env[1], master_port_env=rank_env[2])
-    cm = payload_configmap(spec, namespace, name, key, common, boot, kind)
+    files = job_files(spec, key, boot)
     ctx = RenderCtx(spec=spec, namespace=namespace, name=name, kind=kind, submission_id=sid,
-                    kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE,
-                    cm_volume=configmap_volume(cm), labels=common)
+                    kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE, files=files, key=key,
+                    labels=common)
     if kind == "TrainJob":
         job = kf.trainjob(ctx, meta, opts.trainjob_runtime, opts.trainjob_volcano_runtime)
     elif kind == "PyTorchJob":
@@ -132,11 +143,14 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         job = rv.appwrapper(ctx, meta)
     assert job["apiVersion"] == KINDS[kind].api_version
     return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
-                    job=job, configmap=cm, secret=key_secret(namespace, name, key, common),
-                    volcano=spec.volcano)
+                    job=job, runtime=runtime_configmap(namespace),
+                    key_secret=key_secret(namespace, key),
+                    payload_secret=None if files.inline else payload_secret(namespace, name, files,
+                                                                            common),
+                    files=files, volcano=spec.volcano)
 
 
 def owner_reference(job: dict, uid: str) -> dict:
-    """ownerReference making ``job`` (with server-assigned ``uid``) own the payload objects."""
+    """ownerReference making ``job`` (with server-assigned ``uid``) own its payload Secret."""
     return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],
             "uid": uid, "controller": False, "blockOwnerDeletion": False}

@@ -1,11 +1,11 @@
-"""Safe submit: preflight, then create the job, then its ConfigMap and Secret (in parallel);
-all or nothing, idempotent.
+"""Safe submit: preflight, then one object (the job); all or nothing, idempotent.
 
-Order (documented choice): the job object is created first (Kueue's webhook
-suspends it, so nothing runs yet; a bare Volcano Job's pods wait for their
-ConfigMap volume), then the ConfigMap and the Secret, each created *with* an
-ownerReference to the job's uid, so no patch is needed and the cluster's garbage
-collector removes them with the job.
+The job carries its sealed call in its pod-template annotations (payload_objects), so a
+typical submit is a single create. A call too big for that goes in a Secret created right
+after the job *with* an ownerReference to the job's uid (Kueue's webhook suspends the job,
+and a bare Volcano Job's pods wait for their Secret volume), so no patch is needed and the
+cluster's garbage collector removes it with the job. The shared runtime ConfigMap and key
+Secret are made by preflight, once per namespace.
 
 Idempotency: every object carries ``gpujobs.dev/submission-id``. A create that
 times out, drops the connection or gets 429/5xx is retried with the same body; an
@@ -26,12 +26,12 @@ from typing import Any
 from ...errors import GpuJobsError, PreflightError, SubmitError
 from . import naming
 from .kinds import KINDS
-from .preflight import preflight
+from .preflight import _Cache, preflight
 from .render import Rendered, owner_reference
 from .retry import retrying
 
 class _Objects:
-    """Create / read / delete for the three object types, through the official client."""
+    """Create / read / delete of the job, ConfigMaps and Secrets, through the official client."""
 
     def __init__(self, backend: Any, r: Rendered):
         from kubernetes import client
@@ -114,7 +114,49 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
     return removed
 
 
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpujobs-submit")
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpujobs-submit")
+
+
+def _ensure_one(objs: _Objects, what: str, body: dict) -> bool:
+    """Create a shared object unless an identical one exists; PreflightError on a stranger."""
+    from kubernetes.client.exceptions import ApiException
+
+    name, kind = body["metadata"]["name"], body["kind"]
+    where = f"{kind} {objs.r.namespace}/{name}"
+    try:
+        existing = retrying(lambda: objs.read(what, name))
+    except ApiException as exc:
+        if exc.status == 403:
+            raise PreflightError(where, f"you may not read {kind}s in namespace "
+                                 f"{objs.r.namespace!r}; bind the Role in docs/rbac.yaml") from None
+        if exc.status != 404:
+            raise
+        try:
+            retrying(lambda: objs.create(what, body))
+            return True
+        except ApiException as exc2:
+            if exc2.status != 409:  # 409: another submitter made it just now
+                raise
+        existing = retrying(lambda: objs.read(what, name))
+    for field in ("data", "binaryData"):
+        if (existing.get(field) or {}) != (body.get(field) or {}):
+            raise PreflightError(where, "exists with other contents than gpujobs would give it; "
+                                 f"delete it (kubectl delete {kind.lower()} {name} -n "
+                                 f"{objs.r.namespace}) and submit again")
+    return True
+
+
+def ensure_shared(backend: Any, objs: _Objects, r: Rendered) -> None:
+    """The shared runtime ConfigMap and key Secret exist (checked once per preflight_ttl)."""
+    cache = _Cache(backend)
+    todo = [(("configmap" if o["kind"] == "ConfigMap" else "secret"), o) for o in r.shared
+            if not cache.fresh(("shared", r.namespace, o["kind"], o["metadata"]["name"]))]
+    if not todo:
+        return
+    futures = [(o, _POOL.submit(_ensure_one, objs, what, o)) for what, o in todo]
+    for o, fut in futures:
+        fut.result()
+        cache.put(("shared", r.namespace, o["kind"], o["metadata"]["name"]), True)
 
 
 def submit_rendered(backend: Any, r: Rendered) -> str:
@@ -122,39 +164,34 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
     from kubernetes.client.exceptions import ApiException
 
     preflight(backend, r)
+    if r.key == backend._keys.get(r.namespace):
+        backend.keep_signing_key(r.namespace)
     objs = _Objects(backend, r)
+    try:
+        ensure_shared(backend, objs, r)
+    except ApiException as exc:
+        raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
+                          f"{r.namespace} failed: HTTP {exc.status} {exc.reason}; no job was "
+                          "created") from None
     naming.save_key(r.namespace, r.name, r.key, backend.home)
-    attempted: list[tuple[str, str]] = []
+    attempted: list[tuple[str, str]] = [("job", r.name)]
     step = "job"
     try:
-        attempted.append(("job", r.name))
         job = _create_once(objs, "job", r.job)
         uid = job["metadata"]["uid"]
-        owner = owner_reference(r.job, uid)
-        bodies = []
-        for step, body in (("configmap", r.configmap), ("secret", r.secret)):
-            body = copy.deepcopy(body)
-            body["metadata"]["ownerReferences"] = [owner]
+        if r.payload_secret is not None:  # a call too big to travel inline
+            step = "secret"
+            body = copy.deepcopy(r.payload_secret)
+            body["metadata"]["ownerReferences"] = [owner_reference(r.job, uid)]
             attempted.append((step, body["metadata"]["name"]))
-            bodies.append((step, body))
-        # ConfigMap and Secret do not depend on each other: one round trip for both.
-        futures = [(step, _POOL.submit(_create_once, objs, step, body)) for step, body in bodies]
-        errors = []
-        for step_, fut in futures:
-            try:
-                fut.result()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, after both ended
-                errors.append((step_, exc))
-        if errors:
-            step, first = errors[0]
-            raise first
+            _create_once(objs, step, body)
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
         naming.forget_key(r.namespace, r.name, backend.home)
         if isinstance(exc, GpuJobsError):
             raise
-        what = f"{r.job['kind'] if step == 'job' else step} {r.namespace}/{dict(attempted)[step]}"
+        what = f"{r.job['kind'] if step == 'job' else 'Secret'} {r.namespace}/{dict(attempted)[step]}"
         cleaned = f"; removed {', '.join(removed)}" if removed else "; nothing was left behind"
         if isinstance(exc, ApiException):
             hint = ""
