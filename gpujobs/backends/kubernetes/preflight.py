@@ -131,31 +131,30 @@ def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
                              f"kind with .kubernetes(kind=...)")
 
 
-def check_access(backend: Any, cache: _Cache, namespace: str, kind: str) -> None:
+def check_access(backend: Any, cache: _Cache, namespace: str, group: str, resource: str) -> None:
+    """SelfSubjectAccessReview: may this user create ``resource`` in ``namespace``?"""
     from kubernetes import client
 
-    info = KINDS[kind]
-    authz = client.AuthorizationV1Api(backend.api_client)
-    for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
-        def fetch(group=group, resource=resource) -> tuple[bool, str]:
-            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                    "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
-                                                    "group": group, "resource": resource}}}
-            try:
-                out = retrying(lambda: authz.create_self_subject_access_review(
-                    body, _request_timeout=backend.http_timeout))
-            except _api_exc() as exc:
-                raise _wrap(exc, "SelfSubjectAccessReview") from None
-            st = out.status
-            return bool(st.allowed), (st.reason or "")
+    def fetch() -> tuple[bool, str]:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
+                                                "group": group, "resource": resource}}}
+        authz = client.AuthorizationV1Api(backend.api_client)
+        try:
+            out = retrying(lambda: authz.create_self_subject_access_review(
+                body, _request_timeout=backend.http_timeout))
+        except _api_exc() as exc:
+            raise _wrap(exc, "SelfSubjectAccessReview") from None
+        st = out.status
+        return bool(st.allowed), (st.reason or "")
 
-        allowed, reason = cache.get(("ssar", namespace, group, resource), fetch)
-        if not allowed:
-            full = f"{resource}.{group}" if group else resource
-            raise PreflightError(
-                f"RBAC: create {full} in namespace {namespace}",
-                f"you are not allowed to create {full} in namespace {namespace!r}"
-                f"{' (' + reason + ')' if reason else ''}; " + _RBAC_FIX.format(ns=namespace))
+    allowed, reason = cache.get(("ssar", namespace, group, resource), fetch)
+    if not allowed:
+        full = f"{resource}.{group}" if group else resource
+        raise PreflightError(
+            f"RBAC: create {full} in namespace {namespace}",
+            f"you are not allowed to create {full} in namespace {namespace!r}"
+            f"{' (' + reason + ')' if reason else ''}; " + _RBAC_FIX.format(ns=namespace))
 
 
 def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
@@ -286,7 +285,9 @@ def _checks(backend: Any, cache: _Cache, r: Rendered) -> list[Callable[[], None]
         checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))
     if r.volcano == "gang":
         checks.append(lambda: check_volcano(backend, cache))
-    checks.append(lambda: check_access(backend, cache, r.namespace, r.kind))
+    info = KINDS[r.kind]
+    for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
+        checks.append(lambda g=group, res=resource: check_access(backend, cache, r.namespace, g, res))
     if r.kind in KUEUE_KINDS:
         checks.append(lambda: check_kueue(backend, cache, r))
     checks.append(lambda: check_other(backend, cache, r))

@@ -114,61 +114,77 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
     return removed
 
 
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpujobs-submit")
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpujobs-submit")
 
 
-def _ensure_one(objs: _Objects, what: str, body: dict) -> bool:
-    """Create a shared object unless an identical one exists; PreflightError on a stranger."""
+def _read_shared(objs: _Objects, what: str, body: dict) -> dict | None:
+    """The shared object as the cluster has it, or None (only reads)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return retrying(lambda: objs.read(what, body["metadata"]["name"]))
+    except ApiException as exc:
+        if exc.status == 403:
+            raise PreflightError(f"{body['kind']} {objs.r.namespace}/{body['metadata']['name']}",
+                                 f"you may not read {body['kind']}s in namespace "
+                                 f"{objs.r.namespace!r}; bind the Role in docs/rbac.yaml") from None
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _make_shared(objs: _Objects, what: str, body: dict, existing: dict | None) -> None:
+    """Create a missing shared object; PreflightError when a stranger holds its name."""
     from kubernetes.client.exceptions import ApiException
 
     name, kind = body["metadata"]["name"], body["kind"]
-    where = f"{kind} {objs.r.namespace}/{name}"
-    try:
-        existing = retrying(lambda: objs.read(what, name))
-    except ApiException as exc:
-        if exc.status == 403:
-            raise PreflightError(where, f"you may not read {kind}s in namespace "
-                                 f"{objs.r.namespace!r}; bind the Role in docs/rbac.yaml") from None
-        if exc.status != 404:
-            raise
+    if existing is None:
         try:
             retrying(lambda: objs.create(what, body))
-            return True
-        except ApiException as exc2:
-            if exc2.status != 409:  # 409: another submitter made it just now
+            return
+        except ApiException as exc:
+            if exc.status != 409:  # 409: another submitter made it just now
                 raise
-        existing = retrying(lambda: objs.read(what, name))
-    for field in ("data", "binaryData"):
-        if (existing.get(field) or {}) != (body.get(field) or {}):
-            raise PreflightError(where, "exists with other contents than gpujobs would give it; "
-                                 f"delete it (kubectl delete {kind.lower()} {name} -n "
-                                 f"{objs.r.namespace}) and submit again")
-    return True
+        existing = _read_shared(objs, what, body) or body  # gone again: the next submit remakes it
+    if any((existing.get(f) or {}) != (body.get(f) or {}) for f in ("data", "binaryData")):
+        raise PreflightError(f"{kind} {objs.r.namespace}/{name}",
+                             "exists with other contents than gpujobs would give it; delete it "
+                             f"(kubectl delete {kind.lower()} {name} -n {objs.r.namespace}) "
+                             "and submit again")
 
 
-def ensure_shared(backend: Any, objs: _Objects, r: Rendered) -> None:
-    """The shared runtime ConfigMap and key Secret exist (checked once per preflight_ttl)."""
-    cache = _Cache(backend)
-    todo = [(("configmap" if o["kind"] == "ConfigMap" else "secret"), o) for o in r.shared
-            if not cache.fresh(("shared", r.namespace, o["kind"], o["metadata"]["name"]))]
-    if not todo:
-        return
-    futures = [(o, _POOL.submit(_ensure_one, objs, what, o)) for what, o in todo]
-    for o, fut in futures:
-        fut.result()
-        cache.put(("shared", r.namespace, o["kind"], o["metadata"]["name"]), True)
+class SharedObjects:
+    """The shared runtime ConfigMap and key Secret: looked up while preflight runs, made after
+    it passes (both checked once per ``preflight_ttl``)."""
+
+    def __init__(self, backend: Any, objs: _Objects, r: Rendered):
+        self.cache, self.objs, self.r = _Cache(backend), objs, r
+        self.todo = [("configmap" if o["kind"] == "ConfigMap" else "secret", o) for o in r.shared
+                     if not self.cache.fresh(self._key(o))]
+        self.lookups = [_POOL.submit(_read_shared, objs, what, o) for what, o in self.todo]
+
+    def _key(self, o: dict) -> tuple:
+        return ("shared", self.r.namespace, o["kind"], o["metadata"]["name"])
+
+    def ensure(self) -> None:
+        made = [_POOL.submit(_make_shared, self.objs, what, o, lookup.result())
+                for (what, o), lookup in zip(self.todo, self.lookups)]
+        for (_what, o), fut in zip(self.todo, made):
+            fut.result()
+            self.cache.put(self._key(o), True)
 
 
 def submit_rendered(backend: Any, r: Rendered) -> str:
     """Create ``r``'s objects; return the job id. Raises before/after with nothing left behind."""
     from kubernetes.client.exceptions import ApiException
 
+    objs = _Objects(backend, r)
+    shared = SharedObjects(backend, objs, r)  # their lookups run alongside preflight's reads
     preflight(backend, r)
     if r.key == backend._keys.get(r.namespace):
         backend.keep_signing_key(r.namespace)
-    objs = _Objects(backend, r)
     try:
-        ensure_shared(backend, objs, r)
+        shared.ensure()
     except ApiException as exc:
         raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
                           f"{r.namespace} failed: HTTP {exc.status} {exc.reason}; no job was "
