@@ -100,6 +100,20 @@ def _skip(what: str) -> None:
                   RuntimeWarning, stacklevel=4)
 
 
+def _require(backend: Any, cache: _Cache, what: str, group: str, version: str, plural: str,
+             name: str, missing: str, namespace: str | None = None) -> dict | None:
+    """The object (cached), PreflightError(``what``, ``missing``) when it does not exist, or
+    None with a warning when this user may not read it (the documented Role is namespaced)."""
+    obj = cache.get((plural, namespace, name), lambda: _get_custom(backend, group, version, plural,
+                                                                   name, namespace))
+    if obj is None:
+        raise PreflightError(what, missing)
+    if obj == "forbidden":
+        _skip(what)
+        return None
+    return obj
+
+
 def _served(backend: Any, cache: _Cache, api_version: str) -> set[str] | None:
     def fetch() -> set[str] | None:
         try:
@@ -161,35 +175,26 @@ def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
     labels = r.job["metadata"]["labels"]
     queue = labels["kueue.x-k8s.io/queue-name"]
     ns = r.namespace
-    lq = cache.get(("lq", ns, queue), lambda: _get_custom(backend, "kueue.x-k8s.io", "v1beta2",
-                                                          "localqueues", queue, ns))
+    lq = cache.get(("localqueues", ns, queue), lambda: _get_custom(
+        backend, "kueue.x-k8s.io", "v1beta2", "localqueues", queue, ns))
+    if lq == "forbidden":  # unlike the cluster-scoped reads, the Role grants this one
+        raise PreflightError(f"LocalQueue {ns}/{queue}", "you may not read LocalQueues in "
+                             f"namespace {ns!r}; " + _RBAC_FIX.format(ns=ns))
     if lq is None:
         raise PreflightError(f"LocalQueue {ns}/{queue}",
                              f"no LocalQueue {queue!r} in namespace {ns!r}; list them with "
                              f"`kubectl get localqueues -n {ns}` and pass .queue(name)")
-    if lq == "forbidden":
-        raise PreflightError(f"LocalQueue {ns}/{queue}", "you may not read LocalQueues in "
-                             f"namespace {ns!r}; " + _RBAC_FIX.format(ns=ns))
     cq_name = (lq.get("spec") or {}).get("clusterQueue")
-    cq = cache.get(("cq", cq_name), lambda: _get_custom(backend, "kueue.x-k8s.io", "v1beta2",
-                                                        "clusterqueues", cq_name))
-    if cq is None:
-        raise PreflightError(f"ClusterQueue {cq_name}", f"LocalQueue {ns}/{queue} points at "
-                             f"ClusterQueue {cq_name!r}, which does not exist; ask the cluster admin")
-    if cq == "forbidden":
-        _skip(f"ClusterQueue {cq_name}")
-    else:
+    cq = _require(backend, cache, f"ClusterQueue {cq_name}", "kueue.x-k8s.io", "v1beta2",
+                  "clusterqueues", cq_name, f"LocalQueue {ns}/{queue} points at ClusterQueue "
+                  f"{cq_name!r}, which does not exist; ask the cluster admin")
+    if cq is not None:
         check_fits(cq, r)
     prio = labels.get("kueue.x-k8s.io/priority-class")
     if prio:
-        wpc = cache.get(("wpc", prio), lambda: _get_custom(
-            backend, "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", prio))
-        if wpc is None:
-            raise PreflightError(f"WorkloadPriorityClass {prio}",
-                                 f"priority {prio!r} does not exist (Kueue would never create the "
-                                 "Workload); list them with `kubectl get workloadpriorityclasses`")
-        if wpc == "forbidden":
-            _skip(f"WorkloadPriorityClass {prio}")
+        _require(backend, cache, f"WorkloadPriorityClass {prio}", "kueue.x-k8s.io", "v1beta2",
+                 "workloadpriorityclasses", prio, f"priority {prio!r} does not exist (Kueue would "
+                 "never create the Workload); list them with `kubectl get workloadpriorityclasses`")
 
 
 def _parse(q: Any):
@@ -243,23 +248,15 @@ def check_fits(cq: dict, r: Rendered) -> None:
 def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
     if r.kind == "TrainJob":
         rt = r.job["spec"]["runtimeRef"]["name"]
-        obj = cache.get(("ctr", rt), lambda: _get_custom(
-            backend, "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", rt))
-        if obj is None:
-            raise PreflightError(f"ClusterTrainingRuntime {rt}",
-                                 f"the TrainJob runtime {rt!r} is not installed; install Kubeflow "
-                                 "Trainer's runtimes or pass KubernetesBackend(trainjob_runtime=...)")
-        if obj == "forbidden":
-            _skip(f"ClusterTrainingRuntime {rt}")
+        _require(backend, cache, f"ClusterTrainingRuntime {rt}", "trainer.kubeflow.org",
+                 "v1alpha1", "clustertrainingruntimes", rt, f"the TrainJob runtime {rt!r} is not "
+                 "installed; install Kubeflow Trainer's runtimes or pass "
+                 "KubernetesBackend(trainjob_runtime=...)")
     if r.kind == "VolcanoJob":
         q = r.job["spec"]["queue"]
-        obj = cache.get(("vq", q), lambda: _get_custom(
-            backend, "scheduling.volcano.sh", "v1beta1", "queues", q))
-        if obj is None:
-            raise PreflightError(f"Volcano Queue {q}", f"no Volcano queue {q!r}; list them with "
-                                 "`kubectl get queues.scheduling.volcano.sh` and pass volcano_queue=")
-        if obj == "forbidden":
-            _skip(f"Volcano Queue {q}")
+        _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",
+                 q, f"no Volcano queue {q!r}; list them with "
+                 "`kubectl get queues.scheduling.volcano.sh` and pass volcano_queue=")
 
 
 _POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="gpujobs-preflight")
