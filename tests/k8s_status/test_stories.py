@@ -105,3 +105,21 @@ def test_without_visibility_api_status_is_right_without_position(make_cluster):
     st = wait_for(lambda: (s := b.status()).phase == "queued" and not s.position_available and s)
     assert st.queue_position is None and st.position_text() == "position unavailable"
     assert b.result(timeout=30) == "b"
+
+
+def test_subscribe_events_carry_the_metrics_already_read(make_cluster):
+    """A watch event must not blank the widget's GPU panel between two polls."""
+    from gpujobs.backends.kubernetes import pod_metrics
+    from gpujobs.metrics.logline import format_metrics_line
+    from gpujobs.status import GpuSample
+
+    sim, be = make_cluster(gpus=2)
+    job = submit(be, sleepy, 1.0, "m")
+    seen = []
+    be.subscribe(job.id, seen.append)
+    sample = GpuSample(rank=0, device=0, util=77.0, mem_used=1.0, mem_total=2.0, time=1.0,
+                       host="node-a", source="nvml")
+    assert pod_metrics.for_backend(be).feed(job.id, format_metrics_line([sample]))
+    assert job.result(timeout=30) == "m"
+    wait_for(lambda: seen and seen[-1].terminal)
+    assert [m.util for m in seen[-1].metrics] == [77.0]

@@ -96,8 +96,16 @@ def metrics_history(backend: Any, job_id: str) -> list:
 
 
 def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
+    """``cb`` on every status change, carrying the metrics already read (no log read in the
+    watch thread: ``status()`` and ``metrics()`` read new samples)."""
     hub, name = _hub_job(backend, job_id)
-    return hub.subscribe(name, cb)
+    pm = pod_metrics.for_backend(backend)
+
+    def with_known_metrics(st: JobStatus) -> Any:
+        latest = pm.latest(st.job_id)
+        return cb(st.with_(metrics=latest) if latest and not st.metrics else st)
+
+    return hub.subscribe(name, with_known_metrics)
 
 
 def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:
