@@ -153,6 +153,41 @@ def test_wait_returns_names_and_stores_the_job(shell, no_leftovers):
 
 
 @pytest.mark.slow
+def test_mpi_cell_runs_on_every_rank_and_returns_rank0_names(shell, no_leftovers):
+    shell.run_cell("samples = 20_000")
+    res, cap = run(shell, "--framework mpi --gpus 2 --wait --return pi,size -o job", """
+import random
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+rng = random.Random(comm.Get_rank())
+inside = sum(rng.random() ** 2 + rng.random() ** 2 <= 1 for _ in range(samples))
+pi = 4 * comm.allreduce(inside) / (samples * comm.Get_size())
+size = comm.Get_size()
+""")
+    assert res.error_in_exec is None, cap.stderr
+    assert shell.user_ns["size"] == 2 and 3.0 < shell.user_ns["pi"] < 3.3
+    st = shell.user_ns["job"].status()
+    assert st.phase == "succeeded" and (st.gang_ready, st.gang_size) == (2, 2)
+    no_leftovers(shell.user_ns["job"].id)
+
+
+@pytest.mark.slow
+def test_ray_cell_runs_tasks_on_a_private_ray(shell, no_leftovers):
+    res, cap = run(shell, "--framework ray --gpus 1 --wait --return squares -o job", """
+import ray
+
+@ray.remote
+def square(x):
+    return x * x
+
+squares = ray.get([square.remote(i) for i in range(4)])
+""")
+    assert res.error_in_exec is None, cap.stderr
+    assert shell.user_ns["squares"] == [0, 1, 4, 9]
+    no_leftovers(shell.user_ns["job"].id)
+
+
+@pytest.mark.slow
 def test_non_blocking_returns_at_once_and_fills_names_later(shell, no_leftovers):
     shell.run_cell("import torch\nbase = 1\n" + SHIFT)
     res, _ = run(shell, "--gpus 2 --return total -o job --name quick",
