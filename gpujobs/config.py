@@ -30,12 +30,12 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 """
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from . import quantity
 from .errors import SpecError
 
 
@@ -68,24 +68,9 @@ def load_config() -> dict[str, Any]:
                         "fix the line named above, or point GPUJOBS_CONFIG elsewhere") from None
 
 
-_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-
-
 def parse_quantity(value: Any, what: str) -> float:
-    """'32Gi' -> bytes; plain numbers pass through. Negative or infinite amounts are refused."""
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    else:
-        text = str(value).strip()
-        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if text.endswith(u)), "")
-        try:
-            number = float(text[:len(text) - len(unit)]) * _UNITS.get(unit, 1)
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or number < 0:
-        raise SpecError(what, f"{value!r} is not a quantity", "use e.g. 32Gi or 512Mi")
-    return number
+    """'32Gi' -> bytes; plain numbers pass through (:mod:`gpujobs.quantity` grammar, as a float)."""
+    return float(quantity.parse_quantity(value, what, example="32Gi or 512Mi"))
 
 
 def idle_timeout_s(cfg: dict[str, Any] | None = None) -> float:

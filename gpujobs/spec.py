@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import SpecError
+from .quantity import parse_quantity
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
 K8S_KINDS = ("TrainJob", "PyTorchJob", "MPIJob", "RayJob", "VolcanoJob", "AppWrapper")
@@ -34,7 +35,6 @@ job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an App
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QTY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 
 
@@ -172,9 +172,10 @@ class JobSpec:
                 or self.cpus_per_proc <= 0:
             raise SpecError("cpus_per_proc", f"must be a positive number, got {self.cpus_per_proc!r}",
                             "e.g. cpus_per_proc=4")
-        if self.memory_per_proc is not None and not _QTY_RE.match(str(self.memory_per_proc)):
-            raise SpecError("memory", f"{self.memory_per_proc!r} is not a quantity",
-                            "use Kubernetes units such as '16Gi' or '512Mi'")
+        if self.memory_per_proc is not None:
+            parse_quantity(self.memory_per_proc, "memory", example="'16Gi' or '512Mi'")
+        if self.shm_size is not None:
+            parse_quantity(self.shm_size, "shm_size", example="'8Gi'")
         if not _GPU_RESOURCE_RE.match(self.gpu_resource):
             raise SpecError("gpu_resource", f"{self.gpu_resource!r} is not a resource name",
                             "use 'nvidia.com/gpu' or a MIG profile such as 'nvidia.com/mig-1g.10gb'")

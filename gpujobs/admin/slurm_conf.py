@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..spec import slug
+from ..slurm.source import read_source
 from ..slurm.units import ValueProblem, parse_mem_mib
 
 _NOT_TRANSLATED = ("maxtime", "prioritytier", "qos", "allowaccounts", "allowqos", "defaulttime")
@@ -122,10 +123,7 @@ def _k8s_name(where: str, name: str) -> str:
 def table_from_slurm_conf(source: str | Path, namespace: str = "default",
                           cohort: str = "slurm") -> dict[str, Any]:
     """Read slurm.conf (path or text) and return a table for :func:`gpujobs.admin.parse_table`."""
-    p = Path(source) if "\n" not in str(source) else None
-    if p is not None and not p.is_file():
-        raise SpecError("slurm.conf", f"file {str(source)!r} does not exist", "give the path of slurm.conf")
-    name, text = (str(p), p.read_text()) if p else ("slurm.conf", str(source))
+    name, text = read_source(source, "slurm.conf")
     nodes: dict[str, dict[str, Any]] = {}
     node_default: dict[str, str] = {}
     part_default: dict[str, str] = {}

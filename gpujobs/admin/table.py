@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from ..errors import SpecError
+from ..quantity import parse_quantity
+from ..slurm.source import load_yaml, read_source
 
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "cpus": "cpu", "mem": "memory"}
-QTY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 RECLAIM = ("Never", "LowerPriority", "Any")
 WITHIN = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
@@ -78,17 +77,11 @@ def _name(where: str, value: Any) -> str:
 
 
 def _qty(where: str, value: Any) -> int | str:
-    if isinstance(value, bool):
-        raise SpecError(where, f"{value!r} is not a quantity", "write a number or e.g. 64Gi")
-    if isinstance(value, int):
-        if value < 0:
-            raise SpecError(where, f"{value} is negative", "quotas are >= 0")
-        return value
-    if isinstance(value, float) and value >= 0:
+    """A quota as written (an int, or quantity text); checked by :mod:`gpujobs.quantity`."""
+    parse_quantity(value, where, example="64Gi")
+    if isinstance(value, float):
         return int(value) if value.is_integer() else str(value)
-    if isinstance(value, str) and QTY_RE.match(value):
-        return value
-    raise SpecError(where, f"{value!r} is not a quantity", "write a number or a quantity such as 512Gi")
+    return value
 
 
 def _mapping(where: str, value: Any) -> Mapping[str, Any]:
@@ -222,12 +215,5 @@ def load_table(source: str | Path | Mapping[str, Any]) -> QueueTable:
     """Read a table from a path, YAML text or a dict."""
     if isinstance(source, Mapping):
         return parse_table(source)
-    p = Path(source)
-    if "\n" not in str(source) and not p.is_file():
-        raise SpecError("table", f"file {str(source)!r} does not exist", "give the path of the teams YAML")
-    name, text = (str(p), p.read_text()) if "\n" not in str(source) else ("table", str(source))
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(name, f"is not valid YAML: {exc}".replace("\n", " "), "fix the YAML") from None
-    return parse_table(data, name)
+    name, text = read_source(source, "table")
+    return parse_table(load_yaml(name, text), name)

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from ..errors import SpecError
+from .source import load_yaml, read_source
 
 MIG_RE = re.compile(r"^\d+g\.\d+gb$")
 _SECTIONS = ("partitions", "qos", "gres", "constraints", "flavors", "image")
@@ -82,18 +81,8 @@ def load_mapping(source: str | Path | Mapping[str, Any] | SiteMapping | None) ->
     if isinstance(source, Mapping):
         data: Any = source
     else:
-        path = Path(source)
-        if "\n" not in str(source) and path.exists():
-            name = str(path)
-            text = path.read_text()
-        elif "\n" in str(source) or ":" in str(source):
-            text = str(source)
-        else:
-            raise SpecError("mapping", f"file {str(source)!r} does not exist", "give the path of a YAML file")
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise SpecError(name, f"is not valid YAML: {exc}".replace("\n", " "), "fix the YAML") from None
+        name, text = read_source(source, "mapping")
+        data = load_yaml(name, text) or {}
     if not isinstance(data, Mapping):
         raise SpecError(name, "must be a YAML mapping", f"use the sections {', '.join(_SECTIONS)}")
     unknown = sorted(set(data) - set(_SECTIONS))

@@ -32,33 +32,11 @@ from .launch import (SLURM_RANK_PRELUDE, Launch, classify, needs_shell,
                      parse_launch, shell_wrap)
 from .mapping import SiteMapping, load_mapping
 from .policy import REFUSED, WARN_ONLY
+from .source import read_source
 
 
 class SbatchWarning(UserWarning):
     """A directive or body line that gpujobs accepts but does not translate."""
-
-
-def _source_and_text(text_or_path: str | os.PathLike) -> tuple[str, str]:
-    if isinstance(text_or_path, os.PathLike):
-        p = Path(text_or_path)
-        return str(p), _read(p)
-    if not isinstance(text_or_path, str):
-        raise SpecError("sbatch", f"expected script text or a path, got {type(text_or_path).__name__}",
-                        "pass the file path or its contents")
-    if "\n" not in text_or_path and not text_or_path.startswith("#"):
-        p = Path(text_or_path)
-        if not p.is_file():
-            raise SpecError("sbatch", f"file {text_or_path!r} does not exist",
-                            "pass an existing sbatch file or the script text itself")
-        return str(p), _read(p)
-    return "<sbatch>", text_or_path
-
-
-def _read(p: Path) -> str:
-    try:
-        return p.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError("sbatch", f"cannot read {p}: {exc}", "pass a readable text file") from None
 
 
 class _Translator:
@@ -484,7 +462,7 @@ def slurm_env(nodes: int, procs: int, gpus: int, cpus: Any, name: str | None) ->
 
 
 def _prepare(text_or_path, mapping) -> tuple[_Translator, Script]:
-    source, text = _source_and_text(text_or_path)
+    source, text = read_source(text_or_path, "sbatch", "<sbatch>")
     tr = _Translator(source, load_mapping(mapping))
     try:
         script = read_script(text, source)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..quantity import format_quantity
+
 _TIME_RE = re.compile(
     r"^(?:(?P<d>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"  # days-hours[:min[:sec]]
     r"|(?P<a>\d+)(?::(?P<b>\d+)(?::(?P<c>\d+))?)?)$")             # min | min:sec | h:min:sec
@@ -54,12 +56,10 @@ def parse_mem_mib(value: str) -> float:
 
 
 def mib_to_quantity(mib: float) -> str:
-    """MiB → Kubernetes quantity (``16Gi``, ``1536Mi``, ``800Ki``)."""
-    if mib >= 1024 and float(mib / 1024).is_integer():
-        return f"{int(mib // 1024)}Gi"
-    if float(mib).is_integer():
-        return f"{int(mib)}Mi"
-    return f"{int(round(mib * 1024))}Ki"
+    """MiB → Kubernetes quantity (``16Gi``, ``1536Mi``, ``800Ki``; whole KiB, at most Gi)."""
+    if not mib:
+        return "0Mi"
+    return format_quantity(round(mib * 1024) * 1024, ("Gi", "Mi", "Ki"))
 
 
 @dataclass(frozen=True)

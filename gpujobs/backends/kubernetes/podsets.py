@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
+
+from ...quantity import parse_quantity
 
 
 @dataclass(frozen=True)
@@ -15,20 +18,22 @@ class PodSet:
     name: str
     count: int
     template: dict          # PodTemplateSpec (for TrainJob: synthesised from trainer + patch)
-    requests: dict[str, str]  # per pod (requests, falling back to limits like the apiserver)
+    requests: dict[str, Decimal]  # per pod, parsed (requests, falling back to limits like the apiserver)
 
 
-def container_requests(containers: list[dict]) -> dict[str, str]:
-    """Per-pod requests summed over containers (limits where no request, like the apiserver)."""
-    from kubernetes.utils.quantity import parse_quantity
+def container_requests(containers: list[dict]) -> dict[str, Decimal]:
+    """Per-pod requests summed over containers (limits where no request, like the apiserver).
 
-    total: dict[str, Any] = {}
-    for c in containers:
+    Each quantity is parsed once, here; the amounts are exact Decimals.
+    """
+    total: dict[str, Decimal] = {}
+    for i, c in enumerate(containers):
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for k, v in merged.items():
-            total[k] = total.get(k, 0) + parse_quantity(str(v))
-    return {k: str(v) for k, v in total.items()}
+            field = f"containers[{i}] ({c.get('name', '?')}) resources {k}"
+            total[k] = total.get(k, Decimal(0)) + parse_quantity(v, field)
+    return total
 
 
 def _ps(name: str, count: int, template: dict) -> PodSet:
@@ -76,11 +81,10 @@ def pod_sets(job: dict) -> list[PodSet]:
     raise ValueError(f"not a job kind gpujobs renders: {job.get('apiVersion')}/{kind}")
 
 
-def total_requests(sets: list[PodSet]) -> dict[str, Any]:
-    from kubernetes.utils.quantity import parse_quantity
-
-    out: dict[str, Any] = {}
+def total_requests(sets: list[PodSet]) -> dict[str, Decimal]:
+    """The whole job's requests: each pod set's (already parsed) requests times its count."""
+    out: dict[str, Decimal] = {}
     for ps in sets:
         for k, v in ps.requests.items():
-            out[k] = out.get(k, 0) + parse_quantity(v) * ps.count
+            out[k] = out.get(k, Decimal(0)) + v * ps.count
     return out
