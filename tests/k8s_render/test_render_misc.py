@@ -180,3 +180,17 @@ def test_validator_catches_real_mistakes():
     assert crds.unknown_fields(job) == ["spec.runPolicy.suspnd"]
     with pytest.raises(SpecError):
         crds.validate(job)
+
+
+@pytest.mark.parametrize("memory,expected", [("16Gi", "32Gi"), ("1e9", "2000000000"),
+                                             ("+1Gi", "2Gi"), (".5Gi", "1Gi")])
+def test_pod_memory_is_per_process_memory_times_processes(memory, expected):
+    """Every quantity form the spec accepts is scaled to the pod (2 processes a pod)."""
+    from gpujobs.quantity import parse_quantity
+
+    spec = b().ddp(nodes=1, gpus_per_node=2).resources(memory=memory).spec()
+    r = render_job(spec, "PyTorchJob")
+    res = r.job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "resources"]
+    assert parse_quantity(res["requests"]["memory"], "m") == parse_quantity(expected, "m")
+    assert res["limits"]["memory"] == res["requests"]["memory"]

@@ -10,12 +10,12 @@ SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few).
 """
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ...quantity import scale_quantity
 from ...spec import JobSpec
 from . import naming
 from .payload_objects import KEY_FILE, POD_MOUNTS, RUNTIME_DIR, JobFiles, pod_volumes
@@ -24,7 +24,6 @@ DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 """Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
 NON_ROOT_UID = 1000
 SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE"]
-_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
 
 
 @lru_cache(maxsize=1)
@@ -42,16 +41,6 @@ def ray_image(gpu: bool) -> str:
     version = client_ray_version() or "2.52.0"
     py = "py%d%d" % sys.version_info[:2]
     return f"rayproject/ray:{version}-{py}{'-gpu' if gpu else ''}"
-
-
-def times(quantity: str, n: float) -> str:
-    """``times("16Gi", 2) == "32Gi"`` (Kubernetes quantity scaled by n)."""
-    m = _QTY.match(str(quantity))
-    if not m:
-        return str(quantity)
-    value = float(m.group(1)) * n
-    text = str(int(value)) if value == int(value) else f"{value:g}"
-    return text + m.group(2)
 
 
 def cpu_str(cpus: float) -> str:
@@ -82,7 +71,7 @@ def resources(spec: JobSpec, procs: int, gpus: int, cpus: float | None = None) -
     req: dict[str, Any] = {"cpu": cpu_str(cpus if cpus is not None else spec.cpus_per_proc * procs)}
     lim: dict[str, Any] = {}
     if spec.memory_per_proc:
-        req["memory"] = lim["memory"] = times(spec.memory_per_proc, procs)
+        req["memory"] = lim["memory"] = scale_quantity(spec.memory_per_proc, procs, "memory")
     if gpus:
         req[spec.gpu_resource] = lim[spec.gpu_resource] = str(gpus)
     out: dict[str, Any] = {"requests": req}

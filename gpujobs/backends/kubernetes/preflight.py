@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Callable
 
 from ...errors import PreflightError, QuotaError, SubmitError
+from ...quantity import parse_quantity
 from .kinds import KINDS, KUEUE_KINDS
 from .podsets import pod_sets, total_requests
 from .render import Rendered
@@ -198,8 +199,7 @@ def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
 
 
 def _parse(q: Any):
-    from kubernetes.utils.quantity import parse_quantity
-    return parse_quantity(str(q))
+    return parse_quantity(q, "ClusterQueue quota")
 
 
 def check_fits(cq: dict, r: Rendered) -> None:
