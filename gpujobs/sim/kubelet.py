@@ -181,6 +181,9 @@ class Kubelet:
         with self._lock:
             self.procs[(ns, name)] = proc
             self.started_pids.append(proc.pid)
+            late = self.stopping.is_set()  # stop() took its list of processes before this one
+        if late:
+            _signal(proc, signal.SIGKILL)
         assert proc.stdout is not None
         for line in iter(proc.stdout.readline, b""):
             self.server.logs.append(ns, name, line)
