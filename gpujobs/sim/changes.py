@@ -5,7 +5,9 @@ what it can affect. A job kind's event marks that job; a Pod's or Workload's (or
 job's) marks the jobs named in its ownerReferences; a Kueue queue object's asks for the
 admission engine to be rebuilt and every job to be looked at once; a Pod's, ConfigMap's or
 Secret's asks the kubelet to look at its pods. Time only matters while pods wait to start
-(the kubelet's start delay, volumes, slots): then the kubelet is polled, briefly fast.
+(the kubelet's start delay, volumes, slots): then the kubelet is polled, briefly fast; and for
+the few deadlines Kueue keeps (a PodsReady timeout, the end of a requeue backoff): each is one
+timer, and the thread sleeps until the nearest one.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Changes:
         self._pending_pods: set[str] = set()  # uids of Pending pods
         self._pod_changed = 0.0
         self._kubelet_ticked = 0.0
+        self._timers: dict[tuple[str, str], float] = {}  # (what, key) -> wall-clock time due
 
     def note(self, ev: Event) -> None:
         kind = (ev.res.group, ev.res.kind)
@@ -94,10 +97,37 @@ class Changes:
         recent = time.monotonic() - self._pod_changed < self.FAST_FOR_S
         return self.FAST_POLL_S if recent else self.SLOW_POLL_S
 
+    # ------------------------------------------------------------ timers
+    def at(self, what: str, key: str, when: float) -> None:
+        """Wake the controllers at wall-clock ``when`` to handle ``(what, key)`` (replaces an
+        earlier timer for the same pair)."""
+        self._timers[(what, key)] = when
+
+    def cancel(self, key: str, what: str | None = None) -> None:
+        """Drop ``key``'s timer ``what`` (all of its timers when None)."""
+        for k in [k for k in self._timers if k[1] == key and what in (None, k[0])]:
+            del self._timers[k]
+
+    def take_due(self) -> list[tuple[str, str]]:
+        """The (what, key) pairs whose time has come, earliest first, removed."""
+        now = time.time()
+        due = sorted((t, k) for k, t in self._timers.items() if t <= now)
+        for _, k in due:
+            del self._timers[k]
+        return [k for _, k in due]
+
+    @property
+    def timers(self) -> dict[tuple[str, str], float]:
+        return dict(self._timers)
+
     def wait_s(self) -> float | None:
         """How long the controllers may sleep with no event (None: until one comes)."""
         if self.jobs_marked or self.queues or self.kubelet:
             return 0.0
+        wait = None
         if self._pending_pods:
-            return max(0.0, self._kubelet_ticked + self._poll_s() - time.monotonic())
-        return None
+            wait = max(0.0, self._kubelet_ticked + self._poll_s() - time.monotonic())
+        if self._timers:
+            t = max(0.0, min(self._timers.values()) - time.time())
+            wait = t if wait is None else min(wait, t)
+        return wait

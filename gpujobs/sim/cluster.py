@@ -22,11 +22,19 @@ class SimCluster:
                  namespace: str = "default", priorities: dict[str, int] | None = None,
                  preemption: str = "LowerPriority", pod_slots: int | None = None,
                  run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
-                 bootstrap: bool = False, **server_kw: Any):
+                 bootstrap: bool = False, pods_ready_timeout_s: float | None = None,
+                 backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
+                 backoff_limit: int | None = None, **server_kw: Any):
+        """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
+        Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
+        (backoffBaseSeconds, backoffMaxSeconds, backoffLimitCount: None = requeue forever)."""
         self.server = FakeApiServer(crds=crds, **server_kw)
         self.store = self.server.store
         self.namespace, self.queue = namespace, queue
-        self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds)
+        self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds,
+                                          pods_ready_timeout_s=pods_ready_timeout_s,
+                                          backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s,
+                                          backoff_limit=backoff_limit)
         self.controllers.kubelet.run_bootstrap = bootstrap  # pods run the real bootstrap.py
         if gpus is not None or cpus is not None:
             self.add_queue(queue, namespace, gpus=gpus, cpus=cpus, preemption=preemption)

@@ -7,13 +7,17 @@ for every job with a ``queue-name`` label, keeps the job suspended (the kind's o
 suspend field) until the shared admission engine (:mod:`gpujobs.admission`) admits it,
 then sets QuotaReserved/Admitted, unsuspends; preemption sets Evicted(Preempted) and
 Preempted, suspends the job, and once its pods are gone clears the reservation and sets
-Requeued; PodsReady and Finished follow the pods. Positions are served through the
-visibility API. Operators create pods (Pending -> Running -> Succeeded) and write each
+Requeued; PodsReady and Finished follow the pods. With ``pods_ready_timeout_s`` Kueue's
+waitForPodsReady is simulated: an admitted workload whose pods are not all ready in time is
+evicted (PodsReadyTimeout), backs off (requeueState), re-enters the queue at requeueAt
+(Requeued BackoffFinished) and is deactivated past ``backoff_limit``. Positions are served
+through the visibility API. Operators create pods (Pending -> Running -> Succeeded) and write each
 kind's status; Volcano creates PodGroups (Pending/Inqueue/Running, running vs minMember).
 """
 from __future__ import annotations
 
 import collections
+import math
 import queue
 import threading
 import time
@@ -78,8 +82,13 @@ class SimControllers:
     and the thread sleeps while nothing changes (no timer rescans or copies the store)."""
 
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
-                 requeue_delay: float = 0.05, new_pending_reasons: bool = True):
+                 requeue_delay: float = 0.05, new_pending_reasons: bool = True,
+                 pods_ready_timeout_s: float | None = None, backoff_base_s: float = 60.0,
+                 backoff_max_s: float = 3600.0, backoff_limit: int | None = None):
         self.server, self.store = server, server.store
+        # Kueue's waitForPodsReady (timeout; requeuingStrategy backoff*); None: off
+        self.pods_ready_timeout_s = pods_ready_timeout_s
+        self.backoff_base_s, self.backoff_max_s, self.backoff_limit = backoff_base_s, backoff_max_s, backoff_limit
         self.kubelet = Kubelet(server, slots=pod_slots, default_seconds=run_seconds)
         self.requeue_delay = requeue_delay
         self.new_pending_reasons = new_pending_reasons
@@ -146,8 +155,10 @@ class SimControllers:
         if res.kind == "Pod" and not res.group and ev.type == "DELETED":
             md = ev.obj["metadata"]
             self.kubelet.on_pod_deleted(md["namespace"], md["name"])
-        if res.kind == "Workload" and ev.type == "DELETED" and self._engine is not None:
-            self._engine.remove(_wkey(ev.obj))
+        if res.kind == "Workload" and ev.type == "DELETED":
+            self.changes.cancel(_wkey(ev.obj))
+            if self._engine is not None:
+                self._engine.remove(_wkey(ev.obj))
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self) -> None:
@@ -170,6 +181,7 @@ class SimControllers:
         refs = ch.take_jobs()
         for ref in refs:
             self._for_job(ref, self._kueue_job, kueue=True)
+        self._fire_timers()
         self._schedule()
         self._finish_evictions()
         for ref in refs:
@@ -223,17 +235,23 @@ class SimControllers:
         self._engine = Engine(queues, priorities=prios, default_priority=0)
         for wl in self.store.list(WL_API, "Workload"):
             w = self._engine_workload(wl)
-            if w is None or _is_true(wl, "Finished"):
+            if w is None or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
+                continue
+            if _backing_off(wl):  # back in the queue at requeueAt
+                self.changes.at("requeue", _wkey(wl), _requeue_at(wl))
                 continue
             try:
                 if _is_true(wl, "QuotaReserved"):
                     self._engine.restore_admitted(w)
+                    if self._waits_for_pods(wl) and self.pods_ready_timeout_s is not None:
+                        admitted = _cond_time(wl, "Admitted") or time.time()
+                        self.changes.at("ready", _wkey(wl), admitted + self.pods_ready_timeout_s)
                 else:
                     self._engine.add(w)
             except GpuJobsError:
                 pass
 
-    def _engine_workload(self, wl: dict) -> Workload | None:
+    def _engine_workload(self, wl: dict, created: float | None = None) -> Workload | None:
         spec = wl.get("spec") or {}
         key = f"{wl['metadata']['namespace']}/{spec.get('queueName', '')}"
         if self._engine is None or key not in self._engine.queue_names:
@@ -242,7 +260,7 @@ class SimControllers:
         podsets = [PodSet(ps["name"], int(ps.get("count", 1)),
                           {r: a for r, a in _pod_requests(ps.get("template") or {}).items() if r in covered})
                    for ps in spec.get("podSets") or []]
-        created = _ts(wl)
+        created = _ts(wl) if created is None else created
         return Workload(_wkey(wl), key, podsets, priority=int(spec.get("priority") or 0), created=created)
 
     def _kueue_job(self, job: dict) -> None:
@@ -266,6 +284,7 @@ class SimControllers:
                 _cond(o, "Finished", "True", "Succeeded" if ok else "Failed",
                       "Job finished successfully" if ok else "Job failed")
             self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns, fin)
+            self.changes.cancel(_wkey(wl))
             if self._engine is not None:
                 self._engine.finish(_wkey(wl))
             return
@@ -275,6 +294,7 @@ class SimControllers:
                     all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods):
                 self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns,
                                   lambda o: _cond(o, "PodsReady", "True", "Started", "All pods reached readiness"))
+                self.changes.cancel(_wkey(wl), "ready")
 
     def _create_workload(self, job: dict) -> None:
         from ..backends.kubernetes.podsets import pod_sets
@@ -329,7 +349,6 @@ class SimControllers:
                     {"name": ps["name"], "count": ps.get("count", 1), "flavors": {
                         r: adm.flavor for r in _pod_requests(ps.get("template") or {})}}
                     for ps in o["spec"]["podSets"]]}
-                st.pop("requeueState", None)
                 _cond(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {adm.cluster_queue}")
                 _cond(o, "Admitted", "True", "Admitted", "The workload is admitted")
                 _cond(o, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded")
@@ -339,6 +358,8 @@ class SimControllers:
             wl = self.store.mutate(WL_API, "Workload", name, ns, admit)
             if wl is not None:
                 self._set_job_suspend(wl, False)
+                if self.pods_ready_timeout_s is not None:
+                    self.changes.at("ready", adm.id, time.time() + self.pods_ready_timeout_s)
         for victim, by in d.preempted:
             ns, name = victim.split("/", 1)
             by_wl = self.store.get(WL_API, "Workload", by.split("/", 1)[1], ns) or {"metadata": {}}
@@ -347,22 +368,17 @@ class SimControllers:
                    "ClusterQueue")
 
             def evict(o: dict, msg: str = msg) -> None:
-                _cond(o, "Evicted", "True", "Preempted", msg)
+                _evict(o, "Preempted", msg)
                 _cond(o, "Preempted", "True", "InClusterQueue", msg)
-                stats = o["status"].setdefault("schedulingStats", {}).setdefault("evictions", [])
-                for e in stats:
-                    if e.get("reason") == "Preempted":
-                        e["count"] = int(e.get("count", 0)) + 1
-                        break
-                else:
-                    stats.append({"reason": "Preempted", "underlyingCause": "", "count": 1})
             wl = self.store.mutate(WL_API, "Workload", name, ns, evict)
             if wl is not None:
                 self._set_job_suspend(wl, True)
                 self._evicting[victim] = time.time()
+                self.changes.cancel(victim, "ready")
 
     def _finish_evictions(self) -> None:
-        """Once an evicted job's pods are gone: clear the reservation, requeue (Requeued=True)."""
+        """Once an evicted job's pods are gone: clear the reservation; a preempted one is requeued
+        (Requeued=True), a timed-out one backs off until requeueAt (Requeued=False)."""
         for wid, since in list(self._evicting.items()):
             ns, name = wid.split("/", 1)
             wl = self.store.get(WL_API, "Workload", name, ns)
@@ -374,16 +390,90 @@ class SimControllers:
             if pods or time.time() - since < self.requeue_delay:
                 continue
             self._evicting.pop(wid)
+            ev = next((c for c in wl["status"].get("conditions") or [] if c.get("type") == "Evicted"), {})
+            reason = ev.get("reason", "Preempted")
+            preempted = reason == "Preempted"
 
             def requeue(o: dict) -> None:
                 o["status"].pop("admission", None)
-                _cond(o, "QuotaReserved", "False", "Pending", "The workload was evicted and requeued")
+                _cond(o, "QuotaReserved", "False", "Pending",
+                      "The workload was evicted and requeued" if preempted else ev.get("message", ""))
                 _cond(o, "Admitted", "False", "NoReservation", "The workload has no reservation")
-                _cond(o, "Requeued", "True", "Preempted", "Preempted; requeued")
+                # Kueue requeues at once after a preemption; a PodsReadyTimeout backs off first
+                _cond(o, "Requeued", "True" if preempted else "False", reason,
+                      "Preempted; requeued" if preempted else ev.get("message", ""))
                 _cond(o, "PodsReady", "False", "WaitForStart", "")
-            self.store.mutate(WL_API, "Workload", name, ns, requeue)
+            wl = self.store.mutate(WL_API, "Workload", name, ns, requeue)
             if self._engine is not None:
-                self._engine.requeue(wid)
+                if preempted:
+                    self._engine.requeue(wid)
+                else:
+                    self._engine.remove(wid)  # quota freed; back in the queue after the backoff
+            if wl is not None and _backing_off(wl):
+                self.changes.at("requeue", wid, _requeue_at(wl))
+
+    # ------------------------------------------------------------ waitForPodsReady
+    def _waits_for_pods(self, wl: dict) -> bool:
+        """Admitted, its pods not all ready, not evicted or inactive: the timeout counts."""
+        return (self.pods_ready_timeout_s is not None and _is_true(wl, "Admitted")
+                and not any(_is_true(wl, t) for t in ("PodsReady", "Evicted", "Finished"))
+                and (wl.get("spec") or {}).get("active") is not False)
+
+    def _fire_timers(self) -> None:
+        """Kueue's timed steps whose time has come: PodsReady timeouts, ends of backoff."""
+        for what, wid in self.changes.take_due():
+            ns, name = wid.split("/", 1)
+            try:
+                wl = self.store.get(WL_API, "Workload", name, ns)
+                if wl is not None:
+                    (self._pods_ready_timeout if what == "ready" else self._backoff_finished)(wl)
+            except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
+                self.errors.append(exc)
+                self.changes.at(what, wid, time.time() + 0.05)
+
+    def _pods_ready_timeout(self, wl: dict) -> None:
+        """Evict with PodsReadyTimeout and back off (requeueState), or deactivate once the
+        requeue count would pass ``backoff_limit`` (Kueue's reconcileNotReadyTimeout)."""
+        if not self._waits_for_pods(wl):
+            return
+        md = wl["metadata"]
+        wid = _wkey(wl)
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0) + 1
+        if self.backoff_limit is not None and count > self.backoff_limit:
+            def evict(o: dict) -> None:
+                o["spec"]["active"] = False
+                o["status"].pop("requeueState", None)
+                _evict(o, "Deactivated", "The workload is deactivated due to exceeding the maximum number "
+                       "of re-queuing retries", cause="RequeuingLimitExceeded")
+        else:
+            backoff = min(self.backoff_base_s * 2 ** (count - 1), self.backoff_max_s)
+            at = _iso(math.ceil(time.time() + backoff))  # metav1.Time has whole seconds
+
+            def evict(o: dict) -> None:
+                o["status"]["requeueState"] = {"count": count, "requeueAt": at}
+                _evict(o, "PodsReadyTimeout", f"Exceeded the PodsReady timeout {wid}", cause="WaitForStart")
+        new = self.store.mutate(WL_API, "Workload", md["name"], md["namespace"], evict)
+        if new is not None:
+            self._set_job_suspend(new, True)
+            self._evicting[wid] = time.time()
+
+    def _backoff_finished(self, wl: dict) -> None:
+        """requeueAt reached: Requeued=True (BackoffFinished), back in the queue, ordered by
+        its eviction time (requeuingStrategy.timestamp: Eviction)."""
+        if not _backing_off(wl) or (wl.get("spec") or {}).get("active") is False or _is_true(wl, "Finished"):
+            return
+        if _requeue_at(wl) > time.time():  # moved meanwhile
+            self.changes.at("requeue", _wkey(wl), _requeue_at(wl))
+            return
+
+        def done(o: dict) -> None:
+            o["status"].setdefault("requeueState", {}).pop("requeueAt", None)
+            _cond(o, "Requeued", "True", "BackoffFinished", "The workload backoff was finished")
+        md = wl["metadata"]
+        new = self.store.mutate(WL_API, "Workload", md["name"], md["namespace"], done)
+        w = new and self._engine_workload(new, created=_cond_time(new, "Evicted"))
+        if w is not None and w.id not in self._engine:  # type: ignore[operator]
+            self._engine.add(w)  # type: ignore[union-attr]
 
     def _set_job_suspend(self, wl: dict, value: bool) -> None:
         owner = (wl["metadata"].get("ownerReferences") or [None])[0]
@@ -433,6 +523,40 @@ class SimControllers:
 
 def _wkey(wl: dict) -> str:
     return f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+
+
+def _evict(o: dict, reason: str, message: str, cause: str = "") -> None:
+    """Evicted=True and the eviction counted in schedulingStats (by reason and cause)."""
+    _cond(o, "Evicted", "True", reason, message)
+    stats = o["status"].setdefault("schedulingStats", {}).setdefault("evictions", [])
+    for e in stats:
+        if e.get("reason") == reason and e.get("underlyingCause", "") == cause:
+            e["count"] = int(e.get("count", 0)) + 1
+            break
+    else:
+        stats.append({"reason": reason, "underlyingCause": cause, "count": 1})
+
+
+def _backing_off(wl: dict) -> bool:
+    """Evicted for PodsReadyTimeout, quota released, waiting for requeueAt (Requeued=False)."""
+    c = next((c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == "Requeued"), {})
+    return c.get("status") == "False" and c.get("reason") == "PodsReadyTimeout" and not _is_true(wl, "QuotaReserved")
+
+
+def _requeue_at(wl: dict) -> float:
+    from ..backends.kubernetes.status_map import parse_time
+    return parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")) or 0.0
+
+
+def _cond_time(wl: dict, type_: str) -> float | None:
+    from ..backends.kubernetes.status_map import parse_time
+    c = next((c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
+    return parse_time(c.get("lastTransitionTime"))
+
+
+def _iso(t: float) -> str:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ts(obj: dict) -> float:

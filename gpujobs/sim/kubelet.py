@@ -50,6 +50,7 @@ class Kubelet:
         self.slots, self.start_delay = slots, start_delay
         self.default_seconds, self.grace_s = default_seconds, grace_s
         self.procs: dict[tuple[str, str], subprocess.Popen] = {}
+        self._all_procs: list[subprocess.Popen] = []  # procs keeps the newest per pod name only
         self.started_pids: list[int] = []
         self._threads: dict[str, threading.Thread] = {}  # by pod uid
         self._lock = threading.Lock()
@@ -108,7 +109,7 @@ class Kubelet:
         """Kill every process started; return their pids."""
         self.stopping.set()
         with self._lock:
-            procs = list(self.procs.values())
+            procs = list(self._all_procs)
         for p in procs:
             if p.poll() is None:
                 _signal(p, signal.SIGKILL)
@@ -124,6 +125,7 @@ class Kubelet:
 
     # ----------------------------------------------------------------- one pod
     def _set_phase(self, pod: dict, phase: str, exit_code: int | None = None) -> bool:
+        """Write this pod's phase; False when it is gone (or replaced by a new pod of its name)."""
         md = pod["metadata"]
         c0 = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
         now = now_iso()
@@ -139,8 +141,14 @@ class Kubelet:
                       "containerStatuses": [{"name": c0, "ready": False, "restartCount": 0, "state": {
                           "terminated": {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
                                          "reason": "Completed" if not exit_code else "Error"}}}]}
-        return self.store.mutate("v1", "Pod", md["name"], md["namespace"],
-                                 lambda o: o.__setitem__("status", status)) is not None
+        mine = []
+
+        def write(o: dict) -> None:
+            if o["metadata"].get("uid") == md["uid"]:
+                o["status"] = status
+                mine.append(True)
+        self.store.mutate("v1", "Pod", md["name"], md["namespace"], write)
+        return bool(mine)
 
     def _run(self, pod: dict) -> None:
         md = pod["metadata"]
@@ -157,8 +165,8 @@ class Kubelet:
         if cmd is None:
             code = self._scripted(pod, ann)
         else:
-            code = self._exec(ns, name, cmd, env)
-        if self.store.get("v1", "Pod", name, ns) is not None and not self.stopping.is_set():
+            code = self._exec(ns, name, cmd, env, uid=md["uid"])
+        if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
 
     def _scripted(self, pod: dict, ann: dict) -> int:
@@ -171,18 +179,25 @@ class Kubelet:
         while (idle or time.time() < deadline) and not self.stopping.is_set():
             time.sleep(0.05)
             cur = self.store.get("v1", "Pod", name, ns)
+            if cur is not None and cur["metadata"].get("uid") != md["uid"]:
+                cur = None  # deleted, and a new pod took its name
             if cur is None or (idle and cur["metadata"].get("annotations", {}).get(ANN_IDLE) != "true"):
                 return 0 if cur is not None else 143
         return int(ann.get(ANN_EXIT, "0"))
 
-    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str]) -> int:
+    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None) -> int:
+        """Run the pod's process, its output the pod log; killed at once when the pod ``uid``
+        was deleted while it was being started (on_pod_deleted may have missed it)."""
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         with self._lock:
             self.procs[(ns, name)] = proc
+            self._all_procs = [p for p in self._all_procs if p.poll() is None] + [proc]
             self.started_pids.append(proc.pid)
             late = self.stopping.is_set()  # stop() took its list of processes before this one
-        if late:
+        cur = self.store.get("v1", "Pod", name, ns) if uid else None
+        gone = uid and (cur is None or cur["metadata"].get("uid") != uid or cur["metadata"].get("deletionTimestamp"))
+        if late or gone:
             _signal(proc, signal.SIGKILL)
         assert proc.stdout is not None
         for line in iter(proc.stdout.readline, b""):

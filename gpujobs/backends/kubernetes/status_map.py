@@ -34,7 +34,7 @@ PENDING_REASONS = {
     "OnHold": "on hold",
 }
 EVICTION_REASONS = {
-    "Preempted": "preempted", "PodsReadyTimeout": "pods were not ready in time",
+    "Preempted": "preempted", "PodsReadyTimeout": "its pods were not all ready within Kueue's PodsReady timeout",
     "AdmissionCheck": "an admission check failed", "ClusterQueueStopped": "its ClusterQueue was stopped",
     "LocalQueueStopped": "its LocalQueue was stopped", "Deactivated": "deactivated",
     "NodeFailures": "a node failed", "InactiveWorkload": "deactivated",
@@ -79,7 +79,9 @@ class WorkloadState:
     admitted_at: float | None = None
     finished_ok: bool | None = None
     pods_ready: bool | None = None
-    evictions: int = 0
+    evictions: int = 0  # evictions after which the job ran again (deactivations not counted)
+    cause: str = ""  # why Kueue deactivated it, e.g. RequeuingLimitExceeded
+    timeouts: int = 0  # PodsReadyTimeout evictions (schedulingStats)
 
 
 def workload_state(wl: dict | None) -> WorkloadState | None:
@@ -89,9 +91,12 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     st = wl.get("status") if isinstance(wl.get("status"), dict) else {}
     rq = st.get("requeueState") or {}
     cq = (st.get("admission") or {}).get("clusterQueue", "")
-    evictions = sum(int(e.get("count", 0)) for e in (st.get("schedulingStats") or {}).get("evictions") or [])
+    stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
+    deact = [e for e in stats if str(e.get("reason", "")).startswith(("Deactivated", "InactiveWorkload"))]
+    evictions = sum(int(e.get("count", 0)) for e in stats if e not in deact)
     common = dict(cluster_queue=cq, requeue_count=int(rq.get("count") or 0),
-                  requeue_at=parse_time(rq.get("requeueAt")), evictions=evictions)
+                  requeue_at=parse_time(rq.get("requeueAt")), evictions=evictions,
+                  timeouts=sum(int(e.get("count", 0)) for e in stats if e.get("reason") == "PodsReadyTimeout"))
     pr = conds.get("PodsReady")
     pods_ready = None if pr is None else str(pr.get("status")) == "True"
     fin = _true(conds, "Finished")
@@ -103,8 +108,13 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     qr, adm = _true(conds, "QuotaReserved"), _true(conds, "Admitted")
     if (wl.get("spec") or {}).get("active") is False:
         reason = ev.get("reason", "Deactivated") if ev else "Deactivated"
+        # the cause: DeactivationTarget (transient), old reasons "DeactivatedDueToX" /
+        # "InactiveWorkloadX", or v0.19's schedulingStats underlyingCause
+        old = reason.partition("DueTo")[2] or (reason[16:] if reason.startswith("InactiveWorkload") else "")
+        cause = (conds.get("DeactivationTarget") or {}).get("reason") or old or \
+            next((e["underlyingCause"] for e in deact if e.get("underlyingCause")), "")
         return WorkloadState("deactivated", reason, (ev or {}).get("message", "the Workload is inactive"),
-                             **common)
+                             cause=cause, **common)
     if ev and (qr or adm):
         # admission withdrawn; the job is being stopped
         return WorkloadState("evicted", ev.get("reason", ""), ev.get("message", ""), **common)
@@ -281,6 +291,15 @@ def kind_state(job: dict) -> KindState:
 
 
 # ------------------------------------------------------------------ putting it together
+def unschedulable(pods: Iterable[dict]) -> str:
+    """'pod X unschedulable: <scheduler message>' for the first pod the scheduler cannot place."""
+    for pod in pods:
+        c = conditions(pod).get("PodScheduled") or {}
+        if str(c.get("status")) == "False" and c.get("reason") == "Unschedulable":
+            return f"pod {pod['metadata']['name']} unschedulable: {c.get('message', '')}".rstrip(": ")
+    return ""
+
+
 def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -337,18 +356,24 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
             return out("succeeded" if ws.finished_ok else "failed", ws.message, ws.reason,
                        finished_at=base["finished_at"])
         if ws.state == "deactivated":
+            if ws.cause == "RequeuingLimitExceeded":
+                return out("failed", f"Kueue deactivated the workload: its pods were not all ready within the "
+                           f"PodsReady timeout, {ws.timeouts + 1} times (requeuing limit reached); the job "
+                           "stays suspended until the Workload is reactivated", ws.reason)
             return out("failed", f"Kueue deactivated the workload: {ws.message}".rstrip(": "), ws.reason)
         if ws.state == "evicted":
             why = EVICTION_REASONS.get(ws.reason, ws.reason)
             phase = "preempted" if ws.reason == "Preempted" else "queued"
             msg = ws.message or why
             if ws.reason == "PodsReadyTimeout" and ws.requeue_at:
-                msg = f"{why}; requeued at {_dt.datetime.fromtimestamp(ws.requeue_at):%H:%M:%S} " \
-                      f"(attempt {ws.requeue_count})"
+                msg = f"evicted: {why}; back in the queue at " \
+                      f"{_dt.datetime.fromtimestamp(ws.requeue_at):%H:%M:%S} (requeue {ws.requeue_count})"
             return out(phase, msg, ws.reason, queue_position=None, position_available=position_available)
         if ws.state in ("pending", "requeued"):
             msg = pending_message(ws.reason, ws.message) if ws.state == "pending" else \
-                f"requeued after being {EVICTION_REASONS.get(ws.reason, ws.reason)}"
+                "requeued after being preempted" if ws.reason == "Preempted" else \
+                f"requeued: {EVICTION_REASONS.get(ws.reason, ws.reason)}" + \
+                (f" (requeue {ws.requeue_count}, backoff finished)" if ws.reason == "PodsReadyTimeout" else "")
             return out("queued", msg, ws.reason, queue_position=position,
                        position_available=position_available, restarts=max(base["restarts"], 1)
                        if ws.state == "requeued" else base["restarts"])
@@ -374,7 +399,8 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     if ks.phase == "running" and not size:
         return out("running", ks.message, ks.reason)
     if ready or pods or ks.phase in ("starting", "running"):
-        return out("starting", ks.message or f"{ready}/{size} pods ready", ks.reason or "Starting")
+        msg = ks.message or f"{ready}/{size} pods ready"
+        return out("starting", "; ".join(filter(None, [msg, unschedulable(pods)])), ks.reason or "Starting")
     if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
         return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
                    "Admitted")
