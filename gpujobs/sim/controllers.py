@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
+from ..quantity import parse_quantity
 
 from ..admission import ClusterQueue, Engine, PodSet, Workload
 from ..backends.kubernetes.podsets import container_requests
@@ -222,7 +222,7 @@ class SimControllers:
             for rg in spec.get("resourceGroups") or []:
                 for fl in rg.get("flavors") or []:
                     for r in fl.get("resources") or []:
-                        quota.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(str(r["nominalQuota"])))
+                        quota.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
             pre = spec.get("preemption") or {}
             self._covered[cq["metadata"]["name"]] = {r for q in quota.values() for r in q}
             queues.append(ClusterQueue(
