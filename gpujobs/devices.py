@@ -4,11 +4,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import Any
+
+from .errors import SpecError
 
 _notice_lock = threading.Lock()
 _notice_shown = False
 CPU_NOTICE = ("gpujobs: no GPU found on this machine; each requested GPU runs as a CPU rank "
-              "(torch.distributed with gloo). Set GPUJOBS_LOCAL_GPUS to override.")
+              "(torch.distributed with gloo). Set GPUJOBS_LOCAL_GPUS or [local] gpus to override.")
 
 
 def nvml_gpu_count() -> int:
@@ -26,15 +29,34 @@ def nvml_gpu_count() -> int:
         reader.close()
 
 
-def local_gpu_slots(found: int | None = None) -> tuple[int, bool]:
-    """(slots, real_gpus). ``GPUJOBS_LOCAL_GPUS`` overrides; without GPUs slots are CPU ranks.
+def configured_gpus(cfg: dict[str, Any] | None = None) -> int | None:
+    """``[local] gpus`` of the config file (None when unset); not a positive integer: SpecError."""
+    from .config import load_config
 
-    ``found``: the GPU count when the caller already asked NVML.
+    cfg = load_config() if cfg is None else cfg
+    value = cfg.get("local", {}).get("gpus")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError("[local] gpus", f"must be a positive whole number of GPU slots, got {value!r}",
+                        "e.g. gpus = 4, or remove it to use what NVML finds")
+    return value
+
+
+def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None) -> tuple[int, bool]:
+    """(slots, real_gpus): ``GPUJOBS_LOCAL_GPUS``, else ``[local] gpus`` of the config file,
+    else the GPUs NVML finds; without GPUs slots are CPU ranks.
+
+    ``found``: the GPU count when the caller already asked NVML; ``cfg``: the config when the
+    caller already loaded it.
     """
     found = nvml_gpu_count() if found is None else found
     override = os.environ.get("GPUJOBS_LOCAL_GPUS")
     if override:
         return int(override), found > 0
+    configured = configured_gpus(cfg)
+    if configured is not None:
+        return configured, found > 0
     if found:
         return found, True
     return max(os.cpu_count() or 1, 4), False

@@ -53,6 +53,7 @@ class Rec:
     stopping: str = ""  # "", "preempt", "cancel", "stop"
     deadline: float = 0.0
     metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
+    ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
 
 
 class Adopted:
@@ -85,6 +86,8 @@ class Adopted:
 
     def all_exited(self) -> bool:
         return not self._alive()
+
+    ended = all_exited  # no exit codes to read while any rank lives
 
     def poll(self) -> GangExit | None:
         return None if self._alive() else exit_from_files(self.result_dir, self.world_size)
@@ -119,18 +122,11 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     return GangExit(True, codes)
 
 
-def slots_and_real(cfg: dict) -> tuple[int, bool]:
-    slots, real = local_gpu_slots()
-    if not os.environ.get("GPUJOBS_LOCAL_GPUS") and cfg.get("local", {}).get("gpus"):
-        slots = int(cfg["local"]["gpus"])
-    return slots, real
-
-
 class Agent:
     def __init__(self, home: Path):
         self.home = Path(home)
         cfg = load_config()
-        self.slots, self.real = slots_and_real(cfg)
+        self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
         self.idle_s = idle_timeout_s(cfg)
@@ -183,11 +179,15 @@ class Agent:
         self.cond.notify_all()
 
     def _flush(self) -> None:
+        """Write changed records; drop finished ones from memory once their final state is
+        stored (queries read them from SQLite), so each loop round costs live jobs only."""
         if self.dirty:
-            rows = [(r.id, r.seq, r.status, r.spec, r.runtime) for r in
-                    (self.recs[i] for i in self.dirty if i in self.recs)]
+            recs = [self.recs[i] for i in self.dirty if i in self.recs]
             self.dirty.clear()
-            self.store.write(rows)
+            self.store.write([(r.id, r.seq, r.status, r.spec, r.runtime) for r in recs])
+            for r in recs:
+                if r.status.terminal and r.gang is None:
+                    del self.recs[r.id]
 
     # ------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -277,7 +277,7 @@ class Agent:
 
     def cancel(self, jid: str) -> None:
         rec = self.recs.get(jid)
-        if rec is None or rec.status.terminal:
+        if rec is None or rec.status.terminal or rec.ending:  # ending: it finished by itself
             return
         if rec.gang is None:
             self.engine.remove(jid)
@@ -296,12 +296,28 @@ class Agent:
         rec.gang.signal_all(signal.SIGTERM)
 
     # ---------------------------------------------------------------- loop
-    def tick(self) -> None:
-        for rec in [r for r in self.recs.values() if r.gang is not None]:
-            self._watch(rec)
+    def step(self) -> None:
+        """One round of the loop. Gangs that ended, or must stop now, are cleaned up (waiting
+        for their processes) without the lock: other clients' requests do not wait for it."""
+        with self.lock:
+            ending = self.tick()
+        results = [(rec, self._end_gang(rec)) for rec in ending]
+        if results:
+            with self.lock:
+                for rec, result in results:
+                    self._ended(rec, result)
+                self._flush()
+
+    def tick(self) -> list[Rec]:
+        """Schedule; return the records whose gang is to be ended (marked ``ending``)."""
+        ending = [r for r in self.recs.values() if r.gang is not None and not r.ending and self._due(r)]
+        for rec in ending:
+            rec.ending = True
         d = self.engine.schedule()
         for victim, by in d.preempted:
             rec = self.recs[victim]
+            if rec.stopping or rec.ending:  # already on its way out: its end frees the quota
+                continue
             grace = float(rec.spec.get("grace_period_s", 30.0))
             self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
             if rec.gang is not None:
@@ -316,30 +332,39 @@ class Agent:
                 if rec is not None and rec.status.phase == "queued":
                     self._emit(rec)
         self._flush()
+        return ending
 
-    def _watch(self, rec: Rec) -> None:
-        gang = rec.gang
+    @staticmethod
+    def _due(rec: Rec) -> bool:
+        """Cheap: the gang ended (a rank failed, or all are done), or its stop is complete or
+        past its grace period."""
         if rec.stopping:
-            ended = getattr(gang, "all_exited", None)
-            done = ended() if ended else all(p.poll() is not None for p in gang.procs.values())
-            if not done and time.monotonic() < rec.deadline:
-                return
-            gang.terminate(0.0)
-            if hasattr(gang, "poll") and not isinstance(gang, Adopted):
-                gang.poll()  # closes log files
-            why, rec.stopping = rec.stopping, ""
-            self._release(rec)
-            if why == "preempt":
-                self._requeue(rec)
-            else:
-                self.engine.finish(rec.id)
-                self._forget(rec)
-            return
-        result = gang.poll()
+            return rec.gang.all_exited() or time.monotonic() >= rec.deadline
+        return rec.gang.ended()
+
+    @staticmethod
+    def _end_gang(rec: Rec) -> GangExit | None:
+        """Without the lock: kill what is left of the gang (once) and wait for it; the exit of
+        a gang that ended by itself, None for a stopped one."""
+        if rec.stopping:
+            rec.gang.terminate(0.0)
+            return None
+        return rec.gang.poll()
+
+    def _ended(self, rec: Rec, result: GangExit | None) -> None:
+        rec.ending = False
+        self._release(rec)
         if result is not None:
-            self._release(rec)
             self.engine.finish(rec.id)
             self._finish(rec, result)
+        elif rec.stopping == "preempt":
+            rec.stopping = ""
+            self._requeue(rec)
+        else:
+            rec.stopping = ""
+            self.engine.finish(rec.id)
+            self._forget(rec)
+        self.wake.set()  # its slots are free: schedule again at once
 
     def _finish(self, rec: Rec, result: GangExit, note: str = "") -> None:
         if result.ok:
@@ -469,8 +494,8 @@ class Agent:
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
         try:
             while not self.stopping:
+                self.step()
                 with self.lock:
-                    self.tick()
                     running = any(r.gang is not None for r in self.recs.values())
                     if self.busy() or self.clients:
                         self.last_active = time.monotonic()
@@ -601,7 +626,10 @@ def make_handler(agent: Agent):
             q: queue_mod.Queue = queue_mod.Queue()
             with agent.lock:
                 if key != "*":
-                    protocol.send(self.request, {"status": agent.status(key).to_dict()})
+                    st = agent.status(key)
+                    protocol.send(self.request, {"status": st.to_dict()})
+                    if st.terminal:  # nothing more will come
+                        return
                 agent.subs.setdefault(key, []).append(q)
             try:
                 while True:
@@ -615,7 +643,10 @@ def make_handler(agent: Agent):
                         return
             finally:
                 with agent.lock:
-                    agent.subs.get(key, []).remove(q)
+                    qs = agent.subs.get(key, [])
+                    qs.remove(q)
+                    if not qs:  # no key per job ever watched: the loop walks live ones only
+                        del agent.subs[key]
 
     return Handler
 

@@ -145,12 +145,33 @@ class Gang:
             stale.unlink()
         env["GPUJOBS_RENDEZVOUS_FILE"] = str(path)
 
-    def start(self) -> None:
+    @classmethod
+    def from_spec(cls, spec: dict, **kw: Any) -> "Gang":
+        """The gang of ``spec`` (a JobSpec.to_dict()): rank count, env and return_all from it,
+        the rest (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
+        world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
+        return cls(framework=spec.get("framework", "ddp"), world_size=world,
+                   env={k: v for k, v in spec.get("env", [])},
+                   return_all=bool(spec.get("return_all")), **kw)
+
+    def _prepare_dirs(self) -> None:
+        """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
         for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
             d.mkdir(parents=True, exist_ok=True)
         for pattern in ("outcome-*", "exit-*", "failure-*"):
             for stale in self.result_dir.glob(pattern):
-                stale.unlink()  # a requeued gang starts clean; checkpoints stay
+                stale.unlink()
+
+    def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+        """``cmd`` in a session of its own, stdout and stderr appended to ``log_path``."""
+        log = open(log_path, "ab", buffering=0)
+        self._log_files.append(log)
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                cwd=self.cwd or os.getcwd())
+
+    def start(self) -> None:
+        self._prepare_dirs()
         base = self._base_env()
         if self.framework in ("ddp", "fsdp"):
             base.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -170,16 +191,20 @@ class Gang:
                     continue
                 except OSError:
                     pass  # no warm zygote: a fresh interpreter
-            log = open(log_path, "ab", buffering=0)
-            self._log_files.append(log)
-            self.procs[rank] = subprocess.Popen(
-                [self.python, "-m", "gpujobs.runner"], env=env, stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                cwd=self.cwd or os.getcwd())
+            self.procs[rank] = self._popen([self.python, "-m", "gpujobs.runner"], env, log_path)
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs.values()]
+
+    def all_exited(self) -> bool:
+        """Every process of the gang has ended (cheap: no waiting, no clean-up)."""
+        return all(p.poll() is not None for p in self.procs.values())
+
+    def ended(self) -> bool:
+        """:meth:`poll` would return a GangExit now: all ranks ended, or one failed (cheap)."""
+        codes = [p.poll() for p in self.procs.values()]
+        return all(c is not None for c in codes) or any(c not in (None, 0) for c in codes)
 
     def poll(self) -> GangExit | None:
         """None while running; a GangExit once all ranks ended, or one failed (others torn down)."""
@@ -226,9 +251,13 @@ class Gang:
                 os.killpg(p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        self._close_logs()
 
-    def _finish(self, result: GangExit) -> GangExit:
+    def _close_logs(self) -> None:
         for log in self._log_files:
             log.close()
         self._log_files.clear()
+
+    def _finish(self, result: GangExit) -> GangExit:
+        self._close_logs()
         return result

@@ -121,10 +121,7 @@ class MpiGang(Gang):
 
     def start(self) -> None:
         self.mpirun_path = check_mpi_available()
-        for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
-            d.mkdir(parents=True, exist_ok=True)
-        for stale in self.result_dir.glob("outcome-*"):
-            stale.unlink()
+        self._prepare_dirs()
         env = self._base_env()
         for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
             env.pop(var, None)  # the runner must read Open MPI's rank, not a stale one
@@ -134,11 +131,7 @@ class MpiGang(Gang):
         if self.devices is not None:
             env["GPUJOBS_MPI_DEVICES"] = ";".join(",".join(map(str, d)) for d in self.devices)
             env.pop("CUDA_VISIBLE_DEVICES", None)
-        log = open(self.launcher_log, "ab", buffering=0)
-        self._log_files.append(log)
-        self._mpirun = subprocess.Popen(self.command(), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                        cwd=self.cwd or os.getcwd())
+        self._mpirun = self._popen(self.command(), env, self.launcher_log)
         self.procs[0] = self._mpirun
 
     @property
@@ -150,12 +143,16 @@ class MpiGang(Gang):
     def poll(self) -> GangExit | None:
         if self._exit is not None:
             return self._exit
-        if self._mpirun is None:
+        if self._mpirun is None or self._mpirun.poll() is None:
             return None
-        code = self._mpirun.poll()
-        if code is None:
-            return None
-        kill_tree(self._mpirun.pid, self.job_id)  # nothing of the job outlives mpirun
+        return self._end()
+
+    def _end(self) -> GangExit:
+        """Once mpirun has ended (or is to be killed): kill what is left of the job, once."""
+        if self._exit is not None:
+            return self._exit
+        kill_tree(self._mpirun.pid if self._mpirun else None, self.job_id)  # nothing outlives mpirun
+        code = self._mpirun.wait() if self._mpirun else -signal.SIGKILL
         if code == 0:
             result = GangExit(True, {r: 0 for r in range(self.world_size)})
         else:
@@ -189,16 +186,14 @@ class MpiGang(Gang):
 
     def terminate(self, grace: float = 5.0) -> None:
         """SIGTERM the ranks (ctx.should_stop() turns True), SIGKILL everything after ``grace``."""
-        if self._mpirun is None:
-            kill_tree(None, self.job_id)
+        if self._exit is not None:
             return
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and self._mpirun.poll() is None:
-            time.sleep(0.02)
-        kill_tree(self._mpirun.pid, self.job_id)
-        self._mpirun.wait()
-
+        if self._mpirun is not None:
+            self.signal_all(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self._mpirun.poll() is None:
+                time.sleep(0.02)
+        self._end()
 
 
 def mpi_launcher(spec: dict, **kw) -> MpiGang:
@@ -208,9 +203,7 @@ def mpi_launcher(spec: dict, **kw) -> MpiGang:
     cwd, spawner (ignored: ranks must be mpirun's children).
     """
     kw.pop("spawner", None)
-    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
-    return MpiGang(framework="mpi", world_size=world, env={k: v for k, v in spec.get("env", [])},
-                   return_all=bool(spec.get("return_all")), **kw)
+    return MpiGang.from_spec(spec, **kw)
 
 
 mpi_launcher.preflight = check_mpi_available  # type: ignore[attr-defined]

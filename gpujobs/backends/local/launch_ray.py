@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -82,10 +81,7 @@ class RayGang(Gang):
 
     def start(self) -> None:
         version = check_ray_available()
-        for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
-            d.mkdir(parents=True, exist_ok=True)
-        for stale in self.result_dir.glob("outcome-*"):
-            stale.unlink()
+        self._prepare_dirs()
         temp = self.temp_dir
         shutil.rmtree(temp, ignore_errors=True)
         temp.mkdir(parents=True)
@@ -109,11 +105,8 @@ class RayGang(Gang):
             env.pop("GPUJOBS_DEVICE", None)
         else:
             env.pop("CUDA_VISIBLE_DEVICES", None)  # Ray hands out its logical GPU ids itself
-        log = open(self.log_dir / "rank-0.log", "ab", buffering=0)
-        self._log_files.append(log)
-        self.procs[0] = subprocess.Popen(
-            [self.python, "-m", "gpujobs.runner"], env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.cwd or os.getcwd())
+        self.procs[0] = self._popen([self.python, "-m", "gpujobs.runner"], env,
+                                    self.log_dir / "rank-0.log")
 
     @property
     def driver_pid(self) -> int | None:
@@ -128,12 +121,16 @@ class RayGang(Gang):
     def poll(self) -> GangExit | None:
         if self._exit is not None:
             return self._exit
-        if 0 not in self.procs:
+        if 0 not in self.procs or self.procs[0].poll() is None:
             return None
-        code = self.procs[0].poll()
-        if code is None:
-            return None
+        return self._end()
+
+    def _end(self) -> GangExit:
+        """Once the driver has ended (or is to be killed): end all of Ray, once."""
+        if self._exit is not None:
+            return self._exit
         self._cleanup()
+        code = self.procs[0].returncode if 0 in self.procs else -signal.SIGKILL
         if code == 0:
             result = GangExit(True, {0: 0})
         else:
@@ -149,12 +146,14 @@ class RayGang(Gang):
 
     def terminate(self, grace: float = 5.0) -> None:
         """SIGTERM the driver (ctx.should_stop() turns True), then kill all of it after ``grace``."""
+        if self._exit is not None:
+            return
         if 0 in self.procs:
             self.signal_all(signal.SIGTERM)
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and self.procs[0].poll() is None:
                 time.sleep(0.02)
-        self._cleanup()
+        self._end()
 
     def _cleanup(self) -> None:
         pid = self.driver_pid
@@ -169,7 +168,6 @@ class RayGang(Gang):
             link.unlink()
 
 
-
 def ray_launcher(spec: dict, **kw) -> RayGang:
     """The local agent's launcher for ``framework="ray"`` (see :mod:`.launchers`).
 
@@ -178,11 +176,8 @@ def ray_launcher(spec: dict, **kw) -> RayGang:
     spawner (ignored: Ray needs a fresh driver process).
     """
     kw.pop("spawner", None)
-    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
-    return RayGang(framework="ray", world_size=world, env={k: v for k, v in spec.get("env", [])},
-                   return_all=bool(spec.get("return_all")),
-                   cpus_per_worker=float(spec.get("cpus_per_proc", 1.0)),
-                   gpus_per_worker=int(spec.get("gpus_per_proc", 0)), **kw)
+    return RayGang.from_spec(spec, cpus_per_worker=float(spec.get("cpus_per_proc", 1.0)),
+                             gpus_per_worker=int(spec.get("gpus_per_proc", 0)), **kw)
 
 
 ray_launcher.preflight = lambda: check_ray_available() and None  # type: ignore[attr-defined]

@@ -4,16 +4,17 @@ The agent calls :func:`make_gang` for every admitted job (and again on each rest
 preemption). ddp/fsdp use :class:`~.gang.Gang`; other frameworks may register a launcher
 (Ray, mpirun) with :func:`register_launcher`; until one is registered they use Gang too.
 
-A launcher is ``factory(spec_dict, **kw) -> gang`` where the gang offers ``start()``,
-``poll() -> GangExit | None``, ``signal_all(sig)``, ``terminate(grace)``, ``pids`` and
-``world_size``. Keyword arguments: ``job_id``, ``job_dir`` (Path), ``key_file`` (Path),
-``devices`` (list of GPU index lists per rank, or None for CPU ranks), ``restarts`` (int),
-``cwd`` (str | None), ``spawner`` (the agent's zygote, or None).
+A launcher is ``factory(spec_dict, **kw) -> gang`` (:meth:`.gang.Gang.from_spec` maps the
+spec) where the gang offers ``start()``, ``poll() -> GangExit | None`` (may wait while it
+cleans up), ``ended()`` and ``all_exited()`` (cheap checks), ``signal_all(sig)``,
+``terminate(grace)`` (cleans up once; a later ``poll()`` returns the exit without doing it
+again), ``pids`` and ``world_size``. Keyword arguments: ``job_id``, ``job_dir`` (Path),
+``key_file`` (Path), ``devices`` (list of GPU index lists per rank, or None for CPU ranks),
+``restarts`` (int), ``cwd`` (str | None), ``spawner`` (the agent's zygote, or None).
 """
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 from .gang import Gang
@@ -43,15 +44,9 @@ def _load_plugins() -> None:
         pass
 
 
-def gang_launcher(spec: dict, *, job_id: str, job_dir: Path, key_file: Path,
-                  devices: list[list[int]] | None, restarts: int = 0, cwd: str | None = None,
-                  spawner: Callable[..., Any] | None = None) -> Gang:
+def gang_launcher(spec: dict, **kw: Any) -> Gang:
     """Plain rank processes (torch.distributed env, FileStore rendezvous in the job dir)."""
-    world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
-    return Gang(job_id=job_id, job_dir=job_dir, framework=spec.get("framework", "ddp"),
-                world_size=world, key_file=key_file, devices=devices,
-                env={k: v for k, v in spec.get("env", [])}, return_all=bool(spec.get("return_all")),
-                restarts=restarts, cwd=cwd, spawner=spawner)
+    return Gang.from_spec(spec, **kw)
 
 
 def preflight(framework: str) -> None:

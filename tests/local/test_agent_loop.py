@@ -1,0 +1,145 @@
+"""The agent's loop, driven in this process with real rank processes: finished jobs leave the
+agent's memory (queries read them from SQLite), and ending an MPI / Ray gang cleans its
+process tree up once, without holding the agent lock."""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+
+import pytest
+
+import gpujobs
+from gpujobs.backends.local import agent as agent_mod
+from gpujobs.backends.local import launch_mpi, launch_ray
+from gpujobs.backends.local.agent import Agent
+from gpujobs.backends.local.gang import save_submitter_env
+from gpujobs.backends.local.jobdir import JobDir
+from gpujobs.backends.local.launch_mpi import job_processes
+from gpujobs.errors import JobNotFound
+from gpujobs.payload import open_envelope
+from ray_mpi.helpers import alive
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def local_agent(gpujobs_home, monkeypatch):
+    """An Agent in this process (no socket, no zygote); its gangs are ended on teardown."""
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
+    (gpujobs_home / "jobs").mkdir(exist_ok=True)
+    agent = Agent(gpujobs_home)
+    seen: set[int] = set()
+    agent.seen = seen
+    yield agent
+    with agent.lock:
+        for rec in agent.recs.values():
+            if rec.gang is not None:
+                seen.update(rec.gang.pids)
+    agent._shutdown()
+    agent.store.close()
+    deadline = time.monotonic() + 10
+    while alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(seen), f"processes survived: {alive(seen)}"
+
+
+def submit(agent: Agent, builder) -> tuple[str, JobDir]:
+    """What LocalBackend.submit does, straight into the in-process agent."""
+    spec = builder.spec()
+    jid = f"{spec.display_name}-{secrets.token_hex(3)}"
+    jd = JobDir(agent.home / "jobs" / jid)
+    jd.create(spec.to_dict(), spec.payload())
+    save_submitter_env(jd.root)
+    with agent.lock:
+        agent.submit({"id": jid, "spec": spec.to_dict(), "name": spec.display_name,
+                      "job_dir": str(jd.root), "cwd": os.getcwd(), "user": "test"})
+    return jid, jd
+
+
+def drive(agent: Agent, until, timeout: float = 60.0) -> None:
+    """Run loop rounds until ``until()`` (called under the lock) holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        agent.step()
+        with agent.lock:
+            for rec in agent.recs.values():
+                if rec.gang is not None:
+                    agent.seen.update(rec.gang.pids)
+            if until():
+                return
+        assert time.monotonic() < deadline, "the agent loop did not get there in time"
+        time.sleep(0.05)
+
+
+def say(value):
+    print(f"said {value}", flush=True)
+    return value
+
+
+def sleep_long():
+    import time as _t
+    print("rank up", flush=True)
+    _t.sleep(120)
+
+
+def test_finished_jobs_leave_memory_and_are_read_from_sqlite(local_agent):
+    agent = local_agent
+    jobs = [submit(agent, gpujobs.job(say, i).ddp(gpus=1)) for i in range(2)]
+    drive(agent, lambda: all(agent.status(j).terminal for j, _ in jobs), timeout=120)
+    assert agent.recs == {}  # nothing finished stays in memory
+    for i, (jid, jd) in enumerate(jobs):
+        st = agent.status(jid)  # from SQLite now
+        assert st.phase == "succeeded" and st.exit_code == 0
+        assert [e.kind for e in st.events][-1] == "finished"
+        assert f"said {i}" in "".join(jd.read_logs())
+        assert open_envelope(jd.outcomes()[0], jd.key()).value == i
+    listed = {s.job_id: s.phase for s in agent.jobs(None)}
+    assert listed == {jid: "succeeded" for jid, _ in jobs}
+    with pytest.raises(JobNotFound):
+        agent.status("no-such-job")
+    with agent.lock:  # an idempotent re-submit of a pruned job is still recognised
+        reply = agent.submit({"id": jobs[0][0], "spec": gpujobs.job(say, 0).ddp(gpus=1).spec().to_dict(),
+                              "job_dir": str(jobs[0][1].root)})
+    assert reply["ok"] and agent.recs == {}
+
+
+@pytest.mark.parametrize("framework", ["mpi", "ray"])
+def test_cancel_cleans_up_once_without_the_agent_lock(local_agent, monkeypatch, framework):
+    agent = local_agent
+    module = launch_mpi if framework == "mpi" else launch_ray
+    real_kill_tree = module.kill_tree
+    calls: list[bool] = []
+
+    def counting_kill_tree(*args, **kwargs):
+        got: list[bool] = []
+
+        def take() -> None:  # what a client's request does
+            got.append(agent.lock.acquire(timeout=2))
+            if got[0]:
+                agent.lock.release()
+        t = threading.Thread(target=take)
+        t.start()
+        t.join()
+        calls.append(got[0])  # True: another thread could take the agent lock meanwhile
+        return real_kill_tree(*args, **kwargs)
+
+    monkeypatch.setattr(module, "kill_tree", counting_kill_tree)
+    monkeypatch.setattr(agent_mod, "CANCEL_GRACE_S", 0.5)
+    b = gpujobs.job(sleep_long)
+    b = b.mpi(ranks=2, gpus_per_rank=0) if framework == "mpi" else b.ray(workers=1, gpus_per_worker=0)
+    jid, jd = submit(agent, b)
+    if framework == "mpi":
+        drive(agent, lambda: "rank up" in "".join(jd.read_logs()) and
+              len(agent.recs[jid].gang.pids) >= 3)
+    else:
+        drive(agent, lambda: agent.recs[jid].status.phase == "running")
+    with agent.lock:
+        pids = list(agent.recs[jid].gang.pids)
+        agent.cancel(jid)
+    drive(agent, lambda: jid not in agent.recs or agent.recs[jid].gang is None, timeout=30)
+    assert calls == [True], calls  # once, and the lock was free while it ran
+    assert agent.status(jid).phase == "cancelled"
+    assert alive(pids) == [] and job_processes(jid) == []
+    assert agent.free == [0, 1]

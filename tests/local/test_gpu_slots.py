@@ -1,0 +1,54 @@
+"""``[local] gpus`` of the config file is applied where slots are counted (gpujobs.devices), so
+the agent, gpujobs.machine_gpus() and the device listing agree."""
+from __future__ import annotations
+
+import pytest
+
+from gpujobs.backends.local.agent import Agent
+from gpujobs.devices import local_gpu_slots
+from gpujobs.errors import SpecError
+from gpujobs.metrics import machine_gpus
+from gpujobs.metrics.nvml import NvmlReader
+
+
+@pytest.fixture
+def config(gpujobs_home, monkeypatch):
+    monkeypatch.delenv("GPUJOBS_LOCAL_GPUS", raising=False)
+    monkeypatch.setattr(NvmlReader, "open", classmethod(lambda cls, nvml=None: None))  # no GPU
+
+    def write(text: str) -> None:
+        (gpujobs_home / "config.toml").write_text(text)
+    return write
+
+
+def test_config_gpus_sets_the_slots_everywhere(config, gpujobs_home):
+    config("[local]\ngpus = 3\n")
+    assert local_gpu_slots() == (3, False)
+    assert local_gpu_slots(found=2) == (3, True)  # real GPUs, but the config caps the slots
+    df = machine_gpus()
+    assert df.attrs["summary"] == "no GPU: 3 CPU slots" and df.attrs["cpu_slots"] == 3
+    agent = Agent(gpujobs_home)
+    try:
+        assert (agent.slots, agent.real, agent.free) == (3, False, [0, 1, 2])
+    finally:
+        agent.store.close()
+
+
+def test_environment_overrides_the_config(config, monkeypatch):
+    config("[local]\ngpus = 3\n")
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "5")
+    assert local_gpu_slots(found=0) == (5, False)
+    assert machine_gpus().attrs["cpu_slots"] == 5
+
+
+def test_without_config_the_found_gpus_count(config):
+    config("[local]\nidle_timeout_s = 5\n")
+    assert local_gpu_slots(found=2) == (2, True)
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", '"four"', "2.5", "true"])
+def test_bad_config_gpus_is_a_spec_error(config, bad):
+    config(f"[local]\ngpus = {bad}\n")
+    with pytest.raises(SpecError) as err:
+        local_gpu_slots(found=0)
+    assert err.value.field == "[local] gpus" and "gpus = 4" in err.value.fix
