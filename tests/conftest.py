@@ -6,6 +6,12 @@ import time
 
 import psutil
 import pytest
+from hypothesis import settings
+
+# Property tests check behaviour, not speed (speed is measured in benchmarks/): no per-example
+# deadline, which a busy 2-core CI machine misses on a first, import-heavy example.
+settings.register_profile("gpujobs", deadline=None)
+settings.load_profile("gpujobs")
 
 
 @pytest.fixture(autouse=True)
