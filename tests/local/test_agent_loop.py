@@ -99,6 +99,10 @@ def test_finished_jobs_leave_memory_and_are_read_from_sqlite(local_agent):
     assert listed == {jid: "succeeded" for jid, _ in jobs}
     with pytest.raises(JobNotFound):
         agent.status("no-such-job")
+    agent.cancel(jobs[1][0])  # cancelling a finished (pruned) job changes nothing …
+    assert agent.status(jobs[1][0]).phase == "succeeded"
+    with pytest.raises(JobNotFound):  # … but an id no one submitted is an error, not a no-op
+        agent.cancel("no-such-job")
     with agent.lock:  # an idempotent re-submit of a pruned job is still recognised
         reply = agent.submit({"id": jobs[0][0], "spec": gpujobs.job(say, 0).ddp(gpus=1).spec().to_dict(),
                               "job_dir": str(jobs[0][1].root)})

@@ -277,7 +277,10 @@ class Agent:
 
     def cancel(self, jid: str) -> None:
         rec = self.recs.get(jid)
-        if rec is None or rec.status.terminal or rec.ending:  # ending: it finished by itself
+        if rec is None:
+            self.status(jid)  # JobNotFound for an id no one submitted; a finished job: no-op
+            return
+        if rec.status.terminal or rec.ending:  # ending: it finished by itself
             return
         if rec.gang is None:
             self.engine.remove(jid)
