@@ -147,3 +147,40 @@ def test_cancel_cleans_up_once_without_the_agent_lock(local_agent, monkeypatch, 
     assert agent.status(jid).phase == "cancelled"
     assert alive(pids) == [] and job_processes(jid) == []
     assert agent.free == [0, 1]
+
+
+def test_cancel_while_a_preempted_gang_is_being_ended_is_not_lost(local_agent):
+    """A cancel that lands between the loop marking a preempted gang for ending and ending it
+    must cancel the job, not let the preemption requeue it."""
+    agent = local_agent
+    jid, jd = submit(agent, gpujobs.job(sleep_long).ddp(gpus=1))
+    drive(agent, lambda: "rank up" in "".join(jd.read_logs()))
+    with agent.lock:  # what tick() does to a preemption victim, with its grace already over
+        rec = agent.recs[jid]
+        agent._update(rec, "preempted", "by a test", phase="preempted")
+        agent._stop_gang(rec, "preempt", 0.0)
+        ending = agent.tick()
+    assert [r.id for r in ending] == [jid] and rec.ending
+    with agent.lock:
+        agent.cancel(jid)  # a client's cancel, while the gang is ended outside the lock
+    result = agent._end_gang_safely(rec)
+    with agent.lock:
+        agent._ended(rec, result)
+        agent._flush()
+    st = agent.status(jid)
+    assert st.phase == "cancelled" and "requeued" not in [e.kind for e in st.events]
+    drive(agent, lambda: jid not in agent.recs)
+    assert agent.status(jid).phase == "cancelled"
+
+
+def test_an_error_while_ending_one_gang_does_not_stop_the_loop(local_agent, monkeypatch):
+    agent = local_agent
+    jid, jd = submit(agent, gpujobs.job(say, 1).ddp(gpus=1))
+
+    def broken_end(rec):
+        raise ProcessLookupError("gone already")
+
+    monkeypatch.setattr(Agent, "_end_gang", staticmethod(broken_end))
+    drive(agent, lambda: agent.status(jid).terminal)  # no exception out of step()
+    st = agent.status(jid)
+    assert st.phase == "failed" and "lost" in st.message

@@ -190,10 +190,31 @@ class Agent:
                     del self.recs[r.id]
 
     # ------------------------------------------------------------ recovery
-    def _recover(self) -> None:
+    @staticmethod
+    def _live_pids(runtime: dict) -> list[int]:
+        """The job's recorded rank pids still alive and still the job's (start time checked:
+        a reused pid is not)."""
         import psutil
+        alive = []
+        for pid, started in runtime.get("pids", []):
+            try:
+                p = psutil.Process(pid)
+                if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def _recover(self) -> None:
         for jid, seq, st, spec, runtime in self.store.all():
             if st.terminal:
+                # Ended (e.g. cancelled) while the previous agent was still stopping its ranks:
+                # finish that stop, or they would hold GPUs the agent hands out again.
+                for pid in self._live_pids(runtime):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                 continue
             rec = Rec(jid, seq, st, spec, runtime)
             self.recs[jid] = rec
@@ -201,14 +222,7 @@ class Agent:
             if st.phase == "queued":
                 self._enqueue(rec, recovered=True)
                 continue
-            alive = []
-            for pid, started in runtime.get("pids", []):
-                try:
-                    p = psutil.Process(pid)
-                    if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
-                        alive.append(pid)
-                except psutil.NoSuchProcess:
-                    pass
+            alive = self._live_pids(runtime)
             world, _ = self._need(spec)
             if alive and st.phase != "preempted":
                 # Only pids that are still the job's (start time checked): a reused pid is not.
@@ -280,8 +294,14 @@ class Agent:
         if rec is None:
             self.status(jid)  # JobNotFound for an id no one submitted; a finished job: no-op
             return
-        if rec.status.terminal or rec.ending:  # ending: it finished by itself
+        if rec.status.terminal:
             return
+        if rec.ending:  # its gang is being ended outside the lock
+            if rec.stopping == "preempt":  # end it for good instead of requeueing it
+                self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
+                             message="cancelled by user", finished_at=time.time())
+                rec.stopping = "cancel"
+            return  # otherwise it finished by itself: its own end stands
         if rec.gang is None:
             self.engine.remove(jid)
             self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
@@ -304,7 +324,7 @@ class Agent:
         for their processes) without the lock: other clients' requests do not wait for it."""
         with self.lock:
             ending = self.tick()
-        results = [(rec, self._end_gang(rec)) for rec in ending]
+        results = [(rec, self._end_gang_safely(rec)) for rec in ending]
         if results:
             with self.lock:
                 for rec, result in results:
@@ -344,6 +364,15 @@ class Agent:
         if rec.stopping:
             return rec.gang.all_exited() or time.monotonic() >= rec.deadline
         return rec.gang.ended()
+
+    def _end_gang_safely(self, rec: Rec) -> GangExit | None:
+        """``_end_gang``; an error there (a process already gone, …) ends this gang as lost
+        instead of stopping the agent's loop."""
+        try:
+            return self._end_gang(rec)
+        except Exception:  # noqa: BLE001 - one gang's clean-up must not stop the agent
+            traceback.print_exc()  # the agent's log file
+            return None if rec.stopping else GangExit(False, {}, None, "lost")
 
     @staticmethod
     def _end_gang(rec: Rec) -> GangExit | None:
@@ -482,7 +511,9 @@ class Agent:
         return out[::-1]
 
     def busy(self) -> bool:
-        return any(not r.status.terminal for r in self.recs.values())
+        """A job not finished, or a finished one whose processes are still being stopped (a
+        cancel's grace period must not be cut short by an idle exit)."""
+        return any(not r.status.terminal or r.gang is not None for r in self.recs.values())
 
     # ----------------------------------------------------------------- main
     def run(self) -> None:
