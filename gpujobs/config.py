@@ -70,6 +70,8 @@ def load_config() -> dict[str, Any]:
 
 def parse_quantity(value: Any, what: str) -> float:
     """'32Gi' -> bytes; plain numbers pass through (:mod:`gpujobs.quantity` grammar, as a float)."""
+    if isinstance(value, str):
+        value = value.strip()  # our own config file: forgive spaces around a value
     return float(quantity.parse_quantity(value, what, example="32Gi or 512Mi"))
 
 
@@ -123,15 +125,16 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dic
             if key in q and q[key] not in allowed:
                 raise SpecError(f"{where} {key}", f"{q[key]!r} is not a valid {key}",
                                 f"use one of {', '.join(allowed)}")
-        quota: dict[str, float] = {"gpu": float(q.get("gpus", slots))}
+        quota: dict[str, float] = {"gpu": parse_quantity(q.get("gpus", slots), f"{where} gpus")}
         if "cpus" in q:
-            quota["cpu"] = float(q["cpus"])
+            quota["cpu"] = parse_quantity(q["cpus"], f"{where} cpus")
         if "memory" in q:
             quota["memory"] = parse_quantity(q["memory"], f"{where} memory")
         blim = q.get("borrowing_limit")
         queues.append(ClusterQueue(
             name=q["name"], quota=quota, cohort=q.get("cohort"),
-            borrowing_limit={"gpu": float(blim)} if blim is not None else None,
+            borrowing_limit={"gpu": parse_quantity(blim, f"{where} borrowing_limit")}
+            if blim is not None else None,
             strategy=q.get("strategy", "BestEffortFIFO"),
             within_queue=q.get("preemption", "LowerPriority"),
             reclaim_within_cohort=q.get("reclaim", "Never"),

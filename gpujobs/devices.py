@@ -37,10 +37,18 @@ def configured_gpus(cfg: dict[str, Any] | None = None) -> int | None:
     value = cfg.get("local", {}).get("gpus")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError("[local] gpus", f"must be a positive whole number of GPU slots, got {value!r}",
-                        "e.g. gpus = 4, or remove it to use what NVML finds")
-    return value
+    return _slot_count(value, "[local] gpus", "e.g. gpus = 4, or remove it to use what NVML finds")
+
+
+def _slot_count(value: Any, field: str, fix: str) -> int:
+    """A positive whole number of GPU slots (4, 4.0 and "4" alike); SpecError otherwise."""
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number != int(number) or number < 1:
+        raise SpecError(field, f"must be a positive whole number of GPU slots, got {value!r}", fix)
+    return int(number)
 
 
 def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None) -> tuple[int, bool]:
@@ -53,7 +61,8 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
     found = nvml_gpu_count() if found is None else found
     override = os.environ.get("GPUJOBS_LOCAL_GPUS")
     if override:
-        return int(override), found > 0
+        return _slot_count(override, "GPUJOBS_LOCAL_GPUS",
+                           "e.g. GPUJOBS_LOCAL_GPUS=4, or unset it"), found > 0
     configured = configured_gpus(cfg)
     if configured is not None:
         return configured, found > 0

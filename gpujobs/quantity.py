@@ -53,7 +53,7 @@ def parse_quantity(value: Any, field: str, *, example: str = "16Gi") -> Decimal:
             raise SpecError(field, f"{value!r} is not a quantity", fix)
         suffix = m["suffix"] or ""
         if _is_exponent(suffix):
-            if len(suffix.lstrip("eE+-")) > 6:  # beyond any amount (and Decimal's range)
+            if abs(int(suffix[1:])) > 10**6:  # beyond any amount (and Decimal's range)
                 raise SpecError(field, f"{value!r} has an exponent out of range", fix)
             amount = Decimal(m["num"] + suffix)  # exact: no context rounding
         else:
@@ -103,7 +103,19 @@ def scale_quantity(text: str, n: float, field: str = "quantity") -> str:
     """
     amount = parse_quantity(text, field)
     m = _RE.fullmatch(str(text))
+    factor = Decimal(repr(float(n)))
     if m is None or m["sign"] or _is_exponent(m["suffix"]):
-        return format_quantity(amount * Decimal(repr(float(n))))
-    value = float(m["num"]) * n
-    return (str(int(value)) if value == int(value) else f"{value:g}") + (m["suffix"] or "")
+        return format_quantity(amount * factor)
+    value = (Decimal(m["num"]) * factor).normalize()  # exact: no float rounding, no "1e+06"
+    return format(value, "f") + (m["suffix"] or "")
+
+
+def parse_bytes(value: Any, field: str, *, example: str = "16Gi") -> Decimal:
+    """A memory size: a quantity of whole bytes. ``"512m"`` (0.512 bytes in Kubernetes' grammar,
+    usually a typo for ``"512Mi"``) is refused with that hint."""
+    amount = parse_quantity(value, field, example=example)
+    if amount != amount.to_integral_value():
+        hint = f"; did you mean {str(value)[:-1]}Mi?" if str(value).endswith("m") else ""
+        raise SpecError(field, f"{value!r} is not a whole number of bytes (in Kubernetes, 'm' "
+                        f"means 1/1000){hint}", f"write bytes with a unit, e.g. {example}")
+    return amount

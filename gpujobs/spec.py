@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import SpecError
-from .quantity import parse_quantity
+from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
 K8S_KINDS = ("TrainJob", "PyTorchJob", "MPIJob", "RayJob", "VolcanoJob", "AppWrapper")
@@ -173,9 +173,9 @@ class JobSpec:
             raise SpecError("cpus_per_proc", f"must be a positive number, got {self.cpus_per_proc!r}",
                             "e.g. cpus_per_proc=4")
         if self.memory_per_proc is not None:
-            parse_quantity(self.memory_per_proc, "memory", example="'16Gi' or '512Mi'")
+            parse_bytes(self.memory_per_proc, "memory", example="'16Gi' or '512Mi'")
         if self.shm_size is not None:
-            parse_quantity(self.shm_size, "shm_size", example="'8Gi'")
+            parse_bytes(self.shm_size, "shm_size", example="'8Gi'")
         if not _GPU_RESOURCE_RE.match(self.gpu_resource):
             raise SpecError("gpu_resource", f"{self.gpu_resource!r} is not a resource name",
                             "use 'nvidia.com/gpu' or a MIG profile such as 'nvidia.com/mig-1g.10gb'")

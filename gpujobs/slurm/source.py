@@ -31,7 +31,11 @@ def read_source(source: Any, what: str, inline_name: str | None = None) -> tuple
                         "pass the file path or its contents")
     if "\n" in source:
         return inline_name or what, source
-    if source.strip() and Path(source).exists():
+    try:
+        is_file = bool(source.strip()) and Path(source).exists()
+    except OSError:  # e.g. a long one-line text: "File name too long"
+        is_file = False
+    if is_file:
         return _read(Path(source), what, fix)
     if source.lstrip().startswith("#") or any(mark in source for mark in _TEXT_MARKS):
         return inline_name or what, source

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from gpujobs.admin.table import parse_table
 from gpujobs.config import local_admission_config
 from gpujobs.errors import SpecError
-from gpujobs.quantity import BINARY, DECIMAL, MAX, format_quantity, parse_quantity, scale_quantity
+from gpujobs.quantity import (BINARY, DECIMAL, MAX, format_quantity, parse_bytes, parse_quantity,
+                              scale_quantity)
 from gpujobs.spec import JobSpec
 
 
@@ -88,7 +89,7 @@ def test_forms(text, value):
     ("1K", "not a quantity"), ("1ki", "not a quantity"), ("Gi", "not a quantity"),
     (" 1Gi", "not a quantity"), ("1_000", "not a quantity"), ("", "not a quantity"),
     ("1e", "not a quantity"), (True, "not a quantity"), (None, "not a quantity"),
-    ("16 Gi", "not a quantity"), ("8Ei", "larger than"), ("1e1234567", "exponent out of range"),
+    ("16 Gi", "not a quantity"), ("8Ei", "larger than"), ("1e12345678", "exponent out of range"),
 ])
 def test_refused(bad, words):
     with pytest.raises(SpecError, match=words) as err:
@@ -137,3 +138,37 @@ def test_admin_quota_uses_the_grammar_and_keeps_the_text():
     with pytest.raises(SpecError, match="negative") as err:
         parse_table({"flavors": {"f": {}}, "teams": {"a": {"quota": {"f": {"memory": "-1Gi"}}}}})
     assert err.value.field.endswith("memory")
+
+
+def test_a_long_written_small_exponent_is_fine():
+    assert parse_quantity("1e0000001", "f") == 10
+
+
+@pytest.mark.parametrize("memory", ["512m", "1.5", "100u"])
+def test_memory_is_whole_bytes(memory):
+    """'512m' is 0.512 bytes in Kubernetes' grammar: almost always a typo for '512Mi'."""
+    with pytest.raises(SpecError) as err:
+        JobSpec(fn=_noop, memory_per_proc=memory)
+    assert err.value.field == "memory" and "whole number of bytes" in err.value.problem
+    if memory == "512m":
+        assert "512Mi" in err.value.problem
+    assert parse_bytes("1.5Ki", "m") == 1536 and parse_bytes("1e3", "m") == 1000
+
+
+@pytest.mark.parametrize("text,n,expected", [
+    ("333333.3Ki", 3, "999999.9Ki"), ("1234567.5Ki", 1, "1234567.5Ki"),
+    ("12345.67Mi", 1, "12345.67Mi"), ("16Gi", 2, "32Gi"), ("1.5Gi", 3, "4.5Gi")])
+def test_scaling_is_exact_and_stays_valid(text, n, expected):
+    out = scale_quantity(text, n)
+    assert out == expected
+    assert parse_quantity(out, "f") == parse_quantity(text, "f") * n
+
+
+def test_config_cpus_and_gpus_use_the_grammar():
+    cfg = {"local": {"queues": [{"name": "a", "gpus": "2", "cpus": "500m", "memory": " 1Gi "}]}}
+    q = local_admission_config(2, cfg)["queues"][0]
+    assert q.quota["cpu"] == 0.5 and q.quota["gpu"] == 2.0 and q.quota["memory"] == 2.0**30
+    cfg["local"]["queues"][0]["cpus"] = "lots"
+    with pytest.raises(SpecError) as err:
+        local_admission_config(2, cfg)
+    assert err.value.field == "[[local.queues]] #1 cpus"

@@ -52,3 +52,16 @@ def test_bad_config_gpus_is_a_spec_error(config, bad):
     with pytest.raises(SpecError) as err:
         local_gpu_slots(found=0)
     assert err.value.field == "[local] gpus" and "gpus = 4" in err.value.fix
+
+
+@pytest.mark.parametrize("good,slots", [("4", 4), ("4.0", 4), ('"4"', 4)])
+def test_config_gpus_whole_numbers_in_any_spelling(config, good, slots):
+    config(f"[local]\ngpus = {good}\n")
+    assert local_gpu_slots(found=0)[0] == slots
+
+
+def test_bad_environment_gpus_is_a_spec_error(config, monkeypatch):
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "two")
+    with pytest.raises(SpecError) as err:
+        local_gpu_slots(found=0)
+    assert err.value.field == "GPUJOBS_LOCAL_GPUS"

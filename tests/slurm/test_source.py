@@ -61,3 +61,9 @@ def test_mib_to_quantity_is_exact_to_the_kib(mib):
     text = mib_to_quantity(mib)
     assert parse_quantity(text, "memory") == round(mib * 1024) * 1024
     assert not text.endswith(("Ti", "Pi", "Ei"))
+
+
+def test_long_one_line_text_is_text_not_a_file_name():
+    text = "partitions: {" + ", ".join(f"p{i}: q{i}" for i in range(40)) + "}"
+    assert len(text) > 255
+    assert read_source(text, "mapping") == ("mapping", text)

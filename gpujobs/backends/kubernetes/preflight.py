@@ -236,7 +236,7 @@ def check_fits(cq: dict, r: Rendered) -> None:
             continue
         biggest_flavor, biggest = max(flavors.items(), key=lambda kv: kv[1])
         everything = sum(flavors.values())
-        largest_set = max((_parse(ps.requests.get(resource, 0)) * ps.count for ps in sets))
+        largest_set = max((ps.requests.get(resource, 0) * ps.count for ps in sets))
         if amount > everything or largest_set > biggest:
             raise QuotaError(
                 f"ClusterQueue {name} can never fit this job: it needs {amount} {resource} "
