@@ -14,8 +14,8 @@ A pod runs one of two ways:
   until their job ends.
 
 With ``run_bootstrap`` (``SimCluster(bootstrap=True)``), torch ``rank`` pods whose container
-runs ``/opt/gpujobs/runtime/bootstrap.py`` run that real bootstrap instead, from the runtime
-ConfigMap's ``bootstrap.py``/``lib.zip`` and the job's ``bootstrap.json`` unpacked locally (the
+run their real container command instead (check the runtime files' digest, then
+``bootstrap.py``), on the runtime ConfigMap and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
 sampler writes ``GPUJOBS-METRICS`` lines into the pod log).
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .store import now_iso
-from .volumes import local_path, materialize
+from .volumes import MissingSource, local_path, materialize
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
@@ -62,7 +62,8 @@ class Kubelet:
     def tick(self) -> None:
         """Start pending pods that fit the slots."""
         pods = self.store.list("v1", "Pod")
-        running = sum(1 for p in pods if p["status"].get("phase") == "Running")
+        running = sum(1 for p in pods if p["status"].get("phase") == "Running" or
+                      (p["status"].get("phase") == "Pending" and p["metadata"]["uid"] in self._threads))
         for pod in sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"])):
             md = pod["metadata"]
             key = md["uid"]
@@ -154,13 +155,18 @@ class Kubelet:
         md = pod["metadata"]
         ns, name = md["namespace"], md["name"]
         ann = md.get("annotations") or {}
-        if not self._set_phase(pod, "Running"):
-            return
         try:
-            cmd, env = self._command(pod)
+            cmd, env = self._command(pod)  # mounts its volumes first, as the kubelet does
+        except MissingSource:  # gone since _volumes_ready: stay Pending, try again next tick
+            with self._lock:
+                self._threads.pop(md["uid"], None)
+            return
         except Exception as exc:  # noqa: BLE001 - a broken pod fails like a crashing container
-            self.server.logs.append(ns, name, f"sim kubelet: cannot start: {exc}\n")
-            self._set_phase(pod, "Failed", 128)
+            if self._set_phase(pod, "Running"):
+                self.server.logs.append(ns, name, f"sim kubelet: cannot start: {exc}\n")
+                self._set_phase(pod, "Failed", 128)
+            return
+        if not self._set_phase(pod, "Running"):
             return
         if cmd is None:
             code = self._scripted(pod, ann)
@@ -250,26 +256,29 @@ class Kubelet:
 
 def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
                        ann: dict) -> list[str] | None:
-    """The real bootstrap command for a torch rank pod (its volumes unpacked locally), else None."""
+    """The real container command of a torch rank pod, run on its volumes unpacked locally:
+    ``python3 -c <check the runtime files, run bootstrap.py> rank`` (container paths in the
+    script moved to the local folders), else None."""
     import json
     argv = [*(c0.get("command") or []), *(c0.get("args") or [])]
-    script = next((a for a in argv if a.endswith("/bootstrap.py")), None)
-    if ann.get(ANN_ROLE) != "rank" or script is None:
+    if ann.get(ANN_ROLE) != "rank" or argv[:2] != ["python3", "-c"] or len(argv) < 3:
         return None
-    local = Path(local_path(script, mounts))
-    cfg_path = local.parent.parent / "job" / "bootstrap.json"
-    if not local.is_file() or not cfg_path.is_file():
+    script = argv[2]
+    runtime = next((local for mount, local in mounts.items() if repr(mount + "/") in script), None)
+    if runtime is None or not (runtime.parent / "job" / "bootstrap.json").is_file():
         return None
-    cfg = json.loads(cfg_path.read_text())
+    cfg = json.loads((runtime.parent / "job" / "bootstrap.json").read_text())
     if cfg.get("framework") == "ray":
         return None
+    for mount, local in mounts.items():
+        script = script.replace(repr(mount + "/"), repr(str(local) + "/"))
     for n in cfg.get("node_rank_env") or []:
         env[n] = ann.get(ANN_RANK, "0")
     for n in cfg.get("master_addr_env") or []:
         env[n] = "127.0.0.1"
     for n in cfg.get("master_port_env") or []:
         env[n] = ann.get(ANN_PORT, "29500")
-    return [sys.executable, str(local), "rank"]
+    return [sys.executable, "-c", script, *argv[3:]]
 
 
 def _no_rank_env(env: dict[str, str]) -> dict[str, str]:

@@ -56,6 +56,9 @@ def volume_files(pod: dict, vol: dict, lookup: Lookup) -> dict[str, bytes]:
     items = src.get("items")
     if not items:
         return everything
+    missing = [it["key"] for it in items if it["key"] not in everything and not src.get("optional")]
+    if missing:  # the real kubelet fails the mount (FailedMount) and retries
+        raise MissingSource(f"key {missing[0]!r} of {src.get('name') or src.get('secretName')}")
     return {it["path"]: everything[it["key"]] for it in items if it["key"] in everything}
 
 

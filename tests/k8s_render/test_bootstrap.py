@@ -129,3 +129,56 @@ def test_shipped_lib_is_self_contained(tmp_path):
     p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert all(line.startswith(str(lib)) for line in p.stdout.split())
+
+
+def _command_here(r, repl: dict[str, str]) -> list[str]:
+    """The first task's container command with container paths moved to the unpacked folders."""
+    c = r.job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    argv = list(c["command"])
+    assert argv[:2] == ["python3", "-c"]
+    script = argv[2]
+    for mount, local in repl.items():
+        script = script.replace(repr(mount + "/"), repr(local + "/"))
+    return [sys.executable, "-c", script, *argv[3:]]
+
+
+def test_a_changed_runtime_configmap_is_refused_by_the_pod(tmp_path):
+    """The job object carries the runtime's digest: a lib.zip swapped in the shared ConfigMap
+    (by anyone who may edit ConfigMaps there) is not run."""
+    spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .options(volcano="job").spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    repl = unpack(r, tmp_path)
+    cfg = json.loads((Path(repl[JOB_DIR]) / "bootstrap.json").read_text())
+    cfg["python"] = "3.99"  # stop right after the check, at the version check
+    (Path(repl[JOB_DIR]) / "bootstrap.json").write_text(json.dumps(cfg))
+    argv = _command_here(r, repl)
+    ok = subprocess.run(argv, env=pod_env(r, 0, repl), capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 3 and "pickled by Python 3.99" in ok.stderr  # the check passed
+    lib = Path(repl[RUNTIME_DIR]) / "lib.zip"
+    lib.write_bytes(lib.read_bytes() + b"\0")  # tampered
+    bad = subprocess.run(argv, env=pod_env(r, 0, repl), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1
+    assert f"the runtime ConfigMap {r.runtime['metadata']['name']} does not hold" in bad.stderr
+    assert "pickled by" not in bad.stderr  # bootstrap.py never ran
+
+
+def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch):
+    from gpujobs.backends.kubernetes import bootstrap_script as boot
+    from gpujobs.backends.kubernetes.payload_objects import runtime_digest
+
+    spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).options(volcano="job").spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    cfg = json.loads(r.files.bootstrap_json)
+    assert cfg["runtime_digest"] == runtime_digest()
+    monkeypatch.setattr(boot.shutil, "which", lambda name: "/usr/bin/mpirun")
+    monkeypatch.setattr(boot, "mpi_hosts", lambda cfg: [("w0", 1), ("w1", 1)])
+    monkeypatch.setattr(boot, "wait_for_ssh", lambda hosts, timeout: None)
+    seen = []
+    monkeypatch.setattr(boot.os, "execv", lambda path, argv: seen.append(argv))
+    boot.run_mpi_launcher(cfg)
+    (argv,) = seen
+    script = argv[argv.index("-c") + 1]
+    assert cfg["runtime_digest"] in script and argv[-1] == "mpi-rank"
+    assert script == boot.verify_script(boot.HERE + os.sep, cfg["runtime_digest"],
+                                        r.runtime["metadata"]["name"])

@@ -24,3 +24,25 @@ def test_status_of_a_job_created_while_its_watch_reconnects(make_cluster):
     assert st.job_id == "default/second" and st.phase in ("admitted", "starting", "running")
     with pytest.raises(KubernetesError, match="not found"):
         be.status("default/nope")
+
+
+def test_a_job_without_gpujobs_label_is_not_waited_for(make_cluster, monkeypatch):
+    """The watch only delivers labelled jobs: waiting SEEN_WAIT_S for any other would stall
+    every status() and widget poll, then say "not found" anyway."""
+    from gpujobs.backends.kubernetes import live
+    from gpujobs.backends.kubernetes.watch import StatusHub
+
+    sim, be = make_cluster(gpus=2)
+    sim.store.create(pytorchjob("first", workers=0, seconds=30, queue=None))
+    assert be.status("default/first").job_id == "default/first"  # PyTorchJobs are watched
+    foreign = pytorchjob("foreign", workers=0, seconds=30, queue=None)
+    foreign["metadata"]["labels"] = {}  # made by someone else's tooling
+    sim.store.create(foreign)
+    waits = []
+    real_wait = StatusHub.wait
+    monkeypatch.setattr(StatusHub, "wait", lambda self, name, *a, **k: (
+        waits.append(name), real_wait(self, name, *a, **k))[1])
+    monkeypatch.setattr(live, "_kind_of", lambda backend, ns, name: "PyTorchJob")
+    with pytest.raises(KubernetesError, match="not found"):
+        be.status("default/foreign")
+    assert waits == []

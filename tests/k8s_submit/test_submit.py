@@ -1,7 +1,9 @@
 """KubernetesBackend.submit over real HTTP against the fake apiserver."""
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import os
 import stat
 import time
@@ -342,3 +344,39 @@ def test_same_submission_retried_whole_is_idempotent(server, backend):
     r = backend.render_job(ddp().name("exp-2").spec())
     assert submit_rendered(backend, r) == submit_rendered(backend, r) == f"{NS}/exp-2"
     assert set(namespaced_objects(server)) == {("TrainJob", "exp-2")} | shared_keys(r)
+
+
+def test_render_output_never_carries_the_long_lived_key(server, backend):
+    """`gpujobs render` output is shown, saved and pasted: it is signed with a key of its own."""
+    backend.submit(ddp().spec())
+    ns_key = backend.signing_key(NS)
+    live = {k for k in namespaced_objects(server) if k[0] == "Secret"}
+    shown = backend.render(ddp().spec())
+    secret = next(o for o in shown if o["kind"] == "Secret")
+    assert base64.b64decode(secret["data"]["key"]).decode() != ns_key.hex()
+    assert ("Secret", secret["metadata"]["name"]) not in live
+    assert ns_key.hex() not in json.dumps(shown)
+
+
+def test_damaged_namespace_key_file_is_replaced(server, backend):
+    backend.submit(ddp().spec())
+    path = next((backend.home / "k8s-keys" / "_namespaces").rglob(NS))
+    path.write_text("")  # e.g. a crash of another tool mid-write
+    other = type(backend)(backend.api_client, namespace=NS, home=backend.home)
+    job_id = other.submit(ddp().spec())
+    key = other.signing_key(NS)
+    assert len(key) == 32 and path.read_text() == key.hex()
+    assert other.job_key(job_id)  # results of the new job can be checked
+
+
+def test_a_mutable_runtime_configmap_is_refused_even_with_the_right_contents(server, backend):
+    """A mutable one could be edited under jobs waiting in the queue."""
+    r = backend.render_job(ddp().spec(), for_submit=True)
+    cm = copy.deepcopy(r.runtime)
+    cm.pop("immutable")
+    server.store.create(cm)
+    with pytest.raises(PreflightError) as ei:
+        submit_rendered(backend, r)
+    assert ei.value.obj == f"ConfigMap {NS}/{cm['metadata']['name']}"
+    assert "not immutable" in str(ei.value) and "kubectl delete configmap" in str(ei.value)
+    assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))

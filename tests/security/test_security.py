@@ -130,7 +130,8 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         kp = key_path(ns, name, gpujobs_home)
         assert stat.S_IMODE(kp.stat().st_mode) == 0o600
         assert stat.S_IMODE(kp.parent.stat().st_mode) & 0o077 == 0
-        secret = sim.store.get("v1", "Secret", be.render_job(spec).key_secret["metadata"]["name"], ns)
+        secret = sim.store.get("v1", "Secret",
+                               be.render_job(spec, for_submit=True).key_secret["metadata"]["name"], ns)
         assert base64.b64decode(secret["data"]["key"]).decode() == kp.read_text()
 
         st = be.wait(jid, timeout=60)

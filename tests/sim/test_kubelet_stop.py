@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from gpujobs.sim.apiserver import FakeApiServer
 from gpujobs.sim.kubelet import Kubelet
 
@@ -20,5 +22,31 @@ def test_process_started_after_stop_took_its_list_is_killed():
         assert code != 0
         proc = kubelet.procs[("ns", "late-pod")]
         assert proc.poll() is not None  # nothing survives
+    finally:
+        kubelet.stop()
+
+
+def test_a_pod_whose_volume_source_vanished_waits_instead_of_failing():
+    """Like the real kubelet (FailedMount, retried): the pod stays Pending until it can mount."""
+    from gpujobs.sim.volumes import MissingSource, volume_files
+
+    server = FakeApiServer()
+    kubelet = Kubelet(server)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ns", "labels": {"gpujobs.dev/job": "j"}},
+           "spec": {"containers": [{"name": "c", "command": ["true"],
+                                    "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
+                    "volumes": [{"name": "cfg", "configMap": {"name": "gone"}}]},
+           "status": {"phase": "Pending"}}
+    try:
+        created = server.store.create(pod)
+        kubelet._threads[created["metadata"]["uid"]] = None
+        kubelet._run(created)  # the ConfigMap vanished after _volumes_ready said yes
+        st = server.store.get("v1", "Pod", "p", "ns")
+        assert st["status"]["phase"] == "Pending"
+        assert created["metadata"]["uid"] not in kubelet._threads  # the next tick tries again
+        with pytest.raises(MissingSource, match="'missing' of cm"):
+            volume_files(pod, {"name": "v", "configMap": {"name": "cm", "items": [
+                {"key": "missing", "path": "x"}]}}, lambda kind, name: {"data": {"other": "1"}})
     finally:
         kubelet.stop()

@@ -126,29 +126,30 @@ class KubernetesBackend:
     def signing_key(self, namespace: str) -> bytes:
         """This submitter's HMAC key for ``namespace`` of this cluster. A new one is kept only
         once a submit passes preflight (``keep_signing_key``), so bad input writes nothing."""
-        if namespace not in self._keys:
-            try:
-                cluster = self.api_client.configuration.host
-            except BackendUnavailable:  # render works offline, with a throwaway key
-                from ...payload import new_key
-                return new_key()
-            key = naming.load_namespace_key(cluster, namespace, self.home)
-            if key is None:
-                from ...payload import new_key
-                key = new_key()
-                self._unsaved_keys.add(namespace)
-            self._keys[namespace] = key
-        return self._keys[namespace]
+        cluster = self.api_client.configuration.host
+        with self._lock:
+            if namespace not in self._keys:
+                key = naming.load_namespace_key(cluster, namespace, self.home)
+                if key is None:
+                    from ...payload import new_key
+                    key = new_key()
+                    self._unsaved_keys.add(namespace)
+                self._keys[namespace] = key
+            return self._keys[namespace]
 
     def keep_signing_key(self, namespace: str) -> None:
-        if namespace in self._unsaved_keys:
-            naming.save_namespace_key(self.api_client.configuration.host, namespace,
-                                      self._keys[namespace], self.home)
-            self._unsaved_keys.discard(namespace)
+        with self._lock:
+            if namespace in self._unsaved_keys:
+                naming.save_namespace_key(self._api_client.configuration.host, namespace,
+                                          self._keys[namespace], self.home)
+                self._unsaved_keys.discard(namespace)
 
     # ------------------------------------------------------------------ render
     def render_job(self, spec: JobSpec, kind: str | None = None,
-                   submission_id: str | None = None) -> Rendered:
+                   submission_id: str | None = None, *, for_submit: bool = False) -> Rendered:
+        """Render ``spec``. ``for_submit``: sign with this submitter's key for the namespace
+        (what submit creates); otherwise with a fresh key of its own, so render output (shown,
+        saved, or piped to ``kubectl apply``) never carries the long-lived key."""
         self.options.namespace = self.namespace
         if spec.namespace is None:  # [hardening] config / kubeconfig namespaces are input too
             from ...spec import _NAME_RE
@@ -159,11 +160,12 @@ class KubernetesBackend:
                                 "context) is not a valid namespace name",
                                 "set a Kubernetes name (lowercase letters, digits, '-') there, "
                                 "or pass .kubernetes(namespace=...)")
-        key = self.signing_key(spec.namespace or self.namespace)
+        key = self.signing_key(spec.namespace or self.namespace) if for_submit else None
         return render_job(spec, kind, opts=self.options, submission_id=submission_id, key=key)
 
     def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
-        """The objects a submit into a fresh namespace creates (see render.Rendered.objects)."""
+        """The objects a submit into a fresh namespace creates (see render.Rendered.objects),
+        signed with a key of their own (see ``render_job``)."""
         return self.render_job(spec, kind).objects
 
     # ------------------------------------------------------------------ submit
@@ -171,7 +173,7 @@ class KubernetesBackend:
         """Preflight, then create the job (and a big call's Secret); returns ``"<ns>/<name>"``."""
         from .submit import submit_rendered
 
-        rendered = self.render_job(spec)
+        rendered = self.render_job(spec, for_submit=True)
         return submit_rendered(self, rendered)
 
     def job_key(self, job_id: str) -> bytes:

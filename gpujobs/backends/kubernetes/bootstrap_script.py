@@ -46,6 +46,21 @@ JOB = os.path.join(os.path.dirname(HERE), "job")
 EXIT_SETUP = 3
 
 
+_VERIFY = (
+    "import hashlib,runpy,sys;d=%r;h=hashlib.sha256();"
+    "[h.update(hashlib.sha256(open(d+n,'rb').read()).digest()) for n in ('bootstrap.py','lib.zip')];"
+    "h.hexdigest()==%r or sys.exit('gpujobs: the runtime ConfigMap %s does not hold the gpujobs "
+    "runtime this job was submitted with (it was changed or replaced); delete it and submit "
+    "again');sys.argv=[d+'bootstrap.py']+sys.argv[1:];"
+    "runpy.run_path(d+'bootstrap.py',run_name='__main__')")
+
+
+def verify_script(runtime_dir, digest, configmap):
+    """``python -c`` text that checks the runtime files in ``runtime_dir`` against ``digest``
+    (carried by the job object), then runs bootstrap.py from there with the same arguments."""
+    return _VERIFY % (runtime_dir, digest, configmap)
+
+
 def fail(msg):
     sys.stderr.write("gpujobs bootstrap: " + msg + "\n")
     sys.stderr.flush()
@@ -264,7 +279,11 @@ def run_mpi_launcher(cfg):
     for name in cfg.get("forward_env", []):
         if name in os.environ:
             argv += ["-x", name]
-    argv += [sys.executable, os.path.join(HERE, "bootstrap.py"), "mpi-rank"]
+    if cfg.get("runtime_digest"):  # each rank checks the runtime files of its own pod
+        argv += [sys.executable, "-c", verify_script(HERE + os.sep, cfg["runtime_digest"],
+                                                      cfg.get("runtime_configmap", "")), "mpi-rank"]
+    else:
+        argv += [sys.executable, os.path.join(HERE, "bootstrap.py"), "mpi-rank"]
     sys.stdout.flush()
     os.execv(mpirun, argv)
 

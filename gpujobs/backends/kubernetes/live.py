@@ -38,15 +38,16 @@ def _record_kind(rec: naming.JobRecord | None) -> str | None:
 SEEN_WAIT_S = 5.0
 
 
-def _exists(backend: Any, ns: str, name: str, kind: str) -> bool:
+def _get(backend: Any, ns: str, name: str, kind: str) -> dict | None:
+    """The job object (None when the apiserver has none, or cannot say in time)."""
     info = KINDS[kind]
     try:
-        backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
-                                    "GET", response_type="object", auth_settings=["BearerToken"],
-                                    _return_http_data_only=True)
-        return True
-    except ApiException:
-        return False
+        return backend.api_client.call_api(
+            f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}", "GET",
+            response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
+            _request_timeout=backend.http_timeout)
+    except Exception:  # noqa: BLE001 - 404, 403, a timeout: "not known here"
+        return None
 
 
 def _kind_of(backend: Any, ns: str, name: str) -> str | None:
@@ -54,7 +55,7 @@ def _kind_of(backend: Any, ns: str, name: str) -> str | None:
     if rec is not None:
         return _record_kind(rec)
     # attach from elsewhere: probe each kind once
-    return next((kind for kind in KINDS if _exists(backend, ns, name, kind)), None)
+    return next((kind for kind in KINDS if _get(backend, ns, name, kind) is not None), None)
 
 
 def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
@@ -65,8 +66,10 @@ def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
         if kind is not None:
             hub.track_kind(kind)
         hub.wait_synced()
-        if kind is not None and not hub.known(name) and _exists(backend, ns, name, kind):
-            # created a moment ago (an already synced watch has not delivered it yet)
+        obj = _get(backend, ns, name, kind) if kind is not None and not hub.known(name) else None
+        if obj is not None and naming.LABEL_JOB in ((obj.get("metadata") or {}).get("labels") or {}):
+            # created a moment ago (an already synced watch has not delivered it yet); a job
+            # without gpujobs' label is never delivered: no point waiting for it
             hub.wait(name, SEEN_WAIT_S, lambda s: True)
     return hub, name
 

@@ -85,11 +85,15 @@ def key_path(namespace: str, name: str, home: Path | None = None) -> Path:
 
 
 def _write_private(path: Path, key: bytes) -> Path:
+    """Write ``key`` (hex) with mode 0600 (folders 0700), atomically: a reader never sees a
+    half-written key."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key.hex())
-    os.chmod(path, 0o600)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
     return path
 
 
@@ -106,9 +110,10 @@ def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path
 def load_namespace_key(cluster: str, namespace: str, home: Path | None = None) -> bytes | None:
     """This submitter's key for ``namespace`` on ``cluster`` (its API server URL), if any."""
     try:
-        return bytes.fromhex(_namespace_key_path(cluster, namespace, home).read_text().strip())
+        key = bytes.fromhex(_namespace_key_path(cluster, namespace, home).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+    return key if len(key) == 32 else None  # damaged: a new key replaces it
 
 
 def save_namespace_key(cluster: str, namespace: str, key: bytes, home: Path | None = None) -> None:

@@ -43,9 +43,11 @@ KEY_FILE = f"{KEY_DIR}/key"
 OBJECT_LIMIT = 1024 * 1024
 """kube-apiserver refuses a Secret/ConfigMap whose keys + values exceed 1 MiB (MaxSecretSize)."""
 _HEADROOM = 16 * 1024  # keys, bootstrap.json growth, metadata
-INLINE_LIMIT = 32 * 1024
-"""Largest base64 sealed call carried in the job's pod-template annotations (Kubernetes allows
-256 KiB of annotations per object; Kueue copies pod templates into its Workload)."""
+INLINE_LIMIT = 8 * 1024
+"""Largest base64 sealed call (+ bootstrap.json) carried in the job's pod-template annotations.
+Kubernetes allows 256 KiB of annotations, but Kueue copies pod templates into its Workload and
+log shippers (e.g. Fluent Bit's kubernetes filter) may attach pod annotations to every log
+record, so only small calls (most: a function and a few arguments, ~1-3 KB) travel inline."""
 ANN_PAYLOAD = "gpujobs.dev/payload"
 ANN_BOOTSTRAP = "gpujobs.dev/bootstrap"
 LABEL_SHARED = "gpujobs.dev/shared"
@@ -132,6 +134,8 @@ def bootstrap_config(spec: JobSpec, namespace: str, name: str, *, node_rank_env:
         "command": list(spec.command) if spec.command else None,
         "forward_env": sorted(set(env_names) | {"PYTHONUNBUFFERED"}),
         "ssh_wait_s": 300,
+        "runtime_digest": runtime_digest(),  # the MPI launcher has its ranks check it too
+        "runtime_configmap": _runtime_body()[0],
     }
 
 
@@ -141,18 +145,39 @@ def bootstrap_source() -> str:
     return (Path(__file__).parent / "bootstrap_script.py").read_text()
 
 
-def _short_hash(*parts: bytes) -> str:
+def _digest(*parts: bytes) -> str:
+    """sha256 over the sha256 of each part (what the pod's verifier computes, file by file)."""
     h = hashlib.sha256()
     for part in parts:
         h.update(hashlib.sha256(part).digest())
-    return h.hexdigest()[:12]
+    return h.hexdigest()
+
+
+def _short_hash(*parts: bytes) -> str:
+    return _digest(*parts)[:12]
+
+
+@lru_cache(maxsize=1)
+def runtime_digest() -> str:
+    """The full digest of the runtime files; every pod checks it before running them."""
+    return _digest(bootstrap_source().encode(), lib_zip())
 
 
 @lru_cache(maxsize=1)
 def _runtime_body() -> tuple[str, dict, dict]:
     boot, lib = bootstrap_source(), lib_zip()
-    return (f"gpujobs-runtime-{_short_hash(boot.encode(), lib)}", {"bootstrap.py": boot},
+    return (f"gpujobs-runtime-{runtime_digest()[:12]}", {"bootstrap.py": boot},
             {"lib.zip": base64.b64encode(lib).decode()})
+
+
+def verified_bootstrap(role: str) -> list[str]:
+    """The container command: check the runtime files against this job's digest (the job
+    object holds it, so whoever can change the shared ConfigMap cannot change what a job runs),
+    then run bootstrap.py with ``role``."""
+    from .bootstrap_script import verify_script
+
+    return ["python3", "-c", verify_script(RUNTIME_DIR + "/", runtime_digest(), _runtime_body()[0]),
+            role]
 
 
 def runtime_configmap(namespace: str) -> dict:

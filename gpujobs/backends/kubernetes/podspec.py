@@ -18,7 +18,7 @@ from typing import Any
 from ...quantity import scale_quantity
 from ...spec import JobSpec
 from . import naming
-from .payload_objects import KEY_FILE, POD_MOUNTS, RUNTIME_DIR, JobFiles, pod_volumes
+from .payload_objects import KEY_FILE, POD_MOUNTS, JobFiles, pod_volumes, verified_bootstrap
 
 DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 """Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
@@ -188,4 +188,5 @@ def pod_template(ctx: RenderCtx, role: str, c: dict, vols: list[dict], *,
 
 
 def bootstrap_command(role: str = "rank") -> list[str]:
-    return ["python3", f"{RUNTIME_DIR}/bootstrap.py", role]
+    """``python3 -c <verify runtime, then run bootstrap.py> role``."""
+    return verified_bootstrap(role)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import shlex
 from typing import Any
 
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_template,
@@ -38,8 +39,8 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         meta["labels"]["volcano.sh/queue-name"] = spec.volcano_queue or "default"
     body: dict[str, Any] = {
         # The runner compares the cluster's Ray with the client's and fails clearly on a mismatch.
-        "entrypoint": " ".join(["env", f"GPUJOBS_RAY_VERSION={client_ray_version() or image_ray_version(image)}",
-                                *bootstrap_command()]),
+        "entrypoint": shlex.join(["env", f"GPUJOBS_RAY_VERSION={client_ray_version() or image_ray_version(image)}",
+                                  *bootstrap_command()]),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,

@@ -146,9 +146,11 @@ def _make_shared(objs: _Objects, what: str, body: dict, existing: dict | None) -
             if exc.status != 409:  # 409: another submitter made it just now
                 raise
         existing = _read_shared(objs, what, body) or body  # gone again: the next submit remakes it
-    if any((existing.get(f) or {}) != (body.get(f) or {}) for f in ("data", "binaryData")):
+    if any((existing.get(f) or {}) != (body.get(f) or {}) for f in ("data", "binaryData")) or \
+            existing.get("immutable") is not True:  # a mutable one could be changed under queued jobs
         raise PreflightError(f"{kind} {objs.r.namespace}/{name}",
-                             "exists with other contents than gpujobs would give it; delete it "
+                             "exists with other contents than gpujobs would give it, or is not "
+                             "immutable; delete it "
                              f"(kubectl delete {kind.lower()} {name} -n {objs.r.namespace}) "
                              "and submit again")
 
@@ -185,10 +187,12 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
         backend.keep_signing_key(r.namespace)
     try:
         shared.ensure()
-    except ApiException as exc:
+    except GpuJobsError:
+        raise
+    except Exception as exc:  # HTTP errors after retries, timeouts, a dropped connection
+        why = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
         raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
-                          f"{r.namespace} failed: HTTP {exc.status} {exc.reason}; no job was "
-                          "created") from None
+                          f"{r.namespace} failed: {why}; no job was created") from None
     naming.save_key(r.namespace, r.name, r.key, backend.home)
     attempted: list[tuple[str, str]] = [("job", r.name)]
     step = "job"
