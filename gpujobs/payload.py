@@ -27,6 +27,12 @@ def new_key() -> bytes:
     return secrets.token_bytes(32)
 
 
+def derive_key(key: bytes, context: str) -> bytes:
+    """The key of one job (``context``: its id) from a longer-lived key: a sealed call or
+    result of one job does not verify as another job's."""
+    return hmac.new(key, b"gpujobs-job:" + context.encode(), hashlib.sha256).digest()
+
+
 
 def _find_culprit(obj: Any, path: str, depth: int = 0) -> tuple[str, Any] | None:
     """Depth-first search for the smallest sub-object that cloudpickle refuses."""

@@ -27,9 +27,17 @@ RESULT_MARKER = "GPUJOBS-RESULT"
 
 
 def read_key() -> bytes:
+    """The job's key: GPUJOBS_KEY / GPUJOBS_KEY_FILE, derived for the job named by
+    GPUJOBS_KEY_CONTEXT when set (Kubernetes: the file holds the submitter's namespace key)."""
     if os.environ.get("GPUJOBS_KEY"):
-        return bytes.fromhex(os.environ["GPUJOBS_KEY"])
-    return bytes.fromhex(Path(os.environ["GPUJOBS_KEY_FILE"]).read_text().strip())
+        key = bytes.fromhex(os.environ["GPUJOBS_KEY"])
+    else:
+        key = bytes.fromhex(Path(os.environ["GPUJOBS_KEY_FILE"]).read_text().strip())
+    context = os.environ.get("GPUJOBS_KEY_CONTEXT")
+    if not context:
+        return key
+    from ..payload import derive_key
+    return derive_key(key, context)
 
 
 def read_payload(path: str) -> bytes:

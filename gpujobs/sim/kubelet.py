@@ -248,7 +248,8 @@ class Kubelet:
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
-            exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_PAYLOAD", "GPUJOBS_FRAMEWORK",
+            exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_KEY_CONTEXT", "GPUJOBS_PAYLOAD",
+                                   "GPUJOBS_FRAMEWORK",
                                    "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
             return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
         return runner, env

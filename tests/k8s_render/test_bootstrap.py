@@ -182,3 +182,26 @@ def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch)
     assert cfg["runtime_digest"] in script and argv[-1] == "mpi-rank"
     assert script == boot.verify_script(boot.HERE + os.sep, cfg["runtime_digest"],
                                         r.runtime["metadata"]["name"])
+
+
+
+def test_a_sealed_call_pasted_from_another_job_is_refused(tmp_path):
+    """Jobs share the submitter's key Secret but each derives its own key from its id: someone
+    who may edit job B (not read Secrets) cannot make B's ranks run job A's sealed call."""
+    spec = gpujobs.job(where_am_i).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .options(volcano="job").spec()
+    signing = os.urandom(32)
+    a = render_job(spec, opts=RenderOptions(namespace="ml"), key=signing)
+    b = render_job(spec, opts=RenderOptions(namespace="ml"), key=signing)
+    assert a.key_secret == b.key_secret and a.key != b.key
+    repl = unpack(b, tmp_path)
+    ann = "gpujobs.dev/payload"
+    a_call = a.job["spec"]["tasks"][0]["template"]["metadata"]["annotations"][ann]
+    (Path(repl[JOB_DIR]) / "payload.b64").write_text(a_call)  # A's call in B's pod
+    env = pod_env(b, 0, repl)
+    env.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    p = subprocess.run(_command_here(b, repl), env=env, capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    (outcome,) = results(p.stdout, b.key).values()
+    assert not outcome.ok and outcome.exc_type.endswith("ResultAuthError")
+    assert "sum" not in p.stdout  # A's function never ran

@@ -22,7 +22,7 @@ from gpujobs.backends.kubernetes.payload_objects import (ANN_BOOTSTRAP, ANN_PAYL
                                                          KEY_DIR, RUNTIME_DIR)
 from gpujobs.backends.kubernetes.podsets import pod_sets
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
-from gpujobs.payload import open_envelope, unpack_call
+from gpujobs.payload import derive_key, open_envelope, unpack_call
 
 pytestmark = pytest.mark.skipif(
     not crds.crds_available(),
@@ -243,8 +243,9 @@ def test_render_matrix(case):
     assert runtime["immutable"] is True and key_secret["immutable"] is True
     assert naming.LABEL_JOB not in runtime["metadata"]["labels"]
     assert set(runtime["data"]) == {"bootstrap.py"} and set(runtime["binaryData"]) == {"lib.zip"}
-    assert base64.b64decode(key_secret["data"]["key"]).decode() == r.key.hex()
-    assert r.key.hex() not in json.dumps(job)  # the key never sits in the job object
+    assert base64.b64decode(key_secret["data"]["key"]).decode() == r.signing_key.hex()
+    assert r.key == derive_key(r.signing_key, f"ml/{r.name}")  # the job's own key, as pods derive it
+    assert r.key.hex() not in json.dumps(job) and r.signing_key.hex() not in json.dumps(job)
 
 
 def _trainjob_pod(job):

@@ -16,7 +16,7 @@ from gpujobs.backends.kubernetes.kinds import resolve_kind
 from gpujobs.backends.kubernetes.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR
 from gpujobs.backends.kubernetes.render import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
-from gpujobs.payload import open_envelope, unpack_call
+from gpujobs.payload import derive_key, open_envelope, unpack_call
 
 needs_crds = pytest.mark.skipif(not crds.crds_available(),
                                 reason=f"upstream CRDs not found at {crds.crds_dir()} "
@@ -142,7 +142,8 @@ def test_render_yaml_round_trips_and_keeps_the_key(gpujobs_home, monkeypatch):
     ns, name = docs[2]["metadata"]["namespace"], docs[2]["metadata"]["name"]
     path = naming.key_path(ns, name, gpujobs_home)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert base64.b64decode(docs[1]["data"]["key"]).decode() == path.read_text()
+    signing = bytes.fromhex(base64.b64decode(docs[1]["data"]["key"]).decode())
+    assert derive_key(signing, f"{ns}/{name}").hex() == path.read_text()  # the job's own key
 
 
 @needs_crds

@@ -132,7 +132,9 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         assert stat.S_IMODE(kp.parent.stat().st_mode) & 0o077 == 0
         secret = sim.store.get("v1", "Secret",
                                be.render_job(spec, for_submit=True).key_secret["metadata"]["name"], ns)
-        assert base64.b64decode(secret["data"]["key"]).decode() == kp.read_text()
+        from gpujobs.payload import derive_key
+        ns_key = bytes.fromhex(base64.b64decode(secret["data"]["key"]).decode())
+        assert derive_key(ns_key, jid).hex() == kp.read_text()  # the job's key, derived
 
         st = be.wait(jid, timeout=60)
         assert st.phase == "succeeded"

@@ -97,6 +97,7 @@ def base_env(cfg):
         if os.path.exists(os.path.join(JOB, name)):
             env.setdefault("GPUJOBS_PAYLOAD", os.path.join(JOB, name))
     env.setdefault("GPUJOBS_KEY_FILE", cfg["key_file"])
+    env.setdefault("GPUJOBS_KEY_CONTEXT", cfg["job_id"])  # MPI ranks over ssh lack the pod env
     env.setdefault("GPUJOBS_RESULT_SINK", "log")
     env.setdefault("GPUJOBS_JOB_ID", cfg["job_id"])
     env.setdefault("GPUJOBS_FRAMEWORK", cfg["framework"])

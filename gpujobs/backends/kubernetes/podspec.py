@@ -58,7 +58,7 @@ class RenderCtx:
     kueue: bool
     image: str
     files: JobFiles
-    key: bytes
+    key: bytes  # the submitter's key for the namespace (its Secret is mounted)
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -85,6 +85,7 @@ def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
     spec = ctx.spec
     env = {"GPUJOBS_JOB_ID": ctx.job_id, "GPUJOBS_FRAMEWORK": spec.framework,
            "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_KEY_FILE": KEY_FILE,
+           "GPUJOBS_KEY_CONTEXT": ctx.job_id,  # the runner derives this job's key from the file's
            "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
     if ctx.files.payload_file:
         env["GPUJOBS_PAYLOAD"] = ctx.files.payload_file

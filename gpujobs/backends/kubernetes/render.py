@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
-from ...payload import new_key
+from ...payload import derive_key, new_key
 from ...spec import JobSpec
 from . import naming
 from .kinds import KINDS, KUEUE_KINDS, resolve_kind
@@ -52,6 +52,9 @@ class Rendered:
     payload_secret: dict | None
     """Per-job Secret, only when the call is too big to travel in the job's annotations."""
     files: JobFiles
+    signing_key: bytes
+    """The key in ``key_secret`` (the submitter's, for the namespace); ``key`` is this job's,
+    derived from it and the job id (gpujobs.payload.derive_key), as the pods derive it."""
     volcano: str = "none"
 
     @property
@@ -104,7 +107,8 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     namespace = spec.namespace or opts.namespace
     sid = submission_id or naming.new_submission_id()
     name = naming.job_name(spec, sid)
-    key = key or new_key()
+    signing = key or new_key()
+    key = derive_key(signing, naming.job_id(namespace, name))  # this job's own key
     kueue = kind in KUEUE_KINDS
 
     common = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
@@ -127,8 +131,8 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
                             master_addr_env=rank_env[1], master_port_env=rank_env[2])
     files = job_files(spec, key, boot)
     ctx = RenderCtx(spec=spec, namespace=namespace, name=name, kind=kind, submission_id=sid,
-                    kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE, files=files, key=key,
-                    labels=common)
+                    kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE, files=files,
+                    key=signing, labels=common)
     if kind == "TrainJob":
         job = kf.trainjob(ctx, meta, opts.trainjob_runtime, opts.trainjob_volcano_runtime)
     elif kind == "PyTorchJob":
@@ -144,7 +148,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     assert job["apiVersion"] == KINDS[kind].api_version
     return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
                     job=job, runtime=runtime_configmap(namespace),
-                    key_secret=key_secret(namespace, key),
+                    key_secret=key_secret(namespace, signing), signing_key=signing,
                     payload_secret=None if files.inline else payload_secret(namespace, name, files,
                                                                             common),
                     files=files, volcano=spec.volcano)

@@ -183,7 +183,7 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
     objs = _Objects(backend, r)
     shared = SharedObjects(backend, objs, r)  # their lookups run alongside preflight's reads
     preflight(backend, r)
-    if r.key == backend._keys.get(r.namespace):
+    if r.signing_key == backend._keys.get(r.namespace):
         backend.keep_signing_key(r.namespace)
     try:
         shared.ensure()
