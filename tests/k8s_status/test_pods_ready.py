@@ -172,3 +172,24 @@ def test_starting_gang_names_the_unschedulable_pod():
     assert (st.phase, st.gang_ready, st.gang_size) == ("starting", 1, 2)
     assert st.message == "1/2 pods ready; pod j-worker-0 unschedulable: 0/1 nodes are available: insufficient " \
                          "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize("reason,words", [
+    ("ImagePullBackOff", "image cannot be pulled"), ("ErrImagePull", "image cannot be pulled"),
+    ("CreateContainerConfigError", "Secret or ConfigMap it needs is missing"),
+    ("CrashLoopBackOff", "keeps crashing")])
+def test_starting_gang_says_why_a_container_can_never_start(reason, words):
+    """A wrong image is the most common reason a gang never starts: say so, not just '1/2'."""
+    wl = _wl([("QuotaReserved", "True", "QuotaReserved", ""), ("Admitted", "True", "Admitted", ""),
+              ("PodsReady", "False", "WaitForStart", "")])
+    job = _job()
+    job["spec"]["runPolicy"]["suspend"] = False
+    job["status"] = {"conditions": [{"type": "Created", "status": "True"}]}
+    pods = [{"metadata": {"name": "j-master-0"}, "status": {"phase": "Running"}},
+            {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "pytorch", "ready": False, "state": {"waiting": {
+                    "reason": reason, "message": "Back-off pulling image \"pytorch/pytorhc:2\""}}}]}}]
+    st = sm.job_status("default/j", job, workload=wl, pods=pods)
+    assert (st.phase, st.gang_ready, st.gang_size) == ("starting", 1, 2)
+    assert st.message.startswith(f"1/2 pods ready; pod j-worker-0: {reason}: ") and words in st.message
+    assert 'pytorch/pytorhc:2' in st.message

@@ -300,6 +300,31 @@ def unschedulable(pods: Iterable[dict]) -> str:
     return ""
 
 
+STUCK_REASONS = {
+    "ErrImagePull": "its image cannot be pulled; check .image(...) and the registry credentials",
+    "ImagePullBackOff": "its image cannot be pulled; check .image(...) and the registry credentials",
+    "InvalidImageName": "its image name is not valid; check .image(...)",
+    "CreateContainerConfigError": "a Secret or ConfigMap it needs is missing (e.g. one named in "
+                                  ".secret_env(...))",
+    "CreateContainerError": "its container cannot be created",
+    "CrashLoopBackOff": "its container keeps crashing; see job.logs()",
+}
+"""Container waiting reasons that never resolve by themselves: the gang would wait forever."""
+
+
+def stuck_container(pods: Iterable[dict]) -> str:
+    """'pod X: ImagePullBackOff: <what to do> (<kubelet message>)' for the first pod whose
+    container is stuck, so a job that can never start says why instead of 'starting 1/2'."""
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            hint = STUCK_REASONS.get(waiting.get("reason", ""))
+            if hint:
+                detail = f" ({waiting['message']})" if waiting.get("message") else ""
+                return f"pod {pod['metadata']['name']}: {waiting['reason']}: {hint}{detail}"
+    return ""
+
+
 def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -400,7 +425,8 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
         return out("running", ks.message, ks.reason)
     if ready or pods or ks.phase in ("starting", "running"):
         msg = ks.message or f"{ready}/{size} pods ready"
-        return out("starting", "; ".join(filter(None, [msg, unschedulable(pods)])), ks.reason or "Starting")
+        return out("starting", "; ".join(filter(None, [msg, unschedulable(pods), stuck_container(pods)])),
+                   ks.reason or "Starting")
     if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
         return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
                    "Admitted")
