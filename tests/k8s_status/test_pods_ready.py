@@ -158,17 +158,23 @@ def test_deactivated_by_hand_keeps_kueues_message():
     assert st.phase == "failed" and st.message == "Kueue deactivated the workload: The workload is deactivated"
 
 
-def test_starting_gang_names_the_unschedulable_pod():
+def _starting_gang(waiting_pod_status: dict):
+    """Status of an admitted 2-pod gang: the master runs, the worker is Pending with
+    ``waiting_pod_status``."""
     wl = _wl([("QuotaReserved", "True", "QuotaReserved", ""), ("Admitted", "True", "Admitted", ""),
               ("PodsReady", "False", "WaitForStart", "")])
     job = _job()
     job["spec"]["runPolicy"]["suspend"] = False
     job["status"] = {"conditions": [{"type": "Created", "status": "True"}]}
     pods = [{"metadata": {"name": "j-master-0"}, "status": {"phase": "Running"}},
-            {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                 "message": "0/1 nodes are available: insufficient nvidia.com/gpu"}]}}]
-    st = sm.job_status("default/j", job, workload=wl, pods=pods)
+            {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", **waiting_pod_status}}]
+    return sm.job_status("default/j", job, workload=wl, pods=pods)
+
+
+def test_starting_gang_names_the_unschedulable_pod():
+    st = _starting_gang({"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: insufficient nvidia.com/gpu"}]})
     assert (st.phase, st.gang_ready, st.gang_size) == ("starting", 1, 2)
     assert st.message == "1/2 pods ready; pod j-worker-0 unschedulable: 0/1 nodes are available: insufficient " \
                          "nvidia.com/gpu"
@@ -180,16 +186,8 @@ def test_starting_gang_names_the_unschedulable_pod():
     ("CrashLoopBackOff", "keeps crashing")])
 def test_starting_gang_says_why_a_container_can_never_start(reason, words):
     """A wrong image is the most common reason a gang never starts: say so, not just '1/2'."""
-    wl = _wl([("QuotaReserved", "True", "QuotaReserved", ""), ("Admitted", "True", "Admitted", ""),
-              ("PodsReady", "False", "WaitForStart", "")])
-    job = _job()
-    job["spec"]["runPolicy"]["suspend"] = False
-    job["status"] = {"conditions": [{"type": "Created", "status": "True"}]}
-    pods = [{"metadata": {"name": "j-master-0"}, "status": {"phase": "Running"}},
-            {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "containerStatuses": [
-                {"name": "pytorch", "ready": False, "state": {"waiting": {
-                    "reason": reason, "message": "Back-off pulling image \"pytorch/pytorhc:2\""}}}]}}]
-    st = sm.job_status("default/j", job, workload=wl, pods=pods)
+    st = _starting_gang({"containerStatuses": [{"name": "pytorch", "ready": False, "state": {
+        "waiting": {"reason": reason, "message": "Back-off pulling image \"pytorch/pytorhc:2\""}}}]})
     assert (st.phase, st.gang_ready, st.gang_size) == ("starting", 1, 2)
     assert st.message.startswith(f"1/2 pods ready; pod j-worker-0: {reason}: ") and words in st.message
     assert 'pytorch/pytorhc:2' in st.message

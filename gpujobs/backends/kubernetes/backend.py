@@ -137,9 +137,11 @@ class KubernetesBackend:
                 self._keys[namespace] = key
             return self._keys[namespace]
 
-    def keep_signing_key(self, namespace: str) -> None:
+    def keep_signing_key(self, namespace: str, key: bytes) -> None:
+        """Save ``key`` as the namespace key if it is the new one ``signing_key`` made (render
+        output's throwaway keys never are)."""
         with self._lock:
-            if namespace in self._unsaved_keys:
+            if namespace in self._unsaved_keys and self._keys.get(namespace) == key:
                 naming.save_namespace_key(self._api_client.configuration.host, namespace,
                                           self._keys[namespace], self.home)
                 self._unsaved_keys.discard(namespace)

@@ -7,12 +7,14 @@ Three places, chosen so that a typical submit creates exactly one object (the jo
   zipimport: gpujobs' runner, payload, context, fsdp, errors, status and the metrics sampler,
   a minimal ``gpujobs`` package and the submitter's own cloudpickle), so a stock PyTorch
   image works unchanged. Its name is the hash of its contents and it is ``immutable``: every
-  job of this gpujobs version shares it; preflight creates it when it is missing. Mounted
+  job of this gpujobs version shares it; submit creates it, once preflight has passed,
+  when it is missing. Mounted
   at ``/opt/gpujobs/runtime``.
 - **key** (shared, per namespace and submitter): Secret ``gpujobs-key-<hash of the key>``
   with the submitter's HMAC key (hex), mounted at ``/var/run/gpujobs/key``. The key stays
   on the submitter's machine too (``GPUJOBS_HOME/k8s-keys``); results and the sealed call
-  are checked with it. Preflight creates the Secret when it is missing.
+  are checked with it (each job with its own key derived from it). Submit creates the Secret
+  when it is missing.
 - **job files** (``/opt/gpujobs/job``): ``bootstrap.json`` and the sealed call. Up to
   INLINE_LIMIT they travel *in the job object*, as pod-template annotations projected by a
   downwardAPI volume (``payload.b64``), so nothing else is created; a bigger call goes in a
@@ -153,10 +155,6 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()
 
 
-def _short_hash(*parts: bytes) -> str:
-    return _digest(*parts)[:12]
-
-
 @lru_cache(maxsize=1)
 def runtime_digest() -> str:
     """The full digest of the runtime files; every pod checks it before running them."""
@@ -193,7 +191,7 @@ def runtime_configmap(namespace: str) -> dict:
 def key_secret(namespace: str, key: bytes) -> dict:
     """The submitter's shared key Secret (named by a hash of the key, never the key itself)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
-            "metadata": {"name": f"gpujobs-key-{_short_hash(b'gpujobs-key', key)}",
+            "metadata": {"name": f"gpujobs-key-{_digest(b'gpujobs-key', key)[:12]}",
                          "namespace": namespace,
                          "labels": {naming.MANAGED_BY[0]: naming.MANAGED_BY[1],
                                     LABEL_SHARED: "key"}},
@@ -250,8 +248,9 @@ def payload_secret(namespace: str, name: str, files: JobFiles, labels: dict) -> 
             "data": data}
 
 
-def pod_volumes(name: str, namespace: str, files: JobFiles, key: bytes) -> list[dict]:
-    """The three gpujobs volumes of every pod: runtime, job files, key."""
+def pod_volumes(name: str, files: JobFiles, runtime: dict, key_secret: dict) -> list[dict]:
+    """The three gpujobs volumes of every pod: runtime (``runtime``: its ConfigMap), job files,
+    key (``key_secret``: its Secret)."""
     if files.inline:
         items = [{"path": "bootstrap.json",
                   "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_BOOTSTRAP}']"}}]
@@ -264,13 +263,12 @@ def pod_volumes(name: str, namespace: str, files: JobFiles, key: bytes) -> list[
         job_vol = {"name": "gpujobs-job", "secret": {
             "secretName": naming.payload_secret_name(name),
             "items": [{"key": k, "path": k} for k in keys], "defaultMode": 0o444}}
-    runtime = runtime_configmap(namespace)
     return [{"name": "gpujobs-runtime", "configMap": {
                 "name": runtime["metadata"]["name"], "defaultMode": 0o444,
                 "items": [{"key": k, "path": k} for k in (*runtime["data"], *runtime["binaryData"])]}},
             job_vol,
             {"name": "gpujobs-key", "secret": {
-                "secretName": key_secret(namespace, key)["metadata"]["name"],
+                "secretName": key_secret["metadata"]["name"],
                 "items": [{"key": "key", "path": "key"}], "defaultMode": 0o440}}]
 
 

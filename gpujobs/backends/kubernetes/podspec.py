@@ -58,7 +58,8 @@ class RenderCtx:
     kueue: bool
     image: str
     files: JobFiles
-    key: bytes  # the submitter's key for the namespace (its Secret is mounted)
+    runtime: dict  # the shared runtime ConfigMap every pod mounts
+    key_secret: dict  # the submitter's key Secret every pod mounts
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -113,7 +114,7 @@ def security_context(mode: str = "nonroot") -> dict:
 
 def volumes_and_mounts(ctx: RenderCtx, shm: bool) -> tuple[list[dict], list[dict]]:
     spec = ctx.spec
-    vols = pod_volumes(ctx.name, ctx.namespace, ctx.files, ctx.key)
+    vols = pod_volumes(ctx.name, ctx.files, ctx.runtime, ctx.key_secret)
     mounts = [dict(m) for m in POD_MOUNTS]
     if shm and spec.shm_size:
         vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}})

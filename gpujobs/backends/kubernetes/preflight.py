@@ -27,7 +27,7 @@ from .podsets import pod_sets, total_requests
 from .render import Rendered
 from .retry import retrying
 
-_RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
+RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
              "plus a RoleBinding to your user")
 
 
@@ -102,16 +102,20 @@ def _skip(what: str) -> None:
 
 
 def _require(backend: Any, cache: _Cache, what: str, group: str, version: str, plural: str,
-             name: str, missing: str, namespace: str | None = None) -> dict | None:
-    """The object (cached), PreflightError(``what``, ``missing``) when it does not exist, or
-    None with a warning when this user may not read it (the documented Role is namespaced)."""
+             name: str, missing: str, namespace: str | None = None,
+             forbidden: str | None = None) -> dict | None:
+    """The object (cached), PreflightError(``what``, ``missing``) when it does not exist. When
+    this user may not read it: PreflightError(``what``, ``forbidden``) if given, else None with
+    a warning (cluster-scoped reads: the documented Role is namespaced)."""
     obj = cache.get((plural, namespace, name), lambda: _get_custom(backend, group, version, plural,
                                                                    name, namespace))
-    if obj is None:
-        raise PreflightError(what, missing)
     if obj == "forbidden":
+        if forbidden:
+            raise PreflightError(what, forbidden)
         _skip(what)
         return None
+    if obj is None:
+        raise PreflightError(what, missing)
     return obj
 
 
@@ -169,22 +173,19 @@ def check_access(backend: Any, cache: _Cache, namespace: str, group: str, resour
         raise PreflightError(
             f"RBAC: create {full} in namespace {namespace}",
             f"you are not allowed to create {full} in namespace {namespace!r}"
-            f"{' (' + reason + ')' if reason else ''}; " + _RBAC_FIX.format(ns=namespace))
+            f"{' (' + reason + ')' if reason else ''}; " + RBAC_FIX.format(ns=namespace))
 
 
 def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
     labels = r.job["metadata"]["labels"]
     queue = labels["kueue.x-k8s.io/queue-name"]
     ns = r.namespace
-    lq = cache.get(("localqueues", ns, queue), lambda: _get_custom(
-        backend, "kueue.x-k8s.io", "v1beta2", "localqueues", queue, ns))
-    if lq == "forbidden":  # unlike the cluster-scoped reads, the Role grants this one
-        raise PreflightError(f"LocalQueue {ns}/{queue}", "you may not read LocalQueues in "
-                             f"namespace {ns!r}; " + _RBAC_FIX.format(ns=ns))
-    if lq is None:
-        raise PreflightError(f"LocalQueue {ns}/{queue}",
-                             f"no LocalQueue {queue!r} in namespace {ns!r}; list them with "
-                             f"`kubectl get localqueues -n {ns}` and pass .queue(name)")
+    lq = _require(backend, cache, f"LocalQueue {ns}/{queue}", "kueue.x-k8s.io", "v1beta2",
+                  "localqueues", queue, f"no LocalQueue {queue!r} in namespace {ns!r}; list them "
+                  f"with `kubectl get localqueues -n {ns}` and pass .queue(name)", namespace=ns,
+                  # unlike the cluster-scoped reads, the Role grants this one
+                  forbidden=f"you may not read LocalQueues in namespace {ns!r}; "
+                  + RBAC_FIX.format(ns=ns))
     cq_name = (lq.get("spec") or {}).get("clusterQueue")
     cq = _require(backend, cache, f"ClusterQueue {cq_name}", "kueue.x-k8s.io", "v1beta2",
                   "clusterqueues", cq_name, f"LocalQueue {ns}/{queue} points at ClusterQueue "

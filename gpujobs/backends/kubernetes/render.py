@@ -1,8 +1,8 @@
 """JobSpec -> the exact list of Kubernetes objects a submit into a fresh namespace creates.
 
 ``[runtime ConfigMap, key Secret, job]``, plus the per-job payload Secret when the call is
-too big to travel inline (see payload_objects). The first two are shared: preflight creates
-them once per namespace. Submit creates the job, then the payload Secret (if any) with an
+too big to travel inline (see payload_objects). The first two are shared: submit creates
+them once per namespace, after preflight. Then it creates the job, then the payload Secret (if any) with an
 ownerReference to the job's uid; ``render`` output, made without a cluster, has no
 ownerReferences, so ``kubectl apply -f -`` of it works (delete that Secret by label
 ``gpujobs.dev/job=<name>`` with its job).
@@ -46,9 +46,9 @@ class Rendered:
     key: bytes
     job: dict
     runtime: dict
-    """Shared runtime ConfigMap (preflight creates it when missing)."""
+    """Shared runtime ConfigMap (submit creates it when missing)."""
     key_secret: dict
-    """Shared key Secret of this submitter (preflight creates it when missing)."""
+    """Shared key Secret of this submitter (submit creates it when missing)."""
     payload_secret: dict | None
     """Per-job Secret, only when the call is too big to travel in the job's annotations."""
     files: JobFiles
@@ -130,9 +130,10 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     boot = bootstrap_config(spec, namespace, name, node_rank_env=rank_env[0],
                             master_addr_env=rank_env[1], master_port_env=rank_env[2])
     files = job_files(spec, key, boot)
+    runtime, secret = runtime_configmap(namespace), key_secret(namespace, signing)
     ctx = RenderCtx(spec=spec, namespace=namespace, name=name, kind=kind, submission_id=sid,
                     kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE, files=files,
-                    key=signing, labels=common)
+                    runtime=runtime, key_secret=secret, labels=common)
     if kind == "TrainJob":
         job = kf.trainjob(ctx, meta, opts.trainjob_runtime, opts.trainjob_volcano_runtime)
     elif kind == "PyTorchJob":
@@ -147,8 +148,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         job = rv.appwrapper(ctx, meta)
     assert job["apiVersion"] == KINDS[kind].api_version
     return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
-                    job=job, runtime=runtime_configmap(namespace),
-                    key_secret=key_secret(namespace, signing), signing_key=signing,
+                    job=job, runtime=runtime, key_secret=secret, signing_key=signing,
                     payload_secret=None if files.inline else payload_secret(namespace, name, files,
                                                                             common),
                     files=files, volcano=spec.volcano)

@@ -5,7 +5,7 @@ typical submit is a single create. A call too big for that goes in a Secret crea
 after the job *with* an ownerReference to the job's uid (Kueue's webhook suspends the job,
 and a bare Volcano Job's pods wait for their Secret volume), so no patch is needed and the
 cluster's garbage collector removes it with the job. The shared runtime ConfigMap and key
-Secret are made by preflight, once per namespace.
+Secret are looked up while preflight runs and made after it passes, once per namespace.
 
 Idempotency: every object carries ``gpujobs.dev/submission-id``. A create that
 times out, drops the connection or gets 429/5xx is retried with the same body; an
@@ -26,7 +26,7 @@ from typing import Any
 from ...errors import GpuJobsError, PreflightError, SubmitError
 from . import naming
 from .kinds import KINDS
-from .preflight import _Cache, preflight
+from .preflight import RBAC_FIX, _Cache, preflight
 from .render import Rendered, owner_reference
 from .retry import retrying
 
@@ -127,7 +127,8 @@ def _read_shared(objs: _Objects, what: str, body: dict) -> dict | None:
         if exc.status == 403:
             raise PreflightError(f"{body['kind']} {objs.r.namespace}/{body['metadata']['name']}",
                                  f"you may not read {body['kind']}s in namespace "
-                                 f"{objs.r.namespace!r}; bind the Role in docs/rbac.yaml") from None
+                                 f"{objs.r.namespace!r}; "
+                                 + RBAC_FIX.format(ns=objs.r.namespace)) from None
         if exc.status == 404:
             return None
         raise
@@ -183,8 +184,7 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
     objs = _Objects(backend, r)
     shared = SharedObjects(backend, objs, r)  # their lookups run alongside preflight's reads
     preflight(backend, r)
-    if r.signing_key == backend._keys.get(r.namespace):
-        backend.keep_signing_key(r.namespace)
+    backend.keep_signing_key(r.namespace, r.signing_key)
     try:
         shared.ensure()
     except GpuJobsError:
