@@ -252,7 +252,8 @@ def test_rbac_denied_message(server, backend):
     _assert_nothing_created(server, backend)
     server.allow_all()
     server.deny(verb="create", resource="secrets")
-    backend._preflight_cache.clear()  # answers are kept preflight_ttl; the reviews ran together
+    # answers are kept preflight_ttl: the secrets review ran (allowed) alongside the failing one
+    backend._preflight_cache.clear()
     with pytest.raises(PreflightError, match="create secrets in namespace"):
         backend.submit(ddp().spec())
     _assert_nothing_created(server, backend)
@@ -380,3 +381,18 @@ def test_a_mutable_runtime_configmap_is_refused_even_with_the_right_contents(ser
     assert ei.value.obj == f"ConfigMap {NS}/{cm['metadata']['name']}"
     assert "not immutable" in str(ei.value) and "kubectl delete configmap" in str(ei.value)
     assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))
+
+
+def test_a_failed_preflight_leaves_no_check_running(server, backend):
+    """Every check ends before preflight raises, so none can write a stale answer into the
+    cache afterwards (the RBAC test above once saw 'allowed' cached after it cleared it)."""
+    from gpujobs.backends.kubernetes import preflight as pf
+
+    server.deny(verb="create", group="trainer.kubeflow.org", resource="trainjobs")
+    server.latency_s = 0.05  # the other reads are still in flight when the denial arrives
+    with pytest.raises(PreflightError):
+        backend.submit(ddp().spec())
+    cached = dict(backend._preflight_cache)
+    assert ("ssar", NS, "", "secrets") in cached  # it finished: before preflight returned
+    pf._POOL.submit(lambda: None).result()  # nothing queued behind it either
+    assert backend._preflight_cache == cached

@@ -16,7 +16,7 @@ burst of submits pays for the checks once.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
@@ -272,8 +272,11 @@ def preflight(backend: Any, r: Rendered) -> None:
     except _Miss:
         pass
     # The checks only read; run them together (one round trip each, not one after another)
-    # and report the first failure in the order above, so errors stay deterministic.
-    for fut in [_POOL.submit(check) for check in _checks(backend, _Cache(backend), r)]:
+    # and report the first failure in the order above, so errors stay deterministic. All of
+    # them end before preflight returns: none writes the cache after a caller has moved on.
+    futures = [_POOL.submit(check) for check in _checks(backend, _Cache(backend), r)]
+    wait(futures)
+    for fut in futures:
         fut.result()
 
 
