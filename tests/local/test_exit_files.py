@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from gpujobs.backends.local.agent import Adopted, exit_from_files
 
@@ -31,3 +32,22 @@ def test_adopted_gang_counts_ranks_not_launcher_pids(tmp_path):
     """Regression: an adopted mpirun/Ray gang had world_size = number of launcher pids."""
     gang = Adopted([os.getpid()], tmp_path, world_size=4)
     assert gang.world_size == 4 and gang.pids == [os.getpid()]
+
+
+def test_adopted_gang_waits_for_exit_files_written_after_the_reap(tmp_path):
+    """Regression (CI flake in test_agent_crash_readopts_running_job): the zygote reaps a
+    rank, then writes its exit file; an adopted gang polled in between was called lost."""
+    gang = Adopted([], tmp_path, world_size=2, grace=30.0)  # every rank already reaped
+    write_exits(tmp_path, {0: 0})
+    assert gang.poll() is None and not gang.ended()  # rank 1's file is still on its way
+    write_exits(tmp_path, {1: 0})
+    done = gang.poll()
+    assert gang.ended() and done is not None and done.ok and done.returncodes == {0: 0, 1: 0}
+
+
+def test_adopted_gang_without_exit_files_is_lost_after_the_grace(tmp_path):
+    gang = Adopted([], tmp_path, world_size=2, grace=0.2)
+    assert gang.poll() is None
+    time.sleep(0.25)
+    done = gang.poll()
+    assert done is not None and done.message == "lost" and gang.ended()

@@ -56,11 +56,22 @@ class Rec:
     ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
 
 
-class Adopted:
-    """Ranks of a previous agent still running: watched by pid, ended by signal."""
+EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
 
-    def __init__(self, pids: list[int], result_dir: Path, world_size: int):
+
+class Adopted:
+    """Ranks of a previous agent still running: watched by pid, ended by signal.
+
+    A rank's pid vanishes when the zygote reaps it, a moment before the zygote writes its
+    exit file; so a gang whose ranks are all gone but whose exit files are missing waits up
+    to ``grace`` seconds for them before it is called lost.
+    """
+
+    def __init__(self, pids: list[int], result_dir: Path, world_size: int,
+                 grace: float = EXIT_FILE_GRACE_S):
         import psutil
+        self.grace = grace
+        self._gone_at: float | None = None  # when no rank was alive any more
         self.procs = {}
         for r, pid in enumerate(pids):
             try:
@@ -87,10 +98,20 @@ class Adopted:
     def all_exited(self) -> bool:
         return not self._alive()
 
-    ended = all_exited  # no exit codes to read while any rank lives
+    def ended(self) -> bool:
+        return self.poll() is not None
 
     def poll(self) -> GangExit | None:
-        return None if self._alive() else exit_from_files(self.result_dir, self.world_size)
+        """None while a rank lives, or while exit files may still be on their way."""
+        if self._alive():
+            return None
+        done = exit_from_files(self.result_dir, self.world_size)
+        if done.message != "lost":
+            return done
+        now = time.monotonic()
+        if self._gone_at is None:
+            self._gone_at = now
+        return done if now - self._gone_at >= self.grace else None
 
     def signal_all(self, sig: int) -> None:
         for p in self.procs.values():

@@ -120,8 +120,10 @@ def serve() -> None:
             code = os.waitstatus_to_exitcode(status)
             exit_file = children.pop(pid, None)
             if exit_file:
-                try:
-                    Path(exit_file).write_text(str(code))
+                try:  # atomically: a reader never sees an empty exit file
+                    tmp = f"{exit_file}.tmp"
+                    Path(tmp).write_text(str(code))
+                    os.replace(tmp, exit_file)
                 except OSError:
                     pass
             send({"exit": pid, "code": code})
