@@ -63,14 +63,15 @@ def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
         stored = objs[(KINDS[kind].api_kind if rendered is r.job else rendered["kind"],
                        rendered["metadata"]["name"])]
         assert _strip_server_fields(stored) == _strip_server_fields(rendered)
-    uid = objs[(api_kind, r.name)]["metadata"]["uid"]
 
-    # the submitter keeps the key (0600) and a record, so a new kernel can attach
-    path = naming.key_path(NS, r.name, backend.home)
+    # the submitter keeps a record with the job's key (one 0600 file), so a new kernel can attach
+    path = naming.record_path(NS, r.name, backend.home)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) & 0o077 == 0
     assert backend.job_key(job_id) == r.key
     rec = naming.load_record(NS, r.name, backend.home)
-    assert rec.kind == kind and rec.uid == uid and rec.submission_id == r.submission_id
+    assert rec.kind == kind and rec.submission_id == r.submission_id
+    assert not naming.key_path(NS, r.name, backend.home).exists()  # no second file per submit
 
     # deleting the job leaves only the shared runtime ConfigMap and key Secret
     server.store.delete(r.job["apiVersion"], api_kind, r.name, NS)
@@ -139,10 +140,15 @@ def test_stranger_in_place_of_the_key_secret_is_a_preflight_error(server, backen
     assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))
 
 
+def local_records(backend):
+    """The submit records (each with its job's key) this submitter keeps for NS."""
+    root = backend.home / "k8s-jobs" / NS
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
 def _assert_nothing_created(server, backend):
     assert namespaced_objects(server) == {}
-    assert not (backend.home / "k8s-keys" / NS).exists() or \
-        not any((backend.home / "k8s-keys" / NS).iterdir())
+    assert local_records(backend) == []
 
 
 def test_preflight_missing_crd(server, backend):
@@ -280,7 +286,7 @@ def test_failed_payload_secret_create_removes_the_job(server, backend):
     msg = str(ei.value)
     assert "HTTP 500" in msg and "removed TrainJob" in msg and "Secret" in msg
     assert set(namespaced_objects(server)) == before
-    assert len(list((backend.home / "k8s-keys" / NS).iterdir())) == 1  # the first job's key only
+    assert len(local_records(backend)) == 1  # the first job's record (and key) only
 
 
 @pytest.mark.parametrize("fail_on", ["configmaps", "secrets", "trainjobs"])
@@ -290,8 +296,7 @@ def test_failed_create_leaves_no_job(server, backend, fail_on):
         backend.submit(ddp().spec())
     assert "HTTP 500" in str(ei.value)
     assert not any(k[0] == "TrainJob" for k in namespaced_objects(server))
-    assert not (backend.home / "k8s-keys" / NS).exists() or \
-        not any((backend.home / "k8s-keys" / NS).iterdir())
+    assert local_records(backend) == []
 
 
 def test_transient_errors_are_retried_once_each(server, backend):
@@ -326,7 +331,7 @@ def test_retry_after_lost_response_makes_no_second_job(server, backend):
     jobs = [k for k in objs if k[0] == "TrainJob"]
     assert jobs == [("TrainJob", job_id.split("/")[1])]  # … and adopted the first job
     rec = naming.load_record(NS, jobs[0][1], backend.home)
-    assert rec.uid == objs[jobs[0]]["metadata"]["uid"]
+    assert rec.submission_id == objs[jobs[0]]["metadata"]["labels"][naming.LABEL_SUBMISSION]
 
 
 def test_explicit_name_taken_by_another_submission(server, backend):

@@ -117,7 +117,7 @@ def test_local_job_files_are_private(gpujobs_home):
 @pytest.mark.slow
 def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
-    from gpujobs.backends.kubernetes.naming import key_path
+    from gpujobs.backends.kubernetes.naming import record_path
     from gpujobs.handle import Job
     from gpujobs.sim import SimCluster
 
@@ -127,14 +127,14 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         spec = gpujobs.job(answer).mpi(ranks=1, gpus_per_rank=1).queue("q").spec()
         jid = be.submit(spec)
         ns, name = jid.split("/")
-        kp = key_path(ns, name, gpujobs_home)
+        kp = record_path(ns, name, gpujobs_home)  # holds the job's key
         assert stat.S_IMODE(kp.stat().st_mode) == 0o600
         assert stat.S_IMODE(kp.parent.stat().st_mode) & 0o077 == 0
         secret = sim.store.get("v1", "Secret",
                                be.render_job(spec, for_submit=True).key_secret["metadata"]["name"], ns)
         from gpujobs.payload import derive_key
         ns_key = bytes.fromhex(base64.b64decode(secret["data"]["key"]).decode())
-        assert derive_key(ns_key, jid).hex() == kp.read_text()  # the job's key, derived
+        assert derive_key(ns_key, jid) == be.job_key(jid)  # the job's key, derived
 
         st = be.wait(jid, timeout=60)
         assert st.phase == "succeeded"

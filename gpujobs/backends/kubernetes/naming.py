@@ -8,9 +8,11 @@ Local records under ``GPUJOBS_HOME``:
 
 - ``k8s-keys/_namespaces/<cluster>/<namespace>`` (mode 0600): this submitter's HMAC key for
   that namespace of that cluster (hex), shared by its jobs there;
-- ``k8s-keys/<namespace>/<name>`` (mode 0600): the key of one job (a copy; results are
-  checked with it);
-- ``k8s-jobs/<namespace>/<name>.json``: kind, apiVersion, plural, uid, submission id.
+- ``k8s-jobs/<namespace>/<name>.json`` (mode 0600): what submit remembers of a job: kind,
+  apiVersion, plural, submission id and the job's own key (hex; results are checked with
+  it), written once, before the job is created;
+- ``k8s-keys/<namespace>/<name>`` (mode 0600): the key of a job rendered for
+  ``kubectl apply`` (``gpujobs render``), which has no submit record.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import json
 import os
 import re
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from ...config import gpujobs_home
@@ -84,22 +86,26 @@ def key_path(namespace: str, name: str, home: Path | None = None) -> Path:
     return (home or gpujobs_home()) / "k8s-keys" / namespace / name
 
 
-def _write_private(path: Path, key: bytes) -> Path:
-    """Write ``key`` (hex) with mode 0600 (folders 0700), atomically: a reader never sees a
-    half-written key."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _write_private(path: Path, text: str) -> Path:
+    """Write ``text`` with mode 0600 (folders 0700), atomically: a reader never sees a
+    half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the first record in this folder
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, flags, 0o600)
+    os.fchmod(fd, 0o600)  # a stale tmp file keeps its old mode through O_CREAT
     with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex())
-    os.chmod(tmp, 0o600)
+        fh.write(text)
     os.replace(tmp, path)
     return path
 
 
 def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) -> Path:
-    """Write the job's HMAC key (hex) with mode 0600 (the folder 0700)."""
-    return _write_private(key_path(namespace, name, home), key)
+    """Write the key (hex) of a job rendered for ``kubectl apply``, mode 0600."""
+    return _write_private(key_path(namespace, name, home), key.hex())
 
 
 def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
@@ -117,21 +123,30 @@ def load_namespace_key(cluster: str, namespace: str, home: Path | None = None) -
 
 
 def save_namespace_key(cluster: str, namespace: str, key: bytes, home: Path | None = None) -> None:
-    _write_private(_namespace_key_path(cluster, namespace, home), key)
+    _write_private(_namespace_key_path(cluster, namespace, home), key.hex())
 
 
 def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:
+    """The job's key: from its submit record, else from a ``gpujobs render`` key file."""
+    rec = record_path(namespace, name, home)
+    try:
+        key = json.loads(rec.read_text()).get("key")
+    except (OSError, ValueError):
+        key = None
+    if key:
+        return bytes.fromhex(key)
     path = key_path(namespace, name, home)
     if not path.exists():
-        raise SpecError("job_id", f"no local key for {namespace}/{name} at {path}",
+        raise SpecError("job_id", f"no local key for {namespace}/{name} (looked in {rec} and {path})",
                         "results can be read only from the machine (GPUJOBS_HOME) that "
                         "submitted the job; copy that file here to attach")
     return bytes.fromhex(path.read_text().strip())
 
 
-def forget_key(namespace: str, name: str, home: Path | None = None) -> None:
+def forget(namespace: str, name: str, home: Path | None = None) -> None:
+    """Remove the job's submit record (and its key with it)."""
     try:
-        key_path(namespace, name, home).unlink()
+        record_path(namespace, name, home).unlink()
     except FileNotFoundError:
         pass
 
@@ -144,7 +159,6 @@ class JobRecord:
     kind: str
     api_version: str
     plural: str
-    uid: str = ""
     submission_id: str = ""
 
 
@@ -152,16 +166,20 @@ def record_path(namespace: str, name: str, home: Path | None = None) -> Path:
     return (home or gpujobs_home()) / "k8s-jobs" / namespace / f"{name}.json"
 
 
-def save_record(rec: JobRecord, home: Path | None = None) -> None:
-    path = record_path(rec.namespace, rec.name, home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(rec)))
-    os.replace(tmp, path)
+def save_record(rec: JobRecord, home: Path | None = None, key: bytes | None = None) -> None:
+    """Write the job's record (with its key, if given): one private file, atomically."""
+    data = asdict(rec)
+    if key is not None:
+        data["key"] = key.hex()
+    _write_private(record_path(rec.namespace, rec.name, home), json.dumps(data))
+
+
+_RECORD_FIELDS = {f.name for f in fields(JobRecord)}
 
 
 def load_record(namespace: str, name: str, home: Path | None = None) -> JobRecord | None:
     path = record_path(namespace, name, home)
     if not path.exists():
         return None
-    return JobRecord(**json.loads(path.read_text()))
+    data = json.loads(path.read_text())
+    return JobRecord(**{k: v for k, v in data.items() if k in _RECORD_FIELDS})

@@ -13,7 +13,8 @@ Three places, chosen so that a typical submit creates exactly one object (the jo
 - **key** (shared, per namespace and submitter): Secret ``gpujobs-key-<hash of the key>``
   with the submitter's HMAC key (hex), mounted at ``/var/run/gpujobs/key``. The key stays
   on the submitter's machine too (``GPUJOBS_HOME/k8s-keys``); results and the sealed call
-  are checked with it (each job with its own key derived from it). Submit creates the Secret
+  are checked with it (each job with its own key derived from it, kept in the job's submit
+  record ``GPUJOBS_HOME/k8s-jobs``). Submit creates the Secret
   when it is missing.
 - **job files** (``/opt/gpujobs/job``): ``bootstrap.json`` and the sealed call. Up to
   INLINE_LIMIT they travel *in the job object*, as pod-template annotations projected by a

@@ -193,7 +193,9 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
         why = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
         raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
                           f"{r.namespace} failed: {why}; no job was created") from None
-    naming.save_key(r.namespace, r.name, r.key, backend.home)
+    info = KINDS[r.kind]  # remembered before the create: a job never exists without its key
+    naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version, info.plural,
+                                        submission_id=r.submission_id), backend.home, key=r.key)
     attempted: list[tuple[str, str]] = [("job", r.name)]
     step = "job"
     try:
@@ -208,7 +210,7 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
-        naming.forget_key(r.namespace, r.name, backend.home)
+        naming.forget(r.namespace, r.name, backend.home)
         if isinstance(exc, GpuJobsError):
             raise
         what = f"{r.job['kind'] if step == 'job' else 'Secret'} {r.namespace}/{dict(attempted)[step]}"
@@ -222,7 +224,4 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
         if isinstance(exc, Exception):
             raise SubmitError(f"creating {what} failed: {exc}{cleaned}") from exc
         raise
-    info = KINDS[r.kind]
-    naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version, info.plural,
-                                        uid, r.submission_id), backend.home)
     return r.job_id
