@@ -62,6 +62,14 @@ def _workload_for(uid: str, timeout: float = 60.0) -> dict | None:
     return None
 
 
+def _uid(kind: str, name: str) -> str:
+    from kubernetes import client
+    i = KINDS[kind]
+    obj = client.CustomObjectsApi().get_namespaced_custom_object(i.group, i.version, NS,
+                                                                 i.plural, name)
+    return obj["metadata"]["uid"]
+
+
 def _delete(kind: str, name: str) -> None:
     from kubernetes import client
     i = KINDS[kind]
@@ -87,7 +95,7 @@ def test_submit_is_queued_by_kueue(backend, kind, builder):
     try:
         rec = naming.load_record(ns, name, backend.home)
         assert rec.kind == kind
-        wl = _workload_for(rec.uid)
+        wl = _workload_for(_uid(kind, name))
         assert wl is not None, f"Kueue made no Workload for {kind} {name}"
         assert wl["spec"]["queueName"] == QUEUE
         try:  # results need the status/results modules (k8s-status); use them when present

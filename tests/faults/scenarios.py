@@ -153,9 +153,9 @@ def k8s_submit_bursts(n: int = 3) -> dict:
         r["faults"] += _consumed(srv, 8)
         srv.clear_faults()
         after = sorted((k.kind, o["metadata"]["name"]) for k, o in sim.store.all_objects())
-        keys = [k for k in (be.home / "k8s-keys").rglob("*") if "_namespaces" not in k.parts]
+        records = [p for p in (be.home / "k8s-jobs").rglob("*") if p.is_file()]  # one per job
         stray = [o for o in after if o not in before]
-        r["jobs_lost"] += len(stray) + (len([k for k in keys if k.is_file()]) - n)
+        r["jobs_lost"] += len(stray) + abs(len(records) - n)
     finally:
         _k8s_stop(sim, be)
     return row("k8s: 429/5xx bursts during submit", r["faults"], r["jobs"], r["jobs_lost"],
