@@ -5,6 +5,7 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,8 @@ from gpujobs.errors import BackendError, BackendUnavailable, SpecError
 from gpujobs.metrics.dcgm import (MIB, PrometheusSource, parse_exposition, parse_query_response,
                                   samples_from_series, scrape_samples)
 
-from conftest import DATA
+DATA = Path(__file__).parent / "data"  # captured DCGM exporter pages
+
 
 JOB = {"exp-1-worker-0": 0, "exp-1-worker-1": 1}
 
