@@ -7,7 +7,8 @@ for every job with a ``queue-name`` label, keeps the job suspended (the kind's o
 suspend field) until the shared admission engine (:mod:`gpujobs.admission`) admits it,
 then sets QuotaReserved/Admitted, unsuspends; preemption sets Evicted(Preempted) and
 Preempted, suspends the job, and once its pods are gone clears the reservation and sets
-Requeued; PodsReady and Finished follow the pods. With ``pods_ready_timeout_s`` Kueue's
+Requeued; readmission turns Evicted/Preempted False ("Previously: …") and leaves Requeued
+as it was (Kueue's SetQuotaReservation); PodsReady and Finished follow the pods. With ``pods_ready_timeout_s`` Kueue's
 waitForPodsReady is simulated: an admitted workload whose pods are not all ready in time is
 evicted (PodsReadyTimeout), backs off (requeueState), re-enters the queue at requeueAt
 (Requeued BackoffFinished) and is deactivated past ``backoff_limit``. Positions are served
@@ -352,9 +353,11 @@ class SimControllers:
                 _cond(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {adm.cluster_queue}")
                 _cond(o, "Admitted", "True", "Admitted", "The workload is admitted")
                 _cond(o, "PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded")
-                for t in ("Evicted", "Preempted", "Requeued"):
-                    if any(c["type"] == t for c in st["conditions"]):
-                        _cond(o, t, "False", "QuotaReserved" if t == "Evicted" else "Admitted", "")
+                # Kueue's SetQuotaReservation: an earlier Evicted/Preempted turns False with
+                # reason QuotaReserved and "Previously: <message>"; Requeued is left as it was
+                for c in st["conditions"]:
+                    if c["type"] in ("Evicted", "Preempted") and c.get("status") == "True":
+                        _cond(o, c["type"], "False", "QuotaReserved", "Previously: " + c.get("message", ""))
             wl = self.store.mutate(WL_API, "Workload", name, ns, admit)
             if wl is not None:
                 self._set_job_suspend(wl, False)

@@ -53,6 +53,14 @@ def test_preempted_then_queued_again(make_cluster):
     assert high.result(timeout=30) == "high"
     assert low.status().restarts >= 1
     wait_for(lambda: low.status().phase == "running")  # readmitted once the quota is free
+    ns, name = low.id.split("/")
+    wl = next(o for o in sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", ns)
+              if any(r.get("name") == name for r in o["metadata"].get("ownerReferences") or []))
+    conds = {c["type"]: c for c in wl["status"]["conditions"]}
+    for t in ("Evicted", "Preempted"):  # as Kueue's SetQuotaReservation leaves them
+        assert (conds[t]["status"], conds[t]["reason"]) == ("False", "QuotaReserved")
+        assert conds[t]["message"].startswith("Previously: ")
+    assert (conds["Requeued"]["status"], conds["Requeued"]["reason"]) == ("True", "Preempted")
     low.cancel()
     assert wait_for(lambda: low.status().phase == "cancelled")
 

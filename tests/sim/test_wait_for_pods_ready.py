@@ -90,9 +90,15 @@ def test_timeout_evicts_backs_off_doubling_to_max_and_requeues(make):
                                                    t_rel), 20)
         assert t_back >= requeue_at - 0.01
         assert back["status"]["requeueState"] == {"count": n}
-        t_adm, _ = wait_for(lambda: hist.first(lambda o: cond(o, "QuotaReserved") == ("True", "QuotaReserved"),
-                                               t_back), 20)
+        t_adm, readm = wait_for(lambda: hist.first(lambda o: cond(o, "QuotaReserved") == ("True", "QuotaReserved"),
+                                                   t_back), 20)
         assert cond(back, "QuotaReserved")[0] == "False" and t_adm >= t_back
+        # readmitted as Kueue's SetQuotaReservation does: Evicted False "Previously: …",
+        # Requeued left as it was
+        ev = next(c for c in readm["status"]["conditions"] if c["type"] == "Evicted")
+        assert (ev["status"], ev["reason"]) == ("False", "QuotaReserved")
+        assert ev["message"] == f"Previously: {msg}"
+        assert cond(readm, "Requeued") == ("True", "BackoffFinished")
         since = t_adm
 
 
