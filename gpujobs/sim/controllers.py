@@ -8,12 +8,13 @@ suspend field) until the shared admission engine (:mod:`gpujobs.admission`) admi
 then sets QuotaReserved/Admitted, unsuspends; preemption sets Evicted(Preempted) and
 Preempted, suspends the job, and once its pods are gone clears the reservation and sets
 Requeued; readmission turns Evicted/Preempted False ("Previously: …") and leaves Requeued
-as it was (Kueue's SetQuotaReservation); PodsReady and Finished follow the pods. With ``pods_ready_timeout_s`` Kueue's
-waitForPodsReady is simulated: an admitted workload whose pods are not all ready in time is
-evicted (PodsReadyTimeout), backs off (requeueState), re-enters the queue at requeueAt
-(Requeued BackoffFinished) and is deactivated past ``backoff_limit``. Positions are served
-through the visibility API. Operators create pods (Pending -> Running -> Succeeded) and write each
-kind's status; Volcano creates PodGroups (Pending/Inqueue/Running, running vs minMember).
+as it was (Kueue's SetQuotaReservation); PodsReady and Finished follow the pods. With
+``pods_ready_timeout_s`` Kueue's waitForPodsReady is simulated: an admitted workload whose
+pods are not all ready in time is evicted (PodsReadyTimeout), backs off (requeueState),
+re-enters the queue at requeueAt (Requeued BackoffFinished) and is deactivated past
+``backoff_limit``. Positions are served through the visibility API. Operators create pods
+(Pending -> Running -> Succeeded) and write each kind's status; Volcano creates PodGroups
+(Pending/Inqueue/Running, running vs minMember).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ..quantity import parse_quantity
 
 from ..admission import ClusterQueue, Engine, PodSet, Workload
 from ..backends.kubernetes.podsets import container_requests
+from ..backends.kubernetes.status_map import conditions, kind_state, parse_time
 from ..errors import GpuJobsError
 from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
@@ -51,9 +53,13 @@ def _cond(obj: dict, type_: str, status: str, reason: str, message: str = "") ->
     st["conditions"] = conds
 
 
+def _condition(obj: dict, type_: str) -> dict:
+    """The object's condition of that type ({} when it has none)."""
+    return conditions(obj).get(type_, {})
+
+
 def _is_true(obj: dict, type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
+    return _condition(obj, type_).get("status") == "True"
 
 
 def _group(obj: dict) -> str:
@@ -393,7 +399,7 @@ class SimControllers:
             if pods or time.time() - since < self.requeue_delay:
                 continue
             self._evicting.pop(wid)
-            ev = next((c for c in wl["status"].get("conditions") or [] if c.get("type") == "Evicted"), {})
+            ev = _condition(wl, "Evicted")
             reason = ev.get("reason", "Preempted")
             preempted = reason == "Preempted"
 
@@ -542,19 +548,16 @@ def _evict(o: dict, reason: str, message: str, cause: str = "") -> None:
 
 def _backing_off(wl: dict) -> bool:
     """Evicted for PodsReadyTimeout, quota released, waiting for requeueAt (Requeued=False)."""
-    c = next((c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == "Requeued"), {})
+    c = _condition(wl, "Requeued")
     return c.get("status") == "False" and c.get("reason") == "PodsReadyTimeout" and not _is_true(wl, "QuotaReserved")
 
 
 def _requeue_at(wl: dict) -> float:
-    from ..backends.kubernetes.status_map import parse_time
     return parse_time(((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")) or 0.0
 
 
 def _cond_time(wl: dict, type_: str) -> float | None:
-    from ..backends.kubernetes.status_map import parse_time
-    c = next((c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
-    return parse_time(c.get("lastTransitionTime"))
+    return parse_time(_condition(wl, type_).get("lastTransitionTime"))
 
 
 def _iso(t: float) -> str:
@@ -563,7 +566,6 @@ def _iso(t: float) -> str:
 
 
 def _ts(obj: dict) -> float:
-    from ..backends.kubernetes.status_map import parse_time
     return parse_time(obj["metadata"].get("creationTimestamp")) or 0.0
 
 
@@ -573,12 +575,10 @@ def _pod_requests(template: dict) -> dict[str, float]:
 
 
 def _is_finished(job: dict) -> bool:
-    from ..backends.kubernetes.status_map import kind_state
     return kind_state(job).phase in ("succeeded", "failed")
 
 
 def _kind_succeeded(job: dict) -> bool:
-    from ..backends.kubernetes.status_map import kind_state
     return kind_state(job).phase == "succeeded"
 
 
