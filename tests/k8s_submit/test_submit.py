@@ -345,6 +345,18 @@ def test_explicit_name_taken_by_another_submission(server, backend):
     assert objs[("TrainJob", "exp-1")]["spec"] == {}
 
 
+def test_name_taken_by_our_own_earlier_job_keeps_its_record_and_key(server, backend):
+    """Regression: the refused second submit wrote its record over the first job's, then
+    removed it on rollback: the first job's key was gone and its results unreadable."""
+    first = backend.submit(ddp().name("exp-1").spec())
+    key, rec = backend.job_key(first), naming.load_record(NS, "exp-1", backend.home)
+    with pytest.raises(PreflightError, match="already exists"):
+        backend.submit(ddp().name("exp-1").spec())
+    assert backend.job_key(first) == key
+    assert naming.load_record(NS, "exp-1", backend.home) == rec
+    assert stat.S_IMODE(os.stat(naming.record_path(NS, "exp-1", backend.home)).st_mode) == 0o600
+
+
 def test_same_submission_retried_whole_is_idempotent(server, backend):
     """submit_rendered twice with one rendering (same submission id) -> one job."""
     r = backend.render_job(ddp().name("exp-2").spec())

@@ -143,10 +143,15 @@ def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:
     return bytes.fromhex(path.read_text().strip())
 
 
-def forget(namespace: str, name: str, home: Path | None = None) -> None:
-    """Remove the job's submit record (and its key with it)."""
+def forget(namespace: str, name: str, home: Path | None = None, restore: str | None = None) -> None:
+    """Remove the job's submit record (and its key with it); ``restore``: put back instead the
+    record ``save_record`` replaced (a job of that name from an earlier submission)."""
+    path = record_path(namespace, name, home)
+    if restore is not None:
+        _write_private(path, restore)
+        return
     try:
-        record_path(namespace, name, home).unlink()
+        path.unlink()
     except FileNotFoundError:
         pass
 
@@ -166,12 +171,19 @@ def record_path(namespace: str, name: str, home: Path | None = None) -> Path:
     return (home or gpujobs_home()) / "k8s-jobs" / namespace / f"{name}.json"
 
 
-def save_record(rec: JobRecord, home: Path | None = None, key: bytes | None = None) -> None:
-    """Write the job's record (with its key, if given): one private file, atomically."""
+def save_record(rec: JobRecord, home: Path | None = None, key: bytes | None = None) -> str | None:
+    """Write the job's record (with its key, if given): one private file, atomically. Returns
+    the text of the record it replaced (None when there was none), for ``forget(restore=)``."""
+    path = record_path(rec.namespace, rec.name, home)
+    try:
+        previous: str | None = path.read_text()
+    except FileNotFoundError:
+        previous = None
     data = asdict(rec)
     if key is not None:
         data["key"] = key.hex()
-    _write_private(record_path(rec.namespace, rec.name, home), json.dumps(data))
+    _write_private(path, json.dumps(data))
+    return previous
 
 
 _RECORD_FIELDS = {f.name for f in fields(JobRecord)}

@@ -194,8 +194,9 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
         raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
                           f"{r.namespace} failed: {why}; no job was created") from None
     info = KINDS[r.kind]  # remembered before the create: a job never exists without its key
-    naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version, info.plural,
-                                        submission_id=r.submission_id), backend.home, key=r.key)
+    replaced = naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version,
+                                                   info.plural, submission_id=r.submission_id),
+                                  backend.home, key=r.key)
     attempted: list[tuple[str, str]] = [("job", r.name)]
     step = "job"
     try:
@@ -210,7 +211,7 @@ def submit_rendered(backend: Any, r: Rendered) -> str:
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
-        naming.forget(r.namespace, r.name, backend.home)
+        naming.forget(r.namespace, r.name, backend.home, restore=replaced)  # an earlier job's stays
         if isinstance(exc, GpuJobsError):
             raise
         what = f"{r.job['kind'] if step == 'job' else 'Secret'} {r.namespace}/{dict(attempted)[step]}"
