@@ -8,14 +8,12 @@ Three places, chosen so that a typical submit creates exactly one object (the jo
   a minimal ``gpujobs`` package and the submitter's own cloudpickle), so a stock PyTorch
   image works unchanged. Its name is the hash of its contents and it is ``immutable``: every
   job of this gpujobs version shares it; submit creates it, once preflight has passed,
-  when it is missing. Mounted
-  at ``/opt/gpujobs/runtime``.
+  when it is missing. Mounted at ``/opt/gpujobs/runtime``.
 - **key** (shared, per namespace and submitter): Secret ``gpujobs-key-<hash of the key>``
   with the submitter's HMAC key (hex), mounted at ``/var/run/gpujobs/key``. The key stays
   on the submitter's machine too (``GPUJOBS_HOME/k8s-keys``); results and the sealed call
   are checked with it (each job with its own key derived from it, kept in the job's submit
-  record ``GPUJOBS_HOME/k8s-jobs``). Submit creates the Secret
-  when it is missing.
+  record ``GPUJOBS_HOME/k8s-jobs``). Submit creates the Secret when it is missing.
 - **job files** (``/opt/gpujobs/job``): ``bootstrap.json`` and the sealed call. Up to
   INLINE_LIMIT they travel *in the job object*, as pod-template annotations projected by a
   downwardAPI volume (``payload.b64``), so nothing else is created; a bigger call goes in a

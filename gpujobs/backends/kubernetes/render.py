@@ -2,9 +2,9 @@
 
 ``[runtime ConfigMap, key Secret, job]``, plus the per-job payload Secret when the call is
 too big to travel inline (see payload_objects). The first two are shared: submit creates
-them once per namespace, after preflight. Then it creates the job, then the payload Secret (if any) with an
-ownerReference to the job's uid; ``render`` output, made without a cluster, has no
-ownerReferences, so ``kubectl apply -f -`` of it works (delete that Secret by label
+them once per namespace, after preflight. Then it creates the job, then the payload Secret
+(if any) with an ownerReference to the job's uid; ``render`` output, made without a cluster,
+has no ownerReferences, so ``kubectl apply -f -`` of it works (delete that Secret by label
 ``gpujobs.dev/job=<name>`` with its job).
 """
 from __future__ import annotations
