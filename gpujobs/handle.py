@@ -34,9 +34,16 @@ class Job:
     def done(self) -> bool:
         return self.status().terminal
 
-    def wait(self, timeout: float | None = None) -> JobStatus:
-        """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``."""
-        st = self._backend.wait(self.id, timeout)
+    def wait(self, timeout: float | None = None, progress: bool = False) -> JobStatus:
+        """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``.
+
+        ``progress=True`` shows a terminal progress bar while waiting (tqdm when installed,
+        else rich) once the job reports ``ctx.progress``, and a spinner with the phase before."""
+        if progress:
+            from .views.terminal import wait_with_bar
+            st = wait_with_bar(self._backend, self.id, timeout)
+        else:
+            st = self._backend.wait(self.id, timeout)
         if not st.terminal:
             raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running "
                               f"(job.cancel() stops it)")
@@ -108,6 +115,29 @@ class Job:
         """Per-rank device samples as a pandas DataFrame (see gpujobs.metrics)."""
         from .metrics import job_metrics_frame
         return job_metrics_frame(self)
+
+    def progress(self):
+        """The ``ctx.progress`` history as a pandas DataFrame: time, rank, step, total and one
+        column per metric passed (``ctx.progress(step, total, loss=...)``)."""
+        from .progress import progress_frame
+        history = getattr(self._backend, "progress_history", None)
+        if callable(history):
+            return progress_frame(history(self.id))
+        st = self.status()
+        p = st.progress
+        return progress_frame([] if p is None else [
+            {"rank": p.rank, "time": p.updated, "step": p.step, "total": p.total,
+             "metrics": p.metrics}])
+
+    def stacks(self, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
+        """{rank: the Python stacks of all its threads} of a running job (one rank with
+        ``rank``); ranks that do not answer within ``timeout`` seconds are left out."""
+        stacks = getattr(self._backend, "stacks", None)
+        if not callable(stacks):
+            from .errors import BackendError
+            raise BackendError(f"the {self._backend.name} backend cannot show live stacks; "
+                               f"the job's logs are in job.logs()")
+        return stacks(self.id, rank=rank, timeout=timeout)
 
     def timeline(self) -> list[tuple[float, str, str]]:
         return [(e.time, e.kind, e.message) for e in self.status().events]
