@@ -65,7 +65,7 @@ class Job:
             died_silently = (first.collateral and st.phase == "failed" and st.reason == "rank-failed"
                              and f"rank {first.rank} " not in st.message)
             if not died_silently:
-                return first.exception()
+                return _fold_peers(first.exception(), failed[1:])
             # The cause died without an exception (killed, os._exit): say so.
             err = JobFailedError(f"job {self.id} failed: {st.message}", exit_code=st.exit_code)
             err.__cause__ = first.exception()
@@ -158,6 +158,37 @@ class Job:
 
     def __reduce__(self):
         return (attach, (self.id, self._backend.name))
+
+
+def _peer_text(message: str) -> str:
+    """The first line of a peer-lost error without gloo's source location prefix."""
+    import re
+    line = (message.strip().splitlines() or [""])[0]
+    return re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", line)[:160]
+
+
+def _fold_peers(exc: BaseException, others: list[Outcome]) -> BaseException:
+    """The other failed ranks as one line on the cause's exception: their errors only say a
+    peer went away (gloo/NCCL "connection closed"), the cause's traceback comes first."""
+    collateral = [o for o in others if o.collateral]
+    own = [o for o in others if not o.collateral]
+    lines = []
+    if collateral:
+        ranks = ", ".join(str(o.rank) for o in collateral)
+        first = _peer_text(collateral[0].exc_message)
+        lines.append(f"[gpujobs] rank{'s' if len(collateral) > 1 else ''} {ranks} then failed "
+                     f"because a peer went away ({collateral[0].exc_type.rsplit('.', 1)[-1]}: "
+                     f"{first}; their tracebacks: exc.peer_errors)")
+    for o in own:
+        lines.append(f"[gpujobs] rank {o.rank} also raised {o.exc_type.rsplit('.', 1)[-1]}: "
+                     f"{(o.exc_message.strip().splitlines() or [''])[0][:160]}")
+    if lines and hasattr(exc, "add_note"):
+        try:
+            exc.add_note("\n".join(lines))
+            exc.peer_errors = {o.rank: o.traceback for o in others}  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            pass
+    return exc
 
 
 def attach(job_id: str, backend: str | None = None) -> Job:

@@ -123,7 +123,9 @@ def _log_failure(outcome) -> None:
     """The rank's own error with its full traceback; a peer's collateral error as one line
     (its full traceback is still in the outcome: ``exc.remote_traceback``)."""
     if outcome.collateral:
-        msg = (outcome.exc_message.strip().splitlines() or [""])[0][:300]
+        import re
+        msg = (outcome.exc_message.strip().splitlines() or [""])[0]
+        msg = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", msg)[:300]
         sys.stderr.write(f"gpujobs: rank {outcome.rank} stopped because a peer rank failed "
                          f"({outcome.exc_type.rsplit('.', 1)[-1]}: {msg}); the failing rank's "
                          f"log holds the cause\n")
