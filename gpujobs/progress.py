@@ -146,7 +146,7 @@ def summarize(reports: Iterable[dict]) -> Progress | None:
     reports = [r for r in reports if r is not None]
     if not reports:
         return None
-    last = max(reports, key=lambda r: r["time"])
+    last = max(enumerate(reports), key=lambda ir: (ir[1]["time"], ir[0]))[1]  # ties: the later line
     same = sorted((r for r in reports if r["rank"] == last["rank"]), key=lambda r: r["time"])
     window: list[dict] = []
     for r in same:
@@ -163,6 +163,27 @@ def summarize(reports: Iterable[dict]) -> Progress | None:
         expected = last["time"] + max(0.0, last["total"] - last["step"]) / rate
     return Progress(step=last["step"], total=last["total"], rate=rate, expected_end=expected,
                     metrics=dict(last["metrics"]), updated=last["time"], rank=last["rank"])
+
+
+# ------------------------------------------------------------------- stalls
+DEFAULT_STALL_FLOOR_S = 60.0
+DEFAULT_STALL_FACTOR = 5.0
+BUSY_PCT = 5.0  # CPU (% of one core) or GPU use above this is a sign of life
+
+
+def _setting(name: str, env: dict[str, str], default: float) -> float:
+    raw = env.get(name, os.environ.get(name, ""))
+    try:
+        return float(raw) if str(raw).strip() else default
+    except ValueError:
+        return default
+
+
+def stall_settings(env: dict[str, str]) -> tuple[float, float]:
+    """(floor seconds, factor): the job's env first, then this process's, then the defaults
+    (``GPUJOBS_STALL_FLOOR_S`` 60, ``GPUJOBS_STALL_FACTOR`` 5; a floor of 0 turns it off)."""
+    return (_setting("GPUJOBS_STALL_FLOOR_S", env, DEFAULT_STALL_FLOOR_S),
+            _setting("GPUJOBS_STALL_FACTOR", env, DEFAULT_STALL_FACTOR))
 
 
 def usual_interval(reports: list[dict]) -> float | None:

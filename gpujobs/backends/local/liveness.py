@@ -16,26 +16,12 @@ they sit, from a stack dump), never acted on.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ...progress import ProgressTail, usual_interval
+from ...progress import BUSY_PCT, ProgressTail, stall_settings, usual_interval
 from ...status import Progress
-
-DEFAULT_FLOOR_S = 60.0
-DEFAULT_FACTOR = 5.0
-BUSY_PCT = 5.0
-
-
-def _setting(name: str, env: dict[str, str], default: float) -> float:
-    raw = env.get(name, os.environ.get(name, ""))
-    try:
-        return float(raw) if str(raw).strip() else default
-    except ValueError:
-        return default
-
 
 class GangWatch:
     def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
@@ -43,9 +29,7 @@ class GangWatch:
         self.job_dir = Path(job_dir)
         self.tail = ProgressTail(self.job_dir / "results")
         self.pids = dict(pids)
-        env = env or {}
-        self.floor = _setting("GPUJOBS_STALL_FLOOR_S", env, DEFAULT_FLOOR_S)
-        self.factor = _setting("GPUJOBS_STALL_FACTOR", env, DEFAULT_FACTOR)
+        self.floor, self.factor = stall_settings(env or {})
         now = time.time() if now is None else now
         self.active: dict[int, float] = {r: now for r in self.pids}  # last sign of life
         self._log_size: dict[int, int] = {}
