@@ -36,7 +36,7 @@ class JobContext:
         kept apart by rank), ``rank=k`` picks another one. Shows up as
         ``job.status().progress``, ``job.progress()``, progress bars and ``gpujobs status``.
         """
-        if rank is not None and rank != self.rank:
+        if rank != self.rank and rank is not None:
             return
         reporter = self._progress
         if reporter is None:

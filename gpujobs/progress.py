@@ -45,8 +45,8 @@ def _jsonable(v: Any) -> Any:
         return v if v == v else None  # NaN -> null
     if isinstance(v, str):
         return v[:200]
-    try:  # numpy / torch scalars
-        return float(v)
+    try:  # numpy / torch scalars (item(): no autograd warning, no sync beyond the value)
+        return float(v.item() if hasattr(v, "item") else v)
     except (TypeError, ValueError):
         return repr(v)[:200]
 
@@ -99,18 +99,19 @@ class ProgressReporter:
     def report(self, step: float, total: float | None = None, metrics: dict | None = None) -> None:
         now = time.monotonic()
         if now < self._next:  # the hot path: remember, do not write
-            self._pending = (step, total, metrics, time.time())
+            self._pending = (step, total, metrics)
             return
         self._next = now + self.interval
         self._pending = None
         self._write(step, total, metrics or {}, time.time())
 
     def flush(self) -> None:
-        """Write the latest report if it was throttled away (at the end of the function)."""
+        """Write the latest report if it was throttled away (at the end of the function; it
+        is stamped with the flush time, at most one interval after the call)."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            step, total, metrics, t = pending
-            self._write(step, total, metrics or {}, t)
+            step, total, metrics = pending
+            self._write(step, total, metrics or {}, time.time())
 
     def _write(self, step: float, total: float | None, metrics: dict, t: float) -> None:
         line = format_progress_line(self.rank, step, total, metrics, t) + "\n"
