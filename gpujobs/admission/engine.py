@@ -121,6 +121,9 @@ class _CQ:
         self.stalled = False                 # every head is parked: skip until something changes
         self.bwc = spec.borrow_within_cohort != "Never"
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
+        self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
+        self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
+        self.version = 0  # bumped on every admission, release or eviction (when alone)
 
     def _limits(self, spec: Mapping | None, what: str, default):
         lim = normalize_quota(spec, f"queue {self.name}: {what}")
@@ -145,6 +148,7 @@ class _Cohort:
             for r, a in res.items():
                 self.quota[(f, r)] += a
         self.usage: Counter = Counter()  # members' usage above their guaranteed part
+        self.version = 0  # bumped on every admission, release or eviction in the cohort
 
 
 class Engine:
@@ -188,9 +192,12 @@ class Engine:
                 cq.cohort = coh
                 for fr, a in cq.lendable.items():
                     coh.quota[fr] += a
+        for cq in self._cqs.values():
+            cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
         self._entries: dict[str, _Entry] = {}
         self._seq = 0
         self._order = 0
+        self._oracle: tuple | None = None
 
     # ------------------------------------------------------------ lookups
     def _prio_value(self, p: int | str | None) -> int:
@@ -251,6 +258,9 @@ class Engine:
 
     def _potential(self, cq: _CQ, fr: FR) -> float:
         """The most ``cq`` could ever use of ``fr`` (everything else idle)."""
+        p = cq.potential.get(fr)
+        if p is not None:
+            return p
         n = cq.nominal.get(fr)
         if n is None:
             return 0.0
@@ -279,8 +289,13 @@ class Engine:
             return 0, True
         return 1, False
 
-    def _within_nominal(self, cq: _CQ, frs: Iterable[FR]) -> bool:
-        return all(cq.usage.get(fr, 0.0) <= cq.nominal.get(fr, 0.0) + EPS for fr in frs)
+    @staticmethod
+    def _within_nominal(cq: _CQ, frs: Iterable[FR]) -> bool:
+        u, n = cq.usage, cq.nominal
+        for fr in frs:
+            if u.get(fr, 0.0) > n.get(fr, 0.0) + EPS:
+                return False
+        return True
 
     def _fits(self, cq: _CQ, usage: Mapping[FR, float], allow_borrow: bool = True) -> bool:
         for fr, v in usage.items():
@@ -320,13 +335,19 @@ class Engine:
         """Kueue fitsResourceQuota: (mode, borrowing level) of taking ``val`` of ``fr``."""
         cq = e.cq
         n = cq.nominal.get(fr)
-        if n is None or val > self._potential(cq, fr) + EPS:
+        if n is None or val > cq.potential[fr] + EPS:
             return NOFIT, 0
-        borrow, may_reclaim = self._borrow_level(cq, fr, val)
+        if cq.cohort is None:
+            borrow, may_reclaim = 0, False
+        elif cq.usage[fr] + val <= n + EPS:
+            borrow, may_reclaim = 0, True
+        else:
+            borrow, may_reclaim = 1, False
         if val <= self._available(cq, fr) + EPS:
             return FIT, borrow
         if n + EPS >= val or may_reclaim or cq.bwc:
             targets = self._targets(e, {fr}, {fr: val})
+            self._oracle = (e, fr, val, targets)
             if not targets:
                 return NOCAND, self._borrow_level(cq, fr, val)[0]
             for t in targets:
@@ -343,7 +364,7 @@ class Engine:
         worst = FIT
         for ps_name, reqs in e.podsets:
             flavors: dict[str, str] = {}
-            for r in sorted(reqs):
+            for r in (reqs if len(reqs) == 1 else sorted(reqs)):
                 if r in flavors:
                     continue
                 rg = cq.rg_of.get(r)
@@ -352,7 +373,7 @@ class Engine:
                         continue
                     asg.mode = NOFIT
                     return asg
-                group = {rr: reqs[rr] for rr in rg.resources if rr in reqs}
+                group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
                 for f in rg.flavors:
                     rep = (FIT, 0)
@@ -401,7 +422,9 @@ class Engine:
         minimised), or [] when no set of allowed candidates does."""
         cq, spec = e.cq, e.cq.spec
         cands: list[tuple] = []  # (sort key, entry, variant)
-        if spec.within_queue != "Never" and cq.admitted_prios and min(cq.admitted_prios) <= e.prio:
+        within, reclaim = spec.within_queue, spec.reclaim_within_cohort
+        if within != "Never" and cq.admitted_prios and (
+                min(cq.admitted_prios) < e.prio or (within != "LowerPriority" and min(cq.admitted_prios) == e.prio)):
             for c in cq.admitted.values():
                 if need.isdisjoint(c.usage) or not self._may(e, c, spec.within_queue):
                     continue
@@ -412,8 +435,16 @@ class Engine:
             adv = all(cq.usage.get(fr, 0.0) + v <= cq.nominal.get(fr, 0.0) + EPS for fr, v in requests.items())
             thr = spec.max_priority_threshold
             for other in coh.members:
-                if other is cq or not other.admitted or self._within_nominal(other, need):
+                if other is cq or not other.admitted:
                     continue
+                if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
+                    continue
+                ou, on = other.usage, other.nominal
+                for fr in need:
+                    if ou.get(fr, 0.0) > on.get(fr, 0.0) + EPS:
+                        break
+                else:
+                    continue  # within nominal in every resource that needs preemption
                 for c in other.admitted.values():
                     if need.isdisjoint(c.usage) or not self._may(e, c, spec.reclaim_within_cohort):
                         continue
@@ -626,8 +657,21 @@ class Engine:
                 cq.stalled = True
                 continue
             cq.hold = {}
+            home = cq.cohort or cq
+            cached = cq.nominated
+            if cached is not None and cached[0] is e and cached[1] == home.version:
+                heads.append(((cached[2].borrow, e.key[0], e.key[1], e.key[2]), e, cached[2], cached[3]))
+                continue  # nothing changed in its cohort since it was nominated
+            self._oracle = None
             asg = self._assign(e)
-            targets = self._targets(e, asg.need, asg.usage) if asg.mode == PREEMPT else _Targets()
+            if asg.mode != PREEMPT:
+                targets = _Targets()
+            elif self._oracle is not None and self._oracle[0] is e and len(asg.usage) == 1 and \
+                    asg.need == {self._oracle[1]} and asg.usage.get(self._oracle[1]) == self._oracle[2]:
+                targets = self._oracle[3]  # the flavor assigner's simulation asked the same question
+            else:
+                targets = self._targets(e, asg.need, asg.usage)
+            cq.nominated = (e, home.version, asg, targets)
             heads.append(((asg.borrow, e.key[0], e.key[1], e.key[2]), e, asg, targets))
         held: list = []  # (cq, usage) charged for this cycle only
         for cq in self._cqs.values():
@@ -678,6 +722,7 @@ class Engine:
                         continue  # already stopping (issued earlier): nothing new to issue
                     progress = True
                     t.state = "evicting"
+                    (t.cq.cohort or t.cq).version += 1
                     if t.in_pass:
                         undo.append(t)
                     else:
@@ -716,6 +761,7 @@ class Engine:
             heapq.heappop(heap)
         e.usage = dict(asg.usage)
         self._charge(cq, e.usage, +1)
+        (cq.cohort or cq).version += 1
         self._order += 1
         e.reserved = (float(self._order), self._order)
         e.state = "admitted"
@@ -766,6 +812,7 @@ class Engine:
         if e.admission is not None:
             self._charge(cq, e.usage, -1)
         e.usage = {}
+        (cq.cohort or cq).version += 1
         cq.admitted.pop(e.w.id, None)
         cq.admitted_prios[e.prio] -= 1
         if cq.admitted_prios[e.prio] <= 0:
@@ -794,6 +841,7 @@ class Engine:
         e = self._entries.get(wid)
         if e is not None and e.state == "admitted":
             e.state = "evicting"
+            (e.cq.cohort or e.cq).version += 1
 
     def requeue(self, wid: str, reason: str = "Preempted", at: float | None = None) -> None:
         """An evicted workload has stopped: free its quota, queue it again. A preempted one
