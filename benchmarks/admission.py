@@ -113,7 +113,7 @@ def main() -> None:
     print(f"gpujobs engine: {r['rate']:,.0f} admissions/s")
     print(f"Kueue baseline perf test: 15,000 workloads in ~351 s = {KUEUE_RATE:.0f} admissions/s")
     print(f"ratio gpujobs/Kueue: {r['rate'] / KUEUE_RATE:,.0f}x "
-          f"(target >= 5,000/s: {"met" if r["rate"] >= 5000 else "NOT met"})")
+          f"(target >= 5,000/s: {'met' if r['rate'] >= 5000 else 'NOT met'})")
     sizes = [int(x) for x in args.growth.split(",")]
     if args.quick:
         sizes = [s for s in sizes if s <= 10000]

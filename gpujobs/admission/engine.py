@@ -122,6 +122,7 @@ class _CQ:
         self.bwc = spec.borrow_within_cohort != "Never"
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
+        self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
@@ -584,7 +585,14 @@ class Engine:
 
     def _head(self, cq: _CQ) -> _Entry | None:
         """The ClusterQueue's head for this cycle: the first pending workload whose shape is not
-        parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO)."""
+        parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO). In a
+        BestEffortFIFO queue a workload whose preemptions are under way stays the head until it
+        is admitted (Kueue's sticky preemptor workload, kueue#6929)."""
+        st = cq.sticky
+        if st is not None:
+            if st.state == "pending" and st.w.id in self._entries and cq.parked.get(st.shape) != st.key:
+                return st
+            cq.sticky = None
         best = best_any = None
         for shape in list(cq.heaps):
             e = self._shape_head(cq, shape)
@@ -717,6 +725,8 @@ class Engine:
             if asg.mode == PREEMPT:
                 self._charge(cq, asg.usage, +1)
                 held.append((cq, asg.usage))
+                if cq.spec.strategy == "BestEffortFIFO":
+                    cq.sticky = e
                 for t in targets:
                     if t.state == "evicting":
                         continue  # already stopping (issued earlier): nothing new to issue
