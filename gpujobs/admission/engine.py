@@ -623,8 +623,9 @@ class Engine:
         prio = self._prio_value(w.priority)
         ok, why = self.can_ever_fit(w)
         if not ok:
-            raise QuotaError(f"{why} (fix: ask for fewer GPUs or ranks, or use a queue with more "
-                             f"nominal or borrowable quota)")
+            res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
+            raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
+                             f"or use a queue with more nominal or borrowable quota)")
         podsets = [(ps.name, {r: a * ps.count for r, a in ps.requests.items()}) for ps in w.podsets]
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
         self._seq += 1

@@ -169,15 +169,16 @@ class Agent:
 
     # ------------------------------------------------------------- records
     def _need(self, spec: dict) -> tuple[int, int]:
-        """(ranks, GPU slots per rank): without real GPUs every rank takes one slot."""
+        """(ranks, GPU slots per rank); a rank asking for 0 GPUs takes no slot (it is charged
+        CPUs, see _workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
         world = int(spec["nodes"]) * int(spec["procs_per_node"])
-        per = int(spec["gpus_per_proc"])
-        return world, (per if self.real else max(per, 1))
+        return world, int(spec["gpus_per_proc"])
 
     def _workload(self, rec: Rec) -> Workload:
         world, per = self._need(rec.spec)
+        ask = {"gpu": per} if per else {"cpu": float(rec.spec.get("cpus_per_proc") or 1.0)}
         return Workload(rec.id, rec.spec.get("queue") or "default",
-                        [PodSet("ranks", world, {"gpu": per})], priority=rec.spec.get("priority"),
+                        [PodSet("ranks", world, ask)], priority=rec.spec.get("priority"),
                         created=rec.status.submitted_at or 0.0)
 
     def _update(self, rec: Rec, event: str | None = None, msg: str = "", **changes: Any) -> None:
