@@ -572,7 +572,7 @@ class Agent:
 
     def _start_zygote(self) -> None:
         try:
-            self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)  # 0600
+            self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)
         except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
             traceback.print_exc()
 
