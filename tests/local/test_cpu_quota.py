@@ -7,6 +7,7 @@ import pytest
 
 import gpujobs
 from gpujobs.backends.local.agent import Agent
+from gpujobs.backends.local.jobdir import JobDir
 from gpujobs.config import local_admission_config
 from gpujobs.devices import local_cpus
 from gpujobs.errors import QuotaError, SpecError
@@ -22,6 +23,7 @@ def agent(gpujobs_home, monkeypatch):
     monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
     monkeypatch.setenv("GPUJOBS_LOCAL_CPUS", "4")
     monkeypatch.setattr(NvmlReader, "open", classmethod(lambda cls, nvml=None: None))  # no GPU
+    (gpujobs_home / "jobs").mkdir(exist_ok=True)
     a = Agent(gpujobs_home)
     yield a
     a.store.close()
@@ -29,9 +31,11 @@ def agent(gpujobs_home, monkeypatch):
 
 def _submit(agent, jid, builder):
     spec = builder.spec()
+    jd = JobDir(agent.home / "jobs" / jid)
+    jd.create(spec.to_dict(), spec.payload())
     with agent.lock:  # what LocalBackend.submit sends; nothing starts until the loop runs
         return agent.submit({"id": jid, "spec": spec.to_dict(), "name": jid,
-                             "job_dir": str(agent.home / "jobs" / jid), "user": "test"})
+                             "job_dir": str(jd.root), "user": "test"})
 
 
 def test_zero_gpu_ranks_are_charged_cpus_not_gpu_slots(agent):
