@@ -117,7 +117,7 @@ class PodMetrics:
             for line in self._tail(ns, pname).splitlines():
                 if METRICS_MARKER in line or PROGRESS_MARKER in line:
                     self.feed(job_id, line)
-                elif line.strip():
+                elif line.strip() and not line.startswith("GPUJOBS-"):
                     last_output = line
             series.stall.output(pname, last_output)
         if terminal:
