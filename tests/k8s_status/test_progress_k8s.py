@@ -27,18 +27,19 @@ def train(n, pause):
 
 def test_progress_on_the_simulated_cluster(make_cluster):
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(train, 30, 0.15).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
+    spec = gpujobs.job(train, 60, 0.2).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
         .kubernetes(kind="PyTorchJob").queue("q") \
         .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.3").spec()
     job = Job(be.submit(spec), be)
-    live = wait_for(lambda: (lambda s: s if s.progress is not None and not s.terminal else None)(
-        job.status()), timeout=90.0, every=0.2)
-    assert live.progress.total == 30 and live.progress.step < 30 and "loss" in live.progress.metrics
-    assert job.result(timeout=120) == 30
+    live = wait_for(lambda: (lambda s: s if s.progress is not None or s.terminal else None)(
+        job.status()), timeout=120.0, every=0.2)
+    assert not live.terminal, "the job ended before any progress was seen while it ran"
+    assert live.progress.total == 60 and live.progress.step < 60 and "loss" in live.progress.metrics
+    assert job.result(timeout=120) == 60
     final = job.status()
-    assert final.phase == "succeeded" and final.progress.step == 30
+    assert final.phase == "succeeded" and final.progress.step == 60
     df = job.progress()
-    assert len(df) >= 2 and df["step"].iloc[-1] == 30 and set(df["rank"]) == {0}
+    assert len(df) >= 2 and df["step"].iloc[-1] == 60 and set(df["rank"]) == {0}
     assert PROGRESS_MARKER not in job.logs()  # status, not output
 
 

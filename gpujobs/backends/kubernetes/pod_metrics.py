@@ -140,6 +140,10 @@ class PodMetrics:
     def latest(self, job_id: str) -> tuple[GpuSample, ...]:
         return self._series(job_id).history.latest()
 
+    def known_progress(self, job_id: str):
+        """The latest progress already read (no log read)."""
+        return summarize(self._series(job_id).progress[-160:])
+
     def progress(self, job_id: str) -> list[dict]:
         return sorted(self._series(job_id).progress, key=lambda r: r["time"])
 
