@@ -124,10 +124,15 @@ class ClusterQueue:
 
 @dataclass
 class Cohort:
-    """A set of ClusterQueues that lend each other unused quota; ``quota`` is extra
-    capacity the cohort itself owns (Kueue's Cohort resourceGroups)."""
+    """A set of ClusterQueues (and child cohorts) that lend each other unused quota; ``quota``
+    is extra capacity the cohort itself owns (Kueue's Cohort resourceGroups). ``parent`` makes
+    it a child of another cohort (hierarchical cohorts); ``borrowing_limit`` /
+    ``lending_limit`` then cap what it takes from / gives to its parent."""
     name: str
     quota: Mapping = field(default_factory=dict)
+    parent: str | None = None
+    borrowing_limit: Mapping | None = None
+    lending_limit: Mapping | None = None
 
 
 @dataclass(frozen=True)

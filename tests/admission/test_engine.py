@@ -281,3 +281,18 @@ def test_victims_only_from_the_first_flavor_whose_preemption_makes_it_fit():
     eng.requeue("la")
     d = eng.schedule()
     assert d.admitted_ids == ["high"] and d.admitted[0].flavors == {"ranks": {"gpu": "a"}}
+
+
+def test_hierarchical_cohort_lends_its_subtree_and_refuses_a_cycle():
+    """A child cohort's queues borrow the root's own quota; a cycle of parents is a SpecError."""
+    eng = Engine([ClusterQueue("a", {"gpu": 2}, cohort="team"),
+                  ClusterQueue("b", {"gpu": 2}, cohort="other")],
+                 cohorts=[Cohort("team", parent="org"), Cohort("other", parent="org"),
+                          Cohort("org", {"gpu": 4})])
+    assert eng.can_ever_fit(wl("x", "a", 8))[0] and not eng.can_ever_fit(wl("y", "a", 9))[0]
+    eng.add(wl("big", "a", 6))
+    eng.add(wl("b1", "b", 2, t=1))
+    assert sorted(eng.schedule().admitted_ids) == ["b1", "big"]
+    with pytest.raises(SpecError, match="cycle"):
+        Engine([ClusterQueue("a", {"gpu": 1}, cohort="x")],
+               cohorts=[Cohort("x", parent="y"), Cohort("y", parent="x")])

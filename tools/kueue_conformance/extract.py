@@ -111,7 +111,7 @@ class WL:
 
     def Condition(self, c):
         if c.get("Type") == "Evicted" and c.get("Status") == "True":
-            self.d["evicted"] = c.get("Reason", "")
+            self.d["evicted"] = c.get("Reason") or "Evicted"
         if c.get("Type") == "Preempted" and c.get("Status") == "True":
             self.d["preempted_reason"] = c.get("Reason", "")
         return self
@@ -477,17 +477,18 @@ def lq_record(q: LQ) -> dict:
 FIXTURES: dict[str, dict] = {}
 
 
-def preemption_cases(repo: str, tag: str) -> list[dict]:
-    path = "pkg/scheduler/preemption/preemption_test.go"
-    src = func_src(git_show(repo, tag, path), "TestPreemption")
+def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/preemption_test.go",
+                     test: str = "TestPreemption") -> list[dict]:
+    src = func_src(git_show(repo, tag, path), test)
     env, cases = cases_of(src)
     ev0 = Evaluator(env)
-    FIXTURES["TestPreemption"] = {"defaultClusterQueues": [cq_record(c) for c in ev0.ev(env["defaultClusterQueues"])]}
+    FIXTURES[test] = {"defaultClusterQueues": [cq_record(c) for c in ev0.ev(env["defaultClusterQueues"])]} \
+        if "defaultClusterQueues" in env else {}
     out = []
     for key, body in cases[2]:
         name = key[1]
         case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
-                           "test": "TestPreemption", "case": name}}
+                           "test": test, "case": name}}
         try:
             ev = Evaluator(env)
             fields = {kk[1]: vv for kk, vv in body[2]}
@@ -618,7 +619,10 @@ def main() -> None:
     import yaml
     repo, tag = sys.argv[1], sys.argv[2]
     OUT.mkdir(parents=True, exist_ok=True)
+    hier = ("pkg/scheduler/preemption/preemption_hierarchical_test.go", "TestHierarchicalPreemptions")
     for fname, test, fn in (("preemption_test.TestPreemption.yaml", "TestPreemption", preemption_cases),
+                            ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
+                             "TestHierarchicalPreemptions", lambda r, t: preemption_cases(r, t, *hier)),
                             ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases)):
         cases = fn(repo, tag)
         n_ok = sum("skip" not in c for c in cases)

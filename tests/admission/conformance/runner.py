@@ -75,11 +75,17 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     lqs = list(fixtures[lqs] if isinstance(lqs, str) else lqs) + list(case.get("extra_local_queues", []))
     cohorts = []
     for c in case.get("cohorts", []):
-        quota = {}
+        quota, blim, llim = {}, {}, {}
         for rg in c.get("resource_groups", []):
             for fq in rg:
                 quota[fq["flavor"]] = {r: q["nominal"] for r, q in fq["resources"].items()}
-        cohorts.append(Cohort(c["name"], quota))
+                for r, q in fq["resources"].items():
+                    if "borrowing_limit" in q:
+                        blim.setdefault(fq["flavor"], {})[r] = q["borrowing_limit"]
+                    if "lending_limit" in q:
+                        llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
+        cohorts.append(Cohort(c["name"], quota, parent=c.get("parent"),
+                              borrowing_limit=blim or None, lending_limit=llim or None))
     names = {c["name"] for c in cqs}
     queues = []
     for d in cqs:
@@ -89,7 +95,7 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     eng = Engine(queues, cohorts, priorities={}, default_priority=0)
     for d in case.get("admitted", []):
         w = _workload(d, d["cluster_queue"])
-        eng.restore_admitted(w, d.get("flavors"), reserved_at=d.get("reserved_at"))
+        eng.restore_admitted(w, d.get("flavors"), reserved_at=d.get("reserved_at"), check=False)
         if d.get("evicted"):
             eng.evict(w.id)
     unqueued: list[str] = []
@@ -102,8 +108,8 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
         if queue not in names and (lq is None or lq["cluster_queue"] not in names):
             unqueued.append(d["name"])
             continue
-        try:
-            eng.add(_workload(d, queue))
+        try:  # TestPreemption's incoming workload: the test gives its assignment, no fit check
+            eng.add(_workload(d, queue), check=d is not incoming)
         except GpuJobsError:
             never.append(d["name"])  # can never fit: Kueue keeps it inadmissible
     return eng, unqueued, never
@@ -114,7 +120,7 @@ def run_case(fixtures: dict, case: dict) -> dict[str, Any]:
     TestPreemption cases are unit tests of Kueue's preemptor with an assignment chosen by the
     test: they go through :meth:`Engine.preemption_targets` with that same assignment."""
     eng, unqueued, never = build(fixtures, case)
-    if case["source"]["test"] == "TestPreemption":
+    if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions
         inc = case["incoming"]
         asg = {ps["name"]: {r: fa["flavor"] for r, fa in ps["flavors"].items()}
                for ps in case["upstream_assignment"]}
@@ -142,7 +148,7 @@ def compare(case: dict, got: dict[str, Any]) -> list[str]:
     diffs = []
     if sorted(exp.get("preempted", [])) != got["preempted"]:
         diffs.append(f"preempted: want {sorted(exp.get('preempted', []))}, got {got['preempted']}")
-    if case["source"]["test"] == "TestPreemption":
+    if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions
         if got["admitted"]:
             diffs.append(f"admitted {got['admitted']}: upstream's incoming workload needs preemption")
         for v, r in (exp.get("reasons") or {}).items():
