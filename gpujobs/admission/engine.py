@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
-from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, Workload,
-                    normalize_quota)
+from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, ResourceFlavor,
+                    Workload, normalize_quota)
 
 EPS = 1e-9
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
@@ -56,6 +56,7 @@ class _Entry:
     usage: dict = field(default_factory=dict)   # {(flavor, resource): amount} while admitted
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
+    pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
 
 
 @dataclass
@@ -126,6 +127,7 @@ class _CQ:
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
         self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
+        self.inactive = False  # names a ResourceFlavor that does not exist
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
@@ -193,14 +195,17 @@ class Engine:
     given, replaces the preemption simulation inside flavor assignment (Kueue's
     ``preemptionOracle``): ``(queue, (flavor, resource), amount) -> (possibility, borrowing
     level)`` with possibility ``Preempt``, ``Reclaim`` or ``NoCandidates`` (the conformance
-    suite replays Kueue's flavorassigner tests, which mock it, through this).
+    suite replays Kueue's flavorassigner tests, which mock it, through this). ``flavors``
+    (ResourceFlavor objects) gives flavors node labels and taints; with it, a ClusterQueue
+    naming a flavor that is not there is inactive (its workloads wait), as in Kueue.
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
                  priorities: Mapping[str, int] | None = None,
                  default_priority: str | int | None = None,
                  requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
-                 preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None):
+                 preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
+                 flavors: Sequence[ResourceFlavor] | None = None):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -211,6 +216,7 @@ class Engine:
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
         self._oracle_hook = preemption_oracle
+        self._flavors = None if flavors is None else {f.name: f for f in flavors}
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
         self._cohorts: dict[str, _Cohort] = {}
@@ -234,6 +240,7 @@ class Engine:
         self._build_tree()
         for cq in self._cqs.values():
             cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
+            cq.inactive = self._flavors is not None and any(f not in self._flavors for f in cq.flavors)
         self._entries: dict[str, _Entry] = {}
         self._seq = 0
         self._order = 0
@@ -485,6 +492,9 @@ class Engine:
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
                 for f in rg.flavors:
+                    if self._flavors is not None and (f not in self._flavors
+                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                        continue  # an untolerated taint or a node selector it does not match
                     rep = (FIT, 0)
                     per = {}
                     for rr, val in group.items():
@@ -801,9 +811,12 @@ class Engine:
                              f"or use a queue with more nominal or borrowable quota)")
         podsets = self._podset_totals(cq, w)
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+        if any(ps.node_selector or ps.tolerations for ps in w.podsets):  # flavors may differ
+            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
+                           for ps in w.podsets)
         self._seq += 1
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
-                   key=(-prio, w.created, self._seq, w.id))
+                   key=(-prio, w.created, self._seq, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._push_pending(e)
 
@@ -832,7 +845,7 @@ class Engine:
     def _cycle(self, out: Decisions) -> bool:
         heads = []
         for cq in self._cqs.values():
-            if cq.stalled or not cq.heaps:
+            if cq.stalled or not cq.heaps or cq.inactive:
                 continue
             e = self._head(cq)
             if e is None:

@@ -73,6 +73,14 @@ class WL:
         self.d["podsets"][0]["requests"][r] = qty(q)
         return self
 
+    def Toleration(self, t):
+        self.d["podsets"][0].setdefault("tolerations", []).append(_toleration(t))
+        return self
+
+    def NodeSelector(self, m):
+        self.d["podsets"][0].setdefault("node_selector", {}).update(m)
+        return self
+
     def Priority(self, p):
         self.d["priority"] = p
         return self
@@ -142,12 +150,30 @@ class WL:
     ControllerReference = Labels = _ignore
 
 
+def _toleration(t: dict) -> dict:
+    op = {"corev1.TolerationOpExists": "Exists", "corev1.TolerationOpEqual": "Equal"}
+    eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
+           "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
+    out = {"key": t.get("Key", ""), "operator": op.get(t.get("Operator"), "Equal"), "value": t.get("Value", "")}
+    if t.get("Effect"):
+        out["effect"] = eff.get(t["Effect"], t["Effect"])
+    return out
+
+
 class PS:
     def __init__(self, name, count):
         self.d = {"name": name, "count": count, "requests": {}}
 
     def Request(self, r, q):
         self.d["requests"][r] = qty(q)
+        return self
+
+    def Toleration(self, t):
+        self.d.setdefault("tolerations", []).append(_toleration(t))
+        return self
+
+    def NodeSelector(self, m):
+        self.d.setdefault("node_selector", {}).update(m)
         return self
 
     def Obj(self):
@@ -342,6 +368,19 @@ class RF:
     def Obj(self):
         return self
 
+    def record(self) -> dict:
+        eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
+               "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
+        out = {"name": self.d["name"]}
+        if self.d["labels"]:
+            out["node_labels"] = self.d["labels"]
+        if self.d["taints"]:
+            out["node_taints"] = [{"key": t.get("Key", ""), "value": t.get("Value", ""),
+                                   "effect": eff.get(t.get("Effect"), t.get("Effect"))} for t in self.d["taints"]]
+        if self.d["tolerations"]:
+            out["tolerations"] = [_toleration(t) for t in self.d["tolerations"]]
+        return out
+
     def untolerated(self) -> bool:
         """A NoSchedule/NoExecute taint the flavor's own tolerations do not cover (a pod
         without tolerations cannot use it)."""
@@ -477,8 +516,8 @@ def _flavors_of_adm(adm, wl) -> list:
 def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
     d = w.d
     rec = {"name": d["name"], "priority": d["priority"], "created": d["created"],
-           "podsets": [{"name": p["name"], "count": p["count"], "requests": p["requests"]}
-                       for p in d["podsets"]]}
+           "podsets": [{k: v for k, v in p.items() if k in ("name", "count", "requests", "tolerations",
+                                                             "node_selector")} for p in d["podsets"]]}
     if d["ns"]:
         rec["name"] = f"{d['ns']}/{d['name']}"
     if d["admission"] is not None:
@@ -600,7 +639,7 @@ def assign_cases(repo: str, tag: str) -> list[dict]:
     test = "TestAssignFlavors"
     src = func_src(git_show(repo, tag, path), test)
     env, cases = cases_of(src)
-    FIXTURES[test] = {}
+    FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in Evaluator(env).ev(env["resourceFlavors"]).values()]}
     out = []
     for key, body in cases[2]:
         name = key[1]
@@ -625,8 +664,6 @@ def assign_cases(repo: str, tag: str) -> list[dict]:
                         rf = flavors.get(fq["flavor"])
                         if rf is not None and rf.d["topology"]:
                             raise Unsupported("topology-aware flavor")
-                        if rf is not None and rf.untolerated():
-                            raise Unsupported("ResourceFlavor taints")
             case["cluster_queues"] = [cq_record(c) for c in cqs]
             usage = {}
             for fld, c in (("clusterQueueUsage", cqs[0]), ("secondaryClusterQueueUsage", cqs[-1])):
@@ -665,7 +702,8 @@ def schedule_cases(repo: str, tag: str) -> list[dict]:
     src = func_src(full, "TestSchedule")
     env, cases = cases_of(src)
     ev0 = Evaluator(env)
-    FIXTURES["TestSchedule"] = {"clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
+    FIXTURES["TestSchedule"] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
+                                "clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
                                 "queues": [lq_record(q) for q in ev0.ev(env["queues"])]}
     out = []
     for key, body in cases[2]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, ResourceFlavor, Workload
 from gpujobs.errors import GpuJobsError
 
 HERE = Path(__file__).parent
@@ -59,7 +59,10 @@ def _queue(d: dict) -> ClusterQueue:
 
 
 def _workload(d: dict, queue: str) -> Workload:
-    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"]) for p in d["podsets"]],
+    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"],
+                                              node_selector=p.get("node_selector") or {},
+                                              tolerations=tuple(p.get("tolerations") or ()))
+                                       for p in d["podsets"]],
                     priority=int(d.get("priority") or 0), created=float(d.get("created") or 0.0))
 
 
@@ -101,7 +104,12 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
 
         def oracle(cq, fr, amount):
             return sim.get(tuple(fr), ("Preempt", 0))
-    eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle)
+    flavors = None
+    if "resourceFlavors" in fixtures:  # the test's ResourceFlavor objects (labels, taints)
+        flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
+                                  tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
+    eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
+                 flavors=flavors)
     for cq_name, items in (case.get("usage") or {}).items():  # usage put on the queue directly
         for i, u in enumerate(items):
             w = Workload(f"usage-{cq_name}-{i}", cq_name, [PodSet("main", 1, {u["resource"]: u["amount"]})],
