@@ -40,6 +40,7 @@ from .store import Store
 from .zygote import Zygote
 
 CANCEL_GRACE_S = 3.0
+ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
 LISTEN_BACKLOG = 1024  # capped by net.core.somaxconn
 MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
 STOP_MESSAGES = {  # exit_reason -> what a job still running is told (idle: none are running)
@@ -217,6 +218,7 @@ class Agent:
         self.last_active = time.monotonic()
         self.stopping = False
         self.zygote: Zygote | None = None
+        self.zygote_started = 0.0
         self.write_error: GpuJobsError | None = None  # the last failed state write, if any
         self.exit_reason = ""  # why run() ended: "stop", "idle", or the unexpected error
         self.seq = self.store.max_seq()
@@ -353,7 +355,7 @@ class Agent:
                              message=f"the agent stopped while the job was {st.phase}; its rank "
                                      f"processes {pids} are gone and left no exit status",
                              finished_at=time.time())
-        self._flush()
+        self._flush_safely()  # a full disk: retried by the loop, start-up goes on
 
     def _enqueue(self, rec: Rec, recovered: bool = False) -> None:
         try:
@@ -386,7 +388,13 @@ class Agent:
         self.recs[jid] = rec
         self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
         self._update(rec, "queued")
-        self._flush()
+        try:
+            self._flush()
+        except GpuJobsError:  # not recorded (a full disk): not submitted either
+            self.engine.remove(jid)
+            self.recs.pop(jid, None)
+            self.dirty.discard(jid)
+            raise
         self.wake.set()
         return {"ok": True, "id": jid, "cpu_ranks": not self.real}
 
@@ -440,12 +448,16 @@ class Agent:
     def _await_zygote(self) -> None:
         """A fresh agent's zygote takes a few seconds to warm up: with work waiting, wait for it
         here, without the lock (clients are answered meanwhile), at most 10 s after its start."""
+        if self._zygote_warming() and self.engine.pending():
+            left = ZYGOTE_WAIT_S - (time.monotonic() - self.zygote_started)
+            self.zygote.ready(min(left, 0.5))  # type: ignore[union-attr]
+
+    def _zygote_warming(self) -> bool:
+        """The zygote is still importing, for at most ZYGOTE_WAIT_S after it was started:
+        admissions wait for it (ranks it forks start fast and leave exit files)."""
         z = self.zygote
-        if z is None or z.ready(0):
-            return
-        left = 10.0 - (time.monotonic() - self.zygote_started)
-        if left > 0 and self.engine.pending():
-            z.ready(min(left, 0.5))
+        return (z is not None and not z.ready(0)
+                and time.monotonic() - self.zygote_started < ZYGOTE_WAIT_S)
 
     def tick(self) -> list[Rec]:
         """Schedule; return the records whose gang is to be ended (marked ``ending``).
@@ -456,6 +468,8 @@ class Agent:
         ending = [r for r in self.recs.values() if r.gang is not None and not r.ending and self._due(r)]
         for rec in ending:
             rec.ending = True
+        if self._zygote_warming():
+            return ending  # admit once it is ready (step waits for it without the lock)
         d = self.engine.schedule()
         admitted = {adm.id for adm in d.admitted}
         skip: set[str] = set()
@@ -534,7 +548,7 @@ class Agent:
         try:
             return self._end_gang(rec)
         except Exception:  # noqa: BLE001 - one gang's clean-up must not stop the agent
-            traceback.print_exc()  # the agent's log file
+            _log(traceback.format_exc())  # the agent's log file
             return None if rec.stopping else GangExit(False, {}, None, "lost")
 
     @staticmethod
@@ -583,10 +597,23 @@ class Agent:
             lost = result.message == "lost"
             code = result.returncodes.get(result.failed_rank, 1) if result.failed_rank is not None else 1
             msg = ("the rank processes ended without an exit status (lost)" if lost else result.message) + note
+            reason = "lost" if lost else "rank-failed"
+            full = self._no_room_for_results(rec, result)
+            if full:
+                msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
-                         message=msg, reason="lost" if lost else "rank-failed",
-                         finished_at=time.time())
+                         message=msg, reason=reason, finished_at=time.time())
         self._forget(rec)
+
+    def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
+        """Why a failed rank left no result, when that is a full disk ('' otherwise)."""
+        from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
+        rdir = Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)) / "results"
+        rank = result.failed_rank if result.failed_rank is not None else 0
+        if (rdir / f"outcome-{rank}.bin").exists():
+            return ""
+        free = free_bytes(rdir)
+        return describe(rdir) if free is not None and free < LOW_SPACE_BYTES else ""
 
     def _forget(self, rec: Rec) -> None:
         rec.gang = None
@@ -661,7 +688,7 @@ class Agent:
             jm = JobMetrics(ranks_of_gang(rec.gang, devices),
                             path=Path(rec.runtime["job_dir"]) / "metrics.log")
         except Exception:  # noqa: BLE001 - metrics never stop a job
-            traceback.print_exc()
+            _log(traceback.format_exc())
             return
         jm.on_update = lambda latest: self._on_metrics(rec, jm, latest)
         rec.metrics = jm.start()
@@ -709,7 +736,10 @@ class Agent:
         server = _Server(str(path), make_handler(self))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
-        (self.home / "agent.pid").write_text(str(os.getpid()))
+        try:
+            (self.home / "agent.pid").write_text(str(os.getpid()))
+        except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
+            _log(f"cannot write {self.home / 'agent.pid'}: {exc}")
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop("sigterm"))
         failures = 0
         try:
@@ -750,7 +780,7 @@ class Agent:
         try:
             self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)
         except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
-            traceback.print_exc()
+            _log(traceback.format_exc())
 
     def request_stop(self, why: str = "stop") -> None:
         self.exit_reason = why
@@ -927,7 +957,12 @@ def main(argv: list[str] | None = None) -> int:
         agent = Agent(home)
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
-        err.write_text(f"{name}\n{exc}")
+        text = str(exc) or f"{type(exc).__name__} while starting the agent"
+        _log(f"cannot start: {name}: {text}")
+        try:
+            err.write_text(f"{name}\n{text}")
+        except OSError:  # a full disk: the client says so itself (never an empty error)
+            pass
         return 1
     agent.run()
     return 0
