@@ -948,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another agent holds this home
+    _log(f"agent started for {home}")
     err = home / "agent.error"
     try:
         err.unlink()
