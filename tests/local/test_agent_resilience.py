@@ -45,18 +45,22 @@ def events(agent, jid):
 
 
 def _preempt_when_running(agent, jid, jd):
+    """A high-priority job that needs every slot: the scheduler preempts ``jid``."""
     drive(agent, lambda: "rank up" in "".join(jd.read_logs()))
-    with agent.lock:
-        agent._preempt(agent.recs[jid], "a-test-preemptor")
+    high, _ = submit(agent, gpujobs.job(say, "high").ddp(gpus=2).priority("high"))
+    drive(agent, lambda: "preempted" in events(agent, jid))
+    return high
 
 
 @pytest.mark.parametrize("outcome", ["value", "error"])
 def test_a_job_that_ends_during_its_grace_period_is_finished_not_requeued(local_agent, outcome):
     agent = local_agent
     arg = "in-grace" if outcome == "value" else ValueError("failed in grace")
-    jid, jd = submit(agent, gpujobs.job(returns_in_grace, arg).ddp(gpus=1).options(grace_period_s=30))
-    _preempt_when_running(agent, jid, jd)
-    drive(agent, lambda: agent.status(jid).terminal, timeout=60)
+    jid, jd = submit(agent, gpujobs.job(returns_in_grace, arg).ddp(gpus=1).priority("low")
+                     .options(grace_period_s=30))
+    high = _preempt_when_running(agent, jid, jd)
+    drive(agent, lambda: agent.status(jid).terminal and agent.status(high).terminal, timeout=60)
+    assert agent.status(high).phase == "succeeded"
     st = agent.status(jid)
     kinds = events(agent, jid)
     assert "requeued" not in kinds and kinds.count("started") == 1, kinds
@@ -73,13 +77,12 @@ def test_a_job_that_ends_during_its_grace_period_is_finished_not_requeued(local_
 
 def test_a_preempted_job_killed_at_its_deadline_is_requeued_and_the_restart_is_in_its_logs(local_agent):
     agent = local_agent
-    jid, jd = submit(agent, gpujobs.job(ignores_stop).ddp(gpus=1).options(grace_period_s=0.5))
-    drive(agent, lambda: "rank up" in "".join(jd.read_logs()))
-    with agent.lock:
-        agent._preempt(agent.recs[jid], "a-test-preemptor")
+    jid, jd = submit(agent, gpujobs.job(ignores_stop).ddp(gpus=1).priority("low")
+                     .options(grace_period_s=0.5))
+    high = _preempt_when_running(agent, jid, jd)
     drive(agent, lambda: "requeued" in events(agent, jid), timeout=30)
     logs = "".join(jd.read_logs())
-    assert "--- gpujobs: preempted by a-test-preemptor; restart 1" in logs
+    assert f"--- gpujobs: preempted by {high}; restart 1" in logs
     drive(agent, lambda: events(agent, jid).count("started") == 2, timeout=60)
     with agent.lock:
         agent.cancel(jid)
@@ -191,6 +194,9 @@ class WarmingZygote:
 
     def spawn(self, **kw):
         raise OSError("a test zygote forks nothing")  # ranks fall back to fresh interpreters
+
+    def close(self):
+        pass
 
 
 def test_a_warming_zygote_is_waited_for_without_the_agent_lock(local_agent):
