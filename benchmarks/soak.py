@@ -4,7 +4,7 @@
                                         [--clients 3] [--seed 1]
 
 Jobs of 1-2 ranks (1 GPU slot each, CPU ranks here), 0.2-2 s each, mixed priorities (the first
-third low, so later ones preempt them), in two
+third low and 1.5-3 s long, so later ones preempt them), in two
 queues (qa, qb: half the slots each) of one cohort (qa reclaims Any, qb LowerPriority), so
 preemptions happen; 10 % raise on purpose. ``--clients`` threads submit and collect. Faults,
 at random moments: a rank SIGKILLed, a rank SIGSTOPped for 1 s, the agent SIGKILLed.
@@ -139,10 +139,12 @@ def run(jobs: int = 80, faults: int = 12, minutes: float = 5.0, slots: int = 4, 
     rng = random.Random(seed)
     plan = []
     for i in range(jobs):
-        plan.append({"i": i, "ranks": rng.choice((1, 1, 2)), "seconds": rng.uniform(0.2, 2.0),
+        first = i < jobs // 3
+        plan.append({"i": i, "ranks": rng.choice((1, 1, 2)),
+                     "seconds": rng.uniform(1.5, 3.0) if first else rng.uniform(0.2, 2.0),
                      "fail": rng.random() < 0.1, "queue": rng.choice(("qa", "qb")),
                      # the first third low: running when the others arrive (preemptions)
-                     "priority": "low" if i < jobs // 3 else rng.choice(("low", "normal", "high"))})
+                     "priority": "low" if first else rng.choice(("low", "normal", "high"))})
     deadline = time.monotonic() + minutes * 60
     handles: dict[int, object] = {}
     outcome: dict[int, tuple[str, object]] = {}
@@ -238,7 +240,7 @@ def run(jobs: int = 80, faults: int = 12, minutes: float = 5.0, slots: int = 4, 
     wall = time.monotonic() - t0
 
     # ---- judge
-    right = planned = fault_failed = wrong = lost = discarded = preemptions = 0
+    right = planned = fault_failed = wrong = lost = discarded = preemptions = requeued = 0
     examples: list[str] = []
     for p in plan:
         i = p["i"]
@@ -250,7 +252,8 @@ def run(jobs: int = 80, faults: int = 12, minutes: float = 5.0, slots: int = 4, 
             except GpuJobsError:
                 pass
         if st is not None:
-            preemptions += sum(1 for e in st.events if e.kind == "requeued")
+            preemptions += sum(1 for e in st.events if e.kind == "preempted")
+            requeued += sum(1 for e in st.events if e.kind == "requeued")
         if kind == "missing" or st is None or not st.terminal or st.reason == "lost":
             lost += 1
             examples.append(f"job {i}: lost ({kind}, {st.phase if st else '?'} {st.reason if st else ''})")
@@ -286,7 +289,7 @@ def run(jobs: int = 80, faults: int = 12, minutes: float = 5.0, slots: int = 4, 
            "discarded_finished_runs": discarded, "max_agent_processes": counts["max_agent_procs"],
            "client_errors": counts["client_errors"], "faults_rank_kill": counts["faults_rank_kill"],
            "faults_rank_stop": counts["faults_rank_stop"],
-           "faults_agent_kill": counts["faults_agent_kill"], "preemptions": preemptions,
+           "faults_agent_kill": counts["faults_agent_kill"], "preemptions": preemptions, "requeued": requeued,
            "wall_s": round(wall, 1),
            "home": str(home), "examples": examples[:10]}
     res["ok"] = (crashes == lost == wrong == discarded == unsupervised == 0
@@ -303,7 +306,8 @@ def print_table(res: dict) -> None:
             ("failed: a rank was SIGKILLed (JobFailedError)", res["failed_by_rank_fault"]),
             ("faults: rank SIGKILL / rank SIGSTOP 1 s / agent SIGKILL",
              f"{res['faults_rank_kill']} / {res['faults_rank_stop']} / {res['faults_agent_kill']}"),
-            ("preemptions (requeued runs)", res["preemptions"]),
+            ("preemptions / of them requeued (the others ended within their grace)",
+             f"{res['preemptions']} / {res['requeued']}"),
             ("agent starts", res["agent_starts"]),
             ("**crashes**", res["crashes"]), ("**lost jobs**", res["lost_jobs"]),
             ("**wrong results**", res["wrong_results"]),

@@ -510,6 +510,7 @@ class Agent:
             # Recorded (wall clock) so an agent restarted meanwhile honours the same deadline.
             rec.runtime["preempt_deadline"] = time.time() + grace
             rec.runtime["preempted_by"] = by
+            self._flush_safely()  # recorded before the ranks are told: a restart knows why they stop
             self._stop_gang(rec, "preempt", grace)
         else:
             self._requeue(rec, by=by)
