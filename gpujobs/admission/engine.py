@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
-from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, Workload,
-                    normalize_quota)
+from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, ResourceFlavor,
+                    Workload, normalize_quota)
 
 EPS = 1e-9
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
@@ -56,6 +56,7 @@ class _Entry:
     usage: dict = field(default_factory=dict)   # {(flavor, resource): amount} while admitted
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
+    pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
 
 
 @dataclass
@@ -66,6 +67,7 @@ class _Asg:
     usage: dict = field(default_factory=dict)     # {fr: amount}
     need: set = field(default_factory=set)        # frs whose mode is Preempt
     borrow: int = 0
+    modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
 
 
 class _RG:
@@ -125,6 +127,7 @@ class _CQ:
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
         self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
+        self.inactive = False  # names a ResourceFlavor that does not exist
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
@@ -188,13 +191,21 @@ class Engine:
     ``Eviction`` (default) orders a workload requeued after a PodsReady timeout (or an
     admission check) by its eviction time, ``Creation`` by its creation time. A preempted
     workload keeps its creation time in both, as in Kueue. ``clock`` gives eviction times
-    when :meth:`requeue` is not told one (default ``time.time``).
+    when :meth:`requeue` is not told one (default ``time.time``). ``preemption_oracle``, if
+    given, replaces the preemption simulation inside flavor assignment (Kueue's
+    ``preemptionOracle``): ``(queue, (flavor, resource), amount) -> (possibility, borrowing
+    level)`` with possibility ``Preempt``, ``Reclaim`` or ``NoCandidates`` (the conformance
+    suite replays Kueue's flavorassigner tests, which mock it, through this). ``flavors``
+    (ResourceFlavor objects) gives flavors node labels and taints; with it, a ClusterQueue
+    naming a flavor that is not there is inactive (its workloads wait), as in Kueue.
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
                  priorities: Mapping[str, int] | None = None,
                  default_priority: str | int | None = None,
-                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None):
+                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
+                 preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
+                 flavors: Sequence[ResourceFlavor] | None = None):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -204,6 +215,8 @@ class Engine:
                             f"use one of {', '.join(REQUEUING)}")
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
+        self._oracle_hook = preemption_oracle
+        self._flavors = None if flavors is None else {f.name: f for f in flavors}
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
         self._cohorts: dict[str, _Cohort] = {}
@@ -227,6 +240,7 @@ class Engine:
         self._build_tree()
         for cq in self._cqs.values():
             cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
+            cq.inactive = self._flavors is not None and any(f not in self._flavors for f in cq.flavors)
         self._entries: dict[str, _Entry] = {}
         self._seq = 0
         self._order = 0
@@ -445,6 +459,9 @@ class Engine:
         if val <= self._available(cq, fr) + EPS:
             return FIT, borrow
         if n + EPS >= val or may_reclaim or cq.bwc:
+            if self._oracle_hook is not None:
+                poss, after = self._oracle_hook(cq.name, fr, val)
+                return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
             targets = self._targets(e, {fr}, {fr: val})
             self._oracle = (e, fr, val, targets)
             if not targets:
@@ -475,6 +492,9 @@ class Engine:
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
                 for f in rg.flavors:
+                    if self._flavors is not None and (f not in self._flavors
+                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                        continue  # an untolerated taint or a node selector it does not match
                     rep = (FIT, 0)
                     per = {}
                     for rr, val in group.items():
@@ -498,6 +518,7 @@ class Engine:
                 f, per = best
                 for rr, (mode, borrow) in per.items():
                     flavors[rr] = f
+                    asg.modes[(ps_name, rr)] = mode
                     fr = (f, rr)
                     asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
                     asg.borrow = max(asg.borrow, borrow)
@@ -638,6 +659,17 @@ class Engine:
             for q in node.members:
                 yield q, root
 
+    def flavor_assignment(self, wid: str) -> dict:
+        """The flavor assignment the pending workload ``wid`` would get now (Kueue
+        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
+        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        e = self._entries[wid]
+        asg = self._assign(e)
+        names = {FIT: "Fit", PREEMPT: "Preempt", NOFIT: "NoFit"}
+        return {"mode": names[asg.mode], "borrowing": asg.borrow if asg.mode != NOFIT else 0,
+                "podsets": {ps: {r: {"flavor": f, "mode": "Fit" if asg.modes[(ps, r)] == FIT else "Preempt"}
+                                 for r, f in fl.items()} for ps, fl in asg.podsets}}
+
     def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
                            preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
         """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
@@ -662,13 +694,14 @@ class Engine:
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
         used: Counter = Counter()
         problems = []
-        for ps in w.podsets:
-            reqs = ps.total()
+        for _, reqs in self._podset_totals(cq, w):
             done: set = set()
             for r in sorted(reqs):
                 if r in done:
                     continue
                 rg = cq.rg_of.get(r)
+                if rg is None and not reqs[r]:
+                    continue  # a zero request for a resource the queue does not cover
                 if rg is None:
                     problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
                     break
@@ -693,6 +726,18 @@ class Engine:
         if not problems:
             return True, f"fits queue {cq.name!r}"
         return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+
+    @staticmethod
+    def _podset_totals(cq: _CQ, w: Workload) -> list:
+        """[(pod set, {resource: total})]; a queue with quota for ``pods`` counts each pod set's
+        pods as a request too (Kueue adds corev1.ResourcePods when a resource group covers it)."""
+        out = []
+        for ps in w.podsets:
+            reqs = {r: a * ps.count for r, a in ps.requests.items()}
+            if "pods" in cq.rg_of and "pods" not in reqs:
+                reqs["pods"] = float(ps.count)
+            out.append((ps.name, reqs))
+        return out
 
     # ------------------------------------------------------- queue structures
     def _push_pending(self, e: _Entry) -> None:
@@ -764,11 +809,14 @@ class Engine:
             res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
             raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
                              f"or use a queue with more nominal or borrowable quota)")
-        podsets = [(ps.name, {r: a * ps.count for r, a in ps.requests.items()}) for ps in w.podsets]
+        podsets = self._podset_totals(cq, w)
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+        if any(ps.node_selector or ps.tolerations for ps in w.podsets):  # flavors may differ
+            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
+                           for ps in w.podsets)
         self._seq += 1
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
-                   key=(-prio, w.created, self._seq, w.id))
+                   key=(-prio, w.created, self._seq, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._push_pending(e)
 
@@ -797,7 +845,7 @@ class Engine:
     def _cycle(self, out: Decisions) -> bool:
         heads = []
         for cq in self._cqs.values():
-            if cq.stalled or not cq.heaps:
+            if cq.stalled or not cq.heaps or cq.inactive:
                 continue
             e = self._head(cq)
             if e is None:
