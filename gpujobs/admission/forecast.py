@@ -589,9 +589,25 @@ def _unknown_labels(snap: Snapshot, run: _Run, extra: Sequence[Job] = ()) -> Cal
 
 
 # -------------------------------------------------------------------- API
+def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
+    """Only the workloads sharing quota (same cohort, or same queue) with ``queues``: the
+    others cannot change when these start, so the simulation leaves them out."""
+    groups = _groups(snap)
+    keep = {groups[q] for q in queues if q in groups}
+    if len(keep) == len(set(groups.values())):
+        return snap
+    return Snapshot(snap.queues, snap.cohorts, snap.priorities, snap.default_priority,
+                    [j for j in snap.running if groups.get(j.workload.queue) in keep],
+                    [j for j in snap.pending if groups.get(j.workload.queue) in keep],
+                    snap.history, snap.now)
+
+
 def forecast(snap: Snapshot, ids: Iterable[str] | None = None,
              reasons: bool = True) -> dict[str, Forecast]:
     """A :class:`Forecast` for every pending workload of ``snap`` (or those in ``ids``)."""
+    if ids is not None:
+        ids = set(ids)
+        snap = _restrict(snap, {j.workload.queue for j in snap.pending if j.id in ids})
     pending = list(snap.pending)
     want = {j.id for j in pending} if ids is None else set(ids)
     pess = _Sim(snap, pending, False, None if ids is None else want, reasons,
@@ -614,6 +630,7 @@ def plan(snap: Snapshot, job: Job) -> Forecast:
     if not ok:
         return Forecast(job.id, None, "never: it can never fit its queue", why)
     eng.add(job.workload)  # SpecError for an unknown priority class, as submit would
+    snap = _restrict(snap, [job.workload.queue])
     pending = [*snap.pending, job]
     pess = _Sim(snap, pending, False, {job.id}, True, {job.id}).run()
     opt = _Sim(snap, pending, True, {job.id}, False).run() if job.id not in pess.starts else None

@@ -33,6 +33,7 @@ from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import protocol
+from .forecasting import LocalForecasts
 from .gang import GangExit, describe_returncode, first_failed
 from .launchers import make_gang
 from .store import Store
@@ -150,6 +151,7 @@ class Agent:
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
         self.idle_s = idle_timeout_s(cfg)
         self.store = Store(self.home / "state.db")
         self.lock = threading.RLock()
@@ -185,12 +187,14 @@ class Agent:
             changes["events"] = rec.status.events + (JobEvent(time.time(), event, msg),)
         rec.status = rec.status.with_(**changes)
         self.dirty.add(rec.id)
+        self.forecasts.stale()
         self._emit(rec)
 
     def _view(self, rec: Rec) -> JobStatus:
         st = rec.status
         if st.phase == "queued":
-            return st.with_(queue_position=self.engine.position(rec.id))
+            return st.with_(queue_position=self.engine.position(rec.id),
+                            **self.forecasts.fields(rec.id))
         return st
 
     def _emit(self, rec: Rec) -> None:
@@ -363,6 +367,7 @@ class Agent:
             if rec.stopping or rec.ending:  # already on its way out: its end frees the quota
                 continue
             grace = float(rec.spec.get("grace_period_s", 30.0))
+            self.forecasts.note_preempted(victim, by)
             self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
             if rec.gang is not None:
                 self._stop_gang(rec, "preempt", grace)
@@ -430,6 +435,7 @@ class Agent:
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
                          message=msg, reason="lost" if lost else "rank-failed",
                          finished_at=time.time())
+        self.forecasts.note_finished(rec.status)
         self._forget(rec)
 
     def _forget(self, rec: Rec) -> None:
@@ -652,6 +658,9 @@ def make_handler(agent: Agent):
                     return {"ok": True, "status": agent.status(msg["id"]).to_dict()}
                 if op == "jobs":
                     return {"ok": True, "jobs": [s.to_dict() for s in agent.jobs(msg.get("queue"))]}
+                if op == "plan":  # read-only: nothing is queued
+                    plan = agent.forecasts.plan(msg["spec"], msg.get("name", ""), msg.get("user", ""))
+                    return {"ok": True, "plan": plan.to_dict()}
                 if op == "cancel":
                     agent.cancel(msg["id"])
                     return {"ok": True}
