@@ -460,6 +460,29 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
         borrow = f.borrowers(eng)
         borrow_ids = {b: holders_sorted(eng.admitted(b)) for b, _ in borrow}
         head = order[0]
+        # the same for every job of this queue: computed once
+        running_txt = [holder(x) for x in running_here[:AHEAD_SHOWN]]
+        if len(running_here) > AHEAD_SHOWN:
+            running_txt.append(f"+{len(running_here) - AHEAD_SHOWN} more running")
+        borrow_txt = {}
+        for b, over in borrow:
+            who = ", ".join(holder(x) for x in borrow_ids[b][:AHEAD_SHOWN])
+            borrow_txt[b] = f"{b} borrows {_num(over)} from cohort {cq.cohort}" + (f": {who}" if who else "")
+        free_of = {}
+        amt_of: dict[str, str] = {}
+        prio_of: dict[str, int] = {}
+
+        def amt(x: str) -> str:
+            t_ = amt_of.get(x)
+            if t_ is None:
+                t_ = amt_of[x] = ", ".join(_amount(v, r) for r, v in jobs[x].workload.total().items())
+            return t_
+
+        def prio_(x: str) -> int:
+            p_ = prio_of.get(x)
+            if p_ is None:
+                p_ = prio_of[x] = _prio(snap, jobs[x].workload.priority)
+            return p_
         for i, wid in enumerate(order):
             if only is not None and wid not in only:
                 continue
@@ -470,7 +493,9 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
             needs = []
             fits_alone = True
             for r, a in sorted(need.items(), key=lambda kv: kv[0] != "gpu"):
-                free, lends, _ = f.free(r)
+                if r not in free_of:
+                    free_of[r] = f.free(r)
+                free, lends, _ = free_of[r]
                 if a > free + lends + 1e-9:
                     fits_alone = False
                 coh = f" (cohort {cq.cohort} lends {_num(lends)})" if cq.cohort else ""
@@ -482,19 +507,15 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                     f"{jobs[v].label} to stop (preempted for it)" for v in vics))
                 blocked += vics
             if cq.strategy == "StrictFIFO" and i > 0 and wid not in victims_of:
-                hj = jobs[head]
-                ht = ", ".join(_amount(a, r) for r, a in hj.workload.total().items())
-                msg = f"{name} is StrictFIFO: its head {hj.label} ({ht}) must start first"
+                msg = f"{name} is StrictFIFO: its head {jobs[head].label} ({amt(head)}) must start first"
                 if fits_alone:
                     msg = "it would fit now, but " + msg
                 parts.append(msg)
                 blocked.append(head)
             if borrow and not fits_alone:
                 for b, over in borrow:
-                    who = ", ".join(holder(x) for x in borrow_ids[b][:AHEAD_SHOWN])
                     rec = cq.reclaim_within_cohort
-                    parts.append(f"{b} borrows {_num(over)} from cohort {cq.cohort}"
-                                 + (f": {who}" if who else "")
+                    parts.append(borrow_txt[b]
                                  + (f" ({name} does not reclaim: reclaim_within_cohort=Never)"
                                     if rec == "Never" else
                                     " (not reclaimable: it would need to borrow itself, or "
@@ -502,18 +523,16 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                     blocked += borrow_ids[b]
             ahead = []
             if not fits_alone or vics:
-                ahead += [holder(x) for x in running_here[:AHEAD_SHOWN]]
-                if len(running_here) > AHEAD_SHOWN:
-                    ahead.append(f"+{len(running_here) - AHEAD_SHOWN} more running")
+                ahead += running_txt
                 blocked += running_here
-            prio = _prio(snap, j.workload.priority)
+            prio = prio_(wid)
             for k in range(max(0, i - AHEAD_SHOWN), i):
-                a = jobs[order[k]]
-                ap = _prio(snap, a.workload.priority)
+                x = order[k]
+                a = jobs[x]
+                ap = prio_(x)
                 tag = f", {a.workload.priority}" if ap > prio and a.workload.priority is not None else \
                     (", higher priority" if ap > prio else "")
-                amt = ", ".join(_amount(x, r) for r, x in a.workload.total().items())
-                ahead.append(f"{a.label} ({_ordinal(k + 1)}{tag}, {amt})")
+                ahead.append(f"{a.label} ({_ordinal(k + 1)}{tag}, {amt(x)})")
             if i > AHEAD_SHOWN:
                 ahead.insert(len(ahead) - AHEAD_SHOWN, f"{i - AHEAD_SHOWN} more queued ahead")
             blocked += order[max(0, i - BLOCKED_BY_MAX):i]
