@@ -96,7 +96,7 @@ def drive(agent: Agent, until, timeout: float = 60.0) -> None:
 
 
 def job(name, queue, gpus, limit=None, prio=None, grace=None):
-    b = gpujobs.job(nap, 120).ddp(gpus_per_node=0, procs_per_node=gpus).queue(queue).name(name)
+    b = gpujobs.job(nap, 120).ddp(gpus_per_node=gpus).queue(queue).name(name)  # slots (CPU ranks)
     if limit:
         b = b.max_runtime(limit)
     if prio:

@@ -26,6 +26,7 @@ from . import protocol
 from .client import AgentClient, check_home
 from .gang import save_submitter_env
 from .jobdir import JobDir
+from .private import check_home as check_state
 from .store import Store, status_from_dict
 
 
@@ -37,6 +38,7 @@ class LocalBackend:
         self.client = AgentClient(self.home)
 
     def _dir(self, job_id: str) -> JobDir:
+        check_state(self.home)  # keys and results come from here: no one else may write it
         return JobDir(self.home / "jobs" / job_id)
 
     # ------------------------------------------------------------------ submit

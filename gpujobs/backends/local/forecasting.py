@@ -118,11 +118,10 @@ class LocalForecasts:
         """The what-if for a job with ``spec``; nothing is queued."""
         JobSpec.from_dict(spec, b"x")  # validates (raises SpecError), as submit does
         now = time.time()
-        world, per = self.agent._need(spec)
-        from ...admission import PodSet, Workload
-        w = Workload(f"(plan {name or 'job'})", spec.get("queue") or "default",
-                     [PodSet("ranks", world, {"gpu": per})], priority=spec.get("priority"),
-                     created=now)
+        from types import SimpleNamespace
+        # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
+        w = self.agent._workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
+                                                 status=SimpleNamespace(submitted_at=now)))
         job = Job(w, user=user, name=name, max_runtime_s=spec.get("max_runtime_s"),
                   grace_period_s=float(spec.get("grace_period_s", 30.0)))
         snap = self.snapshot()

@@ -59,6 +59,8 @@ class Store:
                 self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                            check_same_thread=False, timeout=10)
             else:
+                from .private import make_private_db
+                make_private_db(self.path)  # 0600 whatever the umask (its WAL/SHM follow)
                 self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
                                            isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
