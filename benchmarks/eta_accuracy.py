@@ -21,8 +21,11 @@ the jobs finished so far, and slots = 16 GPUs / mean GPUs per job. Target: the f
 median absolute error at most half the naive one's.
 
 Speed. 10,000 pending workloads in 20 queues (4 cohorts of 5, 8 GPUs each, 4 running
-jobs per queue, mixed priorities and sizes, 1,000 finished jobs of history):
-``plan()`` for one more job (target < 1 s) and a forecast of every queued job (< 2 s).
+jobs per queue, mixed priorities and sizes, 1,000 finished jobs of history; draining them
+all takes ~9 simulated days): ``plan()`` for one more low-priority job (target < 1 s) and a
+forecast of every queued job (< 2 s), with the default 48 h horizon (starts further ahead
+are answered "beyond the forecast horizon", as squeue --start shows N/A past bf_window) and
+with no horizon. Best and worst of 3 rounds (wall time; the build machine is shared).
 """
 from __future__ import annotations
 
@@ -37,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
-from gpujobs.admission.forecast import History, Job, Snapshot, forecast, plan  # noqa: E402
+from gpujobs.admission.forecast import (HORIZON_S, History, Job, Snapshot, forecast,  # noqa: E402
+                                        plan)
 
 SLOTS = 16
 QUEUES = [ClusterQueue("team-a", {"gpu": 8}, cohort="lab"),
@@ -244,21 +248,27 @@ def big_state(seed: int = 0, pending_n: int = 10_000, queues: int = 20) -> Snaps
 
 
 def speed(repeat: int = 3) -> dict:
+    """Best and worst of ``repeat`` rounds, with the default horizon and with none."""
     snap = big_state()
     newcomer = Job(Workload("new", "q7", [PodSet("r", 4, {"gpu": 1})], priority="low",
                             created=snap.now), user="u1", name="exp3", max_runtime_s=3600)
-    plan_s, all_s = [], []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        p = plan(snap, newcomer)
-        plan_s.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        fcs = forecast(snap)
-        all_s.append(time.perf_counter() - t)
-    return dict(plan_s=min(plan_s), plan_max=max(plan_s), all_s=min(all_s), all_max=max(all_s),
-                n=len(fcs), known=sum(f.expected_start is not None for f in fcs.values()),
-                position=p.position, plan_wait_h=(p.expected_start - snap.now) / 3600
-                if p.expected_start else None)
+    out = {}
+    for label, hz in (("48 h horizon", HORIZON_S), ("no horizon", 1e12)):
+        plan_s, all_s = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            p = plan(snap, newcomer, horizon_s=hz)
+            plan_s.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            fcs = forecast(snap, horizon_s=hz)
+            all_s.append(time.perf_counter() - t)
+        out[label] = dict(plan_s=min(plan_s), plan_max=max(plan_s), all_s=min(all_s),
+                          all_max=max(all_s), n=len(fcs),
+                          known=sum(f.expected_start is not None for f in fcs.values()),
+                          position=p.position,
+                          plan_start=(f"in {(p.expected_start - snap.now) / 3600:.1f} h"
+                                      if p.expected_start else p.basis.split(":")[0]))
+    return out
 
 
 def main(argv=None) -> int:
@@ -290,12 +300,15 @@ def main(argv=None) -> int:
               f"{x['f_med'] / 60:5.1f} min, p90 {x['f_p90'] / 60:6.1f} min | naive median "
               f"{x['n_med'] / 60:5.1f} min, p90 {x['n_p90'] / 60:6.1f} min | median ratio "
               f"{ratio:.2f} (target <= 0.5)")
-    s = speed(1 if a.quick else 3)
-    print(f"plan() behind {s['n']:,} pending in 20 queues: best {s['plan_s']:.3f} s, worst "
-          f"{s['plan_max']:.3f} s (target < 1 s; position {s['position']}, forecast wait "
-          f"{s['plan_wait_h']:.1f} h)")
-    print(f"forecast of every queued job ({s['n']:,}, {s['known']:,} with a start): best "
-          f"{s['all_s']:.3f} s, worst {s['all_max']:.3f} s (target < 2 s)")
+    sp = speed(1 if a.quick else 3)
+    for label, s in sp.items():
+        print(f"[{label}] plan() behind {s['n']:,} pending in 20 queues: best {s['plan_s']:.3f} s, "
+              f"worst {s['plan_max']:.3f} s (target < 1 s; position {s['position']}, start "
+              f"{s['plan_start']})")
+        print(f"[{label}] forecast of every queued job ({s['n']:,}; {s['known']:,} get a start, the "
+              f"others 'beyond the horizon'): best {s['all_s']:.3f} s, worst {s['all_max']:.3f} s "
+              f"(target < 2 s)")
+    s = sp["48 h horizon"]
     ok &= s["plan_s"] < 1.0 and s["all_s"] < 2.0
     print("targets met (speed: best of the rounds)" if ok else "TARGETS NOT MET")
     return 0 if ok else 1

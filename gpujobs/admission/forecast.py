@@ -38,6 +38,7 @@ SOURCES = ("progress", "history", "limit", "unknown")
 HISTORY_KEEP = 50  # runtimes kept per (user, name, queue)
 AHEAD_SHOWN = 3    # pending workloads named in a reason
 BLOCKED_BY_MAX = 10  # pending ids ahead listed in blocked_by (holders are all listed)
+HORIZON_S = 2 * 86400.0  # how far ahead starts are simulated (SLURM's bf_window is 1 day)
 
 
 # ------------------------------------------------------------------ inputs
@@ -174,6 +175,7 @@ class _Run:
     ends: dict[str, tuple[float | None, str]]  # running-at-snapshot id -> (end, source)
     reasons: dict[str, Forecast]
     unknown: dict[str, set[str]]  # group (cohort or queue) -> ids holding quota, end unknown
+    cut: bool = False  # stopped at the horizon with events left
 
 
 class _Sim:
@@ -181,14 +183,17 @@ class _Sim:
 
     def __init__(self, snap: Snapshot, pending: Sequence[Job], optimistic: bool,
                  targets: set[str] | None, want_reasons: bool,
-                 reasons_for: set[str] | None = None):
+                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S):
         self.snap, self.pending, self.optimistic = snap, pending, optimistic
         self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
+        self.horizon_s = horizon_s
 
     def run(self) -> _Run:
         snap = self.snap
         eng = snap.engine()
         now = t = snap.now
+        horizon = now + self.horizon_s
+        cut = False
         jobs: dict[str, Job] = {}
         events: list = []
         seq = 0
@@ -282,11 +287,16 @@ class _Sim:
             if not events:
                 break
             when = events[0][0]
+            if when > horizon:
+                cut = True  # beyond the horizon: no start (see HORIZON_S)
+                break
             t = when
+            batch = []
             while events and events[0][0] == when:
-                _, _, kind, wid, ver = heapq.heappop(events)
-                if version.get(wid) != ver:
-                    continue
+                item = heapq.heappop(events)
+                if version.get(item[3]) == item[4]:
+                    batch.append(item)
+            for _, _, kind, wid, ver in batch:
                 if kind == "end":
                     eng.finish(wid)
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
@@ -294,7 +304,7 @@ class _Sim:
                     stopping.discard(wid)
                     ran[wid] = ran.get(wid, 0.0) + max(0.0, t - run_start.get(wid, t))
                     eng.requeue(wid)
-        return _Run(starts, basis, dict(preempts), ends, reasons, dict(unknown))
+        return _Run(starts, basis, dict(preempts), ends, reasons, dict(unknown), cut)
 
 
 def _groups(snap: Snapshot) -> dict[str, str]:
@@ -561,13 +571,16 @@ def _basis_text(counts: tuple, start: float, now: float) -> str:
 
 
 def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
+    lt = time.localtime(t)
+    same_day = lt[:3] == time.localtime()[:3]
+    return time.strftime("%H:%M:%S" if same_day else "%b %d %H:%M", lt)
 
 
 def _finish(snap: Snapshot, pess: _Run, opt: _Run | None, ids: Iterable[str],
-            unknown_labels: Callable[[str], str]) -> dict[str, Forecast]:
+            unknown_labels: Callable[[str], str], horizon_s: float) -> dict[str, Forecast]:
     out = {}
     now = snap.now
+    edge = now + horizon_s
     for wid in ids:
         fc = pess.reasons.get(wid) or Forecast(wid, None, "", "")
         start = pess.starts.get(wid)
@@ -576,8 +589,15 @@ def _finish(snap: Snapshot, pess: _Run, opt: _Run | None, ids: Iterable[str],
             fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
             if fc.reason and start > now:
                 fc.reason += f"; expected to start in ~{duration(start - now)}"
+        elif not unknown_labels(wid):  # nothing unknown: it starts beyond the horizon
+            fc.not_before = edge
+            fc.basis = (f"beyond the forecast horizon ({duration(horizon_s)} ahead): "
+                        f"not before {_clock(edge)}")
+            fc.reason += ("; " if fc.reason else "") + f"starts more than {duration(horizon_s)} from now"
         else:
             nb = opt.starts.get(wid) if opt is not None else None
+            if nb is None and (pess.cut or (opt is not None and opt.cut)):
+                nb = edge
             fc.not_before = nb
             who = unknown_labels(wid)
             fc.basis = ("unknown: it waits on jobs with no declared limit, progress or history"
@@ -621,23 +641,25 @@ def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
                     snap.history, snap.now)
 
 
-def forecast(snap: Snapshot, ids: Iterable[str] | None = None,
-             reasons: bool = True) -> dict[str, Forecast]:
-    """A :class:`Forecast` for every pending workload of ``snap`` (or those in ``ids``)."""
+def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,
+             horizon_s: float = HORIZON_S) -> dict[str, Forecast]:
+    """A :class:`Forecast` for every pending workload of ``snap`` (or those in ``ids``).
+    Starts more than ``horizon_s`` ahead are not simulated: those get ``expected_start=None``
+    and ``not_before`` = now + horizon (as squeue --start shows N/A beyond bf_window)."""
     if ids is not None:
         ids = set(ids)
         snap = _restrict(snap, {j.workload.queue for j in snap.pending if j.id in ids})
     pending = list(snap.pending)
     want = {j.id for j in pending} if ids is None else set(ids)
     pess = _Sim(snap, pending, False, None if ids is None else want, reasons,
-                None if ids is None else want).run()
-    missing = [w for w in want if w not in pess.starts]
-    opt = _Sim(snap, pending, True, set(missing), False).run() if missing else None
-    return _finish(snap, pess, opt, [j.id for j in pending if j.id in want],
-                   _unknown_labels(snap, pess))
+                None if ids is None else want, horizon_s).run()
+    labels = _unknown_labels(snap, pess)
+    missing = {w for w in want if w not in pess.starts and labels(w)}
+    opt = _Sim(snap, pending, True, missing, False, None, horizon_s).run() if missing else None
+    return _finish(snap, pess, opt, [j.id for j in pending if j.id in want], labels, horizon_s)
 
 
-def plan(snap: Snapshot, job: Job) -> Forecast:
+def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     """What would happen to ``job`` if it were queued now (nothing is changed).
 
     ``admit_now`` when it would be admitted in the next pass (possibly after preempting
@@ -651,9 +673,11 @@ def plan(snap: Snapshot, job: Job) -> Forecast:
     eng.add(job.workload)  # SpecError for an unknown priority class, as submit would
     snap = _restrict(snap, [job.workload.queue])
     pending = [*snap.pending, job]
-    pess = _Sim(snap, pending, False, {job.id}, True, {job.id}).run()
-    opt = _Sim(snap, pending, True, {job.id}, False).run() if job.id not in pess.starts else None
-    fc = _finish(snap, pess, opt, [job.id], _unknown_labels(snap, pess, [job]))[job.id]
+    pess = _Sim(snap, pending, False, {job.id}, True, {job.id}, horizon_s).run()
+    labels = _unknown_labels(snap, pess, [job])
+    opt = _Sim(snap, pending, True, {job.id}, False, None, horizon_s).run() \
+        if job.id not in pess.starts and labels(job.id) else None
+    fc = _finish(snap, pess, opt, [job.id], labels, horizon_s)[job.id]
     start = pess.starts.get(job.id)
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True

@@ -191,3 +191,20 @@ def test_forecast_with_subset_of_ids_matches_full():
     assert list(part) == ["p7"]
     assert part["p7"].expected_start == full["p7"].expected_start
     assert part["p7"].reason == full["p7"].reason
+
+
+def test_starts_beyond_the_horizon_get_none_and_not_before():
+    # one GPU, ten 1-hour jobs queued: the 5th starts 4 h ahead, past a 3 h horizon
+    snap = Snapshot([ClusterQueue("q", {"gpu": 1})],
+                    running=[running("r", "q", 1, ran=0, limit=3600)],
+                    pending=[queued(f"p{i}", "q", 1, t=NOW - 10 + i, limit=3600) for i in range(10)],
+                    now=NOW)
+    fcs = forecast(snap, horizon_s=3 * 3600)
+    assert [fcs[f"p{i}"].expected_start for i in range(3)] == [NOW + 3600, NOW + 7200, NOW + 10800]
+    late = fcs["p3"]
+    assert late.expected_start is None and late.not_before == NOW + 3 * 3600
+    assert late.basis.startswith("beyond the forecast horizon (3.0 h ahead): not before")
+    assert "starts more than 3.0 h from now" in late.reason
+    assert forecast(snap, horizon_s=1e9)["p9"].expected_start == NOW + 10 * 3600
+    p = plan(snap, queued("new", "q", 1, t=NOW, limit=60), horizon_s=3 * 3600)
+    assert p.expected_start is None and p.position == 11 and p.not_before == NOW + 3 * 3600
