@@ -55,6 +55,7 @@ class Rec:
     deadline: float = 0.0
     metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
     ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
+    watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
 
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
@@ -429,6 +430,9 @@ class Agent:
         self.wake.set()  # its slots are free: schedule again at once
 
     def _finish(self, rec: Rec, result: GangExit, note: str = "") -> None:
+        final = self._final_progress(rec)
+        if final:
+            rec.status = rec.status.with_(**final)
         if result.ok:
             self._update(rec, "finished", "succeeded" + note, phase="succeeded", exit_code=0,
                          finished_at=time.time())
@@ -509,14 +513,57 @@ class Agent:
         except Exception:  # noqa: BLE001 - metrics never stop a job
             traceback.print_exc()
             return
+        try:
+            from .liveness import GangWatch, spec_env
+            rec.watch = GangWatch(rec.runtime["job_dir"],
+                                  {r: pid for r, (pid, _) in ranks_of_gang(rec.gang, devices).items()},
+                                  spec_env(rec.spec))
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
         jm.on_update = lambda latest: self._on_metrics(rec, jm, latest)
         rec.metrics = jm.start()
 
     def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
+        seen = self._watch(rec, latest)  # file reads (and a stack dump) outside the lock
         with self.lock:
             if rec.metrics is jm and not rec.status.terminal:
-                rec.status = rec.status.with_(metrics=latest)  # pushed, not stored each round
+                changes: dict[str, Any] = {"metrics": latest}
+                if seen is not None:
+                    progress, since, message = seen
+                    changes.update(progress=progress or rec.status.progress, stalled_since=since)
+                    if message != rec.status.extra.get("stall", ""):
+                        changes["extra"] = {**rec.status.extra, "stall": message}
+                        if message or rec.status.stalled_since is not None:
+                            self.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
+                            changes["events"] = rec.status.events + (JobEvent(
+                                time.time(), "stalled" if message else "moving",
+                                message or "the quiet ranks move again"),)
+                rec.status = rec.status.with_(**changes)  # pushed, not stored each round
                 self._emit(rec)
+
+    @staticmethod
+    def _watch(rec: Rec, latest: tuple) -> Any:
+        watch = rec.watch
+        if watch is None:
+            return None
+        try:
+            return watch.observe(latest)
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
+            return None
+
+    def _final_progress(self, rec: Rec) -> dict:
+        """The job's last progress report (written when its function returned)."""
+        watch, rec.watch = rec.watch, None
+        if watch is None:
+            return {}
+        try:
+            watch.tail.read()
+            latest = watch.tail.latest()
+        except Exception:  # noqa: BLE001
+            return {}
+        return {"progress": latest, "stalled_since": None} if latest is not None else \
+            {"stalled_since": None}
 
     def _spawner(self):
         z = self.zygote

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import StateError
-from ...status import GpuSample, JobEvent, JobStatus
+from ...status import GpuSample, JobEvent, JobStatus, Progress
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -35,6 +35,8 @@ def status_from_dict(d: dict[str, Any]) -> JobStatus:
     d.pop("terminal", None)
     d["events"] = tuple(JobEvent(**e) for e in d.get("events", ()))
     d["metrics"] = tuple(GpuSample(**m) for m in d.get("metrics", ()))
+    if d.get("progress") is not None:
+        d["progress"] = Progress(**d["progress"])
     return JobStatus(**d)
 
 
