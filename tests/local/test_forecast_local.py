@@ -190,3 +190,29 @@ def test_can_never_fit_and_plan(agent):
     assert not later.admit_now and later.position == 1 and later.blocked_by == (r,)
     assert later.expected_start == pytest.approx(agent.recs[r].status.started_at + 120, abs=2)
     assert agent.engine.pending() == []  # nothing was queued
+
+
+def stepper():
+    import time as _t
+    import gpujobs as _g
+    ctx = _g.context()
+    for i in range(1200):
+        ctx.progress(i, total=1200)
+        _t.sleep(0.1)
+
+
+def test_progress_rate_beats_the_declared_limit(agent):
+    """A running job that reports progress ends when its rate says, not at its limit."""
+    r, _ = submit(agent, gpujobs.job(stepper).ddp(gpus_per_node=2).queue("solo").name("r")
+                  .max_runtime(3600))
+    w, _ = submit(agent, job("w", "solo", 2, limit=60))
+
+    def has_rate():
+        p = agent.recs[r].status.progress
+        return p is not None and p.expected_end is not None
+    drive(agent, has_rate, timeout=120)
+    st = status(agent, w)
+    end = agent.recs[r].status.progress.expected_end
+    assert st.expected_start_basis == "expected ends from progress rate", st
+    assert st.expected_start == pytest.approx(end, abs=5)
+    assert st.expected_start < agent.recs[r].status.started_at + 600  # not the 3600 s limit
