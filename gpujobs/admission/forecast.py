@@ -121,9 +121,12 @@ class Snapshot:
     pending: Sequence[Job] = ()
     history: History = field(default_factory=History)
     now: float = field(default_factory=time.time)
+    flavors: Sequence | None = None  # ResourceFlavor objects, as given to Engine(flavors=...)
 
-    def engine(self) -> Engine:
-        return Engine(self.queues, self.cohorts, self.priorities, self.default_priority)
+    def engine(self, clock: Callable[[], float] | None = None) -> Engine:
+        kw = {"flavors": self.flavors} if self.flavors is not None else {}
+        return Engine(self.queues, self.cohorts, self.priorities, self.default_priority,
+                      clock=clock or (lambda: self.now), **kw)
 
 
 # ------------------------------------------------------------------ outputs
@@ -190,7 +193,8 @@ class _Sim:
 
     def run(self) -> _Run:
         snap = self.snap
-        eng = snap.engine()
+        clock = [snap.now]
+        eng = snap.engine(lambda: clock[0])  # the engine's clock is the simulated time
         now = t = snap.now
         horizon = now + self.horizon_s
         cut = False
@@ -224,6 +228,7 @@ class _Sim:
             eng.restore_admitted(j.workload, j.flavor)
             run_start[j.id] = j.started if j.started is not None else now
             if j.stops_at is not None:
+                eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
                 stopping.add(j.id)
                 push(max(now, j.stops_at), "stop", j.id)
                 ends[j.id] = (max(now, j.stops_at), "stopping")
@@ -290,7 +295,7 @@ class _Sim:
             if when > horizon:
                 cut = True  # beyond the horizon: no start (see HORIZON_S)
                 break
-            t = when
+            t = clock[0] = when
             batch = []
             while events and events[0][0] == when:
                 item = heapq.heappop(events)
@@ -309,10 +314,18 @@ class _Sim:
 
 def _groups(snap: Snapshot) -> dict[str, str]:
     """LocalQueue or ClusterQueue name -> the cohort (or queue) that shares its quota."""
+    parent = {c.name: getattr(c, "parent", None) for c in snap.cohorts}
+
+    def root(c: str) -> str:  # hierarchical cohorts share quota up to the root of the tree
+        seen = set()
+        while parent.get(c) and c not in seen:
+            seen.add(c)
+            c = parent[c]
+        return c
     out = {}
     for q in snap.queues:
         for name in (q.name, *q.local_queues):
-            out[name] = q.cohort or q.name
+            out[name] = root(q.cohort) if q.cohort else q.name
     return out
 
 
@@ -638,7 +651,7 @@ def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
     return Snapshot(snap.queues, snap.cohorts, snap.priorities, snap.default_priority,
                     [j for j in snap.running if groups.get(j.workload.queue) in keep],
                     [j for j in snap.pending if groups.get(j.workload.queue) in keep],
-                    snap.history, snap.now)
+                    snap.history, snap.now, snap.flavors)
 
 
 def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,

@@ -208,3 +208,15 @@ def test_starts_beyond_the_horizon_get_none_and_not_before():
     assert forecast(snap, horizon_s=1e9)["p9"].expected_start == NOW + 10 * 3600
     p = plan(snap, queued("new", "q", 1, t=NOW, limit=60), horizon_s=3 * 3600)
     assert p.expected_start is None and p.position == 11 and p.not_before == NOW + 3 * 3600
+
+
+def test_hierarchical_cohorts_are_simulated_together():
+    # team-a and team-b sit in child cohorts of one root: b's idle quota reaches a via the root
+    qs = [ClusterQueue("team-a", {"gpu": 2}, cohort="left"), ClusterQueue("team-b", {"gpu": 2}, cohort="right")]
+    cohorts = [Cohort("left", parent="root"), Cohort("right", parent="root"), Cohort("root")]
+    snap = Snapshot(qs, cohorts, running=[running("b1", "team-b", 2, ran=0, limit=100)],
+                    pending=[queued("a-big", "team-a", 4, t=NOW - 1, limit=60)], now=NOW)
+    fc = forecast(snap)["a-big"]
+    assert fc.expected_start == NOW + 100  # b1 ends, team-a borrows team-b's 2 through the root
+    assert fc.reason.startswith("needs 4 GPUs, 2 free in team-a (cohort left lends 0)")
+    assert forecast(snap, ids=["a-big"])["a-big"].expected_start == NOW + 100  # same group kept
