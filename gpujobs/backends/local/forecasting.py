@@ -35,7 +35,6 @@ class LocalForecasts:
     def __init__(self, agent: Any, admission_config: dict):
         self.agent = agent
         self.adm = admission_config
-        self.preemptor: dict[str, str] = {}  # victim id -> the job it was preempted for
         self._history: History | None = None
         self._cache: dict[str, Forecast] = {}
         self._at = 0.0
@@ -45,13 +44,8 @@ class LocalForecasts:
     def stale(self) -> None:
         self._stale = True
 
-    def note_preempted(self, victim: str, by: str) -> None:
-        self.preemptor[victim] = by
-        self._stale = True
-
     def note_finished(self, st: JobStatus) -> None:
         """A job ended: a success's runtime joins the history of similar jobs."""
-        self.preemptor.pop(st.job_id, None)
         if self._history is not None:
             _learn(self._history, st)
 
@@ -88,8 +82,9 @@ class LocalForecasts:
             job.expected_end = progress_end(st)
             left = max(0.0, rec.deadline - mono) if rec.stopping else 0.0
             if rec.stopping == "preempt" or state == "evicting":
-                job.stops_at = now + left
-                job.preempted_by = self.preemptor.get(rec.id)
+                # the agent records the preemptor and the (wall-clock) end of the grace period
+                job.stops_at = float(rec.runtime.get("preempt_deadline") or now + left)
+                job.preempted_by = rec.runtime.get("preempted_by")
             elif rec.stopping:  # cancelled or stopping: its quota comes back by the deadline
                 job.expected_end = now + left
             running.append(job)
