@@ -1,4 +1,4 @@
-"""The admission engine: Kueue's scheduler (v0.19) for flat cohorts, without an API server.
+"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
+from . import fairsharing
 from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, ResourceFlavor,
                     Workload, normalize_quota)
 
@@ -128,6 +129,7 @@ class _CQ:
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
         self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
         self.inactive = False  # names a ResourceFlavor that does not exist
+        self.weight = float(spec.fair_weight)
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
@@ -168,6 +170,7 @@ class _Cohort:
         self.height = 1
         self.all_cqs: list[_CQ] = []        # every ClusterQueue of the tree (on the root)
         self.version = 0  # bumped on every admission, release or eviction in the tree
+        self.weight = float(spec.fair_weight)
 
     def finish(self) -> None:
         """Subtree quotas, guaranteed parts and heights, children first."""
@@ -198,6 +201,10 @@ class Engine:
     suite replays Kueue's flavorassigner tests, which mock it, through this). ``flavors``
     (ResourceFlavor objects) gives flavors node labels and taints; with it, a ClusterQueue
     naming a flavor that is not there is inactive (its workloads wait), as in Kueue.
+    ``fair_sharing`` turns on Kueue's fair sharing (``fairSharing`` in its configuration): heads
+    of a cohort tree are taken by a tournament on dominant resource shares (weights
+    ``fair_weight``), and preemption follows ``fair_sharing_strategies``
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``).
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
@@ -205,7 +212,8 @@ class Engine:
                  default_priority: str | int | None = None,
                  requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
                  preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
-                 flavors: Sequence[ResourceFlavor] | None = None):
+                 flavors: Sequence[ResourceFlavor] | None = None, fair_sharing: bool = False,
+                 fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -216,6 +224,13 @@ class Engine:
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
         self._oracle_hook = preemption_oracle
+        self.fair_sharing = bool(fair_sharing)
+        for st in fair_sharing_strategies:
+            if st not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
+                raise SpecError("fair_sharing_strategies", f"unknown {st!r}",
+                                "use LessThanOrEqualToFinalShare and/or LessThanInitialShare")
+        self.fs_strategies = tuple(fair_sharing_strategies) or ("LessThanOrEqualToFinalShare",
+                                                                "LessThanInitialShare")
         self._flavors = None if flavors is None else {f.name: f for f in flavors}
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
@@ -458,7 +473,8 @@ class Engine:
             borrow, may_reclaim = self._borrow_level(cq, fr, val)
         if val <= self._available(cq, fr) + EPS:
             return FIT, borrow
-        if n + EPS >= val or may_reclaim or cq.bwc:
+        if n + EPS >= val or may_reclaim or cq.bwc or (
+                self.fair_sharing and cq.spec.reclaim_within_cohort != "Never"):
             if self._oracle_hook is not None:
                 poss, after = self._oracle_hook(cq.name, fr, val)
                 return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
@@ -540,6 +556,8 @@ class Engine:
     def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
         """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
         minimised), or [] when no set of allowed candidates does."""
+        if self.fair_sharing:
+            return self._fair_targets(e, need, requests)
         cq, spec = e.cq, e.cq.spec
         cands: list[tuple] = []  # (sort key, entry, variant)
         within, reclaim = spec.within_queue, spec.reclaim_within_cohort
@@ -645,6 +663,9 @@ class Engine:
                 out.reasons = {c.w.id: REASON[var] for c, var in removed}
                 return out
         return _Targets()
+
+    def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        return fairsharing.fair_targets(self, e, need, requests)
 
     def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
         """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
@@ -877,11 +898,20 @@ class Engine:
             for cq, res in held:
                 self._charge(cq, res, -1)
             return False
-        heads.sort(key=lambda h: h[0])
+        if self.fair_sharing:  # Kueue fairSharingIterator: a DRS tournament per cohort tree
+            remaining = {h[1].cq: h for h in heads}
+
+            def tournament():
+                while remaining:
+                    yield fairsharing.pop_fair(self, remaining)
+            seq: Iterable = tournament()
+        else:
+            heads.sort(key=lambda h: h[0])
+            seq = heads
         progress = False
         victims: dict[str, _Entry] = {}
         undo: list = []
-        for _, e, asg, targets in heads:
+        for _, e, asg, targets in seq:
             cq = e.cq
             if asg.mode == NOFIT:
                 cq.parked[e.shape] = e.key
@@ -1101,8 +1131,9 @@ class _Targets(list):
 
 def _cand_key(c: _Entry, group: int) -> tuple:
     """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
-    1 other queues, 2 own queue), lower priority first, most recently admitted first."""
-    return (c.state != "evicting", group, c.prio, -c.reserved[0], -c.reserved[1], c.w.id)
+    1 other queues, 2 own queue), lower priority first, most recently admitted first, then by
+    id (Kueue: UID)."""
+    return (c.state != "evicting", group, c.prio, -c.reserved[0], c.w.id)
 
 
 def _num(x: float) -> str:

@@ -106,6 +106,7 @@ class ClusterQueue:
     when_can_borrow: str = "MayStopSearch"
     when_can_preempt: str = "TryNextFlavor"
     preference: str | None = None
+    fair_weight: float = 1.0  # fairSharing.weight (used when the Engine has fair_sharing on)
 
     def __post_init__(self) -> None:
         for fld, val, allowed in (("borrow_within_cohort", self.borrow_within_cohort, BORROW_WITHIN_COHORT),
@@ -137,6 +138,7 @@ class Cohort:
     parent: str | None = None
     borrowing_limit: Mapping | None = None
     lending_limit: Mapping | None = None
+    fair_weight: float = 1.0  # fairSharing.weight
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ CONST = {
     "kueue.PreemptionOverBorrowing": "PreemptionOverBorrowing",
     "kueue.InClusterQueueReason": "InClusterQueue", "kueue.InCohortReclamationReason": "InCohortReclamation",
     "kueue.InCohortReclaimWhileBorrowingReason": "InCohortReclaimWhileBorrowing",
+    "config.LessThanInitialShare": "LessThanInitialShare",
+    "config.LessThanOrEqualToFinalShare": "LessThanOrEqualToFinalShare",
+    "kueue.InCohortFairSharingReason": "InCohortFairSharing",
     "time.Second": 1, "time.Minute": 60, "time.Millisecond": 0.001, "time.Hour": 3600,
     "now": 0.0,
 }
@@ -130,6 +133,10 @@ class WL:
 
     def Active(self, a):
         self.d["active"] = a
+        return self
+
+    def Name(self, n):
+        self.d["name"] = n
         return self
 
     def Clone(self):
@@ -304,6 +311,10 @@ class CQ:
     def NamespaceSelector(self, *a):
         return self
 
+    def FairWeight(self, w):
+        self.d["fair_weight"] = float(qty(w))
+        return self
+
     def Obj(self):
         return self
 
@@ -342,6 +353,10 @@ class COH:
         return self
 
     def Cohort(self):
+        return self
+
+    def FairWeight(self, w):
+        self.d["fair_weight"] = float(qty(w))
         return self
 
 
@@ -468,6 +483,10 @@ class Evaluator:
                 return args[0]
             if name == "NewStatus":
                 return None
+            if name == "sets.New":
+                return list(args)
+            if name == "targetKeyReason":
+                return f"{args[0]}:{args[1]}"
             if name == "singlePodSetAssignment":
                 return {"podsets": [{"name": "main", "flavors": args[0]}]}
             if f[0] == "sel":
@@ -533,7 +552,7 @@ def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
     return rec
 
 
-CQ_DEFAULTS = {"cohort": None, "strategy": "BestEffortFIFO", "within": "Never", "reclaim": "Never",
+CQ_DEFAULTS = {"fair_weight": 1.0, "cohort": None, "strategy": "BestEffortFIFO", "within": "Never", "reclaim": "Never",
                "borrow_within_cohort": None, "max_priority_threshold": None,
                "when_can_borrow": "MayStopSearch", "when_can_preempt": "TryNextFlavor", "preference": None}
 
@@ -574,8 +593,14 @@ def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/
             fields = {kk[1]: vv for kk, vv in body[2]}
             for f in fields:
                 if f not in ("clusterQueues", "cohorts", "admitted", "incoming", "targetCQ",
-                             "assignment", "wantPreempted", "wantWorkloads"):
+                             "assignment", "wantPreempted", "wantWorkloads", "flavors", "assignmentFlavor",
+                             "strategies"):
                     raise Unsupported(f"field {f}")
+            fair = test == "TestFairPreemptions"
+            if fair:
+                case["fair_sharing"] = True
+                if "strategies" in fields:
+                    case["strategies"] = ev.ev(fields["strategies"])
             cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
             if cohorts:
                 case["cohorts"] = [c.d for c in cohorts]
@@ -586,9 +611,17 @@ def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/
             admitted = [workload_record(w) for w in ev.ev(fields.get("admitted", ("comp", "[]", [])))]
             inc = workload_record(ev.ev(fields["incoming"]))
             inc["cluster_queue"] = ev.ev(fields["targetCQ"])
-            asg = ev.ev(fields["assignment"])
             case["admitted"] = admitted
             case["incoming"] = inc
+            if fair:  # the test assigns its one flavor to cpu, mode Preempt
+                fl = ev.ev(fields["assignmentFlavor"]) if "assignmentFlavor" in fields else "default"
+                case["upstream_assignment"] = [{"name": "main", "flavors": {"cpu": {"flavor": fl, "mode": "Preempt"}}}]
+                want = sorted(ev.ev(fields.get("wantPreempted", ("comp", "[]", []))) or [])
+                case["expect"] = {"preempted": sorted(w.split(":")[0].lstrip("/") for w in want),
+                                  "reasons": {w.split(":")[0].lstrip("/"): w.split(":")[1] for w in want}}
+                out.append(case)
+                continue
+            asg = ev.ev(fields["assignment"])
             case["upstream_assignment"] = _assignment(asg)
             want = [ev.ev(w) for w in ev.ev_list(fields["wantWorkloads"])] if False else \
                 ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
@@ -653,7 +686,7 @@ def assign_cases(repo: str, tag: str) -> list[dict]:
                              "enableFairSharing"):
                     raise Unsupported(f"field {f}")
             if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
-                raise Unsupported("fair sharing")
+                case["fair_sharing"] = True
             flavors = ev.ev(env["resourceFlavors"])
             cqs = [ev.ev(fields["clusterQueue"])]
             if "secondaryClusterQueue" in fields:
@@ -696,26 +729,28 @@ def assign_cases(repo: str, tag: str) -> list[dict]:
     return out
 
 
-def schedule_cases(repo: str, tag: str) -> list[dict]:
-    path = "pkg/scheduler/scheduler_test.go"
+def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_test.go",
+                   test: str = "TestSchedule") -> list[dict]:
     full = git_show(repo, tag, path)
-    src = func_src(full, "TestSchedule")
+    src = func_src(full, test)
     env, cases = cases_of(src)
     ev0 = Evaluator(env)
-    FIXTURES["TestSchedule"] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
+    FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
                                 "clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
                                 "queues": [lq_record(q) for q in ev0.ev(env["queues"])]}
     out = []
     for key, body in cases[2]:
         name = key[1]
         case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
-                           "test": "TestSchedule", "case": name}}
+                           "test": test, "case": name}}
         try:
             ev = Evaluator(env)
             fields = {kk[1]: vv for kk, vv in body[2]}
             for f in fields:
-                if f in ("enableFairSharing", "objects", "admissionError"):
+                if f in ("objects", "admissionError"):
                     raise Unsupported(f"field {f}")
+            if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
+                case["fair_sharing"] = True
             if "featureGates" in fields:
                 gates = {text(k): v for k, v in fields["featureGates"][2]}
                 other = sorted(g for g in gates if g != "features.PartialAdmission")
@@ -776,7 +811,13 @@ def main() -> None:
                             ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
                              "TestHierarchicalPreemptions", lambda r, t: preemption_cases(r, t, *hier)),
                             ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases),
-                            ("flavorassigner_test.TestAssignFlavors.yaml", "TestAssignFlavors", assign_cases)):
+                            ("flavorassigner_test.TestAssignFlavors.yaml", "TestAssignFlavors", assign_cases),
+                            ("preemption_fair_test.TestFairPreemptions.yaml", "TestFairPreemptions",
+                             lambda r, t: preemption_cases(r, t, "pkg/scheduler/preemption/preemption_fair_test.go",
+                                                           "TestFairPreemptions")),
+                            ("scheduler_fs_test.TestScheduleForFairSharing.yaml", "TestScheduleForFairSharing",
+                             lambda r, t: schedule_cases(r, t, "pkg/scheduler/scheduler_fs_test.go",
+                                                         "TestScheduleForFairSharing"))):
         cases = fn(repo, tag)
         n_ok = sum("skip" not in c for c in cases)
         header = (f"# Extracted by tools/kueue_conformance/extract.py from kubernetes-sigs/kueue {tag}\n"

@@ -55,7 +55,7 @@ def _queue(d: dict) -> ClusterQueue:
         max_priority_threshold=d.get("max_priority_threshold"),
         when_can_borrow=d.get("when_can_borrow", "MayStopSearch"),
         when_can_preempt=d.get("when_can_preempt", "TryNextFlavor"),
-        preference=d.get("preference"))
+        preference=d.get("preference"), fair_weight=float(d.get("fair_weight", 1.0)))
 
 
 def _workload(d: dict, queue: str) -> Workload:
@@ -88,7 +88,8 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
                     if "lending_limit" in q:
                         llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
         cohorts.append(Cohort(c["name"], quota, parent=c.get("parent"),
-                              borrowing_limit=blim or None, lending_limit=llim or None))
+                              borrowing_limit=blim or None, lending_limit=llim or None,
+                              fair_weight=float(c.get("fair_weight", 1.0))))
     names = {c["name"] for c in cqs}
     queues = []
     for d in cqs:
@@ -109,7 +110,9 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
         flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
                                   tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
     eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
-                 flavors=flavors)
+                 flavors=flavors, fair_sharing=bool(case.get("fair_sharing")),
+                 fair_sharing_strategies=tuple(case.get("strategies") or
+                                               ("LessThanOrEqualToFinalShare", "LessThanInitialShare")))
     for cq_name, items in (case.get("usage") or {}).items():  # usage put on the queue directly
         for i, u in enumerate(items):
             w = Workload(f"usage-{cq_name}-{i}", cq_name, [PodSet("main", 1, {u["resource"]: u["amount"]})],
