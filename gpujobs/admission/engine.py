@@ -1,4 +1,4 @@
-"""The admission engine: Kueue's scheduler (v0.19) for flat cohorts, without an API server.
+"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.

@@ -899,6 +899,7 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
     accept, before a byte of it is read (the socket's 0700 folder should already keep
     others out; this holds even when it does not)."""
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG  # the default (5) refused bursts of clients (EAGAIN)
 
     def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
         try:
