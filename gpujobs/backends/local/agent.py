@@ -34,6 +34,7 @@ from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private, protocol
+from .forecasting import LocalForecasts
 from .gang import GangExit, describe_returncode, first_failed
 from .launchers import make_gang
 from .store import Store
@@ -206,6 +207,7 @@ class Agent:
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
         self.idle_s = idle_timeout_s(cfg)
         self.store = Store(self.home / "state.db")
         self.lock = threading.RLock()
@@ -245,12 +247,14 @@ class Agent:
             changes["events"] = rec.status.events + (JobEvent(time.time(), event, msg),)
         rec.status = rec.status.with_(**changes)
         self.dirty.add(rec.id)
+        self.forecasts.stale()
         self._emit(rec)
 
     def _view(self, rec: Rec) -> JobStatus:
         st = rec.status
         if st.phase == "queued":
-            return st.with_(queue_position=self.engine.position(rec.id))
+            return st.with_(queue_position=self.engine.position(rec.id),
+                            **self.forecasts.fields(rec.id))
         return st
 
     def _emit(self, rec: Rec) -> None:
@@ -612,6 +616,7 @@ class Agent:
                 msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
                          message=msg, reason=reason, finished_at=time.time())
+        self.forecasts.note_finished(rec.status)
         self._forget(rec)
 
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
@@ -894,6 +899,7 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
     accept, before a byte of it is read (the socket's 0700 folder should already keep
     others out; this holds even when it does not)."""
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG  # the default (5) refused bursts of clients (EAGAIN)
 
     def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
         try:
@@ -945,6 +951,9 @@ def make_handler(agent: Agent):
                     return {"ok": True, "status": agent.status(msg["id"]).to_dict()}
                 if op == "jobs":
                     return {"ok": True, "jobs": [s.to_dict() for s in agent.jobs(msg.get("queue"))]}
+                if op == "plan":  # read-only: nothing is queued
+                    plan = agent.forecasts.plan(msg["spec"], msg.get("name", ""), msg.get("user", ""))
+                    return {"ok": True, "plan": plan.to_dict()}
                 if op == "cancel":
                     agent.cancel(msg["id"])
                     return {"ok": True}
