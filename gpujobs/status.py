@@ -203,8 +203,14 @@ def start_text(when: float | None, now: float | None = None) -> str:
     left = when - now
     if left <= 30:
         return "starts now"
-    from .admission.forecast import duration
-    return f"starts in ~{duration(left)} ({time.strftime('%H:%M', time.localtime(when))})"
+    # coarse on purpose (whole minutes): progress lines print when this text changes
+    if left < 5400:
+        text = f"{max(1, round(left / 60))} min"
+    elif left < 2 * 86400:
+        text = f"{left / 3600:.1f} h"
+    else:
+        text = f"{left / 86400:.1f} d"
+    return f"starts in ~{text} ({time.strftime('%H:%M', time.localtime(when))})"
 
 
 @dataclass(frozen=True)
