@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...metrics import METRICS_MARKER
 from ...progress import PROGRESS_MARKER
-from ...runner import RESULT_MARKER
+from ...runner import RESULT_MARKER, STACKS_MARKER
 from .results import job_pods, read_pod_log
 
 _FIRST = ("launcher", "master", "head")
@@ -37,7 +37,7 @@ def pod_rank_order(pods: list[dict]) -> list[dict]:
 
 def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str | None:
     """The text users see of a pod log line: None for result/metrics lines."""
-    if line.lstrip().startswith(RESULT_MARKER + " "):
+    if line.lstrip().startswith((RESULT_MARKER + " ", STACKS_MARKER + " ")):
         return None
     i = line.find(METRICS_MARKER + " ")
     if i < 0:
