@@ -15,7 +15,7 @@ import re
 import pytest
 
 import gpujobs
-from gpujobs import crds
+from gpujobs_sim import crds
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
 from gpujobs.backends.kubernetes.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,

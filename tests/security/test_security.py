@@ -119,7 +119,7 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
     from gpujobs.backends.kubernetes.naming import record_path
     from gpujobs.handle import Job
-    from gpujobs.sim import SimCluster
+    from gpujobs_sim import SimCluster
 
     sim = SimCluster(gpus=2).start()
     try:
@@ -201,7 +201,7 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
     """Every matrix case, with the secret's value present in the submitter's environment under
     the very name the job asks for: the value appears in no rendered object (payload included),
     no pod is privileged, uses host namespaces or hostPath, or adds capabilities."""
-    from gpujobs import crds
+    from gpujobs_sim import crds
     if not crds.crds_available():
         pytest.skip("upstream CRDs not available")
     from gpujobs.backends.kubernetes.render import RenderOptions, render_job

@@ -3,7 +3,7 @@
 Thread-safe. Every change bumps a global resourceVersion and emits one watch event
 (kept in a bounded history so watches can resume; older ones answer 410 Gone).
 Controllers use it directly (``get/list/create/update/patch/mutate/delete`` and
-``subscribe``); the HTTP layer in :mod:`gpujobs.sim.apiserver` translates requests to it.
+``subscribe``); the HTTP layer in :mod:`gpujobs_sim.apiserver` translates requests to it.
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ ANN_IDLE = "sim.gpujobs.dev/idle"
 
 
 class Kubelet:
-    """Runs the pods of a :class:`~gpujobs.sim.apiserver.FakeApiServer` store."""
+    """Runs the pods of a :class:`~gpujobs_sim.apiserver.FakeApiServer` store."""
 
     def __init__(self, server: Any, slots: int | None = None, start_delay: float = 0.05,
                  default_seconds: float = 0.3, grace_s: float = 2.0):
@@ -287,7 +287,7 @@ def _no_rank_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def _created(pod: dict) -> float:
-    from ..backends.kubernetes.status_map import parse_time
+    from gpujobs.backends.kubernetes.status_map import parse_time
     return parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
 
 

@@ -25,12 +25,12 @@ import threading
 import time
 from typing import Any
 
-from ..quantity import parse_quantity
+from gpujobs.quantity import parse_quantity
 
-from ..admission import ClusterQueue, Engine, PodSet, Workload
-from ..backends.kubernetes.podsets import container_requests
-from ..backends.kubernetes.status_map import conditions, kind_state, parse_time
-from ..errors import GpuJobsError
+from gpujobs.admission import ClusterQueue, Engine, PodSet, Workload
+from gpujobs.backends.kubernetes.podsets import container_requests
+from gpujobs.backends.kubernetes.status_map import conditions, kind_state, parse_time
+from gpujobs.errors import GpuJobsError
 from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from .store import ApiError, Event, now_iso
@@ -85,7 +85,7 @@ def set_suspend(job: dict, value: bool) -> None:
 
 class SimControllers:
     """All simulated controllers in one reconcile thread, driven by store events: a pass looks
-    only at what the events since the last one marked (:class:`~gpujobs.sim.changes.Changes`),
+    only at what the events since the last one marked (:class:`~gpujobs_sim.changes.Changes`),
     and the thread sleeps while nothing changes (no timer rescans or copies the store)."""
 
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
@@ -304,7 +304,7 @@ class SimControllers:
                 self.changes.cancel(_wkey(wl), "ready")
 
     def _create_workload(self, job: dict) -> None:
-        from ..backends.kubernetes.podsets import pod_sets
+        from gpujobs.backends.kubernetes.podsets import pod_sets
         md = job["metadata"]
         labels = md.get("labels") or {}
         prio_name = labels.get(PRIO_LABEL)

@@ -61,7 +61,7 @@ def operate(ctrl: Any, job: dict) -> None:
     if job["kind"] == "AppWrapper":
         return _appwrapper(ctrl, job)
     pods = ctrl._pods_of(job)
-    from ..backends.kubernetes.status_map import kind_state
+    from gpujobs.backends.kubernetes.status_map import kind_state
     state = kind_state(job).phase
     if state in ("succeeded", "failed"):
         for p in pods:  # stop idle helpers (MPI workers, Ray workers)
@@ -228,7 +228,7 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
 
 def _appwrapper(ctrl: Any, aw: dict) -> None:
     """AppWrapper: create the wrapped components once unsuspended; mirror their outcome."""
-    from ..backends.kubernetes.status_map import kind_state
+    from gpujobs.backends.kubernetes.status_map import kind_state
     store, md = ctrl.store, aw["metadata"]
     comps = []
     for c in (aw.get("spec") or {}).get("components") or []:

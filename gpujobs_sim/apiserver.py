@@ -7,7 +7,7 @@ The official ``kubernetes`` client (35.x) talks to it unmodified::
     ...
     server.stop()
 
-Serves core/v1, batch/v1, every CRD group in :data:`gpujobs.sim.store.CRDS` (installed as
+Serves core/v1, batch/v1, every CRD group in :data:`gpujobs_sim.store.CRDS` (installed as
 CRD objects, so "is the CRD installed" preflights work; ``uninstall_crd`` removes one),
 apiextensions CRDs, SelfSubjectAccessReview (``deny(...)``), discovery, pod ``/log``
 (``follow``), and Kueue's visibility API through a provider (``set_visibility``).
@@ -19,8 +19,8 @@ Faults: :meth:`inject` (429 + Retry-After, 5xx), :meth:`inject_watch_gone`,
 counted (``counts``), never logged; a client dropping its connection is not reported.
 
 This module holds the server, routing and CRUD; watch and log streams are in
-:mod:`gpujobs.sim.streams`, discovery/access-review/visibility in :mod:`gpujobs.sim.nonresource`,
-log buffers in :mod:`gpujobs.sim.podlogs`.
+:mod:`gpujobs_sim.streams`, discovery/access-review/visibility in :mod:`gpujobs_sim.nonresource`,
+log buffers in :mod:`gpujobs_sim.podlogs`.
 """
 from __future__ import annotations
 

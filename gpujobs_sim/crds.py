@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from .errors import SpecError
+from gpujobs.errors import SpecError
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
