@@ -25,12 +25,11 @@ import threading
 import time
 from typing import Any
 
-from gpujobs.quantity import parse_quantity
-
 from gpujobs.admission import ClusterQueue, Engine, PodSet, Workload
-from gpujobs.backends.kubernetes.podsets import container_requests
-from gpujobs.backends.kubernetes.status_map import conditions, kind_state, parse_time
 from gpujobs.errors import GpuJobsError
+
+from . import rules
+from .rules import parse_time, quantity
 from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from .store import ApiError, Event, now_iso
@@ -55,7 +54,7 @@ def _cond(obj: dict, type_: str, status: str, reason: str, message: str = "") ->
 
 def _condition(obj: dict, type_: str) -> dict:
     """The object's condition of that type ({} when it has none)."""
-    return conditions(obj).get(type_, {})
+    return rules.condition(obj, type_)
 
 
 def _is_true(obj: dict, type_: str) -> bool:
@@ -229,7 +228,7 @@ class SimControllers:
             for rg in spec.get("resourceGroups") or []:
                 for fl in rg.get("flavors") or []:
                     for r in fl.get("resources") or []:
-                        quota.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        quota.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
             pre = spec.get("preemption") or {}
             self._covered[cq["metadata"]["name"]] = {r for q in quota.values() for r in q}
             queues.append(ClusterQueue(
@@ -297,20 +296,20 @@ class SimControllers:
             return
         if _is_true(wl, "Admitted") and not _is_true(wl, "PodsReady"):
             pods = self._pods_of(job)
-            if pods and len(pods) >= sum(int(p.get("count", 1)) for p in wl["spec"]["podSets"]) and \
-                    all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods):
+            expected = sum(int(p.get("count", 1)) for p in wl["spec"]["podSets"] if p["name"] != "submitter")
+            if pods and rules.pods_ready(job, pods, expected):
                 self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns,
                                   lambda o: _cond(o, "PodsReady", "True", "Started", "All pods reached readiness"))
                 self.changes.cancel(_wkey(wl), "ready")
 
     def _create_workload(self, job: dict) -> None:
-        from gpujobs.backends.kubernetes.podsets import pod_sets
         md = job["metadata"]
         labels = md.get("labels") or {}
         prio_name = labels.get(PRIO_LABEL)
         prio = 0
         spec: dict[str, Any] = {"queueName": labels[QUEUE_LABEL], "active": True, "podSets": [
-            {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pod_sets(job)]}
+            {"name": ps.name, "count": ps.count, "template": ps.template}
+            for ps in rules.pod_sets(job, lambda api, kind, name: self.store.get(api, kind, name))]}
         if prio_name:
             wpc = self.store.get(WL_API, "WorkloadPriorityClass", prio_name)
             if wpc is None:
@@ -570,16 +569,15 @@ def _ts(obj: dict) -> float:
 
 
 def _pod_requests(template: dict) -> dict[str, float]:
-    containers = (template.get("spec") or {}).get("containers") or []
-    return {k: float(v) for k, v in container_requests(containers).items()}
+    return {k: float(v) for k, v in rules.pod_requests(template).items()}
 
 
 def _is_finished(job: dict) -> bool:
-    return kind_state(job).phase in ("succeeded", "failed")
+    return rules.outcome(job).finished
 
 
 def _kind_succeeded(job: dict) -> bool:
-    return kind_state(job).phase == "succeeded"
+    return rules.outcome(job).succeeded
 
 
 __all__ = ["SimControllers", "get_suspend", "set_suspend", "ANN_IDLE", "ANN_PORT", "ANN_RANK", "ANN_ROLE",

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .rules import parse_time
 from .store import now_iso
 from .volumes import MissingSource, local_path, materialize
 
@@ -287,7 +288,6 @@ def _no_rank_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def _created(pod: dict) -> float:
-    from gpujobs.backends.kubernetes.status_map import parse_time
     return parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
 
 
