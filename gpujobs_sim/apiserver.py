@@ -69,12 +69,30 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def _cel_admission(res: Resource, new: dict, old: dict | None) -> None:
+    """Refuse a write that breaks a CEL rule of its CRD: 422 Invalid, one cause per rule, as the
+    API server answers (``<Kind>.<group> "<name>" is invalid: <field>: Invalid value: ...``)."""
+    if not res.group or "apiVersion" not in new:
+        return
+    from . import cel
+    violations = cel.validate(new, old)
+    if violations:
+        raise ApiError(422, "Invalid", cel.invalid_message(new, violations, res.group), {
+            "name": (new.get("metadata") or {}).get("name", ""), "group": res.group, "kind": res.kind,
+            "causes": [{"reason": v.reason, "message": str(v).split(": ", 1)[1], "field": v.field}
+                       for v in violations]})
+
+
 class FakeApiServer:
     """The fake apiserver: a :class:`Store`, an HTTP front end, fault hooks, counters."""
 
     def __init__(self, crds: bool | list[str] = True, host: str = "127.0.0.1", port: int = 0,
-                 history_limit: int = 20000, bookmark_interval: float = 5.0):
+                 history_limit: int = 20000, bookmark_interval: float = 5.0, cel: bool = True):
+        """``cel``: enforce the CRDs' CEL rules (x-kubernetes-validations, from the CRD folder) on
+        every create and update, transition rules (oldSelf) on update, as a real API server does."""
         self.store = Store(history_limit=history_limit)
+        if cel:
+            self.store.admission = _cel_admission
         self.logs = PodLogs()
         self.host, self._port = host, port
         self.bookmark_interval = bookmark_interval

@@ -306,10 +306,7 @@ class SimControllers:
         md = job["metadata"]
         labels = md.get("labels") or {}
         prio_name = labels.get(PRIO_LABEL)
-        prio = 0
-        spec: dict[str, Any] = {"queueName": labels[QUEUE_LABEL], "active": True, "podSets": [
-            {"name": ps.name, "count": ps.count, "template": ps.template}
-            for ps in rules.pod_sets(job, lambda api, kind, name: self.store.get(api, kind, name))]}
+        prio = None
         if prio_name:
             wpc = self.store.get(WL_API, "WorkloadPriorityClass", prio_name)
             if wpc is None:
@@ -320,16 +317,7 @@ class SimControllers:
                     "involvedObject": {"kind": job["kind"], "name": md["name"], "uid": md["uid"]}})
                 return
             prio = int(wpc.get("value", 0))
-            spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                        "name": prio_name}
-        spec["priority"] = prio
-        wl = {"apiVersion": WL_API, "kind": "Workload", "metadata": {
-            "name": f"{job['kind'].lower()}-{md['name']}-{md['uid'][:5]}", "namespace": md["namespace"],
-            "labels": {JOB_UID: md["uid"]},
-            "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
-                                 "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
-            "spec": spec}
-        wl = self.store.create(wl)
+        wl = self.store.create(workload_for(job, prio, lambda api, kind, name: self.store.get(api, kind, name)))
         w = self._engine_workload(wl)
         reason, msg = "Misconfigured", f"LocalQueue {labels[QUEUE_LABEL]} doesn't exist"
         if w is not None:
@@ -527,6 +515,28 @@ class SimControllers:
     def next_port(self) -> int:
         self._ports += 1
         return self._ports
+
+
+def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> dict:
+    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name
+    ``<kind>-<job>-<hash>``, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
+    from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
+    class's value as ``priority`` (k8s-semantics.md §1.1))."""
+    md = job["metadata"]
+    labels = md.get("labels") or {}
+    uid = md.get("uid") or "00000000-0000-0000-0000-000000000000"
+    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "active": True, "podSets": [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in rules.pod_sets(job, lookup)]}
+    if labels.get(PRIO_LABEL) and priority is not None:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                    "name": labels[PRIO_LABEL]}
+    spec["priority"] = priority or 0
+    return {"apiVersion": WL_API, "kind": "Workload", "metadata": {
+        "name": f"{job['kind'].lower()}-{md['name']}-{uid[:5]}", "namespace": md.get("namespace", "default"),
+        "labels": {JOB_UID: uid},
+        "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
+                             "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
+        "spec": spec}
 
 
 def _wkey(wl: dict) -> str:

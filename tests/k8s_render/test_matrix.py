@@ -1,7 +1,8 @@
 """Every kind x framework x option renders objects that match the upstream CRD schemas.
 
 Beyond the schema (python-jsonschema on each CRD's openAPIV3Schema, plus a check that
-no field would be pruned by the apiserver), rules a schema cannot express:
+no field would be pruned by the apiserver) and the CRDs' CEL rules (x-kubernetes-validations,
+gpujobs_sim.cel; also on the Workload the simulated Kueue makes for the job), rules a schema cannot express:
 gang size = minAvailable, replicas x GPUs per pod = GPUs requested, Kueue labels,
 RayJob under Kueue shuts down after the job, pod security, secrets only by reference.
 """
@@ -16,6 +17,7 @@ import pytest
 
 import gpujobs
 from gpujobs_sim import crds
+from gpujobs_sim.controllers import workload_for
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
 from gpujobs.backends.kubernetes.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,
@@ -112,13 +114,18 @@ def test_render_matrix(case):
     assert [o["kind"] for o in r.objects][:2] == ["ConfigMap", "Secret"]
     assert r.payload_secret is None and r.files.inline
 
-    # --- schema: CRD openAPIV3Schema, and nothing the apiserver would prune
+    # --- schema: CRD openAPIV3Schema, its CEL rules, and nothing the apiserver would prune
     assert crds.schema_errors(job) == []
+    assert crds.cel_errors(job) == []
     assert crds.unknown_fields(job) == []
     if kind == "AppWrapper":
         inner = job["spec"]["components"][0]["template"]
         assert inner["apiVersion"] == "batch.volcano.sh/v1alpha1"
         assert crds.schema_errors(inner) == [] and crds.unknown_fields(inner) == []
+        assert crds.cel_errors(inner) == []
+    if kind in KUEUE_KINDS:  # the Workload Kueue makes for it passes the Workload CRD too
+        wl = workload_for(job, priority=1000 if spec.priority else None)
+        assert crds.schema_errors(wl) == [] and crds.cel_errors(wl) == []
 
     # --- metadata: names and label values are valid Kubernetes syntax
     md = job["metadata"]

@@ -87,6 +87,13 @@ def _check(spec: JobSpec, kind: str) -> None:
                         "pass one of them")
     if kind == "MPIJob" and spec.nodes < 1:
         raise SpecError("nodes", "an MPIJob needs at least one worker", "pass ranks >= 1")
+    if spec.name and not spec.name[0].isalpha():
+        # TrainJob's CRD rule (x-kubernetes-validations: metadata.name matches RFC 1035), and the
+        # Services the operators name after the job (Volcano svc plugin, MPI launcher) are DNS-1035
+        # labels: the API server refuses a name that starts with a digit
+        raise SpecError("name", f"{spec.name!r} starts with a digit; on Kubernetes a job name must start "
+                        "with a letter (RFC 1035 label: TrainJob's CRD rule, the operators' Services)",
+                        f".name('j-{spec.name}') or gpujobs submit --name j-{spec.name} ...")
 
 
 def _gang_pods(kind: str, spec: JobSpec) -> int:
