@@ -13,11 +13,12 @@ A pod runs one of two ways:
   exits with ``sim.gpujobs.dev/exit-code``. Idle pods (MPI workers, Ray workers) run
   until their job ends.
 
-With ``run_bootstrap`` (``SimCluster(bootstrap=True)``), torch ``rank`` pods whose container
+With ``run_bootstrap`` (the default of ``SimCluster``), torch ``rank`` pods
 run their real container command instead (check the runtime files' digest, then
 ``bootstrap.py``), on the runtime ConfigMap and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
-sampler writes ``GPUJOBS-METRICS`` lines into the pod log).
+sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPI launcher runs ``mpirun`` of the
+real ``bootstrap.py mpi-rank`` command locally (the real launcher reaches its workers over ssh).
 """
 from __future__ import annotations
 
@@ -244,15 +245,18 @@ class Kubelet:
                     "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
         runner = [sys.executable, "-m", "gpujobs.runner"]
         boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
-        if boot is not None:
+        if boot is not None and ann.get(ANN_ROLE) == "rank":
             return boot, env
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
             exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_KEY_CONTEXT", "GPUJOBS_PAYLOAD",
-                                   "GPUJOBS_FRAMEWORK",
+                                   "GPUJOBS_FRAMEWORK", "GPUJOBS_CHECKPOINT_DIR",
                                    "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
-            return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
+            # the real launcher waits for the workers' sshd and runs mpirun of `bootstrap.py mpi-rank`
+            # over ssh; here mpirun starts the same mpi-rank command locally (no sshd)
+            ranks = boot[:-1] + ["mpi-rank"] if boot is not None else runner
+            return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *ranks], _no_rank_env(env)
         return runner, env
 
 
@@ -263,7 +267,7 @@ def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
     script moved to the local folders), else None."""
     import json
     argv = [*(c0.get("command") or []), *(c0.get("args") or [])]
-    if ann.get(ANN_ROLE) != "rank" or argv[:2] != ["python3", "-c"] or len(argv) < 3:
+    if ann.get(ANN_ROLE) not in ("rank", "mpi-launcher") or argv[:2] != ["python3", "-c"] or len(argv) < 3:
         return None
     script = argv[2]
     runtime = next((local for mount, local in mounts.items() if repr(mount + "/") in script), None)
