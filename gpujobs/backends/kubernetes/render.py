@@ -33,6 +33,7 @@ class RenderOptions:
     default_queue: str | None = None
     trainjob_runtime: str = kf.TRAINJOB_RUNTIME
     trainjob_volcano_runtime: str = kf.TRAINJOB_VOLCANO_RUNTIME
+    default_volcano_queue: str | None = None  # [kubernetes] volcano_queue: for specs that name none
     extra_labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -109,6 +110,9 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
                submission_id: str | None = None, key: bytes | None = None) -> Rendered:
     """Render ``spec``; raises SpecError/PayloadError on bad input (nothing is created)."""
     opts = opts or RenderOptions()
+    if spec.volcano_queue is None and opts.default_volcano_queue:
+        import dataclasses
+        spec = dataclasses.replace(spec, volcano_queue=opts.default_volcano_queue)
     kind = resolve_kind(spec, kind)
     _check(spec, kind)
     namespace = spec.namespace or opts.namespace
