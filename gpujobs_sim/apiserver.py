@@ -102,7 +102,7 @@ class FakeApiServer:
         self._fault_lock = threading.Lock()
         self._denied: list[tuple[str, str, str, str | None]] = []
         self.visibility: VisibilityProvider | None = None
-        self.visibility_versions: set[str] = {"v1beta2", "v1beta1"}
+        self.visibility_versions: set[str] = {"v1beta2"}  # Kueue v0.20 serves only v1beta2 (kueue #14558)
         self._drop_epoch = 0
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
