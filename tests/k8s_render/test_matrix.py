@@ -17,6 +17,7 @@ import pytest
 
 import gpujobs
 from gpujobs_sim import crds
+from gpujobs_sim import rules as sim_rules
 from gpujobs_sim.controllers import workload_for
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
@@ -164,9 +165,14 @@ def test_render_matrix(case):
             assert md["labels"]["ray.io/scheduler-name"] == "volcano"
             assert md["labels"]["volcano.sh/queue-name"] == "vq"
 
-    # --- gang size: minAvailable = the whole gang
+    # --- pod sets: gpujobs' (quota preflight) match the simulator's own reading of Kueue's
+    # integrations (gpujobs_sim.rules, written from upstream); the RayJob submitter is counted
     sets = pod_sets(job)
-    pods = sum(ps.count for ps in sets)
+    if kind in KUEUE_KINDS:
+        assert [(ps.name, ps.count) for ps in sets] == [(ps.name, ps.count) for ps in sim_rules.pod_sets(job)]
+        assert [ps.requests for ps in sets] == [sim_rules.pod_requests(ps.template) for ps in sim_rules.pod_sets(job)]
+    # --- gang size: minAvailable = the whole gang (the submitter Job is not part of it)
+    pods = sum(ps.count for ps in sets if ps.name != "submitter")
     assert pods == _expected_pods(spec, kind)
     assert md["annotations"][naming.ANN_GANG] == str(pods)
     if kind in ("VolcanoJob", "AppWrapper"):
@@ -198,7 +204,8 @@ def test_render_matrix(case):
                 assert res["limits"][spec.gpu_resource] == res["requests"][spec.gpu_resource]
 
     # --- pod templates: security, volumes, env, secrets by reference, topology
-    templates = [ps.template for ps in sets] if kind != "TrainJob" else [_trainjob_pod(job)]
+    templates = [ps.template for ps in sets if ps.name != "submitter"] if kind != "TrainJob" else \
+        [_trainjob_pod(job)]
     for tmpl in templates:
         pod = tmpl["spec"]
         vols = {v["name"]: v for v in pod.get("volumes", [])}
