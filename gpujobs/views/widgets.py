@@ -20,7 +20,7 @@ from typing import Any, Callable
 import ipywidgets as W
 
 from ..status import JobStatus
-from .html import (header_html, logs_html, metrics_html, render_job_html, result_html,
+from .html import (header_html, logs_html, metrics_html, progress_html, render_job_html, result_html,
                    timeline_html)
 from .table import frame_html, jobs_frame
 
@@ -110,7 +110,7 @@ class JobWidget(W.VBox):
                 self.cancel_button.description = "ended"
                 self.cancel_button.button_style = ""
                 self.cancel_button.icon = ""
-            self.metrics.value = metrics_html(status, self._history)
+            self.metrics.value = progress_html(status) + metrics_html(status, self._history)
             self.result.value = result_html(self.result_text)
             self.timeline.value = timeline_html(status)
             self.logs.value = logs_html(self.logs_tail)

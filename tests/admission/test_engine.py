@@ -186,3 +186,43 @@ def test_remove_pending_and_admitted():
     assert eng.positions("q") == {"c": 1}
     eng.remove("a")
     assert eng.schedule().admitted_ids == ["c"]
+
+
+def test_never_admitted_and_preempted_in_one_pass_issue_22():
+    """[local-reliability] engine reproduction: the pass that admits C and preempts B for D,
+    then E arrives. Kueue takes heads that fit within nominal (E) before heads that borrow (D):
+    E is admitted, D waits, and no workload is both admitted and preempted."""
+    eng = Engine([ClusterQueue("qa", {"gpu": 2}, cohort="lab", reclaim_within_cohort="Any"),
+                  ClusterQueue("qb", {"gpu": 2}, cohort="lab", reclaim_within_cohort="LowerPriority")])
+    eng.add(wl("A", "qa", 1, "high", t=0, ranks=2))
+    eng.add(wl("B", "qb", 1, "normal", t=1, ranks=1))
+    assert sorted(eng.schedule().admitted_ids) == ["A", "B"]
+    eng.finish("A")
+    eng.add(wl("C", "qb", 1, "high", t=2, ranks=2))
+    eng.add(wl("D", "qb", 1, "high", t=3, ranks=2))
+    d = eng.schedule()
+    assert d.admitted_ids == ["C"] and d.preempted == [("B", "D")]
+    eng.requeue("B")
+    eng.add(wl("E", "qa", 1, "low", t=4, ranks=2))
+    d = eng.schedule()
+    assert not set(d.admitted_ids) & {v for v, _ in d.preempted}
+    assert d.admitted_ids == ["E"] and d.preempted == []
+    assert eng.state("D") == "pending" and eng.positions("qb") == {"D": 1, "B": 2}
+
+
+def test_workload_admitted_earlier_in_the_pass_is_put_back_not_preempted():
+    """A victim chosen among workloads admitted in the same schedule() call never started:
+    it goes back to its queue instead of being reported as both admitted and preempted.
+    Cycle 1: qp's head h1 cannot be admitted (no candidates), qv's v borrows 1 from qp;
+    cycle 2: qp's next head p reclaims from v; v is put back and p admitted."""
+    eng = Engine([ClusterQueue("qp", {"gpu": 2}, cohort="c", borrowing_limit={"gpu": 0},
+                               reclaim_within_cohort="Any"),
+                  ClusterQueue("qv", {"gpu": 2}, cohort="c")])
+    eng.restore_admitted(wl("w", "qp", 1, "high", t=0))
+    eng.add(wl("h1", "qp", 2, "high", t=1))
+    eng.add(wl("p", "qp", 1, "normal", t=2))
+    eng.add(wl("v", "qv", 3, "low", t=3))
+    d = eng.schedule()
+    assert not set(d.admitted_ids) & {v for v, _ in d.preempted}
+    assert d.admitted_ids == ["p"] and d.preempted == []
+    assert eng.state("v") == "pending" and eng.usage("qv")[("default", "gpu")] == 0
