@@ -69,7 +69,7 @@ class SimCluster:
         self._clients: list = []
 
     def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,
-                  cpus: float | None = 64, cluster_queue: str | None = None,
+                  cpus: float | None = 64, memory: str | None = "1Ti", cluster_queue: str | None = None,
                   preemption: str = "LowerPriority", cohort: str | None = None) -> None:
         """A ClusterQueue (default flavor) with a LocalQueue ``namespace/name`` pointing at it."""
         cqn = cluster_queue or f"cq-{name}"
@@ -78,6 +78,8 @@ class SimCluster:
             resources.append({"name": "nvidia.com/gpu", "nominalQuota": str(gpus)})
         if cpus is not None:
             resources.append({"name": "cpu", "nominalQuota": str(cpus)})
+        if memory is not None and cpus is not None:  # Kueue refuses requests for uncovered resources
+            resources.append({"name": "memory", "nominalQuota": memory})
         if self.store.get(WL_API, "ResourceFlavor", "default-flavor") is None:
             self.store.create({"apiVersion": WL_API, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})
         if self.store.get(WL_API, "ClusterQueue", cqn) is None:

@@ -530,8 +530,11 @@ class SimControllers:
         operate(self, job)
 
     def next_port(self) -> int:
-        self._ports += 1
-        return self._ports
+        """A free local port for a job's rendezvous (pods share this machine; so may other test runs)."""
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
 
 def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> dict:

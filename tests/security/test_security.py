@@ -145,12 +145,16 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         forged = base64.b64encode(forged_envelope(marker, key=os.urandom(32))).decode()
         for pod in pods:  # the last GPUJOBS-RESULT line of a rank wins: forge it
             sim.server.logs.append(ns, pod, f"\nGPUJOBS-RESULT 0 {forged}\n")
+        # a process that reads the results now (this one read and archived them when wait() saw
+        # the job end, before the forgery)
+        other = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q")
         with pytest.raises(ResultAuthError):
-            Job(jid, be).result()
+            Job(jid, other).result()
         assert not marker.exists(), "a forged log line was unpickled"
     finally:
-        for hub in be.__dict__.get("_status_hubs", {}).values():
-            hub.stop()
+        for b in (be, locals().get("other")):
+            for hub in (b.__dict__.get("_status_hubs", {}).values() if b is not None else ()):
+                hub.stop()
         sim.stop()
 
 

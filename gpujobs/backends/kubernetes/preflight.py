@@ -230,9 +230,14 @@ def check_fits(cq: dict, r: Rendered) -> None:
             continue
         flavors = caps.get(resource)
         if not flavors:
+            who = [ps.name for ps in sets if ps.requests.get(resource)]
+            why = (" (only its submitter pod asks for it: KubeRay's default submitter requests 500m CPU "
+                   "and 200Mi memory, and Kueue counts that pod)" if who == ["submitter"] else "")
             raise QuotaError(f"ClusterQueue {name} has no quota for {resource} (it covers "
-                             f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount} "
-                             f"and could never be admitted. Use a queue that offers {resource}.")
+                             f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount}{why} "
+                             f"and could never be admitted (Kueue: 'resource {resource} unavailable in "
+                             f"ClusterQueue'). Use a queue that offers {resource}, or have its admin add "
+                             f"{resource} to the ClusterQueue's coveredResources.")
         if any(c is None for c in flavors.values()):
             continue
         biggest_flavor, biggest = max(flavors.items(), key=lambda kv: kv[1])
