@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from gpujobs.admission import ClusterQueue, Engine, PodSet, Workload
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
 from gpujobs.errors import GpuJobsError
 
 from . import rules
@@ -252,7 +252,20 @@ class SimControllers:
                 preference=ff.get("preference"),
                 local_queues=[f"{lq['metadata']['namespace']}/{lq['metadata']['name']}" for lq in lqs
                               if (lq.get("spec") or {}).get("clusterQueue") == cq["metadata"]["name"]]))
-        self._engine = Engine(queues, priorities=prios, default_priority=0)
+        cohorts = []  # Kueue Cohort objects: a parent and quota of their own (hierarchical cohorts)
+        for co in self.store.list(WL_API, "Cohort"):
+            spec = co.get("spec") or {}
+            own, blim, llim = {}, {}, {}
+            for rg in spec.get("resourceGroups") or []:
+                for fl in rg.get("flavors") or []:
+                    for r in fl.get("resources") or []:
+                        own.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
+                        for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
+                            if r.get(key) is not None:
+                                lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
+            cohorts.append(Cohort(co["metadata"]["name"], own, parent=spec.get("parentName") or None,
+                                  borrowing_limit=blim or None, lending_limit=llim or None))
+        self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0)
         for wl in self.store.list(WL_API, "Workload"):
             w = self._engine_workload(wl)
             if w is None or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:

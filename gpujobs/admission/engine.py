@@ -1,4 +1,4 @@
-"""The admission engine: Kueue's scheduler (v0.19) for flat cohorts, without an API server.
+"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.
@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
-from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, Workload,
-                    normalize_quota)
+from . import fairsharing
+from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, ResourceFlavor,
+                    Workload, normalize_quota)
 
 EPS = 1e-9
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
@@ -56,6 +57,7 @@ class _Entry:
     usage: dict = field(default_factory=dict)   # {(flavor, resource): amount} while admitted
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
+    pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
 
 
 @dataclass
@@ -66,6 +68,7 @@ class _Asg:
     usage: dict = field(default_factory=dict)     # {fr: amount}
     need: set = field(default_factory=set)        # frs whose mode is Preempt
     borrow: int = 0
+    modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
 
 
 class _RG:
@@ -102,17 +105,19 @@ class _CQ:
                                     "put each resource in one group")
                 self.rg_of[r] = rg
             self.rgs.append(rg)
-        if not self.nominal:
+        if not self.rgs and spec.resource_groups is None:  # resource_groups=[]: a queue with none
             raise SpecError(f"queue {spec.name}: quota", "is empty", "give e.g. {'gpu': 4}")
         self.flavors = [f for rg in self.rgs for f in rg.flavors]
-        self.blimit = self._limits(spec.borrowing_limit, "borrowing_limit", INF)
-        llim = self._limits(spec.lending_limit, "lending_limit", None)
+        self.blimit = _limits(self.nominal, spec.borrowing_limit, f"queue {self.name}: borrowing_limit", INF)
+        llim = _limits(self.nominal, spec.lending_limit, f"queue {self.name}: lending_limit", None)
+        self.subtree = self.nominal
         # guaranteed part (Kueue's localQuota): what is never lent to the cohort
         self.guaranteed = {fr: (max(0.0, n - llim[fr]) if llim[fr] is not None else 0.0)
                            for fr, n in self.nominal.items()}
-        self.lendable = {fr: n - self.guaranteed[fr] for fr, n in self.nominal.items()}
+        self.lq = self.guaranteed
         self.usage: dict[FR, float] = {fr: 0.0 for fr in self.nominal}
-        self.cohort: _Cohort | None = None
+        self.cohort: _Cohort | None = None  # the parent cohort
+        self.root: _CQ | _Cohort = self       # the root of its cohort tree (itself when alone)
         self.heaps: dict[tuple, list] = {}
         self.sorted: list[Key] = []
         self.admitted: dict[str, _Entry] = {}
@@ -123,33 +128,63 @@ class _CQ:
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
         self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
+        self.inactive = False  # names a ResourceFlavor that does not exist
+        self.weight = float(spec.fair_weight)
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
-    def _limits(self, spec: Mapping | None, what: str, default):
-        lim = normalize_quota(spec, f"queue {self.name}: {what}")
-        out = {}
-        for fr in self.nominal:
-            f, r = fr
-            if f in lim:
-                out[fr] = lim[f].get(r, default)
-            elif "default" in lim and len(lim) == 1 and r in lim["default"]:
-                out[fr] = lim["default"][r]  # {"gpu": 2}: the same limit for every flavor
-            else:
-                out[fr] = default
-        return out
+
+
+def _limits(nominal: Mapping[FR, float], spec: Mapping | None, what: str, default) -> dict:
+    lim = normalize_quota(spec, what)
+    out = {}
+    for fr in nominal:
+        f, r = fr
+        if f in lim:
+            out[fr] = lim[f].get(r, default)
+        elif "default" in lim and len(lim) == 1 and r in lim["default"]:
+            out[fr] = lim["default"][r]  # {"gpu": 2}: the same limit for every flavor
+        else:
+            out[fr] = default
+    return out
 
 
 class _Cohort:
-    def __init__(self, name: str, own: Mapping):
-        self.name = name
-        self.members: list[_CQ] = []
-        self.quota: Counter = Counter()  # subtree quota: own + members' lendable
-        for f, res in normalize_quota(own, f"cohort {name}: quota").items():
-            for r, a in res.items():
-                self.quota[(f, r)] += a
-        self.usage: Counter = Counter()  # members' usage above their guaranteed part
-        self.version = 0  # bumped on every admission, release or eviction in the cohort
+    """A node of a cohort tree (Kueue resourceNode): its own quota, its subtree quota (own +
+    what its children lend), its usage (what its children use above their guaranteed part)."""
+
+    def __init__(self, spec: Cohort):
+        self.name = spec.name
+        self.spec = spec
+        self.own: dict[FR, float] = {(f, r): a for f, res in
+                                     normalize_quota(spec.quota, f"cohort {spec.name}: quota").items()
+                                     for r, a in res.items()}
+        self.members: list[_CQ] = []        # child ClusterQueues
+        self.children: list[_Cohort] = []   # child cohorts
+        self.parent: _Cohort | None = None
+        self.root: _Cohort = self
+        self.subtree: Counter = Counter()   # Kueue SubtreeQuota
+        self.lq: dict[FR, float] = {}       # what it keeps from its parent (lending limit)
+        self.blimit: dict[FR, float] = {}
+        self.usage: Counter = Counter()
+        self.height = 1
+        self.all_cqs: list[_CQ] = []        # every ClusterQueue of the tree (on the root)
+        self.version = 0  # bumped on every admission, release or eviction in the tree
+        self.weight = float(spec.fair_weight)
+
+    def finish(self) -> None:
+        """Subtree quotas, guaranteed parts and heights, children first."""
+        for c in self.children:
+            c.finish()
+        self.subtree = Counter(self.own)
+        for child in (*self.members, *self.children):
+            for fr, q in child.subtree.items():
+                self.subtree[fr] += q - child.lq.get(fr, 0.0)
+        self.blimit = _limits(self.subtree, self.spec.borrowing_limit,
+                              f"cohort {self.name}: borrowing_limit", INF)
+        llim = _limits(self.subtree, self.spec.lending_limit, f"cohort {self.name}: lending_limit", None)
+        self.lq = {fr: max(0.0, q - llim[fr]) if llim[fr] is not None else 0.0 for fr, q in self.subtree.items()}
+        self.height = max([min(len(self.members) + len(self.children), 1)] + [c.height + 1 for c in self.children])
 
 
 class Engine:
@@ -159,13 +194,26 @@ class Engine:
     ``Eviction`` (default) orders a workload requeued after a PodsReady timeout (or an
     admission check) by its eviction time, ``Creation`` by its creation time. A preempted
     workload keeps its creation time in both, as in Kueue. ``clock`` gives eviction times
-    when :meth:`requeue` is not told one (default ``time.time``).
+    when :meth:`requeue` is not told one (default ``time.time``). ``preemption_oracle``, if
+    given, replaces the preemption simulation inside flavor assignment (Kueue's
+    ``preemptionOracle``): ``(queue, (flavor, resource), amount) -> (possibility, borrowing
+    level)`` with possibility ``Preempt``, ``Reclaim`` or ``NoCandidates`` (the conformance
+    suite replays Kueue's flavorassigner tests, which mock it, through this). ``flavors``
+    (ResourceFlavor objects) gives flavors node labels and taints; with it, a ClusterQueue
+    naming a flavor that is not there is inactive (its workloads wait), as in Kueue.
+    ``fair_sharing`` turns on Kueue's fair sharing (``fairSharing`` in its configuration): heads
+    of a cohort tree are taken by a tournament on dominant resource shares (weights
+    ``fair_weight``), and preemption follows ``fair_sharing_strategies``
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``).
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
                  priorities: Mapping[str, int] | None = None,
                  default_priority: str | int | None = None,
-                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None):
+                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
+                 preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
+                 flavors: Sequence[ResourceFlavor] | None = None, fair_sharing: bool = False,
+                 fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -175,9 +223,22 @@ class Engine:
                             f"use one of {', '.join(REQUEUING)}")
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
+        self._oracle_hook = preemption_oracle
+        self.fair_sharing = bool(fair_sharing)
+        for st in fair_sharing_strategies:
+            if st not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
+                raise SpecError("fair_sharing_strategies", f"unknown {st!r}",
+                                "use LessThanOrEqualToFinalShare and/or LessThanInitialShare")
+        self.fs_strategies = tuple(fair_sharing_strategies) or ("LessThanOrEqualToFinalShare",
+                                                                "LessThanInitialShare")
+        self._flavors = None if flavors is None else {f.name: f for f in flavors}
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
-        self._cohorts: dict[str, _Cohort] = {c.name: _Cohort(c.name, c.quota) for c in cohorts}
+        self._cohorts: dict[str, _Cohort] = {}
+        for c in cohorts:
+            if c.name in self._cohorts:
+                raise SpecError("cohorts", f"cohort {c.name!r} is defined twice", "rename one")
+            self._cohorts[c.name] = _Cohort(c)
         for spec in queues:
             if spec.name in self._cqs:
                 raise SpecError("queues", f"queue {spec.name!r} is defined twice", "rename one")
@@ -188,17 +249,40 @@ class Engine:
                     raise SpecError("local_queues", f"{lq!r} points to two queues", "rename one")
                 self._lq[lq] = spec.name
             if spec.cohort:
-                coh = self._cohorts.setdefault(spec.cohort, _Cohort(spec.cohort, {}))
+                coh = self._cohorts.setdefault(spec.cohort, _Cohort(Cohort(spec.cohort)))
                 coh.members.append(cq)
                 cq.cohort = coh
-                for fr, a in cq.lendable.items():
-                    coh.quota[fr] += a
+        self._build_tree()
         for cq in self._cqs.values():
             cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
+            cq.inactive = self._flavors is not None and any(f not in self._flavors for f in cq.flavors)
         self._entries: dict[str, _Entry] = {}
         self._seq = 0
         self._order = 0
         self._oracle: tuple | None = None
+
+    def _build_tree(self) -> None:
+        for coh in list(self._cohorts.values()):
+            if coh.spec.parent:
+                parent = self._cohorts.setdefault(coh.spec.parent, _Cohort(Cohort(coh.spec.parent)))
+                coh.parent = parent
+                parent.children.append(coh)
+        for coh in self._cohorts.values():
+            seen, node = set(), coh
+            while node.parent is not None:
+                if node.name in seen:
+                    raise SpecError(f"cohort {coh.name}: parent", "the cohort parents form a cycle",
+                                    "give the top cohort no parent")
+                seen.add(node.name)
+                node = node.parent
+            coh.root = node
+        for coh in self._cohorts.values():
+            if coh.parent is None:
+                coh.finish()
+        for cq in self._cqs.values():
+            if cq.cohort is not None:
+                cq.root = cq.cohort.root
+                cq.root.all_cqs.append(cq)
 
     # ------------------------------------------------------------ lookups
     def _prio_value(self, p: int | str | None) -> int:
@@ -241,58 +325,99 @@ class Engine:
 
     # --------------------------------------------------- quota (Kueue resource_node)
     def _available(self, cq: _CQ, fr: FR) -> float:
-        """What ``cq`` may still use of ``fr`` now (local guaranteed part + cohort, capped by
-        the borrowing limit); Kueue's ClusterQueueSnapshot.Available."""
+        """What ``cq`` may still use of ``fr`` now (its guaranteed part + what its cohorts have,
+        each capped by its borrowing limit); Kueue's ClusterQueueSnapshot.Available."""
         n = cq.nominal.get(fr)
         if n is None:
             return 0.0
-        u = cq.usage[fr]
         coh = cq.cohort
         if coh is None:
-            return max(0.0, n - u)
-        g = cq.guaranteed[fr]
-        parent = coh.quota[fr] - coh.usage[fr]
+            return max(0.0, n - cq.usage[fr])
+        if coh.parent is not None:
+            return max(0.0, self._avail(cq, fr))
+        u, g = cq.usage[fr], cq.guaranteed[fr]  # flat cohort, inlined (the common case)
+        up = coh.subtree.get(fr, 0.0) - coh.usage.get(fr, 0.0)
         bl = cq.blimit[fr]
         if bl != INF:
-            parent = min(n - g - max(0.0, u - g) + bl, parent)
-        return max(0.0, max(0.0, g - u) + parent)
+            up = min(n - g - max(0.0, u - g) + bl, up)
+        return max(0.0, max(0.0, g - u) + up)
+
+    @staticmethod
+    def _avail(node, fr: FR) -> float:
+        parent = node.cohort if isinstance(node, _CQ) else node.parent
+        n = node.subtree.get(fr, 0.0)
+        u = node.usage.get(fr, 0.0)
+        if parent is None:
+            return n - u
+        g = node.lq.get(fr, 0.0)
+        up = Engine._avail(parent, fr)
+        bl = node.blimit.get(fr, INF)
+        if bl != INF:
+            up = min(n - g - max(0.0, u - g) + bl, up)
+        return max(0.0, g - u) + up
 
     def _potential(self, cq: _CQ, fr: FR) -> float:
         """The most ``cq`` could ever use of ``fr`` (everything else idle)."""
         p = cq.potential.get(fr)
         if p is not None:
             return p
-        n = cq.nominal.get(fr)
-        if n is None:
+        if fr not in cq.nominal:
             return 0.0
-        if cq.cohort is None:
-            return n
-        return min(cq.guaranteed[fr] + cq.cohort.quota[fr], n + cq.blimit[fr])
+        return self._pot(cq, fr)
 
-    def _charge(self, cq: _CQ, usage: Mapping[FR, float], sign: float) -> None:
-        coh = cq.cohort
+    @staticmethod
+    def _pot(node, fr: FR) -> float:
+        parent = node.cohort if isinstance(node, _CQ) else node.parent
+        n = node.subtree.get(fr, 0.0)
+        if parent is None:
+            return n
+        avail = node.lq.get(fr, 0.0) + Engine._pot(parent, fr)
+        bl = node.blimit.get(fr, INF)
+        return min(n + bl, avail) if bl != INF else avail
+
+    @staticmethod
+    def _charge(cq: _CQ, usage: Mapping[FR, float], sign: float) -> None:
+        """Add (sign +1) or remove (-1) usage; what exceeds a node's guaranteed part is charged
+        to its parent cohort, up to the root (Kueue addUsage/removeUsage)."""
         for fr, a in usage.items():
             if fr not in cq.usage:
                 continue
             before = cq.usage[fr]
             after = before + sign * a
             cq.usage[fr] = after
-            if coh is not None:
-                g = cq.guaranteed[fr]
-                coh.usage[fr] += max(0.0, after - g) - max(0.0, before - g)
+            node, lq = cq.cohort, cq.guaranteed[fr]
+            while node is not None:
+                d = max(0.0, after - lq) - max(0.0, before - lq)
+                if d == 0.0:
+                    break
+                before = node.usage[fr]
+                after = before + d
+                node.usage[fr] = after
+                lq = node.lq.get(fr, 0.0)
+                node = node.parent
 
     def _borrow_level(self, cq: _CQ, fr: FR, val: float) -> tuple[int, bool]:
-        """(borrowing level, may reclaim in the hierarchy) for taking ``val`` more of ``fr``
-        (Kueue classical.FindHeightOfLowestSubtreeThatFits, flat cohort)."""
+        """(borrowing level, may reclaim in the hierarchy) for taking ``val`` more of ``fr``:
+        Kueue classical.FindHeightOfLowestSubtreeThatFits (0: within the queue's nominal quota,
+        else the height of the lowest cohort whose subtree quota holds it)."""
         if cq.cohort is None:
             return 0, False
-        if cq.usage.get(fr, 0.0) + val <= cq.nominal.get(fr, 0.0) + EPS:
+        u = cq.usage.get(fr, 0.0)
+        if u + val <= cq.nominal.get(fr, 0.0) + EPS:
             return 0, True
-        return 1, False
+        remaining = val - max(0.0, cq.guaranteed.get(fr, 0.0) - u)
+        node = cq.cohort
+        while node is not None:
+            nu = node.usage.get(fr, 0.0)
+            if nu + remaining <= node.subtree.get(fr, 0.0) + EPS:
+                return node.height, node.parent is not None
+            remaining -= max(0.0, node.lq.get(fr, 0.0) - nu)
+            node = node.parent
+        return cq.root.height, False
 
     @staticmethod
-    def _within_nominal(cq: _CQ, frs: Iterable[FR]) -> bool:
-        u, n = cq.usage, cq.nominal
+    def _within_nominal(node, frs: Iterable[FR]) -> bool:
+        u, n = node.usage, node.subtree
         for fr in frs:
             if u.get(fr, 0.0) > n.get(fr, 0.0) + EPS:
                 return False
@@ -342,11 +467,17 @@ class Engine:
             borrow, may_reclaim = 0, False
         elif cq.usage[fr] + val <= n + EPS:
             borrow, may_reclaim = 0, True
+        elif cq.cohort.parent is None:  # flat cohort: the root holds it or nothing does
+            borrow, may_reclaim = cq.cohort.height, False
         else:
-            borrow, may_reclaim = 1, False
+            borrow, may_reclaim = self._borrow_level(cq, fr, val)
         if val <= self._available(cq, fr) + EPS:
             return FIT, borrow
-        if n + EPS >= val or may_reclaim or cq.bwc:
+        if n + EPS >= val or may_reclaim or cq.bwc or (
+                self.fair_sharing and cq.spec.reclaim_within_cohort != "Never"):
+            if self._oracle_hook is not None:
+                poss, after = self._oracle_hook(cq.name, fr, val)
+                return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
             targets = self._targets(e, {fr}, {fr: val})
             self._oracle = (e, fr, val, targets)
             if not targets:
@@ -377,6 +508,9 @@ class Engine:
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
                 for f in rg.flavors:
+                    if self._flavors is not None and (f not in self._flavors
+                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                        continue  # an untolerated taint or a node selector it does not match
                     rep = (FIT, 0)
                     per = {}
                     for rr, val in group.items():
@@ -400,6 +534,7 @@ class Engine:
                 f, per = best
                 for rr, (mode, borrow) in per.items():
                     flavors[rr] = f
+                    asg.modes[(ps_name, rr)] = mode
                     fr = (f, rr)
                     asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
                     asg.borrow = max(asg.borrow, borrow)
@@ -421,6 +556,8 @@ class Engine:
     def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
         """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
         minimised), or [] when no set of allowed candidates does."""
+        if self.fair_sharing:
+            return self._fair_targets(e, need, requests)
         cq, spec = e.cq, e.cq.spec
         cands: list[tuple] = []  # (sort key, entry, variant)
         within, reclaim = spec.within_queue, spec.reclaim_within_cohort
@@ -429,35 +566,53 @@ class Engine:
             for c in cq.admitted.values():
                 if need.isdisjoint(c.usage) or not self._may(e, c, spec.within_queue):
                     continue
-                cands.append((_cand_key(c, 2), c, WITHIN_CQ))
+                cands.append((_cand_key(c, 2), c, WITHIN_CQ, None))
         n_other = n_hier = 0
         coh = cq.cohort
         if coh is not None and spec.reclaim_within_cohort != "Never":
-            adv = all(cq.usage.get(fr, 0.0) + v <= cq.nominal.get(fr, 0.0) + EPS for fr, v in requests.items())
+            # Kueue collectCandidatesForHierarchicalReclaim: walk up from the queue's cohort;
+            # in each subtree, queues (and child cohorts) above nominal in a resource that
+            # needs preemption give candidates. Once the request fits in the quota of the
+            # queue or of a cohort on the way, candidates from there up are "hierarchy"
+            # candidates (any priority the reclaim policy allows).
+            adv = True
+            remaining = {}
+            for fr, v in requests.items():
+                u = cq.usage.get(fr, 0.0)
+                if u + v > cq.nominal.get(fr, 0.0) + EPS:
+                    adv = False
+                remaining[fr] = max(0.0, v - max(0.0, cq.guaranteed.get(fr, 0.0) - u))
             thr = spec.max_priority_threshold
-            for other in coh.members:
-                if other is cq or not other.admitted:
-                    continue
-                if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
-                    continue
-                ou, on = other.usage, other.nominal
-                for fr in need:
-                    if ou.get(fr, 0.0) > on.get(fr, 0.0) + EPS:
-                        break
-                else:
-                    continue  # within nominal in every resource that needs preemption
-                for c in other.admitted.values():
-                    if need.isdisjoint(c.usage) or not self._may(e, c, spec.reclaim_within_cohort):
+            prev, node = None, coh
+            while node is not None:
+                for other, lca in self._subtree_cqs(node, prev, need):
+                    if other is cq or not other.admitted:
                         continue
-                    if adv:
-                        var = HIER_RECLAIM
-                        n_hier += 1
-                    elif not cq.bwc or c.prio >= e.prio or (thr is not None and c.prio > thr):
-                        var = RECLAIM_NO_BORROW
-                    else:
-                        var = RECLAIM_WHILE_BORROW
-                    n_other += 1
-                    cands.append((_cand_key(c, 0 if var == HIER_RECLAIM else 1), c, var))
+                    if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
+                        continue
+                    if self._within_nominal(other, need):
+                        continue
+                    for c in other.admitted.values():
+                        if need.isdisjoint(c.usage) or not self._may(e, c, reclaim):
+                            continue
+                        if adv:
+                            var = HIER_RECLAIM
+                            n_hier += 1
+                        elif not cq.bwc or c.prio >= e.prio or (thr is not None and c.prio > thr):
+                            var = RECLAIM_NO_BORROW
+                        else:
+                            var = RECLAIM_WHILE_BORROW
+                        n_other += 1
+                        cands.append((_cand_key(c, 0 if var == HIER_RECLAIM else 1), c, var, lca))
+                if node.parent is not None:
+                    fits = True
+                    for fr, v in list(remaining.items()):
+                        nu = node.usage.get(fr, 0.0)
+                        if nu + v > node.subtree.get(fr, 0.0) + EPS:
+                            fits = False
+                        remaining[fr] = max(0.0, v - max(0.0, node.lq.get(fr, 0.0) - nu))
+                    adv = adv or fits
+                prev, node = node, node.parent
         if not cands:
             return _Targets()
         # Kueue NewCandidateIterator: evicted ones first; then hierarchy, priority and
@@ -474,11 +629,18 @@ class Engine:
         for borrow in attempts:
             removed: list[tuple] = []
             fitted = False
-            for _, c, var in cands:
+            for _, c, var, lca in cands:
                 if c.cq is not cq:
                     if borrow and var == RECLAIM_NO_BORROW:
                         continue
                     if self._within_nominal(c.cq, need):
+                        continue
+                    up = c.cq.cohort
+                    while up is not None and up is not lca:  # Kueue candidateIsValid
+                        if self._within_nominal(up, need):
+                            break
+                        up = up.parent
+                    if up is not None and up is not lca:
                         continue
                 self._charge(c.cq, c.usage, -1)
                 removed.append((c, var))
@@ -502,6 +664,33 @@ class Engine:
                 return out
         return _Targets()
 
+    def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        return fairsharing.fair_targets(self, e, need, requests)
+
+    def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
+        """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
+        that are above nominal in a resource that needs preemption (Kueue
+        collectCandidatesInSubtree)."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                if child is not skip and not self._within_nominal(child, need):
+                    stack.append(child)
+            for q in node.members:
+                yield q, root
+
+    def flavor_assignment(self, wid: str) -> dict:
+        """The flavor assignment the pending workload ``wid`` would get now (Kueue
+        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
+        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        e = self._entries[wid]
+        asg = self._assign(e)
+        names = {FIT: "Fit", PREEMPT: "Preempt", NOFIT: "NoFit"}
+        return {"mode": names[asg.mode], "borrowing": asg.borrow if asg.mode != NOFIT else 0,
+                "podsets": {ps: {r: {"flavor": f, "mode": "Fit" if asg.modes[(ps, r)] == FIT else "Preempt"}
+                                 for r, f in fl.items()} for ps, fl in asg.podsets}}
+
     def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
                            preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
         """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
@@ -514,6 +703,7 @@ class Engine:
             for r, a in reqs.items():
                 f = (flavors.get(ps_name) or {}).get(r)
                 if f is not None:
+                    self._ensure_fr(e.cq, (f, r))
                     usage[(f, r)] = usage.get((f, r), 0.0) + a
         targets = self._targets(e, set(preempt), usage)
         return {t.w.id: targets.reasons[t.w.id] for t in targets}
@@ -525,13 +715,14 @@ class Engine:
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
         used: Counter = Counter()
         problems = []
-        for ps in w.podsets:
-            reqs = ps.total()
+        for _, reqs in self._podset_totals(cq, w):
             done: set = set()
             for r in sorted(reqs):
                 if r in done:
                     continue
                 rg = cq.rg_of.get(r)
+                if rg is None and not reqs[r]:
+                    continue  # a zero request for a resource the queue does not cover
                 if rg is None:
                     problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
                     break
@@ -556,6 +747,18 @@ class Engine:
         if not problems:
             return True, f"fits queue {cq.name!r}"
         return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+
+    @staticmethod
+    def _podset_totals(cq: _CQ, w: Workload) -> list:
+        """[(pod set, {resource: total})]; a queue with quota for ``pods`` counts each pod set's
+        pods as a request too (Kueue adds corev1.ResourcePods when a resource group covers it)."""
+        out = []
+        for ps in w.podsets:
+            reqs = {r: a * ps.count for r, a in ps.requests.items()}
+            if "pods" in cq.rg_of and "pods" not in reqs:
+                reqs["pods"] = float(ps.count)
+            out.append((ps.name, reqs))
+        return out
 
     # ------------------------------------------------------- queue structures
     def _push_pending(self, e: _Entry) -> None:
@@ -609,28 +812,32 @@ class Engine:
         return best
 
     def _unpark(self, cq: _CQ) -> None:
-        for member in (cq.cohort.members if cq.cohort else (cq,)):
+        for member in (cq.root.all_cqs if cq.cohort else (cq,)):
             member.parked.clear()
             member.stalled = False
             member.hold = {}
 
     # ----------------------------------------------------------------- API
-    def add(self, w: Workload) -> None:
-        """Queue ``w``. SpecError for an unknown queue/priority, QuotaError if it can never fit."""
+    def add(self, w: Workload, check: bool = True) -> None:
+        """Queue ``w``. SpecError for an unknown queue/priority, QuotaError if it can never fit
+        (``check=False``: queue it anyway, e.g. replaying a cluster's state)."""
         if w.id in self._entries:
             raise SpecError("id", f"workload {w.id!r} already exists", "use a new id")
         cq = self._cqs[self.cluster_queue_of(w.queue)]
         prio = self._prio_value(w.priority)
-        ok, why = self.can_ever_fit(w)
+        ok, why = self.can_ever_fit(w) if check else (True, "")
         if not ok:
             res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
             raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
                              f"or use a queue with more nominal or borrowable quota)")
-        podsets = [(ps.name, {r: a * ps.count for r, a in ps.requests.items()}) for ps in w.podsets]
+        podsets = self._podset_totals(cq, w)
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+        if any(ps.node_selector or ps.tolerations for ps in w.podsets):  # flavors may differ
+            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
+                           for ps in w.podsets)
         self._seq += 1
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
-                   key=(-prio, w.created, self._seq, w.id))
+                   key=(-prio, w.created, self._seq, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._push_pending(e)
 
@@ -659,14 +866,14 @@ class Engine:
     def _cycle(self, out: Decisions) -> bool:
         heads = []
         for cq in self._cqs.values():
-            if cq.stalled or not cq.heaps:
+            if cq.stalled or not cq.heaps or cq.inactive:
                 continue
             e = self._head(cq)
             if e is None:
                 cq.stalled = True
                 continue
             cq.hold = {}
-            home = cq.cohort or cq
+            home = cq.root
             cached = cq.nominated
             if cached is not None and cached[0] is e and cached[1] == home.version:
                 heads.append(((cached[2].borrow, e.key[0], e.key[1], e.key[2]), e, cached[2], cached[3]))
@@ -691,11 +898,20 @@ class Engine:
             for cq, res in held:
                 self._charge(cq, res, -1)
             return False
-        heads.sort(key=lambda h: h[0])
+        if self.fair_sharing:  # Kueue fairSharingIterator: a DRS tournament per cohort tree
+            remaining = {h[1].cq: h for h in heads}
+
+            def tournament():
+                while remaining:
+                    yield fairsharing.pop_fair(self, remaining)
+            seq: Iterable = tournament()
+        else:
+            heads.sort(key=lambda h: h[0])
+            seq = heads
         progress = False
         victims: dict[str, _Entry] = {}
         undo: list = []
-        for _, e, asg, targets in heads:
+        for _, e, asg, targets in seq:
             cq = e.cq
             if asg.mode == NOFIT:
                 cq.parked[e.shape] = e.key
@@ -733,7 +949,7 @@ class Engine:
                         continue  # already stopping (issued earlier): nothing new to issue
                     progress = True
                     t.state = "evicting"
-                    (t.cq.cohort or t.cq).version += 1
+                    t.cq.root.version += 1
                     if t.in_pass:
                         undo.append(t)
                     else:
@@ -772,12 +988,12 @@ class Engine:
             heapq.heappop(heap)
         e.usage = dict(asg.usage)
         self._charge(cq, e.usage, +1)
-        (cq.cohort or cq).version += 1
+        cq.root.version += 1
         self._order += 1
         e.reserved = (float(self._order), self._order)
         e.state = "admitted"
         flavors = {name: dict(fl) for name, fl in asg.podsets}
-        first = next((f for fl in flavors.values() for f in fl.values()), cq.flavors[0])
+        first = next((f for fl in flavors.values() for f in fl.values()), cq.flavors[0] if cq.flavors else "")
         total: dict[str, float] = {}
         for _, reqs in e.podsets:
             for r, a in reqs.items():
@@ -788,14 +1004,15 @@ class Engine:
         cq.admitted_prios[e.prio] += 1
 
     def restore_admitted(self, w: Workload, flavor: str | Mapping | None = None,
-                         reserved_at: float | None = None) -> Admission:
+                         reserved_at: float | None = None, check: bool = True) -> Admission:
         """Re-enter a workload that is already running (re-adopted after a restart, or read
         from a cluster) and charge its quota without waiting for room. ``flavor`` is one flavor
         for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments);
         None picks the first flavor of each resource group. ``reserved_at`` is when its quota
         was reserved (preemption takes the most recently admitted first). Raises like
-        :meth:`add` when its queue is unknown or it could never fit."""
-        self.add(w)
+        :meth:`add` when its queue is unknown or (unless ``check=False``: a cluster's record of
+        what it admitted) it could never fit."""
+        self.add(w, check)
         e = self._entries[w.id]
         cq = e.cq
         asg = _Asg()
@@ -803,27 +1020,38 @@ class Engine:
             fl: dict[str, str] = {}
             for r in reqs:
                 rg = cq.rg_of.get(r)
-                if rg is None:
+                if rg is None and not isinstance(flavor, Mapping):
                     continue
                 if isinstance(flavor, str):
                     f = flavor
                 elif isinstance(flavor, Mapping):
-                    f = (flavor.get(ps_name) or {}).get(r) or rg.flavors[0]
+                    f = (flavor.get(ps_name) or {}).get(r) or (rg.flavors[0] if rg else None)
+                    if f is None:
+                        continue
                 else:
                     f = rg.flavors[0]
                 fl[r] = f
+                self._ensure_fr(cq, (f, r))
                 asg.usage[(f, r)] = asg.usage.get((f, r), 0.0) + reqs[r]
             asg.podsets.append((ps_name, fl))
         self._admit(e, asg)
         e.reserved = (reserved_at if reserved_at is not None else float(self._order), self._order)
         return e.admission  # type: ignore[return-value]
 
+    def _ensure_fr(self, cq: _CQ, fr: FR) -> None:
+        """A flavor/resource the queue lists no quota for (Kueue: nominal 0; it may still be
+        used by borrowing from the cohorts above): give it a zero entry."""
+        if fr not in cq.nominal:
+            cq.nominal[fr] = cq.guaranteed[fr] = cq.usage[fr] = 0.0
+            cq.blimit[fr] = INF
+            cq.potential[fr] = self._pot(cq, fr)
+
     def _release(self, e: _Entry) -> None:
         cq = e.cq
         if e.admission is not None:
             self._charge(cq, e.usage, -1)
         e.usage = {}
-        (cq.cohort or cq).version += 1
+        cq.root.version += 1
         cq.admitted.pop(e.w.id, None)
         cq.admitted_prios[e.prio] -= 1
         if cq.admitted_prios[e.prio] <= 0:
@@ -852,7 +1080,7 @@ class Engine:
         e = self._entries.get(wid)
         if e is not None and e.state == "admitted":
             e.state = "evicting"
-            (e.cq.cohort or e.cq).version += 1
+            e.cq.root.version += 1
 
     def requeue(self, wid: str, reason: str = "Preempted", at: float | None = None) -> None:
         """An evicted workload has stopped: free its quota, queue it again. A preempted one
@@ -903,8 +1131,9 @@ class _Targets(list):
 
 def _cand_key(c: _Entry, group: int) -> tuple:
     """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
-    1 other queues, 2 own queue), lower priority first, most recently admitted first."""
-    return (c.state != "evicting", group, c.prio, -c.reserved[0], -c.reserved[1], c.w.id)
+    1 other queues, 2 own queue), lower priority first, most recently admitted first, then by
+    id (Kueue: UID)."""
+    return (c.state != "evicting", group, c.prio, -c.reserved[0], c.w.id)
 
 
 def _num(x: float) -> str:

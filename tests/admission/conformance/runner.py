@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, ResourceFlavor, Workload
 from gpujobs.errors import GpuJobsError
 
 HERE = Path(__file__).parent
@@ -55,11 +55,14 @@ def _queue(d: dict) -> ClusterQueue:
         max_priority_threshold=d.get("max_priority_threshold"),
         when_can_borrow=d.get("when_can_borrow", "MayStopSearch"),
         when_can_preempt=d.get("when_can_preempt", "TryNextFlavor"),
-        preference=d.get("preference"))
+        preference=d.get("preference"), fair_weight=float(d.get("fair_weight", 1.0)))
 
 
 def _workload(d: dict, queue: str) -> Workload:
-    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"]) for p in d["podsets"]],
+    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"],
+                                              node_selector=p.get("node_selector") or {},
+                                              tolerations=tuple(p.get("tolerations") or ()))
+                                       for p in d["podsets"]],
                     priority=int(d.get("priority") or 0), created=float(d.get("created") or 0.0))
 
 
@@ -75,21 +78,49 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     lqs = list(fixtures[lqs] if isinstance(lqs, str) else lqs) + list(case.get("extra_local_queues", []))
     cohorts = []
     for c in case.get("cohorts", []):
-        quota = {}
+        quota, blim, llim = {}, {}, {}
         for rg in c.get("resource_groups", []):
             for fq in rg:
                 quota[fq["flavor"]] = {r: q["nominal"] for r, q in fq["resources"].items()}
-        cohorts.append(Cohort(c["name"], quota))
+                for r, q in fq["resources"].items():
+                    if "borrowing_limit" in q:
+                        blim.setdefault(fq["flavor"], {})[r] = q["borrowing_limit"]
+                    if "lending_limit" in q:
+                        llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
+        cohorts.append(Cohort(c["name"], quota, parent=c.get("parent"),
+                              borrowing_limit=blim or None, lending_limit=llim or None,
+                              fair_weight=float(c.get("fair_weight", 1.0))))
     names = {c["name"] for c in cqs}
     queues = []
     for d in cqs:
         spec = _queue(d)
         spec.local_queues = tuple(q["name"] for q in lqs if q["cluster_queue"] == d["name"])
         queues.append(spec)
-    eng = Engine(queues, cohorts, priorities={}, default_priority=0)
+    oracle = None
+    if case["source"]["test"] == "TestAssignFlavors":
+        # the upstream test mocks the preemption simulation: "Preempt" (borrowing 0) unless
+        # its simulationResult says otherwise for a flavor/resource
+        sim = {(s["flavor"], s["resource"]): (s["possibility"], int(s["borrow"] or 0))
+               for s in case.get("simulation", [])}
+
+        def oracle(cq, fr, amount):
+            return sim.get(tuple(fr), ("Preempt", 0))
+    flavors = None
+    if "resourceFlavors" in fixtures:  # the test's ResourceFlavor objects (labels, taints)
+        flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
+                                  tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
+    eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
+                 flavors=flavors, fair_sharing=bool(case.get("fair_sharing")),
+                 fair_sharing_strategies=tuple(case.get("strategies") or
+                                               ("LessThanOrEqualToFinalShare", "LessThanInitialShare")))
+    for cq_name, items in (case.get("usage") or {}).items():  # usage put on the queue directly
+        for i, u in enumerate(items):
+            w = Workload(f"usage-{cq_name}-{i}", cq_name, [PodSet("main", 1, {u["resource"]: u["amount"]})],
+                         priority=1 << 30)
+            eng.restore_admitted(w, {"main": {u["resource"]: u["flavor"]}}, check=False)
     for d in case.get("admitted", []):
         w = _workload(d, d["cluster_queue"])
-        eng.restore_admitted(w, d.get("flavors"), reserved_at=d.get("reserved_at"))
+        eng.restore_admitted(w, d.get("flavors"), reserved_at=d.get("reserved_at"), check=False)
         if d.get("evicted"):
             eng.evict(w.id)
     unqueued: list[str] = []
@@ -102,8 +133,8 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
         if queue not in names and (lq is None or lq["cluster_queue"] not in names):
             unqueued.append(d["name"])
             continue
-        try:
-            eng.add(_workload(d, queue))
+        try:  # TestPreemption's incoming workload: the test gives its assignment, no fit check
+            eng.add(_workload(d, queue), check=d is not incoming)
         except GpuJobsError:
             never.append(d["name"])  # can never fit: Kueue keeps it inadmissible
     return eng, unqueued, never
@@ -114,7 +145,9 @@ def run_case(fixtures: dict, case: dict) -> dict[str, Any]:
     TestPreemption cases are unit tests of Kueue's preemptor with an assignment chosen by the
     test: they go through :meth:`Engine.preemption_targets` with that same assignment."""
     eng, unqueued, never = build(fixtures, case)
-    if case["source"]["test"] == "TestPreemption":
+    if case["source"]["test"] == "TestAssignFlavors":
+        return {"assignment": eng.flavor_assignment(case["incoming"]["name"])}
+    if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions
         inc = case["incoming"]
         asg = {ps["name"]: {r: fa["flavor"] for r, fa in ps["flavors"].items()}
                for ps in case["upstream_assignment"]}
@@ -140,9 +173,20 @@ def compare(case: dict, got: dict[str, Any]) -> list[str]:
     """Differences between the upstream expectation and what the engine did ([] = same)."""
     exp = case["expect"]
     diffs = []
+    if case["source"]["test"] == "TestAssignFlavors":
+        got_a = got["assignment"]
+        if got_a["mode"] != exp["mode"]:
+            diffs.append(f"mode: want {exp['mode']}, got {got_a['mode']}")
+        if exp["mode"] != "NoFit":
+            if int(exp.get("borrowing") or 0) != got_a["borrowing"]:
+                diffs.append(f"borrowing: want {exp.get('borrowing')}, got {got_a['borrowing']}")
+            want_ps = {ps: fl for ps, fl in exp["podsets"].items() if fl}
+            if want_ps != got_a["podsets"]:
+                diffs.append(f"flavors: want {want_ps}, got {got_a['podsets']}")
+        return diffs
     if sorted(exp.get("preempted", [])) != got["preempted"]:
         diffs.append(f"preempted: want {sorted(exp.get('preempted', []))}, got {got['preempted']}")
-    if case["source"]["test"] == "TestPreemption":
+    if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions
         if got["admitted"]:
             diffs.append(f"admitted {got['admitted']}: upstream's incoming workload needs preemption")
         for v, r in (exp.get("reasons") or {}).items():
