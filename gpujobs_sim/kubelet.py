@@ -35,7 +35,7 @@ from typing import Any
 
 from .rules import parse_time
 from .store import now_iso
-from .volumes import MissingSource, local_path, materialize
+from .volumes import MissingSource, local_path, materialize, refresh_downward
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
@@ -59,11 +59,13 @@ class Kubelet:
         self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
         self.stopping = threading.Event()
         self.run_bootstrap = False
+        self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
-        """Start pending pods that fit the slots."""
+        """Start pending pods that fit the slots; refresh running pods' downwardAPI files."""
         pods = self.store.list("v1", "Pod")
+        self._refresh_volumes(pods)
         running = sum(1 for p in pods if p["status"].get("phase") == "Running" or
                       (p["status"].get("phase") == "Pending" and p["metadata"]["uid"] in self._threads))
         for pod in sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"])):
@@ -80,6 +82,18 @@ class Kubelet:
             t = threading.Thread(target=self._run, args=(pod,), daemon=True, name=f"pod-{md['name']}")
             self._threads[key] = t
             t.start()
+
+    def _refresh_volumes(self, pods: list[dict]) -> None:
+        live = {p["metadata"]["uid"]: p for p in pods}
+        for uid, root in list(self._mounted.items()):
+            pod = live.get(uid)
+            if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
+                self._mounted.pop(uid, None)
+            elif pod["status"].get("phase") == "Running":
+                try:
+                    refresh_downward(pod, root)
+                except OSError:
+                    pass
 
     def _volumes_ready(self, pod: dict) -> bool:
         """Like the real kubelet: a pod stays in ContainerCreating until its ConfigMaps/Secrets exist."""
@@ -221,6 +235,7 @@ class Kubelet:
         ns = md["namespace"]
         d = Path(self._tmp.name) / ns / md["name"]
         mounts = materialize(pod, lambda kind, n: self.store.get("v1", kind, n, ns), d)
+        self._mounted[md["uid"]] = d
         c0 = (pod["spec"].get("containers") or [{}])[0]
         pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
         payload = local_path(pod_env.get("GPUJOBS_PAYLOAD", ""), mounts)

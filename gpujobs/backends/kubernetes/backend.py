@@ -215,6 +215,11 @@ class KubernetesBackend:
         from . import live
         return live.progress_history(self, job_id)
 
+    def stacks(self, job_id: str, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
+        """{rank: Python stacks of all threads} of a running job, without exec (see .stacks)."""
+        from .stacks import stacks
+        return stacks(self, job_id, rank=rank, timeout=timeout)
+
     def cancel(self, job_id: str) -> None:
         from . import live
         live.cancel(self, job_id)

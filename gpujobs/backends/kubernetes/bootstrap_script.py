@@ -44,6 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(os.path.dirname(HERE), "job")
+CONTROL = os.path.join(os.path.dirname(HERE), "control")  # downwardAPI: requests (job.stacks())
 EXIT_SETUP = 3
 
 
@@ -104,6 +105,8 @@ def base_env(cfg):
     env.setdefault("GPUJOBS_FRAMEWORK", cfg["framework"])
     env.setdefault("GPUJOBS_CHECKPOINT_DIR", cfg["checkpoint_dir"])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if os.path.isdir(CONTROL):
+        env.setdefault("GPUJOBS_STACK_REQUEST", os.path.join(CONTROL, "stack-request"))
     if cfg.get("return_all"):
         env["GPUJOBS_RETURN_ALL"] = "1"
     if cfg.get("command"):

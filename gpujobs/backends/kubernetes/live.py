@@ -195,7 +195,9 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
 
     def with_known_metrics(st: JobStatus) -> Any:
         latest = pm.latest(st.job_id)
-        return cb(st.with_(metrics=latest) if latest and not st.metrics else st)
+        st = st.with_(metrics=latest) if latest and not st.metrics else st
+        known = pm.known_progress(st.job_id)  # [progress] as read, no log read here
+        return cb(st.with_(progress=known) if known is not None else st)
 
     return hub.subscribe(name, with_known_metrics)
 

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...metrics import METRICS_MARKER
 from ...progress import PROGRESS_MARKER
-from ...runner import RESULT_MARKER
+from ...runner import RESULT_MARKER, STACKS_MARKER
 from .results import job_pods, read_pod_log
 
 _FIRST = ("launcher", "master", "head")
@@ -51,7 +51,7 @@ def _prefixed(line: str, pod_rank: int) -> tuple[int, str]:
 
 def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str | None:
     """The text users see of a pod log line: None for result/metrics lines."""
-    if line.lstrip().startswith(RESULT_MARKER + " "):
+    if line.lstrip().startswith((RESULT_MARKER + " ", STACKS_MARKER + " ")):
         return None
     i = line.find(METRICS_MARKER + " ")
     if i < 0:
