@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # gpujobs_sim lives in the repo root
+
 TARGET_PCT = 1.0
 AMPLIFY = 100  # calls per step in the amplified arm (its cost then stands well above the noise)
 STACK_TARGET_S = 3.0
@@ -122,7 +124,7 @@ def sim_stack_round_trips(runs: int) -> list[float]:
     import gpujobs
     from gpujobs.backends.kubernetes.backend import KubernetesBackend
     from gpujobs.handle import Job
-    from gpujobs.sim import SimCluster
+    from gpujobs_sim import SimCluster
     sim = SimCluster(bootstrap=True).start()
     try:
         be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q")
