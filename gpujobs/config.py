@@ -7,7 +7,7 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 
     [local]
     gpus = 4                       # GPU slots (default: what NVML finds)
-    cpus = 8                       # CPU quota for ranks asking 0 GPUs (default: CPU count;
+    cpus = 8                       # CPU quota for ranks asking 0 GPUs (default: CPU count, at least 4;
                                    # env GPUJOBS_LOCAL_CPUS)
     idle_timeout_s = 600           # the agent exits after this long with nothing to do
     default_priority = "normal"

@@ -74,7 +74,8 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
 def local_cpus(cfg: dict[str, Any] | None = None) -> float:
     """The CPU quota of the local queues, charged by ranks that ask for 0 GPUs:
     ``GPUJOBS_LOCAL_CPUS``, else ``[local] cpus`` of the config file, else the machine's CPU
-    count. Not a positive number: SpecError naming where it came from."""
+    count with the same floor of 4 as CPU-rank GPU slots (so the 4-rank examples run on a 2-core
+    laptop, ranks sharing cores). Not a positive number: SpecError naming where it came from."""
     from .config import load_config
 
     env = os.environ.get("GPUJOBS_LOCAL_CPUS")
@@ -84,7 +85,7 @@ def local_cpus(cfg: dict[str, Any] | None = None) -> float:
     value = cfg.get("local", {}).get("cpus")
     if value is not None:
         return _cpu_count(value, "[local] cpus", "e.g. cpus = 8, or remove it to use every CPU")
-    return float(os.cpu_count() or 1)
+    return float(max(os.cpu_count() or 1, 4))
 
 
 def _cpu_count(value: Any, field: str, fix: str) -> float:
