@@ -220,7 +220,7 @@ class JobSpec:
             from .payload import pack_call  # late import: payload imports cloudpickle
             object.__setattr__(self, "_payload",
                                pack_call(self.fn, tuple(self.args), dict(self.kwargs),
-                                         limit=self.max_payload_bytes))
+                                         limit=self.max_payload_bytes, backend=self.backend))
 
     def _check_placement(self) -> None:
         """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""
