@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         _job_options(p)
         _common(p)
         p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless it succeeded")
+        p.add_argument("-f", "--follow", action="store_true",
+                       help="print the job's logs (all ranks) until it ends; implies --wait")
         p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
                        help="progress display while waiting (auto: live on a terminal)")
 

@@ -97,6 +97,16 @@ def wait_for(backend, job_id: str, progress: output.Progress) -> JobStatus:
                 pass
 
 
+def follow_logs(backend, job_id: str) -> None:
+    """Print the job's log lines as they come, until it ends (to stdout, like ``logs -f``)."""
+    try:
+        for line in backend.logs(job_id, follow=True):
+            sys.stdout.write(line if line.endswith("\n") else line + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+
+
 def _jsonable(value: Any) -> Any:
     try:
         json.dumps(value)
@@ -112,6 +122,8 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
     specs = [b.spec() for b in builders]          # every spec checked before anything is created
     backend = backend_for(specs[0].backend)
     ids = [backend.submit(s) for s in specs]
+    if args.follow:
+        args.wait = True
     if not args.wait:
         if args.output in ("json", "yaml"):
             output.dump([backend.status(i).to_dict() for i in ids] if len(ids) > 1
@@ -120,11 +132,18 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
             for i in ids:
                 print(i if args.output == "name" else f"submitted {i}")
         return exitcodes.OK
-    progress = output.Progress(live=None if args.progress == "auto" else args.progress == "live")
+    for i in ids:  # the id first, on stderr (stdout stays the result / -o output)
+        sys.stderr.write(f"submitted {i}" + ("" if args.follow else f" (logs: gpujobs logs {i} -f)")
+                         + "\n")
+    sys.stderr.flush()
+    progress = output.Progress(live=False if args.follow else
+                               None if args.progress == "auto" else args.progress == "live")
     finals: list[JobStatus] = []
     results: dict[str, Any] = {}
     try:
         for job_id in ids:
+            if args.follow:
+                follow_logs(backend, job_id)
             finals.append(wait_for(backend, job_id, progress))
     except KeyboardInterrupt:
         progress.close()

@@ -173,3 +173,24 @@ def test_queue_json_is_a_list(cli):
 def test_agent_stop_without_agent_is_fine(cli):
     r = cli("agent", "stop")
     assert r.returncode == 0, r.stderr
+
+
+def test_function_arguments_are_converted_by_type_hint():
+    from pathlib import Path
+
+    from gpujobs.cli.targets import convert_args
+
+    def f(n: int, x: float, flag: bool, p: Path, s: str | None, plain, *rest: int):
+        pass  # annotations are strings here (from __future__ import annotations)
+    values, as_str = convert_args(f, ["15", "0.5", "no", "/tmp", "s", "raw", "7", "8"])
+    assert values == [15, 0.5, False, Path("/tmp"), "s", "raw", 7, 8]
+    assert as_str == ["plain='raw'"]
+
+
+def test_bad_typed_argument_and_too_many_are_usage_errors(cli):
+    (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
+    r = cli("submit", "t.py:f", "fifteen", "--gpus", "0")
+    assert r.returncode == 2 and "argument n: 'fifteen' is not an int" in r.stderr, r.stderr
+    r = cli("submit", "t.py:f", "1", "2", "--gpus", "0")
+    assert r.returncode == 2 and "too many positional arguments" in r.stderr, r.stderr
+    assert not (cli.home / "jobs").exists() or not list((cli.home / "jobs").iterdir())
