@@ -105,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: hints written for Python, and what to run instead at the command line
+CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
+             "job.cancel()": "`gpujobs cancel JOB`",
+             ".on('kubernetes', kind='PyTorchJob') (CLI: --kind PyTorchJob)": "--kind PyTorchJob"}
+
+
+def cli_message(msg: str) -> str:
+    """An error line with its Python hints replaced by the command to run here."""
+    for python, cli in CLI_HINTS.items():
+        msg = msg.replace(python, cli)
+    return msg
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from . import commands
     if args.command == "submit":
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         if not isinstance(exc, GpuJobsError):  # an unexpected error: name its type
             msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-        sys.stderr.write(f"gpujobs: {msg}\n")
+        sys.stderr.write(f"gpujobs: {cli_message(msg)}\n")
         return exitcodes.exit_code_for(exc)
 
 

@@ -70,7 +70,7 @@ CASES: list[Case] = [
     Case("submit-not-callable", "api", lambda: gpujobs.submit(42), SpecError, ("fn", "not callable"), ("function itself",)),
     Case("submit-none", "api", lambda: gpujobs.submit(None), SpecError, ("fn",), ("pass a callable",)),
     Case("submit-unknown-backend", "api", lambda: gpujobs.submit(train, backend="slurm"), SpecError, ("backend", "slurm"), ("kubernetes", "local")),
-    Case("local-unknown-queue", "api", lambda: gpujobs.submit(train, queue="gpu-big"), SpecError, ("queue", "gpu-big"), ("configure",)),
+    Case("local-unknown-queue", "api", lambda: gpujobs.submit(train, queue="gpu-big"), SpecError, ("queue", "gpu-big"), ("[[local.queues]]", "config.toml")),
     Case("local-never-fits", "api", lambda: B(train).ddp(gpus=64).submit(), QuotaError, ("64", "gpu", "default"), ("fewer",)),
     Case("builder-name", "api", lambda: B(train).name("Bad_Name").submit(), SpecError, ("name", "Bad_Name"), ("lowercase",)),
     Case("builder-queue-name", "api", lambda: B(train).queue("Team A").submit(), SpecError, ("queue", "Team A"), ("lowercase",)),
@@ -122,7 +122,7 @@ CASES: list[Case] = [
     Case("magic-uneven", "magic", ("--gpus 3 --nodes 2 -o j", "x = 1"), "UsageError", ("gpus", "2 nodes"), ("multiple of nodes",)),
     Case("magic-unpicklable-global", "magic", ("-o j", "with lock:\n    x = 1"), "UsageError", ("global 'lock'",), ("inside the function",)),
     Case("magic-unknown-backend", "magic", ("--backend slurm -o j", "x = 1"), "UsageError", ("backend", "slurm"), ("kubernetes, local",)),
-    Case("magic-local-queue", "magic", ("--queue gpu-big -o j", "x = 1"), "UsageError", ("queue", "gpu-big"), ("configure",)),
+    Case("magic-local-queue", "magic", ("--queue gpu-big -o j", "x = 1"), "UsageError", ("queue", "gpu-big"), ("[[local.queues]]",)),
     Case("magic-line-backend", "magic", ("%backend slurm", None), "UsageError", ("backend", "slurm"), ("kubernetes, local",)),
     # ---------------------------------------------------------------- CLI (installed entry point)
     Case("cli-missing-file", "cli", ["submit", "nonexist.py:main"], 2, ("target", "nonexist.py"), ("path of the Python file",)),

@@ -166,3 +166,10 @@ def test_a_parameter_named_like_an_option_is_passed_on():
     from gpujobs.builder import _SUBMIT_OPTIONS, check_call
     check_call(wants_gpu, (), {"gpu": 3}, _SUBMIT_OPTIONS)  # its own parameter: accepted
     assert job.spec().kwargs == {"gpu": 3}
+
+
+def test_upper_case_job_name_is_explained_with_a_lower_case_suggestion():
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).name("Exp_1").spec()
+    assert "DNS-1123" in err.value.problem and "lower case" in err.value.problem
+    assert "use 'exp-1'" in err.value.fix

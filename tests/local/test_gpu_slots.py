@@ -65,3 +65,30 @@ def test_bad_environment_gpus_is_a_spec_error(config, monkeypatch):
     with pytest.raises(SpecError) as err:
         local_gpu_slots(found=0)
     assert err.value.field == "GPUJOBS_LOCAL_GPUS"
+
+
+def test_cpu_notice_names_the_config_path_and_does_not_suggest_a_set_variable(config, monkeypatch,
+                                                                             gpujobs_home):
+    from gpujobs.devices import cpu_notice_text
+    (gpujobs_home / "config.toml").write_text("")
+    text = cpu_notice_text("ddp")
+    assert "export GPUJOBS_LOCAL_GPUS=N" in text and str(gpujobs_home / "config.toml") in text
+    assert "gloo" in text
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "4")
+    text = cpu_notice_text("ddp")
+    assert "GPUJOBS_LOCAL_GPUS=4 sets how many run at once" in text
+    assert "export GPUJOBS_LOCAL_GPUS" not in text and "Set GPUJOBS_LOCAL_GPUS" not in text
+    assert "gloo" not in cpu_notice_text("mpi")  # MPI ranks use no torch.distributed
+
+
+def test_unknown_queue_names_the_known_ones_and_the_config_file(config, gpujobs_home):
+    import gpujobs
+    config('[[local.queues]]\nname = "team-a"\ngpus = 1\nlocal_queues = ["alice"]\n')
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(print).queue("team-b").submit()
+    assert err.value.field == "queue" and "did you mean 'team-a'?" in err.value.problem
+    assert "alice, team-a" in err.value.problem
+    assert str(gpujobs_home / "config.toml") in err.value.fix
+    assert not (gpujobs_home / "jobs").exists() or not list((gpujobs_home / "jobs").iterdir())
+    with pytest.raises(SpecError, match="unknown queue 'typo'"):
+        gpujobs.queue("typo")

@@ -251,8 +251,8 @@ def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
         rt = r.job["spec"]["runtimeRef"]["name"]
         _require(backend, cache, f"ClusterTrainingRuntime {rt}", "trainer.kubeflow.org",
                  "v1alpha1", "clustertrainingruntimes", rt, f"the TrainJob runtime {rt!r} is not "
-                 "installed; install Kubeflow Trainer's runtimes or pass "
-                 "KubernetesBackend(trainjob_runtime=...)")
+                 "installed; install Kubeflow Trainer's runtimes, or submit another kind: "
+                 ".on('kubernetes', kind='PyTorchJob') (CLI: --kind PyTorchJob)")
     if r.kind == "VolcanoJob":
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",

@@ -42,8 +42,11 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
-        from ...config import local_admission_config
-        local_admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
+        from ...config import load_config, local_admission_config
+        cfg = load_config()
+        local_admission_config(slots=1 << 30, cfg=cfg)  # config errors here, as SpecError, not in the agent
+        if spec.queue is not None:
+            self.check_queue(spec.queue, cfg, submitting=True)
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
@@ -58,8 +61,8 @@ class LocalBackend:
         except BaseException:
             shutil.rmtree(jd.root, ignore_errors=True)  # nothing half-created
             raise
-        if reply.get("cpu_ranks"):
-            cpu_notice()
+        if reply.get("cpu_ranks") and spec.gpus_per_proc > 0:  # a 0-GPU job asked for none
+            cpu_notice(spec.framework)
         return reply["id"]
 
     # ------------------------------------------------------------------ status
@@ -130,7 +133,30 @@ class LocalBackend:
     def cancel(self, job_id: str) -> None:
         self.client.request({"op": "cancel", "id": job_id})
 
+    def check_queue(self, queue: str, cfg: dict | None = None, submitting: bool = False) -> None:
+        """SpecError for a queue the config does not define (and, listing, no job ever used)."""
+        from ...config import config_path, local_queue_names
+        known = local_queue_names(cfg)
+        if queue in known:
+            return
+        if not submitting and (self.home / "state.db").exists():
+            store = Store(self.home / "state.db", readonly=True)
+            try:
+                if store.all(queue):
+                    return  # a queue since removed from the config still lists its jobs
+            finally:
+                store.close()
+        import difflib
+        close = difflib.get_close_matches(queue, known, n=1)
+        raise SpecError("queue", f"unknown queue {queue!r}" + (f" (did you mean {close[0]!r}?)"
+                                                              if close else "")
+                        + f"; known queues: {', '.join(known)}",
+                        f"use one of them, or define {queue!r} in a [[local.queues]] table of "
+                        f"{config_path()} (docs/configuration.md)")
+
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
+        if queue is not None:
+            self.check_queue(queue)
         if not self.client.running():
             db = self.home / "state.db"
             if not db.exists():
