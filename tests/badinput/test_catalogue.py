@@ -135,7 +135,7 @@ CASES: list[Case] = [
     Case("cli-framework", "cli", ["submit", "train.py:main", "--framework", "jax"], 2, ("--framework", "jax"), ("choose from",)),
     Case("cli-backend", "cli", ["submit", "train.py:main", "--backend", "slurm"], 2, ("backend", "slurm"), ("kubernetes, local",)),
     Case("cli-never-fits", "cli", ["submit", "train.py:main", "--gpus", "64"], 2, ("64", "gpu", "default"), ("fewer",)),
-    Case("cli-status-unknown", "cli", ["status", "no-such-job"], 4, ("job_id", "no-such-job"), ("gpujobs.jobs()",)),
+    Case("cli-status-unknown", "cli", ["status", "no-such-job"], 4, ("job_id", "no-such-job"), ("gpujobs queue -a",)),
     Case("cli-sbatch-args", "cli", ["submit", "job.sbatch", "extra"], 2, ("args", "sbatch"), ("launch line",)),
     # ---------------------------------------------------------------- sbatch files
     Case("sbatch-unknown-directive", "sbatch", H + "#SBATCH --frobnicate=1\nsrun python t.py\n", SpecError, (":2", "--frobnicate"), ("man sbatch",)),
