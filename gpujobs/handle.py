@@ -13,6 +13,13 @@ from .status import JobStatus
 _UNSET = object()
 
 
+def interrupted_line(job_ids: str | list[str], cancel: str) -> str:
+    """The one line shown when Ctrl-C stops a wait (Python, CLI and magic alike)."""
+    ids = [job_ids] if isinstance(job_ids, str) else list(job_ids)
+    jobs = f"job {ids[0]} keeps" if len(ids) == 1 else f"jobs {' '.join(ids)} keep"
+    return f"gpujobs: interrupted; {jobs} running (cancel: {cancel})"
+
+
 class Job:
     """A submitted job. ``result()`` blocks; ``status()`` never does."""
 
@@ -35,11 +42,23 @@ class Job:
         return self.status().terminal
 
     def wait(self, timeout: float | None = None) -> JobStatus:
-        """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``."""
-        st = self._backend.wait(self.id, timeout)
+        """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``.
+
+        Ctrl-C stops waiting, not the job: one line says how to cancel it, then
+        KeyboardInterrupt is re-raised."""
+        try:
+            st = self._backend.wait(self.id, timeout)
+        except KeyboardInterrupt as exc:
+            if not getattr(exc, "gpujobs_reported", False):
+                import sys
+                sys.stderr.write(interrupted_line(self.id, f"gpujobs.attach({self.id!r}).cancel()")
+                                 + "\n")
+                sys.stderr.flush()
+                exc.gpujobs_reported = True  # type: ignore[attr-defined]
+            raise
         if not st.terminal:
             raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running "
-                              f"(job.cancel() stops it)")
+                              f"(gpujobs.attach({self.id!r}).cancel() stops it)")
         return st
 
     # --------------------------------------------------------------- results

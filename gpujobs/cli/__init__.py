@@ -107,14 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: hints written for Python, and what to run instead at the command line
 CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
-             "job.cancel()": "`gpujobs cancel JOB`",
+             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
              ".on('kubernetes', kind='PyTorchJob') (CLI: --kind PyTorchJob)": "--kind PyTorchJob"}
 
 
 def cli_message(msg: str) -> str:
     """An error line with its Python hints replaced by the command to run here."""
+    import re
     for python, cli in CLI_HINTS.items():
-        msg = msg.replace(python, cli)
+        if "JOB" in python:
+            pattern = re.escape(python).replace("JOB", r"([^'\s]+)")
+            msg = re.sub(pattern, cli.replace("JOB", r"\1"), msg)
+        else:
+            msg = msg.replace(python, cli)
     return msg
 
 

@@ -147,7 +147,8 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
             finals.append(wait_for(backend, job_id, progress))
     except KeyboardInterrupt:
         progress.close()
-        sys.stderr.write(f"interrupted; the job keeps running (gpujobs cancel {' '.join(ids)})\n")
+        from ..handle import interrupted_line
+        sys.stderr.write(interrupted_line(ids, f"gpujobs cancel {' '.join(ids)}") + "\n")
         return exitcodes.INTERRUPTED
     finally:
         progress.close()
@@ -232,6 +233,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
     except BrokenPipeError:
         pass
+    except KeyboardInterrupt:
+        from ..handle import interrupted_line
+        sys.stderr.write(interrupted_line(job_id, f"gpujobs cancel {job_id}") + "\n")
+        return exitcodes.INTERRUPTED
     return exitcodes.OK
 
 
