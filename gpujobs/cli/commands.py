@@ -305,9 +305,17 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
         print("no local agent to stop (this local backend runs jobs without one)")
         return exitcodes.OK
     result = stop()
+    from ..backends.local.backend import STOPPED_MARKER
+    from ..config import gpujobs_home
+    home = gpujobs_home()
+    if home.is_dir():
+        (home / STOPPED_MARKER).write_text("stopped by `gpujobs agent stop`\n")
     if result is False or result == 0:
         print("no local agent was running")
     else:
         print("stopped the local agent" + (f" (pid {result})" if isinstance(result, int) and
-                                            not isinstance(result, bool) else ""))
+                                            not isinstance(result, bool) else "")
+              + "; its running jobs were cancelled")
+    print("it stays stopped: open views (notebook widgets, `gpujobs status`) show the saved "
+          "state and queued jobs wait; the next `gpujobs submit` (or gpujobs.submit) starts it")
     return exitcodes.OK

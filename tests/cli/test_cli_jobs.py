@@ -170,3 +170,36 @@ def test_submit_follow_prints_the_id_the_logs_and_converts_arguments(jobs_cli):
     assert w.returncode == 0, w.stderr
     assert "submitted typed-" in w.stderr and "gpujobs logs typed-" in w.stderr
     assert "result: [3.0, False, 'PosixPath', 'x']" in w.stdout
+
+
+@pytest.mark.slow
+def test_agent_stop_stays_stopped_while_views_read_until_the_next_submit(jobs_cli):
+    from gpujobs.backends.local.backend import HELD_MESSAGE, LocalBackend
+    cli = jobs_cli
+    (cli.cwd / "sleepy.py").write_text(SLEEPY)
+    one_slot = {"GPUJOBS_LOCAL_GPUS": "1"}
+    ids = []
+    for _ in range(2):  # the first holds the only slot, the second queues behind it
+        r = cli("submit", "sleepy.py:sleepy", "--gpus", "1", "-o", "name", env=one_slot)
+        assert r.returncode == 0, r.stderr
+        ids.append(r.stdout.strip())
+    be = LocalBackend(home=cli.home)
+    deadline = time.time() + 120
+    while be.status(ids[0]).phase != "running" and time.time() < deadline:
+        time.sleep(0.2)
+    stop = cli("agent", "stop", env=one_slot)
+    assert stop.returncode == 0 and "stays stopped" in stop.stdout, stop.stdout
+    # what a notebook's live views do: poll status, list the queue, subscribe, wait
+    assert be.status(ids[0]).phase == "cancelled"
+    queued = be.status(ids[1])
+    assert queued.phase == "queued" and queued.message == HELD_MESSAGE
+    assert {s.job_id for s in be.jobs()} == set(ids)
+    assert be.wait(ids[1], timeout=1.0).phase == "queued"
+    with pytest.raises(Exception):
+        be.subscribe(ids[1], lambda st: None)
+    time.sleep(1.0)
+    assert not be.client.running(), "a read started the stopped agent again"
+    r = cli("submit", "work.py:double", "1", "--gpus", "1", "-o", "name", env=one_slot)
+    assert r.returncode == 0, r.stderr
+    assert be.client.running()          # the next submit starts it
+    assert cli("cancel", ids[1], r.stdout.strip(), env=one_slot).returncode == 0

@@ -92,3 +92,27 @@ def test_unknown_queue_names_the_known_ones_and_the_config_file(config, gpujobs_
     assert not (gpujobs_home / "jobs").exists() or not list((gpujobs_home / "jobs").iterdir())
     with pytest.raises(SpecError, match="unknown queue 'typo'"):
         gpujobs.queue("typo")
+
+
+def _zero():
+    return 0
+
+
+@pytest.mark.slow
+def test_no_gpu_notice_only_for_jobs_that_asked_for_gpus(capsys, monkeypatch):
+    import shutil
+
+    import gpujobs
+    import gpujobs.devices as devices
+    if devices.nvml_gpu_count():
+        pytest.skip("this machine has a GPU: its jobs get no CPU-rank notice at all")
+    builders = [gpujobs.job(_zero).ddp(gpus_per_node=0, procs_per_node=1)]
+    if shutil.which("mpirun"):
+        builders.append(gpujobs.job(_zero).mpi(ranks=1, gpus_per_rank=0))
+    for b in builders:
+        monkeypatch.setattr(devices, "_notice_shown", False)
+        assert b.submit().result(timeout=240) == 0
+        assert "no GPU found" not in capsys.readouterr().err  # a 0-GPU job asked for none
+    monkeypatch.setattr(devices, "_notice_shown", False)
+    assert gpujobs.job(_zero).ddp(gpus_per_node=1).submit().result(timeout=240) == 0
+    assert "no GPU found" in capsys.readouterr().err

@@ -29,12 +29,28 @@ from .jobdir import JobDir
 from .store import Store, status_from_dict
 
 
+#: written by ``gpujobs agent stop``: reads (views, status, waits) do not start the agent
+#: again while it exists; the next submit removes it
+STOPPED_MARKER = "agent.stopped"
+HELD_MESSAGE = ("the local agent was stopped (gpujobs agent stop); this job waits, and the next "
+                "submit starts the agent again")
+
+
 class LocalBackend:
     name = "local"
 
     def __init__(self, home: Path | None = None):
         self.home = Path(home) if home else gpujobs_home()
         self.client = AgentClient(self.home)
+
+    def held(self) -> bool:
+        """True after ``gpujobs agent stop`` until the next submit: reads use the saved state
+        and do not start an agent (open notebook views would otherwise undo the stop)."""
+        return (self.home / STOPPED_MARKER).exists() and not self.client.running()
+
+    def _held_status(self, st: JobStatus) -> JobStatus:
+        import dataclasses
+        return st if st.terminal else dataclasses.replace(st, message=HELD_MESSAGE)
 
     def _dir(self, job_id: str) -> JobDir:
         return JobDir(self.home / "jobs" / job_id)
@@ -53,6 +69,7 @@ class LocalBackend:
         jd = self._dir(job_id)
         jd.create(spec.to_dict(), spec.payload())
         try:
+            (self.home / STOPPED_MARKER).unlink(missing_ok=True)  # a submit starts the agent
             save_submitter_env(jd.root)
             reply = self.client.request({
                 "op": "submit", "id": job_id, "spec": spec.to_dict(), "name": spec.display_name,
@@ -83,6 +100,8 @@ class LocalBackend:
                 raise JobNotFound("job_id", f"no local job {job_id!r}", "list jobs with gpujobs.jobs()")
             if st.terminal:
                 return st  # no need to start an agent to read a finished job
+            if self.held():
+                return self._held_status(st)
         reply = self.client.request({"op": "status", "id": job_id})
         return status_from_dict(reply["status"])
 
@@ -93,6 +112,12 @@ class LocalBackend:
                 return st
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self.held():  # stopped on purpose: wait for the next submit, do not restart it
+                st = self.status(job_id)
+                if deadline is not None and time.monotonic() >= deadline:
+                    return st
+                time.sleep(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic())))
+                continue
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = 60.0 if left is None else min(left, 60.0)
             try:
@@ -166,6 +191,8 @@ class LocalBackend:
                 rows = store.all(queue)
             finally:
                 store.close()
+            if self.held():
+                return [self._held_status(st) for _, _, st, _, _ in rows][::-1]
             if not any(not st.terminal for _, _, st, _, _ in rows):
                 return [st for _, _, st, _, _ in rows][::-1]
         reply = self.client.request({"op": "jobs", "queue": queue})
@@ -173,6 +200,8 @@ class LocalBackend:
 
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
         """Status changes pushed by the agent (no polling); returns an unsubscribe function."""
+        if self.held():  # views fall back to reading the saved state
+            raise BackendUnavailable(HELD_MESSAGE)
         sock = self.client.connect(timeout=None)
         protocol.send(sock, {"op": "subscribe", "id": job_id})
         stop = threading.Event()
