@@ -87,10 +87,21 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
     return max(os.cpu_count() or 1, 4), False
 
 
+def _in_kernel() -> bool:
+    """Inside a Jupyter kernel, where stderr is drawn as a red error box."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:  # noqa: BLE001
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def cpu_notice(framework: str = "ddp") -> None:
-    """Print the CPU-rank notice once per process."""
+    """Print the CPU-rank notice once per process (information: on stdout in a notebook, where
+    the job's widget also shows it as an info chip; on stderr elsewhere)."""
     global _notice_shown
     with _notice_lock:
         if not _notice_shown:
-            print(cpu_notice_text(framework), file=sys.stderr)
+            print(cpu_notice_text(framework), file=sys.stdout if _in_kernel() else sys.stderr)
             _notice_shown = True

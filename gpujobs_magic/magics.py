@@ -13,7 +13,7 @@ import gpujobs
 from gpujobs.errors import GpuJobsError
 from gpujobs.spec import FRAMEWORKS
 
-from .cell import compile_cell
+from .cell import cell_job_name, compile_cell
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -67,7 +67,8 @@ class GpuJobMagics(Magics):
         try:
             job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
                                  framework=args.framework, queue=args.queue,
-                                 priority=args.priority, name=args.name,
+                                 priority=args.priority,
+                                 name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created
             raise UsageError(f"%%gpujob: {exc}") from None

@@ -116,3 +116,21 @@ def test_no_gpu_notice_only_for_jobs_that_asked_for_gpus(capsys, monkeypatch):
     monkeypatch.setattr(devices, "_notice_shown", False)
     assert gpujobs.job(_zero).ddp(gpus_per_node=1).submit().result(timeout=240) == 0
     assert "no GPU found" in capsys.readouterr().err
+
+
+def test_cpu_notice_is_information_in_a_notebook(capsys, monkeypatch):
+    import sys
+    import types
+
+    import gpujobs.devices as devices
+    fake_ipython = types.SimpleNamespace(get_ipython=lambda: types.SimpleNamespace(kernel=object()))
+    monkeypatch.setitem(sys.modules, "IPython", fake_ipython)
+    monkeypatch.setattr(devices, "_notice_shown", False)
+    devices.cpu_notice("ddp")
+    out, err = capsys.readouterr()
+    assert "no GPU found" in out and err == ""  # not a red stderr box in Jupyter
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: None))
+    monkeypatch.setattr(devices, "_notice_shown", False)
+    devices.cpu_notice("ddp")
+    out, err = capsys.readouterr()
+    assert "no GPU found" in err and out == ""  # a terminal: stderr as before

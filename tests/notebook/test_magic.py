@@ -275,3 +275,16 @@ def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recordin
     with capture_output() as cap:
         assert display_job(job) is None
     assert set(cap.outputs[0].data) == {"text/html", "text/plain"}
+
+
+def test_job_names_are_derived_from_the_cell():
+    from gpujobs_magic.cell import cell_job_name
+    assert cell_job_name("# Train ResNet on CIFAR\nx = 1", 3) == "train-resnet-on-cifar"
+    assert cell_job_name("t = f()\ntotal = t", 3, returns=("total",)) == "total"
+    assert cell_job_name("import torch\nmodel = build()\ntrain_model(model)\n", 3) == "build"
+    assert cell_job_name("import torch\nloss_value = torch.zeros(1)\n", 3) == "loss-value"
+    assert cell_job_name("print(1)\n", 7) == "cell-7"
+    assert cell_job_name("x = (", 2) == "cell-2"
+    import gpujobs
+    for cell in ("# Ünïcödé!!", "# " + "x" * 80, "# 9 lives"):
+        gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name
