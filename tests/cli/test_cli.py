@@ -199,5 +199,5 @@ def test_bad_typed_argument_and_too_many_are_usage_errors(cli):
 def test_queue_with_an_unknown_name_is_a_usage_error_naming_the_known_queues(cli):
     r = cli("queue", "-q", "typo")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "unknown queue 'typo'" in r.stderr and "known queues: default" in r.stderr
+    assert "unknown queue 'typo'" in r.stderr and "known: default" in r.stderr
     assert r.stdout == ""

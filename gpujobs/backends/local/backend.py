@@ -175,7 +175,7 @@ class LocalBackend:
         close = difflib.get_close_matches(queue, known, n=1)
         raise SpecError("queue", f"unknown queue {queue!r}" + (f" (did you mean {close[0]!r}?)"
                                                               if close else "")
-                        + f"; known queues: {', '.join(known)}",
+                        + f"; known: {', '.join(known)}",
                         f"use one of them, or define {queue!r} in a [[local.queues]] table of "
                         f"{config_path()} (docs/configuration.md)")
 
