@@ -5,10 +5,11 @@
 Scenario (after kueue test/performance/scheduler/configs/baseline): 10 ClusterQueues in one
 cohort, nominal 20 GPUs each, borrowing limit 100; workloads 70 % small (1 GPU), 20 % medium
 (5), 10 % large (20), priorities low/normal/high mixed; within-queue preemption
-LowerPriority, reclaim within the cohort Any. All workloads are pending at the start; a
+LowerPriority, reclaim within the cohort LowerPriority. All workloads are pending at the start; a
 virtual clock finishes admitted ones after 200 ms / 500 ms / 1 s of *virtual* time and
 preempted ones are requeued at once. We time the engine's own work (add + schedule +
-finish/requeue) with time.perf_counter and report admissions per second of CPU time.
+finish/requeue) with time.process_time (CPU time of this process, so other load on the
+machine does not count) and report admissions per second of CPU time.
 
 Anchor: Kueue's baseline (15,000 workloads, 5 cohorts x 6 CQs, minimalkueue on envtest)
 takes about 351 s wall, i.e. ~43 admissions/s (k8s-semantics.md section 6.1). That figure
@@ -50,16 +51,16 @@ def run(n: int, queues: int = 10, seed: int = 0) -> dict:
         runtime[wid] = rt
         wls.append(Workload(wid, f"cq-{i % queues}", [PodSet("main", 1, {"gpu": gpus})],
                             priority=rng.choice(prios), created=i * 1e-3))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for w in wls:
         eng.add(w)
-    t_add = time.perf_counter() - t0
+    t_add = time.process_time() - t0
     now = 0.0
     ends: list = []  # (end time, id)
     running: set = set()
     admitted = preempted = cycles = 0
     done = 0
-    t1 = time.perf_counter()
+    t1 = time.process_time()
     while done < n:
         d = eng.schedule()
         cycles += 1
@@ -89,7 +90,7 @@ def run(n: int, queues: int = 10, seed: int = 0) -> dict:
                     eng.finish(w2)
                     done += 1
             break
-    t_sched = time.perf_counter() - t1
+    t_sched = time.process_time() - t1
     total = t_add + t_sched
     return dict(n=n, admitted=admitted, preempted=preempted, cycles=cycles, add_s=t_add,
                 sched_s=t_sched, total_s=total, rate=admitted / total, virtual_s=now,
@@ -112,7 +113,7 @@ def main() -> None:
     print(f"gpujobs engine: {r['rate']:,.0f} admissions/s")
     print(f"Kueue baseline perf test: 15,000 workloads in ~351 s = {KUEUE_RATE:.0f} admissions/s")
     print(f"ratio gpujobs/Kueue: {r['rate'] / KUEUE_RATE:,.0f}x "
-          f"(target >= 1,000/s: {'met' if r['rate'] >= 1000 else 'NOT met'})")
+          f"(target >= 5,000/s: {'met' if r['rate'] >= 5000 else 'NOT met'})")
     sizes = [int(x) for x in args.growth.split(",")]
     if args.quick:
         sizes = [s for s in sizes if s <= 10000]

@@ -13,6 +13,7 @@ for cmd in \
   "benchmarks/submit_overhead.py" \
   "benchmarks/status_fanout.py" \
   "benchmarks/metrics_overhead.py" \
+  "benchmarks/progress_overhead.py" \
   "benchmarks/fault_report.py"; do
   echo "\$ .venv/bin/python $cmd"
   $PY $cmd 2>&1 | grep -v "^gpujobs: no GPU found"

@@ -7,12 +7,15 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 
     [local]
     gpus = 4                       # GPU slots (default: what NVML finds)
+    cpus = 8                       # CPU quota for ranks asking 0 GPUs (default: CPU count;
+                                   # env GPUJOBS_LOCAL_CPUS)
     idle_timeout_s = 600           # the agent exits after this long with nothing to do
     default_priority = "normal"
 
     [[local.queues]]               # default: one queue "default" holding every slot
     name = "team-a"
     gpus = 2                       # nominal quota (GPU slots); cpus = 8, memory = "32Gi" optional
+                                   # (cpus: what its 0-GPU ranks may use; default [local] cpus)
     cohort = "lab"                 # queues of one cohort lend each other idle quota
     borrowing_limit = 2            # at most this many slots above nominal (default: unlimited)
     strategy = "BestEffortFIFO"    # or "StrictFIFO"
@@ -104,16 +107,23 @@ def local_queue_names(cfg: dict[str, Any] | None = None) -> list[str]:
     return sorted(names)
 
 
-def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dict[str, Any]:
+def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
+                           cpus: float | None = None) -> dict[str, Any]:
     """Queues, cohorts and priority classes for the local agent's admission engine.
 
     Returns ``{"queues": [ClusterQueue], "cohorts": [Cohort], "priorities": {name: value},
     "default_priority": name-or-int}``. Without ``[[local.queues]]``: one queue "default"
-    with all ``slots``. Quotas adding up to more than ``slots`` are a SpecError.
+    with all ``slots`` GPU slots and ``cpus`` CPUs (default :func:`gpujobs.devices.local_cpus`):
+    ranks asking for 0 GPUs are charged CPUs, the others GPU slots. A queue without ``cpus``
+    may use every CPU. GPU quotas (or explicit ``cpus``) adding up to more than the machine
+    has are a SpecError.
     """
     from .admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort
 
     cfg = load_config() if cfg is None else cfg
+    if cpus is None:
+        from .devices import local_cpus
+        cpus = local_cpus(cfg)
     local = cfg.get("local", {})
     prios = cfg.get("priorities") or dict(DEFAULT_PRIORITIES)
     for k, v in prios.items():
@@ -136,9 +146,8 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dic
             if key in q and q[key] not in allowed:
                 raise SpecError(f"{where} {key}", f"{q[key]!r} is not a valid {key}",
                                 f"use one of {', '.join(allowed)}")
-        quota: dict[str, float] = {"gpu": parse_quantity(q.get("gpus", slots), f"{where} gpus")}
-        if "cpus" in q:
-            quota["cpu"] = parse_quantity(q["cpus"], f"{where} cpus")
+        quota: dict[str, float] = {"gpu": parse_quantity(q.get("gpus", slots), f"{where} gpus"),
+                                   "cpu": parse_quantity(q["cpus"], f"{where} cpus") if "cpus" in q else cpus}
         if "memory" in q:
             quota["memory"] = parse_quantity(q["memory"], f"{where} memory")
         blim = q.get("borrowing_limit")
@@ -156,6 +165,12 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None) -> dic
                         f"the queues' GPU quotas add up to {total:g} but this machine has {slots} slots",
                         f"lower the quotas in {config_path()} (use a cohort to share idle slots), "
                         "or raise gpus = N under [local] there")
+    explicit = sum(q.quota["cpu"] for q, raw in zip(queues, local.get("queues") or []) if "cpus" in raw)
+    if explicit > cpus:
+        raise SpecError("[[local.queues]] cpus",
+                        f"the queues' CPU quotas add up to {explicit:g} but this machine has {cpus:g} CPUs",
+                        f"lower the quotas in {config_path()}, or raise cpus = N under [local] there "
+                        "(or export GPUJOBS_LOCAL_CPUS=N)")
     cohorts = [Cohort(name) for name in sorted({q.cohort for q in queues if q.cohort})]
     return {"queues": queues, "cohorts": cohorts, "priorities": dict(prios),
             "default_priority": default}

@@ -24,6 +24,30 @@ class JobContext:
     in_job: bool = True
     restarts: int = 0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _progress: Any = field(default=None, repr=False)
+
+    def progress(self, step: float, total: float | None = None, *, rank: int | None = 0,
+                 **metrics: Any) -> None:
+        """Report how far the job is: ``ctx.progress(step, total=1000, loss=0.3)``.
+
+        Cheap and throttled (at most one write per ``GPUJOBS_PROGRESS_INTERVAL`` s, default
+        1; a call in between only keeps the values), so it may be called every step. Only
+        rank 0 reports by default; ``rank=None`` lets every rank report (their reports are
+        kept apart by rank), ``rank=k`` picks another one. Shows up as
+        ``job.status().progress``, ``job.progress()``, progress bars and ``gpujobs status``.
+        """
+        if rank != self.rank and rank is not None:
+            return
+        reporter = self._progress
+        if reporter is None:
+            from .progress import for_environment
+            reporter = self._progress = for_environment(self.rank) if self.in_job else \
+                _NullReporter()
+        reporter.report(step, total, metrics)
+
+    def _flush_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.flush()
 
     def should_stop(self) -> bool:
         """True once preemption or cancellation is announced: save a checkpoint and return."""
@@ -59,6 +83,16 @@ class JobContext:
             if torch is not None:
                 return torch.load(fh, weights_only=False)
             return pickle.load(fh)
+
+
+class _NullReporter:
+    """Outside a job progress goes nowhere (the function runs in the notebook)."""
+
+    def report(self, *a: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
 
 
 def _loaded_torch():

@@ -87,6 +87,32 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
     return max(os.cpu_count() or 1, 4), False
 
 
+def local_cpus(cfg: dict[str, Any] | None = None) -> float:
+    """The CPU quota of the local queues, charged by ranks that ask for 0 GPUs:
+    ``GPUJOBS_LOCAL_CPUS``, else ``[local] cpus`` of the config file, else the machine's CPU
+    count. Not a positive number: SpecError naming where it came from."""
+    from .config import load_config
+
+    env = os.environ.get("GPUJOBS_LOCAL_CPUS")
+    if env:
+        return _cpu_count(env, "GPUJOBS_LOCAL_CPUS", "e.g. GPUJOBS_LOCAL_CPUS=8, or unset it")
+    cfg = load_config() if cfg is None else cfg
+    value = cfg.get("local", {}).get("cpus")
+    if value is not None:
+        return _cpu_count(value, "[local] cpus", "e.g. cpus = 8, or remove it to use every CPU")
+    return float(os.cpu_count() or 1)
+
+
+def _cpu_count(value: Any, field: str, fix: str) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number > 0 or number != number or number == float("inf"):
+        raise SpecError(field, f"must be a positive number of CPUs, got {value!r}", fix)
+    return number
+
+
 def _in_kernel() -> bool:
     """Inside a Jupyter kernel, where stderr is drawn as a red error box."""
     ipython = sys.modules.get("IPython")

@@ -17,7 +17,9 @@ Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
     │   ├── JobFailedError              a rank exited non-zero or was killed (no exception)
     │   ├── JobCancelledError           the job was cancelled
     │   ├── JobLostError                the job's processes vanished (agent crash …)
-    │   └── RemoteError                 a remote exception that cannot be re-created locally
+    │   ├── RemoteError                 a remote exception that cannot be re-created locally
+    │   └── JobStateError               the job is not in a phase that allows this (stacks of
+    │                                   a finished job)
     ├── ResultAuthError                 a result failed its HMAC check: never unpickled
     └── WaitTimeout (TimeoutError)      result()/wait() timed out; the job keeps running
 
@@ -125,6 +127,10 @@ class RemoteError(JobError):
         self.rank = rank
         self.remote_traceback = remote_traceback
         super().__init__(f"{type_name}: {message}")
+
+
+class JobStateError(JobError):
+    """The job is not in a phase that allows the request (e.g. stacks of a job not running)."""
 
 
 class ResultAuthError(GpuJobsError):

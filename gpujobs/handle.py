@@ -41,13 +41,19 @@ class Job:
     def done(self) -> bool:
         return self.status().terminal
 
-    def wait(self, timeout: float | None = None) -> JobStatus:
+    def wait(self, timeout: float | None = None, progress: bool = False) -> JobStatus:
         """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``.
 
+        ``progress=True`` shows a terminal progress bar while waiting (tqdm when installed,
+        else rich) once the job reports ``ctx.progress``, and a spinner with the phase before.
         Ctrl-C stops waiting, not the job: one line says how to cancel it, then
         KeyboardInterrupt is re-raised."""
         try:
-            st = self._backend.wait(self.id, timeout)
+            if progress:
+                from .views.terminal import wait_with_bar
+                st = wait_with_bar(self._backend, self.id, timeout)
+            else:
+                st = self._backend.wait(self.id, timeout)
         except KeyboardInterrupt as exc:
             if not getattr(exc, "gpujobs_reported", False):
                 import sys
@@ -77,7 +83,7 @@ class Job:
             died_silently = (first.collateral and st.phase == "failed" and st.reason == "rank-failed"
                              and f"rank {first.rank} " not in st.message)
             if not died_silently:
-                return first.exception()
+                return _fold_peers(first.exception(), failed[1:])
             # The cause died without an exception (killed, os._exit): say so.
             err = JobFailedError(f"job {self.id} failed: {st.message}", exit_code=st.exit_code)
             err.__cause__ = first.exception()
@@ -128,6 +134,29 @@ class Job:
         from .metrics import job_metrics_frame
         return job_metrics_frame(self)
 
+    def progress(self):
+        """The ``ctx.progress`` history as a pandas DataFrame: time, rank, step, total and one
+        column per metric passed (``ctx.progress(step, total, loss=...)``)."""
+        from .progress import progress_frame
+        history = getattr(self._backend, "progress_history", None)
+        if callable(history):
+            return progress_frame(history(self.id))
+        st = self.status()
+        p = st.progress
+        return progress_frame([] if p is None else [
+            {"rank": p.rank, "time": p.updated, "step": p.step, "total": p.total,
+             "metrics": p.metrics}])
+
+    def stacks(self, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
+        """{rank: the Python stacks of all its threads} of a running job (one rank with
+        ``rank``); ranks that do not answer within ``timeout`` seconds are left out."""
+        stacks = getattr(self._backend, "stacks", None)
+        if not callable(stacks):
+            from .errors import BackendError
+            raise BackendError(f"the {self._backend.name} backend cannot show live stacks; "
+                               f"the job's logs are in job.logs()")
+        return stacks(self.id, rank=rank, timeout=timeout)
+
     def timeline(self) -> list[tuple[float, str, str]]:
         return [(e.time, e.kind, e.message) for e in self.status().events]
 
@@ -147,6 +176,37 @@ class Job:
 
     def __reduce__(self):
         return (attach, (self.id, self._backend.name))
+
+
+def _peer_text(message: str) -> str:
+    """The first line of a peer-lost error without gloo's source location prefix."""
+    import re
+    line = (message.strip().splitlines() or [""])[0]
+    return re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", line)[:160]
+
+
+def _fold_peers(exc: BaseException, others: list[Outcome]) -> BaseException:
+    """The other failed ranks as one line on the cause's exception: their errors only say a
+    peer went away (gloo/NCCL "connection closed"), the cause's traceback comes first."""
+    collateral = [o for o in others if o.collateral]
+    own = [o for o in others if not o.collateral]
+    lines = []
+    if collateral:
+        ranks = ", ".join(str(o.rank) for o in collateral)
+        first = _peer_text(collateral[0].exc_message)
+        lines.append(f"[gpujobs] rank{'s' if len(collateral) > 1 else ''} {ranks} then failed "
+                     f"because a peer went away ({collateral[0].exc_type.rsplit('.', 1)[-1]}: "
+                     f"{first}; their tracebacks: exc.peer_errors)")
+    for o in own:
+        lines.append(f"[gpujobs] rank {o.rank} also raised {o.exc_type.rsplit('.', 1)[-1]}: "
+                     f"{(o.exc_message.strip().splitlines() or [''])[0][:160]}")
+    if lines and hasattr(exc, "add_note"):
+        try:
+            exc.add_note("\n".join(lines))
+            exc.peer_errors = {o.rank: o.traceback for o in others}  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            pass
+    return exc
 
 
 def attach(job_id: str, backend: str | None = None) -> Job:

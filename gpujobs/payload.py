@@ -12,7 +12,7 @@ import pickle
 import secrets
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import cloudpickle
 
@@ -445,6 +445,114 @@ def _pack_modules(modules: dict[str, tuple]) -> bytes:
     return zlib.compress(json.dumps({n: list(v) for n, v in modules.items()}).encode(), 9)
 
 
+SOURCES_LIMIT = 2 << 20  # bytes of source text shipped with a call, at most
+
+
+def _installed_prefixes() -> tuple[str, ...]:
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return tuple({paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _code_key(code: Any) -> str:
+    return f"{getattr(code, 'co_qualname', code.co_name)}:{code.co_firstlineno}"
+
+
+def _functions(fn: Any, seen: set[int] | None = None, depth: int = 0) -> Iterator[Any]:
+    """``fn`` and the functions it reaches: globals it names, closure cells, methods of the
+    classes among them (what cloudpickle ships by value with it)."""
+    import types
+    seen = set() if seen is None else seen
+    fn = getattr(fn, "__func__", fn)
+    if depth > 3 or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    if isinstance(fn, type):
+        for v in list(vars(fn).values()):
+            if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)):
+                for f in (getattr(v, "fget", None),) if isinstance(v, property) else (v,):
+                    if f is not None:
+                        yield from _functions(getattr(f, "__func__", f), seen, depth + 1)
+        return
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return
+    yield fn
+    glob = getattr(fn, "__globals__", None) or {}
+    for name in code.co_names:
+        v = glob.get(name)
+        if isinstance(v, (types.FunctionType, type)):
+            yield from _functions(v, seen, depth + 1)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, (types.FunctionType, type)):
+            yield from _functions(v, seen, depth + 1)
+
+
+def _user_file(name: str, installed: tuple[str, ...]) -> bool:
+    return bool(name) and not (name.startswith("<") and not name.startswith("<ipython-input")) \
+        and not name.startswith(installed) and "site-packages" not in name
+
+
+def collect_sources(fn: Any, modules: list[Any] = ()) -> dict[str, Any]:
+    """What a rank needs for tracebacks that name the user's files and show their lines:
+    ``{"sources": {file: text}, "files": {code key: file}}`` for the user's code ``fn``
+    runs (notebook cells included, read from linecache). cloudpickle replaces the file name
+    of code it ships by value with ``<dynamic-code>``; ``files`` puts it back."""
+    import linecache
+    installed = _installed_prefixes()
+    files: dict[str, str] = {}
+    try:
+        for f in _functions(fn):
+            if _user_file(f.__code__.co_filename, installed):
+                files[_code_key(f.__code__)] = f.__code__.co_filename
+    except Exception:  # noqa: BLE001 - sources are a nicety; never fail a submit on them
+        pass
+    names = set(files.values()) | {m.__file__ for m in modules if getattr(m, "__file__", None)}
+    sources: dict[str, str] = {}
+    size = 0
+    for name in sorted(names):
+        if not _user_file(name, installed):
+            continue
+        text = "".join(linecache.getlines(name))
+        if not text or size + len(text) > SOURCES_LIMIT:
+            continue
+        sources[name] = text
+        size += len(text)
+    return {"sources": sources, "files": files} if files or sources else {}
+
+
+def _with_filename(code: Any, name: str) -> Any:
+    import types
+    consts = tuple(_with_filename(c, name) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=name, co_consts=consts)
+
+
+def restore_filenames(fn: Any, files: dict[str, str]) -> None:
+    """Give the shipped functions their file names back (see :func:`collect_sources`)."""
+    for f in _functions(fn):
+        name = files.get(_code_key(f.__code__))
+        if name and f.__code__.co_filename != name:
+            try:
+                f.__code__ = _with_filename(f.__code__, name)
+            except (TypeError, ValueError, AttributeError):
+                pass
+
+
+def register_sources(sources: dict[str, str]) -> None:
+    """Put shipped source text into linecache (no mtime: it is never re-read from disk)."""
+    import linecache
+    for name, text in (sources or {}).items():
+        lines = text.splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        linecache.cache[name] = (len(text), None, lines, name)
+
+
 def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, backend: str | None = None) -> bytes:
     """cloudpickle ``(fn, args, kwargs)``, with the sources of the user's own modules it
     needs; raise PayloadError naming what fails, cannot travel, or is too big."""
@@ -454,18 +562,22 @@ def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, backend: str | Non
         cloudpickle.register_pickle_by_value(mod)
     try:
         modules = needed_modules(fn, args, kwargs, backend=backend)
-        return _pack(fn, args, kwargs, limit, modules)
+        return _pack(fn, args, kwargs, limit, collect_sources(fn, _user_modules(fn)), modules)
     finally:
         for mod in by_value:
             cloudpickle.unregister_pickle_by_value(mod)
 
 
 def _pack(fn: Any, args: tuple, kwargs: dict, limit: int,
+          sources: dict[str, Any] | None = None,
           modules: dict[str, tuple] | None = None) -> bytes:
     shipped = _pack_modules(modules) if modules else b""
-    call = (_ShippedModules(shipped), fn, args, kwargs) if modules else (fn, args, kwargs)
+    first = (_ShippedModules(shipped),) if modules else ()   # installs them before fn loads
     try:
+        call = first + ((fn, args, kwargs, sources) if sources else (fn, args, kwargs))
         data = cloudpickle.dumps(call, protocol=pickle.DEFAULT_PROTOCOL)
+        if sources and len(data) > limit:  # the sources are a nicety: the call alone may fit
+            data = cloudpickle.dumps(first + (fn, args, kwargs), protocol=pickle.DEFAULT_PROTOCOL)
     except Exception as exc:  # cloudpickle raises TypeError, PicklingError, …
         parts = [("fn", fn)] + [(f"args[{i}]", a) for i, a in enumerate(args)] + \
             [(f"kwargs[{k!r}]", v) for k, v in kwargs.items()]
@@ -500,9 +612,19 @@ def _pack(fn: Any, args: tuple, kwargs: dict, limit: int,
 
 
 def unpack_call(data: bytes) -> tuple[Any, tuple, dict]:
-    """(fn, args, kwargs); shipped modules (first in the tuple) are installed on the way."""
+    """``(fn, args, kwargs)``; the user's modules shipped with the call (first in the tuple,
+    unpickled as None) are installed on the way, and source text for tracebacks goes into
+    linecache."""
     call = cloudpickle.loads(data)
-    fn, args, kwargs = call[-3:]
+    if call and call[0] is None:
+        call = call[1:]
+    fn, args, kwargs = call[:3]
+    if len(call) > 3 and isinstance(call[3], dict):
+        try:
+            register_sources(call[3].get("sources") or {})
+            restore_filenames(fn, call[3].get("files") or {})
+        except Exception:  # noqa: BLE001 - tracebacks without lines beat no run at all
+            pass
     return fn, tuple(args), dict(kwargs)
 
 

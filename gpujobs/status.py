@@ -44,6 +44,57 @@ class GpuSample:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far a job is, from ``ctx.progress(step, total, **metrics)`` in its ranks.
+
+    ``rate`` is steps per second over the recent reports; ``expected_end`` (epoch seconds)
+    is ``updated + (total - step) / rate`` when both are known; ``updated`` is when the
+    last report was made (epoch seconds, the rank's clock)."""
+    step: float
+    total: float | None = None
+    rate: float | None = None
+    expected_end: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    updated: float = 0.0
+    rank: int = 0
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return max(0.0, min(1.0, self.step / self.total))
+
+    def text(self, now: float | None = None) -> str:
+        """'step 40/100 (40%) · 3.2 steps/s · 19 s left'."""
+        step = _num_text(self.step)
+        parts = [f"step {step}/{_num_text(self.total)} ({100 * (self.fraction or 0):.0f}%)"
+                 if self.total else f"step {step}"]
+        if self.rate:
+            parts.append(f"{self.rate:.3g} steps/s" if self.rate >= 0.1 else
+                         f"{60 * self.rate:.3g} steps/min")
+        if self.expected_end is not None:
+            left = self.expected_end - (time.time() if now is None else now)
+            parts.append(f"{duration_text(max(0.0, left))} left")
+        return " · ".join(parts)
+
+
+def _num_text(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
+
+
+def duration_text(seconds: float) -> str:
+    """'42 s', '3 min 5 s', '2 h 10 min'."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
+@dataclass(frozen=True)
 class JobStatus:
     """Where a job is. ``queue_position`` is 1-based (1 = next), None unless queued."""
     job_id: str
@@ -68,6 +119,8 @@ class JobStatus:
     restarts: int = 0
     events: tuple[JobEvent, ...] = ()
     metrics: tuple[GpuSample, ...] = ()  # latest sample per (rank, device)
+    progress: Progress | None = None  # the latest ctx.progress() report (with rate, expected end)
+    stalled_since: float | None = None  # epoch seconds its quiet ranks went quiet; None = not stalled
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +166,10 @@ class JobStatus:
             parts.append(f"gang {self.gang_ready}/{self.gang_size}")
         if self.cpu_ranks:
             parts.append("ranks on CPU")
+        if self.progress is not None:
+            parts.append(self.progress.text())
+        if self.stalled_since is not None and self.extra.get("stall"):
+            parts.append(str(self.extra["stall"]))
         if self.message:
             parts.append(self.message)
         return " · ".join(parts)

@@ -1,29 +1,45 @@
-"""The admission engine: Kueue-style quota, cohorts, priorities, preemption, gang admission.
+"""The admission engine: Kueue's scheduler (v0.19) for flat cohorts, without an API server.
 
-Pure Python, no processes, no clock: the caller adds workloads, calls :meth:`Engine.schedule`
-and reports back when admitted workloads finish or evicted ones have stopped.
+Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
+reports back when admitted workloads finish or evicted ones have stopped.
 
-Cost: pending workloads live in one heap per (queue, request shape) — Kueue's
-"scheduling equivalence": every workload of one shape fits or fails alike — plus a sorted
-key list per queue for positions. A schedule call looks only at queues whose situation
-changed (a new workload, released quota in the queue's cohort) and, per queue, at the
-head of each shape heap, so its cost grows with admissions + shapes, not with pending.
+One :meth:`Engine.schedule` call runs Kueue scheduling *cycles* until one makes no progress.
+A cycle is Kueue's ``schedule()``: take the head of every ClusterQueue, assign flavors to
+each against the same snapshot (``flavorassigner``: per pod set and resource group, flavors
+in order, ``flavorFungibility``), find preemption targets for heads that need them
+(``preemption``: the classical candidate generator, fill-back), order the heads (fit within
+nominal before borrowing, then priority, then FIFO) and process them in that order: a head
+is admitted or issues its preemptions only if it still fits once every victim of this cycle
+is taken out, and a head whose targets were already claimed in this cycle waits.
+
+Cost: pending workloads live in one heap per (queue, request shape) (Kueue's scheduling
+equivalence: equal shapes fit or fail alike); a head that cannot be admitted is parked until
+quota is released in its cohort, so a cycle looks only at heads that may move.
 """
 from __future__ import annotations
 
 import heapq
+import time
 from bisect import bisect_left, insort
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
-from .model import (INF, Admission, ClusterQueue, Cohort, Decisions, Workload,
+from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, Workload,
                     normalize_quota)
 
 EPS = 1e-9
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
-Key = tuple  # (-priority, created, seq, id)
+Key = tuple  # (-priority, timestamp, seq, id)
+FR = tuple   # (flavor, resource)
+
+# preemption modes of one flavor/resource, worst first (Kueue flavorassigner.preemptionMode)
+NOFIT, NOCAND, PREEMPT, RECLAIM, FIT = range(5)
+# candidate variants (Kueue preemption/classical)
+WITHIN_CQ, HIER_RECLAIM, RECLAIM_NO_BORROW, RECLAIM_WHILE_BORROW = range(4)
+REASON = {WITHIN_CQ: "InClusterQueue", HIER_RECLAIM: "InCohortReclamation",
+          RECLAIM_NO_BORROW: "InCohortReclamation", RECLAIM_WHILE_BORROW: "InCohortReclaimWhileBorrowing"}
 
 
 @dataclass
@@ -31,67 +47,170 @@ class _Entry:
     w: Workload
     cq: "_CQ"
     prio: int
-    total: dict[str, float]
+    podsets: list  # [(name, {resource: total amount})]
     shape: tuple
     key: Key
     state: str = "pending"  # pending | admitted | evicting
     version: int = 0
     admission: Admission | None = None
-    victims: set[str] = field(default_factory=set)  # preemptions issued on its behalf
+    usage: dict = field(default_factory=dict)   # {(flavor, resource): amount} while admitted
+    reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
+    in_pass: bool = False                        # admitted in the running schedule() call
+
+
+@dataclass
+class _Asg:
+    """A flavor assignment (Kueue flavorassigner.Assignment)."""
+    mode: int = FIT                      # representative: NOFIT, PREEMPT or FIT
+    podsets: list = field(default_factory=list)   # [(name, {resource: flavor})]
+    usage: dict = field(default_factory=dict)     # {fr: amount}
+    need: set = field(default_factory=set)        # frs whose mode is Preempt
+    borrow: int = 0
+
+
+class _RG:
+    def __init__(self, flavors: dict[str, dict[str, float]]):
+        self.flavors = list(flavors)
+        self.resources = sorted({r for res in flavors.values() for r in res})
 
 
 class _CQ:
     def __init__(self, spec: ClusterQueue):
         self.spec = spec
         self.name = spec.name
-        self.quota = normalize_quota(spec.quota, f"queue {spec.name}: quota")
-        if not self.quota:
+        groups = list(spec.resource_groups or [])
+        if spec.quota:
+            groups.insert(0, spec.quota)
+        self.rgs: list[_RG] = []
+        self.rg_of: dict[str, _RG] = {}
+        self.nominal: dict[FR, float] = {}
+        for i, g in enumerate(groups):
+            q = normalize_quota(g, f"queue {spec.name}: resource group {i + 1}")
+            if not q:
+                continue
+            rg = _RG(q)
+            for f, res in q.items():
+                if any(f in other.flavors for other in self.rgs):
+                    raise SpecError(f"queue {spec.name}: resource groups",
+                                    f"flavor {f!r} is in two resource groups", "list each flavor once")
+                for r, a in res.items():
+                    self.nominal[(f, r)] = a
+            for r in rg.resources:
+                if r in self.rg_of:
+                    raise SpecError(f"queue {spec.name}: resource groups",
+                                    f"resource {r!r} is in two resource groups",
+                                    "put each resource in one group")
+                self.rg_of[r] = rg
+            self.rgs.append(rg)
+        if not self.rgs and spec.resource_groups is None:  # resource_groups=[]: a queue with none
             raise SpecError(f"queue {spec.name}: quota", "is empty", "give e.g. {'gpu': 4}")
-        self.flavors = list(self.quota)
-        self.nominal = {(f, r): a for f, res in self.quota.items() for r, a in res.items()}
-        blim = normalize_quota(spec.borrowing_limit, f"queue {spec.name}: borrowing_limit")
-        llim = normalize_quota(spec.lending_limit, f"queue {spec.name}: lending_limit")
-        self.blimit = {fr: blim.get(fr[0], {}).get(fr[1], INF) if blim else INF
-                       for fr in self.nominal}
-        self.lendable = {fr: min(n, llim.get(fr[0], {}).get(fr[1], n)) if llim else n
-                         for fr, n in self.nominal.items()}
-        self.guaranteed = {fr: n - self.lendable[fr] for fr, n in self.nominal.items()}
-        self.usage: dict[tuple[str, str], float] = {fr: 0.0 for fr in self.nominal}
-        self.cohort: _Cohort | None = None
+        self.flavors = [f for rg in self.rgs for f in rg.flavors]
+        self.blimit = _limits(self.nominal, spec.borrowing_limit, f"queue {self.name}: borrowing_limit", INF)
+        llim = _limits(self.nominal, spec.lending_limit, f"queue {self.name}: lending_limit", None)
+        self.subtree = self.nominal
+        # guaranteed part (Kueue's localQuota): what is never lent to the cohort
+        self.guaranteed = {fr: (max(0.0, n - llim[fr]) if llim[fr] is not None else 0.0)
+                           for fr, n in self.nominal.items()}
+        self.lq = self.guaranteed
+        self.usage: dict[FR, float] = {fr: 0.0 for fr in self.nominal}
+        self.cohort: _Cohort | None = None  # the parent cohort
+        self.root: _CQ | _Cohort = self       # the root of its cohort tree (itself when alone)
         self.heaps: dict[tuple, list] = {}
         self.sorted: list[Key] = []
         self.admitted: dict[str, _Entry] = {}
         self.admitted_prios: Counter = Counter()
-        self.quiet = False  # nothing changed since every head failed to fit
+        self.parked: dict[tuple, Key] = {}  # shape -> key of the head that could not be admitted
+        self.stalled = False                 # every head is parked: skip until something changes
+        self.bwc = spec.borrow_within_cohort != "Never"
+        self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
+        self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
+        self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
+        self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
+        self.version = 0  # bumped on every admission, release or eviction (when alone)
 
-    def borrowing(self) -> bool:
-        return any(self.usage[fr] > self.nominal[fr] + EPS for fr in self.nominal)
+
+
+def _limits(nominal: Mapping[FR, float], spec: Mapping | None, what: str, default) -> dict:
+    lim = normalize_quota(spec, what)
+    out = {}
+    for fr in nominal:
+        f, r = fr
+        if f in lim:
+            out[fr] = lim[f].get(r, default)
+        elif "default" in lim and len(lim) == 1 and r in lim["default"]:
+            out[fr] = lim["default"][r]  # {"gpu": 2}: the same limit for every flavor
+        else:
+            out[fr] = default
+    return out
 
 
 class _Cohort:
-    def __init__(self, name: str, own: Mapping):
-        self.name = name
-        self.members: list[_CQ] = []
-        self.requestable: Counter = Counter()
-        for f, res in normalize_quota(own, f"cohort {name}: quota").items():
-            for r, a in res.items():
-                self.requestable[(f, r)] += a
-        self.used: Counter = Counter()  # sum over members of usage above their guaranteed part
+    """A node of a cohort tree (Kueue resourceNode): its own quota, its subtree quota (own +
+    what its children lend), its usage (what its children use above their guaranteed part)."""
+
+    def __init__(self, spec: Cohort):
+        self.name = spec.name
+        self.spec = spec
+        self.own: dict[FR, float] = {(f, r): a for f, res in
+                                     normalize_quota(spec.quota, f"cohort {spec.name}: quota").items()
+                                     for r, a in res.items()}
+        self.members: list[_CQ] = []        # child ClusterQueues
+        self.children: list[_Cohort] = []   # child cohorts
+        self.parent: _Cohort | None = None
+        self.root: _Cohort = self
+        self.subtree: Counter = Counter()   # Kueue SubtreeQuota
+        self.lq: dict[FR, float] = {}       # what it keeps from its parent (lending limit)
+        self.blimit: dict[FR, float] = {}
+        self.usage: Counter = Counter()
+        self.height = 1
+        self.all_cqs: list[_CQ] = []        # every ClusterQueue of the tree (on the root)
+        self.version = 0  # bumped on every admission, release or eviction in the tree
+
+    def finish(self) -> None:
+        """Subtree quotas, guaranteed parts and heights, children first."""
+        for c in self.children:
+            c.finish()
+        self.subtree = Counter(self.own)
+        for child in (*self.members, *self.children):
+            for fr, q in child.subtree.items():
+                self.subtree[fr] += q - child.lq.get(fr, 0.0)
+        self.blimit = _limits(self.subtree, self.spec.borrowing_limit,
+                              f"cohort {self.name}: borrowing_limit", INF)
+        llim = _limits(self.subtree, self.spec.lending_limit, f"cohort {self.name}: lending_limit", None)
+        self.lq = {fr: max(0.0, q - llim[fr]) if llim[fr] is not None else 0.0 for fr, q in self.subtree.items()}
+        self.height = max([min(len(self.members) + len(self.children), 1)] + [c.height + 1 for c in self.children])
 
 
 class Engine:
-    """Admit workloads to ClusterQueues (see docs/admission.md for the Kueue mapping)."""
+    """Admit workloads to ClusterQueues (see docs/admission.md for the Kueue mapping).
+
+    ``requeuing_strategy`` is Kueue's ``waitForPodsReady.requeuingStrategy.timestamp``:
+    ``Eviction`` (default) orders a workload requeued after a PodsReady timeout (or an
+    admission check) by its eviction time, ``Creation`` by its creation time. A preempted
+    workload keeps its creation time in both, as in Kueue. ``clock`` gives eviction times
+    when :meth:`requeue` is not told one (default ``time.time``).
+    """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
                  priorities: Mapping[str, int] | None = None,
-                 default_priority: str | int | None = None):
+                 default_priority: str | int | None = None,
+                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
         self.default_priority = self._prio_value(default_priority)
+        if requeuing_strategy not in REQUEUING:
+            raise SpecError("requeuing_strategy", f"unknown {requeuing_strategy!r}",
+                            f"use one of {', '.join(REQUEUING)}")
+        self.requeuing_strategy = requeuing_strategy
+        self.clock = clock or time.time
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
-        self._cohorts: dict[str, _Cohort] = {c.name: _Cohort(c.name, c.quota) for c in cohorts}
+        self._cohorts: dict[str, _Cohort] = {}
+        for c in cohorts:
+            if c.name in self._cohorts:
+                raise SpecError("cohorts", f"cohort {c.name!r} is defined twice", "rename one")
+            self._cohorts[c.name] = _Cohort(c)
         for spec in queues:
             if spec.name in self._cqs:
                 raise SpecError("queues", f"queue {spec.name!r} is defined twice", "rename one")
@@ -102,15 +221,39 @@ class Engine:
                     raise SpecError("local_queues", f"{lq!r} points to two queues", "rename one")
                 self._lq[lq] = spec.name
             if spec.cohort:
-                coh = self._cohorts.setdefault(spec.cohort, _Cohort(spec.cohort, {}))
+                coh = self._cohorts.setdefault(spec.cohort, _Cohort(Cohort(spec.cohort)))
                 coh.members.append(cq)
                 cq.cohort = coh
-                for fr, a in cq.lendable.items():
-                    coh.requestable[fr] += a
+        self._build_tree()
+        for cq in self._cqs.values():
+            cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
         self._entries: dict[str, _Entry] = {}
-        self._nominated: dict[str, None] = {}  # preemptors waiting for their victims, in order
         self._seq = 0
         self._order = 0
+        self._oracle: tuple | None = None
+
+    def _build_tree(self) -> None:
+        for coh in list(self._cohorts.values()):
+            if coh.spec.parent:
+                parent = self._cohorts.setdefault(coh.spec.parent, _Cohort(Cohort(coh.spec.parent)))
+                coh.parent = parent
+                parent.children.append(coh)
+        for coh in self._cohorts.values():
+            seen, node = set(), coh
+            while node.parent is not None:
+                if node.name in seen:
+                    raise SpecError(f"cohort {coh.name}: parent", "the cohort parents form a cycle",
+                                    "give the top cohort no parent")
+                seen.add(node.name)
+                node = node.parent
+            coh.root = node
+        for coh in self._cohorts.values():
+            if coh.parent is None:
+                coh.finish()
+        for cq in self._cqs.values():
+            if cq.cohort is not None:
+                cq.root = cq.cohort.root
+                cq.root.all_cqs.append(cq)
 
     # ------------------------------------------------------------ lookups
     def _prio_value(self, p: int | str | None) -> int:
@@ -152,72 +295,405 @@ class Engine:
     def usage(self, queue: str) -> dict[tuple[str, str], float]:
         return dict(self._cqs[self.cluster_queue_of(queue)].usage)
 
-    # ------------------------------------------------------------- fitting
-    def _capacity(self, cq: _CQ, fr: tuple[str, str]) -> float:
-        """The most ``cq`` could ever use of ``fr`` (everything else idle)."""
+    # --------------------------------------------------- quota (Kueue resource_node)
+    def _available(self, cq: _CQ, fr: FR) -> float:
+        """What ``cq`` may still use of ``fr`` now (its guaranteed part + what its cohorts have,
+        each capped by its borrowing limit); Kueue's ClusterQueueSnapshot.Available."""
         n = cq.nominal.get(fr)
         if n is None:
             return 0.0
-        if cq.cohort is None:
-            return n
-        return min(n + cq.blimit[fr], cq.guaranteed[fr] + cq.cohort.requestable[fr])
-
-    def _fits_fr(self, cq: _CQ, fr: tuple[str, str], amount: float) -> bool:
-        n = cq.nominal.get(fr)
-        if n is None:
-            return False
-        use = cq.usage[fr] + amount
-        if cq.cohort is None:
-            return use <= n + EPS
-        if use > n + cq.blimit[fr] + EPS:
-            return False
-        g = cq.guaranteed[fr]
-        extra = max(0.0, use - g) - max(0.0, cq.usage[fr] - g)
         coh = cq.cohort
-        return coh.used[fr] + extra <= coh.requestable[fr] + EPS
+        if coh is None:
+            return max(0.0, n - cq.usage[fr])
+        if coh.parent is not None:
+            return max(0.0, self._avail(cq, fr))
+        u, g = cq.usage[fr], cq.guaranteed[fr]  # flat cohort, inlined (the common case)
+        up = coh.subtree.get(fr, 0.0) - coh.usage.get(fr, 0.0)
+        bl = cq.blimit[fr]
+        if bl != INF:
+            up = min(n - g - max(0.0, u - g) + bl, up)
+        return max(0.0, max(0.0, g - u) + up)
 
-    def _borrows(self, cq: _CQ, total: Mapping[str, float]) -> bool:
-        """Whether admitting ``total`` now would take ``cq`` above its nominal quota in every
-        flavor (Kueue orders such heads after those that fit their own quota)."""
-        for f in cq.flavors:
-            if all((f, r) in cq.nominal and cq.usage[(f, r)] + a <= cq.nominal[(f, r)] + EPS
-                   for r, a in total.items()):
+    @staticmethod
+    def _avail(node, fr: FR) -> float:
+        parent = node.cohort if isinstance(node, _CQ) else node.parent
+        n = node.subtree.get(fr, 0.0)
+        u = node.usage.get(fr, 0.0)
+        if parent is None:
+            return n - u
+        g = node.lq.get(fr, 0.0)
+        up = Engine._avail(parent, fr)
+        bl = node.blimit.get(fr, INF)
+        if bl != INF:
+            up = min(n - g - max(0.0, u - g) + bl, up)
+        return max(0.0, g - u) + up
+
+    def _potential(self, cq: _CQ, fr: FR) -> float:
+        """The most ``cq`` could ever use of ``fr`` (everything else idle)."""
+        p = cq.potential.get(fr)
+        if p is not None:
+            return p
+        if fr not in cq.nominal:
+            return 0.0
+        return self._pot(cq, fr)
+
+    @staticmethod
+    def _pot(node, fr: FR) -> float:
+        parent = node.cohort if isinstance(node, _CQ) else node.parent
+        n = node.subtree.get(fr, 0.0)
+        if parent is None:
+            return n
+        avail = node.lq.get(fr, 0.0) + Engine._pot(parent, fr)
+        bl = node.blimit.get(fr, INF)
+        return min(n + bl, avail) if bl != INF else avail
+
+    @staticmethod
+    def _charge(cq: _CQ, usage: Mapping[FR, float], sign: float) -> None:
+        """Add (sign +1) or remove (-1) usage; what exceeds a node's guaranteed part is charged
+        to its parent cohort, up to the root (Kueue addUsage/removeUsage)."""
+        for fr, a in usage.items():
+            if fr not in cq.usage:
+                continue
+            before = cq.usage[fr]
+            after = before + sign * a
+            cq.usage[fr] = after
+            node, lq = cq.cohort, cq.guaranteed[fr]
+            while node is not None:
+                d = max(0.0, after - lq) - max(0.0, before - lq)
+                if d == 0.0:
+                    break
+                before = node.usage[fr]
+                after = before + d
+                node.usage[fr] = after
+                lq = node.lq.get(fr, 0.0)
+                node = node.parent
+
+    def _borrow_level(self, cq: _CQ, fr: FR, val: float) -> tuple[int, bool]:
+        """(borrowing level, may reclaim in the hierarchy) for taking ``val`` more of ``fr``:
+        Kueue classical.FindHeightOfLowestSubtreeThatFits (0: within the queue's nominal quota,
+        else the height of the lowest cohort whose subtree quota holds it)."""
+        if cq.cohort is None:
+            return 0, False
+        u = cq.usage.get(fr, 0.0)
+        if u + val <= cq.nominal.get(fr, 0.0) + EPS:
+            return 0, True
+        remaining = val - max(0.0, cq.guaranteed.get(fr, 0.0) - u)
+        node = cq.cohort
+        while node is not None:
+            nu = node.usage.get(fr, 0.0)
+            if nu + remaining <= node.subtree.get(fr, 0.0) + EPS:
+                return node.height, node.parent is not None
+            remaining -= max(0.0, node.lq.get(fr, 0.0) - nu)
+            node = node.parent
+        return cq.root.height, False
+
+    @staticmethod
+    def _within_nominal(node, frs: Iterable[FR]) -> bool:
+        u, n = node.usage, node.subtree
+        for fr in frs:
+            if u.get(fr, 0.0) > n.get(fr, 0.0) + EPS:
                 return False
         return True
 
-    def _flavor_for(self, cq: _CQ, total: Mapping[str, float]) -> str | None:
-        for f in cq.flavors:
-            if all(self._fits_fr(cq, (f, r), a) for r, a in total.items()):
-                return f
-        return None
+    def _fits(self, cq: _CQ, usage: Mapping[FR, float], allow_borrow: bool = True) -> bool:
+        for fr, v in usage.items():
+            if not allow_borrow and cq.usage.get(fr, 0.0) + v > cq.nominal.get(fr, 0.0) + EPS:
+                return False
+            if v > self._available(cq, fr) + EPS:
+                return False
+        return True
 
-    def _charge(self, cq: _CQ, flavor: str, total: Mapping[str, float], sign: float) -> None:
-        for r, a in total.items():
-            fr = (flavor, r)
-            before = cq.usage[fr]
-            cq.usage[fr] = before + sign * a
-            if cq.cohort is not None:
-                g = cq.guaranteed[fr]
-                cq.cohort.used[fr] += max(0.0, cq.usage[fr] - g) - max(0.0, before - g)
+    # ------------------------------------------------ flavor assignment (flavorassigner)
+    @staticmethod
+    def _preferred(a: tuple, b: tuple, spec: ClusterQueue) -> bool:
+        """Whether (mode, borrow) ``a`` is better than ``b`` (Kueue isPreferred)."""
+        if a[0] == NOFIT:
+            return False
+        if b[0] == NOFIT:
+            return True
+        if (a[0] == NOCAND) != (b[0] == NOCAND):
+            return a[0] != NOCAND
+        if spec.preference == "PreemptionOverBorrowing":
+            if a[1] != b[1]:
+                return a[1] < b[1]
+            return a[0] > b[0]
+        if a[0] != b[0]:
+            return a[0] > b[0]
+        return a[1] < b[1]
 
+    @staticmethod
+    def _try_next(rep: tuple, spec: ClusterQueue) -> bool:
+        if rep[0] in (NOFIT, NOCAND):
+            return True
+        if rep[0] in (PREEMPT, RECLAIM) and spec.when_can_preempt == "TryNextFlavor":
+            return True
+        return rep[1] > 0 and spec.when_can_borrow == "TryNextFlavor"
+
+    def _fits_quota(self, e: _Entry, fr: FR, val: float) -> tuple[int, int]:
+        """Kueue fitsResourceQuota: (mode, borrowing level) of taking ``val`` of ``fr``."""
+        cq = e.cq
+        n = cq.nominal.get(fr)
+        if n is None or val > cq.potential[fr] + EPS:
+            return NOFIT, 0
+        if cq.cohort is None:
+            borrow, may_reclaim = 0, False
+        elif cq.usage[fr] + val <= n + EPS:
+            borrow, may_reclaim = 0, True
+        elif cq.cohort.parent is None:  # flat cohort: the root holds it or nothing does
+            borrow, may_reclaim = cq.cohort.height, False
+        else:
+            borrow, may_reclaim = self._borrow_level(cq, fr, val)
+        if val <= self._available(cq, fr) + EPS:
+            return FIT, borrow
+        if n + EPS >= val or may_reclaim or cq.bwc:
+            targets = self._targets(e, {fr}, {fr: val})
+            self._oracle = (e, fr, val, targets)
+            if not targets:
+                return NOCAND, self._borrow_level(cq, fr, val)[0]
+            for t in targets:
+                self._charge(t.cq, t.usage, -1)
+            after = self._borrow_level(cq, fr, val)[0]
+            for t in targets:
+                self._charge(t.cq, t.usage, +1)
+            return (PREEMPT if any(t.cq is cq for t in targets) else RECLAIM), after
+        return NOFIT, borrow
+
+    def _assign(self, e: _Entry) -> _Asg:
+        cq, spec = e.cq, e.cq.spec
+        asg = _Asg()
+        worst = FIT
+        for ps_name, reqs in e.podsets:
+            flavors: dict[str, str] = {}
+            for r in (reqs if len(reqs) == 1 else sorted(reqs)):
+                if r in flavors:
+                    continue
+                rg = cq.rg_of.get(r)
+                if rg is None:
+                    if reqs[r] == 0:
+                        continue
+                    asg.mode = NOFIT
+                    return asg
+                group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
+                best, best_mode = None, (NOFIT, 1 << 30)
+                for f in rg.flavors:
+                    rep = (FIT, 0)
+                    per = {}
+                    for rr, val in group.items():
+                        fr = (f, rr)
+                        mode = self._fits_quota(e, fr, asg.usage.get(fr, 0.0) + val)
+                        if self._preferred(rep, mode, spec):
+                            rep = mode
+                        if rep[0] == NOFIT:
+                            break
+                        per[rr] = mode
+                    if rep[0] == NOFIT:
+                        continue
+                    if not self._try_next(rep, spec):
+                        best, best_mode = (f, per), rep
+                        break
+                    if self._preferred(rep, best_mode, spec):
+                        best, best_mode = (f, per), rep
+                if best is None:
+                    asg.mode = NOFIT
+                    return asg
+                f, per = best
+                for rr, (mode, borrow) in per.items():
+                    flavors[rr] = f
+                    fr = (f, rr)
+                    asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
+                    asg.borrow = max(asg.borrow, borrow)
+                    if mode != FIT:
+                        asg.need.add(fr)
+                        worst = PREEMPT
+            asg.podsets.append((ps_name, flavors))
+        asg.mode = worst
+        return asg
+
+    # ------------------------------------------------------ preemption (classical)
+    def _may(self, e: _Entry, c: _Entry, policy: str) -> bool:
+        if policy == "LowerPriority":
+            return c.prio < e.prio
+        if policy == "LowerOrNewerEqualPriority":
+            return c.prio < e.prio or (c.prio == e.prio and e.key[1] < c.key[1])
+        return policy == "Any"
+
+    def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
+        minimised), or [] when no set of allowed candidates does."""
+        cq, spec = e.cq, e.cq.spec
+        cands: list[tuple] = []  # (sort key, entry, variant)
+        within, reclaim = spec.within_queue, spec.reclaim_within_cohort
+        if within != "Never" and cq.admitted_prios and (
+                min(cq.admitted_prios) < e.prio or (within != "LowerPriority" and min(cq.admitted_prios) == e.prio)):
+            for c in cq.admitted.values():
+                if need.isdisjoint(c.usage) or not self._may(e, c, spec.within_queue):
+                    continue
+                cands.append((_cand_key(c, 2), c, WITHIN_CQ, None))
+        n_other = n_hier = 0
+        coh = cq.cohort
+        if coh is not None and spec.reclaim_within_cohort != "Never":
+            # Kueue collectCandidatesForHierarchicalReclaim: walk up from the queue's cohort;
+            # in each subtree, queues (and child cohorts) above nominal in a resource that
+            # needs preemption give candidates. Once the request fits in the quota of the
+            # queue or of a cohort on the way, candidates from there up are "hierarchy"
+            # candidates (any priority the reclaim policy allows).
+            adv = True
+            remaining = {}
+            for fr, v in requests.items():
+                u = cq.usage.get(fr, 0.0)
+                if u + v > cq.nominal.get(fr, 0.0) + EPS:
+                    adv = False
+                remaining[fr] = max(0.0, v - max(0.0, cq.guaranteed.get(fr, 0.0) - u))
+            thr = spec.max_priority_threshold
+            prev, node = None, coh
+            while node is not None:
+                for other, lca in self._subtree_cqs(node, prev, need):
+                    if other is cq or not other.admitted:
+                        continue
+                    if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
+                        continue
+                    if self._within_nominal(other, need):
+                        continue
+                    for c in other.admitted.values():
+                        if need.isdisjoint(c.usage) or not self._may(e, c, reclaim):
+                            continue
+                        if adv:
+                            var = HIER_RECLAIM
+                            n_hier += 1
+                        elif not cq.bwc or c.prio >= e.prio or (thr is not None and c.prio > thr):
+                            var = RECLAIM_NO_BORROW
+                        else:
+                            var = RECLAIM_WHILE_BORROW
+                        n_other += 1
+                        cands.append((_cand_key(c, 0 if var == HIER_RECLAIM else 1), c, var, lca))
+                if node.parent is not None:
+                    fits = True
+                    for fr, v in list(remaining.items()):
+                        nu = node.usage.get(fr, 0.0)
+                        if nu + v > node.subtree.get(fr, 0.0) + EPS:
+                            fits = False
+                        remaining[fr] = max(0.0, v - max(0.0, node.lq.get(fr, 0.0) - nu))
+                    adv = adv or fits
+                prev, node = node, node.parent
+        if not cands:
+            return _Targets()
+        # Kueue NewCandidateIterator: evicted ones first; then hierarchy, priority and
+        # same-queue candidates, each by CandidatesOrdering (priority, newest admission)
+        cands.sort(key=lambda t: t[0])
+        forbidden = not cq.bwc
+        if n_other == 0 or (forbidden and not all(cq.usage.get(fr, 0.0) < cq.nominal.get(fr, 0.0) - EPS
+                                                  for fr in need)):
+            attempts: tuple = (True,)
+        elif forbidden and n_hier == 0:
+            attempts = (False, True)
+        else:
+            attempts = (True, False)
+        for borrow in attempts:
+            removed: list[tuple] = []
+            fitted = False
+            for _, c, var, lca in cands:
+                if c.cq is not cq:
+                    if borrow and var == RECLAIM_NO_BORROW:
+                        continue
+                    if self._within_nominal(c.cq, need):
+                        continue
+                    up = c.cq.cohort
+                    while up is not None and up is not lca:  # Kueue candidateIsValid
+                        if self._within_nominal(up, need):
+                            break
+                        up = up.parent
+                    if up is not None and up is not lca:
+                        continue
+                self._charge(c.cq, c.usage, -1)
+                removed.append((c, var))
+                if self._fits(cq, requests, borrow):
+                    fitted = True
+                    break
+            if fitted:
+                for i in range(len(removed) - 2, -1, -1):  # fill back, last choice kept
+                    c = removed[i][0]
+                    self._charge(c.cq, c.usage, +1)
+                    if self._fits(cq, requests, borrow):
+                        removed[i] = removed[-1]
+                        removed.pop()
+                    else:
+                        self._charge(c.cq, c.usage, -1)
+            for c, _ in removed:
+                self._charge(c.cq, c.usage, +1)
+            if fitted:
+                out = _Targets(c for c, _ in removed)
+                out.reasons = {c.w.id: REASON[var] for c, var in removed}
+                return out
+        return _Targets()
+
+    def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
+        """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
+        that are above nominal in a resource that needs preemption (Kueue
+        collectCandidatesInSubtree)."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                if child is not skip and not self._within_nominal(child, need):
+                    stack.append(child)
+            for q in node.members:
+                yield q, root
+
+    def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
+                           preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
+        evict with the given flavor assignment ({pod set: {resource: flavor}}) when the
+        (flavor, resource) pairs in ``preempt`` need preemption: Kueue's
+        ``Preemptor.GetTargets`` (the conformance suite replays TestPreemption through it)."""
+        e = self._entries[wid]
+        usage: dict[FR, float] = {}
+        for ps_name, reqs in e.podsets:
+            for r, a in reqs.items():
+                f = (flavors.get(ps_name) or {}).get(r)
+                if f is not None:
+                    self._ensure_fr(e.cq, (f, r))
+                    usage[(f, r)] = usage.get((f, r), 0.0) + a
+        targets = self._targets(e, set(preempt), usage)
+        return {t.w.id: targets.reasons[t.w.id] for t in targets}
+
+    # ----------------------------------------------------------- can it ever fit
     def can_ever_fit(self, w: Workload) -> tuple[bool, str]:
         """Whether ``w`` fits its queue when everything else is idle, and why not (with numbers)."""
         cq = self._cqs[self.cluster_queue_of(w.queue)]
-        total = w.total()
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
+        used: Counter = Counter()
         problems = []
-        for f in cq.flavors:
-            short = []
-            for r, a in total.items():
-                cap = self._capacity(cq, (f, r))
-                if a > cap + EPS:
-                    n = cq.nominal.get((f, r), 0.0)
-                    short.append(f"needs {_num(a)} {r}, queue {cq.name!r} flavor {f!r} has "
-                                 f"nominal {_num(n)} + borrowable {_num(cap - n)} = {_num(cap)}")
-            if not short:
-                return True, f"fits flavor {f!r} of queue {cq.name!r}"
-            problems.append("; ".join(short))
-        return False, (f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems))
+        for ps in w.podsets:
+            reqs = ps.total()
+            done: set = set()
+            for r in sorted(reqs):
+                if r in done:
+                    continue
+                rg = cq.rg_of.get(r)
+                if rg is None:
+                    problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
+                    break
+                group = {rr: reqs[rr] for rr in rg.resources if rr in reqs}
+                short_all = []
+                for f in rg.flavors:
+                    short = []
+                    for rr, a in group.items():
+                        cap = self._potential(cq, (f, rr))
+                        if used[(f, rr)] + a > cap + EPS:
+                            n = cq.nominal.get((f, rr), 0.0)
+                            short.append(f"needs {_num(used[(f, rr)] + a)} {rr}, queue {cq.name!r} flavor "
+                                         f"{f!r} has nominal {_num(n)} + borrowable {_num(cap - n)} = {_num(cap)}")
+                    if not short:
+                        for rr, a in group.items():
+                            used[(f, rr)] += a
+                        done.update(group)
+                        break
+                    short_all.append("; ".join(short))
+                else:
+                    problems.append(" | ".join(short_all))
+        if not problems:
+            return True, f"fits queue {cq.name!r}"
+        return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
 
     # ------------------------------------------------------- queue structures
     def _push_pending(self, e: _Entry) -> None:
@@ -225,7 +701,7 @@ class Engine:
         e.version += 1
         heapq.heappush(e.cq.heaps.setdefault(e.shape, []), (e.key, e.version))
         insort(e.cq.sorted, e.key)
-        e.cq.quiet = False
+        e.cq.stalled = False
 
     def _drop_pending(self, e: _Entry) -> None:
         lst = e.cq.sorted
@@ -234,7 +710,7 @@ class Engine:
             del lst[i]
         e.version += 1  # its heap item becomes stale
 
-    def _head(self, cq: _CQ, shape: tuple) -> _Entry | None:
+    def _shape_head(self, cq: _CQ, shape: tuple) -> _Entry | None:
         heap = cq.heaps.get(shape)
         while heap:
             key, version = heap[0]
@@ -245,147 +721,266 @@ class Engine:
         cq.heaps.pop(shape, None)
         return None
 
-    def _candidate(self, cq: _CQ, blocked: set) -> _Entry | None:
-        best = None
+    def _head(self, cq: _CQ) -> _Entry | None:
+        """The ClusterQueue's head for this cycle: the first pending workload whose shape is not
+        parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO). In a
+        BestEffortFIFO queue a workload whose preemptions are under way stays the head until it
+        is admitted (Kueue's sticky preemptor workload, kueue#6929)."""
+        st = cq.sticky
+        if st is not None:
+            if st.state == "pending" and st.w.id in self._entries and cq.parked.get(st.shape) != st.key:
+                return st
+            cq.sticky = None
+        best = best_any = None
         for shape in list(cq.heaps):
-            if shape in blocked:
+            e = self._shape_head(cq, shape)
+            if e is None:
                 continue
-            e = self._head(cq, shape)
-            if e is not None and (best is None or e.key < best.key):
+            if best_any is None or e.key < best_any.key:
+                best_any = e
+            if cq.parked.get(shape) == e.key:
+                continue
+            if best is None or e.key < best.key:
                 best = e
+        if cq.spec.strategy == "StrictFIFO" and best_any is not None and best is not best_any:
+            return None
         return best
 
+    def _unpark(self, cq: _CQ) -> None:
+        for member in (cq.root.all_cqs if cq.cohort else (cq,)):
+            member.parked.clear()
+            member.stalled = False
+            member.hold = {}
+
     # ----------------------------------------------------------------- API
-    def add(self, w: Workload) -> None:
-        """Queue ``w``. SpecError for an unknown queue/priority, QuotaError if it can never fit."""
+    def add(self, w: Workload, check: bool = True) -> None:
+        """Queue ``w``. SpecError for an unknown queue/priority, QuotaError if it can never fit
+        (``check=False``: queue it anyway, e.g. replaying a cluster's state)."""
         if w.id in self._entries:
             raise SpecError("id", f"workload {w.id!r} already exists", "use a new id")
         cq = self._cqs[self.cluster_queue_of(w.queue)]
         prio = self._prio_value(w.priority)
-        ok, why = self.can_ever_fit(w)
+        ok, why = self.can_ever_fit(w) if check else (True, "")
         if not ok:
-            raise QuotaError(f"{why} (fix: ask for fewer GPUs or ranks, or use a queue with more "
-                             f"nominal or borrowable quota)")
-        total = w.total()
+            res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
+            raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
+                             f"or use a queue with more nominal or borrowable quota)")
+        podsets = [(ps.name, {r: a * ps.count for r, a in ps.requests.items()}) for ps in w.podsets]
+        shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
         self._seq += 1
-        e = _Entry(w=w, cq=cq, prio=prio, total=total, shape=tuple(sorted(total.items())),
+        e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
                    key=(-prio, w.created, self._seq, w.id))
         self._entries[w.id] = e
         self._push_pending(e)
 
-    def schedule(self) -> Decisions:
-        """One scheduling pass: admit what fits, in order; issue preemptions for heads that
-        could fit by evicting others. Victims keep their quota until :meth:`requeue`."""
+    def schedule(self, cycles: int | None = None) -> Decisions:
+        """Run Kueue scheduling cycles until one makes no progress (or ``cycles`` of them):
+        admit what fits, issue preemptions for heads that fit once others are evicted. Victims
+        keep their quota until :meth:`requeue`. A workload admitted earlier in the same call
+        that becomes a victim is put back in its queue instead (it never started), so no id is
+        both admitted and preempted."""
         out = Decisions()
-        reserved: list = []
-        # Preemptors first: the quota their victims gave back is theirs (otherwise a
-        # borrower could take it and be preempted again, forever).
-        for wid in list(self._nominated):
-            e = self._entries.get(wid)
-            if e is None or e.state != "pending":
-                del self._nominated[wid]
-                continue
-            e.victims = {v for v in e.victims if self.state(v) == "evicting"}
-            flavor = self._flavor_for(e.cq, e.total)
-            if flavor is not None:
-                self._admit(e, flavor)
-                out.admitted.append(e.admission)  # type: ignore[arg-type]
-                del self._nominated[wid]
-            elif e.victims:
-                flavor = e.cq.flavors[0]
-                self._charge(e.cq, flavor, e.total, +1)
-                reserved.append((e.cq, flavor, e.total, wid))
-            else:
-                del self._nominated[wid]  # victims gone and still no room: compete again
-        blocked: dict[str, set] = {}
-        heap: list = []
         for cq in self._cqs.values():
-            if cq.quiet or not cq.heaps:
-                continue
-            blocked[cq.name] = set()
-            e = self._candidate(cq, blocked[cq.name])
+            if cq.spec.strategy == "StrictFIFO" and cq.parked:
+                cq.parked.clear()  # Kueue retries a StrictFIFO head every cycle
+                cq.stalled = False
+                cq.hold = {}
+        limit = 4 * len(self._entries) + 16 if cycles is None else cycles
+        while limit > 0 and self._cycle(out):
+            limit -= 1
+        for a in out.admitted:
+            e = self._entries.get(a.id)
             if e is not None:
-                heap.append((self._borrows(cq, e.total), e.key, cq.name))
-        heapq.heapify(heap)
-        while heap:
-            _, _, name = heapq.heappop(heap)
-            cq = self._cqs[name]
-            bl = blocked[name]
-            e = self._candidate(cq, bl)
-            if e is None:
-                continue
-            if e.w.id in self._nominated:  # already holds its reservation this cycle
-                bl.add(e.shape)
-                if cq.spec.strategy != "StrictFIFO" and (nxt := self._candidate(cq, bl)):
-                    heapq.heappush(heap, (self._borrows(cq, nxt.total), nxt.key, name))
-                continue
-            rank = (self._borrows(cq, e.total), e.key)
-            if heap and rank > heap[0][:2]:  # it now needs to borrow: others go first
-                heapq.heappush(heap, (*rank, name))
-                continue
-            flavor = self._flavor_for(cq, e.total)
-            if flavor is not None:
-                self._admit(e, flavor)
-                out.admitted.append(e.admission)  # type: ignore[arg-type]
-            else:
-                e.victims = {v for v in e.victims if self.state(v) == "evicting"}
-                if not e.victims:
-                    targets = self._preemption_targets(e)
-                    for v in targets:
-                        self._entries[v].state = "evicting"
-                        e.victims.add(v)
-                        out.preempted.append((v, e.w.id))
-                if e.victims:  # hold the quota it waits for, so later heads cannot take it
-                    flavor = cq.flavors[0]
-                    self._charge(cq, flavor, e.total, +1)
-                    reserved.append((cq, flavor, e.total, e.w.id))
-                    self._nominated[e.w.id] = None
-                if cq.spec.strategy == "StrictFIFO":
-                    continue  # the head blocks the queue
-                bl.add(e.shape)
-            nxt = self._candidate(cq, bl)
-            if nxt is not None:
-                heapq.heappush(heap, (self._borrows(cq, nxt.total), nxt.key, name))
-        for cq, flavor, total, _ in reserved:
-            self._charge(cq, flavor, total, -1)
-        for name in blocked:
-            self._cqs[name].quiet = True
+                e.in_pass = False
+        out.admitted = [a for a in out.admitted if self.state(a.id) == "admitted"]
         return out
 
-    def _admit(self, e: _Entry, flavor: str) -> None:
+    def _cycle(self, out: Decisions) -> bool:
+        heads = []
+        for cq in self._cqs.values():
+            if cq.stalled or not cq.heaps:
+                continue
+            e = self._head(cq)
+            if e is None:
+                cq.stalled = True
+                continue
+            cq.hold = {}
+            home = cq.root
+            cached = cq.nominated
+            if cached is not None and cached[0] is e and cached[1] == home.version:
+                heads.append(((cached[2].borrow, e.key[0], e.key[1], e.key[2]), e, cached[2], cached[3]))
+                continue  # nothing changed in its cohort since it was nominated
+            self._oracle = None
+            asg = self._assign(e)
+            if asg.mode != PREEMPT:
+                targets = _Targets()
+            elif self._oracle is not None and self._oracle[0] is e and len(asg.usage) == 1 and \
+                    asg.need == {self._oracle[1]} and asg.usage.get(self._oracle[1]) == self._oracle[2]:
+                targets = self._oracle[3]  # the flavor assigner's simulation asked the same question
+            else:
+                targets = self._targets(e, asg.need, asg.usage)
+            cq.nominated = (e, home.version, asg, targets)
+            heads.append(((asg.borrow, e.key[0], e.key[1], e.key[2]), e, asg, targets))
+        held: list = []  # (cq, usage) charged for this cycle only
+        for cq in self._cqs.values():
+            if cq.hold and cq.stalled:  # a StrictFIFO head waiting without candidates
+                self._charge(cq, cq.hold, +1)
+                held.append((cq, cq.hold))
+        if not heads:
+            for cq, res in held:
+                self._charge(cq, res, -1)
+            return False
+        heads.sort(key=lambda h: h[0])
+        progress = False
+        victims: dict[str, _Entry] = {}
+        undo: list = []
+        for _, e, asg, targets in heads:
+            cq = e.cq
+            if asg.mode == NOFIT:
+                cq.parked[e.shape] = e.key
+                progress = True  # the next cycle looks at the next head
+                continue
+            if asg.mode == PREEMPT and not targets:
+                if cq.spec.reclaim_within_cohort != "Any":  # Kueue CanAlwaysReclaim
+                    res = self._to_reserve(cq, asg)
+                    self._charge(cq, res, +1)
+                    held.append((cq, res))
+                    if cq.spec.strategy == "StrictFIFO":
+                        cq.hold = res  # it stays the head and reserves again every cycle
+                cq.parked[e.shape] = e.key
+                progress = True
+                continue
+            if any(t.w.id in victims for t in targets):
+                continue  # overlapping targets: wait for the next cycle
+            gone = [v for v in victims.values()] + [t for t in targets if t.w.id not in victims]
+            for v in gone:
+                self._charge(v.cq, v.usage, -1)
+            fits = self._fits(cq, asg.usage)
+            for v in gone:
+                self._charge(v.cq, v.usage, +1)
+            if not fits:
+                continue  # no longer fits after an earlier head of this cycle
+            for t in targets:
+                victims[t.w.id] = t
+            if asg.mode == PREEMPT:
+                self._charge(cq, asg.usage, +1)
+                held.append((cq, asg.usage))
+                if cq.spec.strategy == "BestEffortFIFO":
+                    cq.sticky = e
+                for t in targets:
+                    if t.state == "evicting":
+                        continue  # already stopping (issued earlier): nothing new to issue
+                    progress = True
+                    t.state = "evicting"
+                    t.cq.root.version += 1
+                    if t.in_pass:
+                        undo.append(t)
+                    else:
+                        out.preempted.append((t.w.id, e.w.id))
+                        out.reasons[t.w.id] = targets.reasons.get(t.w.id, "InClusterQueue")
+                continue
+            self._admit(e, asg)
+            e.in_pass = True
+            out.admitted.append(e.admission)  # type: ignore[arg-type]
+            progress = True
+        for cq, res in held:
+            self._charge(cq, res, -1)
+        for t in undo:  # admitted earlier in this call, never started: back to its queue
+            t.in_pass = False
+            self._release(t)
+            self._push_pending(t)
+        return progress
+
+    def _to_reserve(self, cq: _CQ, asg: _Asg) -> dict:
+        """Kueue quotaResourcesToReserve for a head that needs preemption but found no targets."""
+        out = {}
+        for fr, v in asg.usage.items():
+            n, u = cq.nominal.get(fr, 0.0), cq.usage.get(fr, 0.0)
+            if asg.borrow > 0:
+                bl = cq.blimit.get(fr, INF)
+                out[fr] = v if bl == INF else min(v, n + bl - u)
+            else:
+                out[fr] = max(0.0, min(v, n - u))
+        return out
+
+    def _admit(self, e: _Entry, asg: _Asg) -> None:
         cq = e.cq
         self._drop_pending(e)
         heap = cq.heaps.get(e.shape)
         if heap and heap[0][0] == e.key:
             heapq.heappop(heap)
-        self._charge(cq, flavor, e.total, +1)
+        e.usage = dict(asg.usage)
+        self._charge(cq, e.usage, +1)
+        cq.root.version += 1
         self._order += 1
+        e.reserved = (float(self._order), self._order)
         e.state = "admitted"
-        e.victims.clear()
-        e.admission = Admission(e.w.id, cq.name, flavor, dict(e.total), self._order)
+        flavors = {name: dict(fl) for name, fl in asg.podsets}
+        first = next((f for fl in flavors.values() for f in fl.values()), cq.flavors[0] if cq.flavors else "")
+        total: dict[str, float] = {}
+        for _, reqs in e.podsets:
+            for r, a in reqs.items():
+                if a:
+                    total[r] = total.get(r, 0.0) + a
+        e.admission = Admission(e.w.id, cq.name, first, total, self._order, flavors)
         cq.admitted[e.w.id] = e
         cq.admitted_prios[e.prio] += 1
 
-    def restore_admitted(self, w: Workload, flavor: str | None = None) -> Admission:
-        """Re-enter a workload that is already running (e.g. re-adopted after a restart) and
-        charge its quota without waiting for room; raises like :meth:`add` when its queue is
-        unknown or it could never fit."""
-        self.add(w)
+    def restore_admitted(self, w: Workload, flavor: str | Mapping | None = None,
+                         reserved_at: float | None = None, check: bool = True) -> Admission:
+        """Re-enter a workload that is already running (re-adopted after a restart, or read
+        from a cluster) and charge its quota without waiting for room. ``flavor`` is one flavor
+        for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments);
+        None picks the first flavor of each resource group. ``reserved_at`` is when its quota
+        was reserved (preemption takes the most recently admitted first). Raises like
+        :meth:`add` when its queue is unknown or (unless ``check=False``: a cluster's record of
+        what it admitted) it could never fit."""
+        self.add(w, check)
         e = self._entries[w.id]
-        self._admit(e, flavor or e.cq.flavors[0])
+        cq = e.cq
+        asg = _Asg()
+        for ps_name, reqs in e.podsets:
+            fl: dict[str, str] = {}
+            for r in reqs:
+                rg = cq.rg_of.get(r)
+                if rg is None and not isinstance(flavor, Mapping):
+                    continue
+                if isinstance(flavor, str):
+                    f = flavor
+                elif isinstance(flavor, Mapping):
+                    f = (flavor.get(ps_name) or {}).get(r) or (rg.flavors[0] if rg else None)
+                    if f is None:
+                        continue
+                else:
+                    f = rg.flavors[0]
+                fl[r] = f
+                self._ensure_fr(cq, (f, r))
+                asg.usage[(f, r)] = asg.usage.get((f, r), 0.0) + reqs[r]
+            asg.podsets.append((ps_name, fl))
+        self._admit(e, asg)
+        e.reserved = (reserved_at if reserved_at is not None else float(self._order), self._order)
         return e.admission  # type: ignore[return-value]
+
+    def _ensure_fr(self, cq: _CQ, fr: FR) -> None:
+        """A flavor/resource the queue lists no quota for (Kueue: nominal 0; it may still be
+        used by borrowing from the cohorts above): give it a zero entry."""
+        if fr not in cq.nominal:
+            cq.nominal[fr] = cq.guaranteed[fr] = cq.usage[fr] = 0.0
+            cq.blimit[fr] = INF
+            cq.potential[fr] = self._pot(cq, fr)
 
     def _release(self, e: _Entry) -> None:
         cq = e.cq
         if e.admission is not None:
-            self._charge(cq, e.admission.flavor, e.total, -1)
+            self._charge(cq, e.usage, -1)
+        e.usage = {}
+        cq.root.version += 1
         cq.admitted.pop(e.w.id, None)
         cq.admitted_prios[e.prio] -= 1
         if cq.admitted_prios[e.prio] <= 0:
             del cq.admitted_prios[e.prio]
         e.admission = None
-        for member in (cq.cohort.members if cq.cohort else (cq,)):
-            member.quiet = False
+        self._unpark(cq)
 
     def finish(self, wid: str) -> None:
         """An admitted (or evicting) workload ended: free its quota and forget it."""
@@ -402,67 +997,27 @@ class Engine:
         """Cancel: drop a pending workload, or free an admitted one's quota."""
         self.finish(wid)
 
-    def requeue(self, wid: str) -> None:
-        """An evicted (preempted) workload has stopped: free its quota, queue it again
-        (same priority and creation time, so it keeps its place)."""
+    def evict(self, wid: str) -> None:
+        """Mark an admitted workload as being evicted (e.g. a PodsReady timeout): it keeps its
+        quota until :meth:`requeue`, and preemptors take it first."""
+        e = self._entries.get(wid)
+        if e is not None and e.state == "admitted":
+            e.state = "evicting"
+            e.cq.root.version += 1
+
+    def requeue(self, wid: str, reason: str = "Preempted", at: float | None = None) -> None:
+        """An evicted workload has stopped: free its quota, queue it again. A preempted one
+        keeps its place (creation time); one evicted for ``PodsReadyTimeout`` or
+        ``AdmissionCheck`` is ordered by its eviction time ``at`` (default: the engine's clock)
+        under the ``Eviction`` requeuing strategy, as in Kueue."""
         e = self._entries.get(wid)
         if e is None or e.state not in ("admitted", "evicting"):
             return
         self._release(e)
+        if self.requeuing_strategy == "Eviction" and reason in ("PodsReadyTimeout", "AdmissionCheck"):
+            self._seq += 1
+            e.key = (e.key[0], self.clock() if at is None else at, self._seq, e.key[3])
         self._push_pending(e)
-
-    # ------------------------------------------------------------ preemption
-    def _may_preempt(self, e: _Entry, cand: _Entry) -> bool:
-        if cand.cq is e.cq:
-            pol = e.cq.spec.within_queue
-            if pol == "LowerPriority":
-                return cand.prio < e.prio
-            if pol == "LowerOrNewerEqualPriority":
-                return cand.prio < e.prio or (cand.prio == e.prio and cand.key > e.key)
-            return False
-        pol = e.cq.spec.reclaim_within_cohort
-        if pol == "Any":
-            return True
-        return pol == "LowerPriority" and cand.prio < e.prio
-
-    def _preemption_targets(self, e: _Entry) -> list[str]:
-        cq = e.cq
-        cands: list[_Entry] = []
-        if cq.spec.within_queue != "Never" and cq.admitted_prios and min(cq.admitted_prios) <= e.prio:
-            cands += [c for c in cq.admitted.values() if c.state == "admitted" and self._may_preempt(e, c)]
-        # Reclaim: other queues' workloads may go only if the preemptor then fits within
-        # its own nominal quota (Kueue's borrowWithinCohort unset).
-        if cq.cohort is not None and cq.spec.reclaim_within_cohort != "Never" \
-                and not self._borrows(cq, e.total):
-            for other in cq.cohort.members:
-                if other is not cq and other.admitted and other.borrowing():
-                    cands += [c for c in other.admitted.values()
-                              if c.state == "admitted" and self._may_preempt(e, c)]
-        if not cands:
-            return []
-        # Kueue's order: other queues' (borrowing) workloads first, lower priority first,
-        # most recently admitted first.
-        cands.sort(key=lambda c: (c.cq is cq, c.prio, -c.admission.order))  # type: ignore[union-attr]
-        removed: list[_Entry] = []
-        fitted = False
-        for c in cands:
-            if c.cq is not cq and not c.cq.borrowing():
-                continue
-            self._charge(c.cq, c.admission.flavor, c.total, -1)  # type: ignore[union-attr]
-            removed.append(c)
-            if self._flavor_for(cq, e.total) is not None:
-                fitted = True
-                break
-        if fitted:  # fill back: keep only the victims that are needed
-            for c in reversed(removed[:-1]):
-                self._charge(c.cq, c.admission.flavor, c.total, +1)  # type: ignore[union-attr]
-                if self._flavor_for(cq, e.total) is not None:
-                    removed.remove(c)
-                else:
-                    self._charge(c.cq, c.admission.flavor, c.total, -1)  # type: ignore[union-attr]
-        for c in removed:
-            self._charge(c.cq, c.admission.flavor, c.total, +1)  # type: ignore[union-attr]
-        return [c.w.id for c in removed] if fitted else []
 
     # -------------------------------------------------------------- positions
     def positions(self, queue: str) -> dict[str, int]:
@@ -490,6 +1045,17 @@ class Engine:
         cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
             [self._cqs[self.cluster_queue_of(queue)]]
         return [wid for cq in cqs for wid in cq.admitted]
+
+
+class _Targets(list):
+    """Preemption victims, with Kueue's Preempted reason for each."""
+    reasons: dict = {}
+
+
+def _cand_key(c: _Entry, group: int) -> tuple:
+    """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
+    1 other queues, 2 own queue), lower priority first, most recently admitted first."""
+    return (c.state != "evicting", group, c.prio, -c.reserved[0], -c.reserved[1], c.w.id)
 
 
 def _num(x: float) -> str:

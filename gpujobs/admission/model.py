@@ -4,6 +4,10 @@ Quota shapes accepted everywhere a quota is given::
 
     {"gpu": 8, "cpu": 64}                         # one flavor, called "default"
     {"a100": {"gpu": 8}, "h100": {"gpu": 4}}      # flavors in the order they are tried
+
+A ClusterQueue's ``quota`` is one resource group (every flavor covers the resources it lists);
+``resource_groups=[{...}, {...}]`` gives several (Kueue's ``resourceGroups``: each resource
+belongs to one group, and each group picks its flavor on its own, per pod set).
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ DEFAULT_FLAVOR = "default"
 STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
 WITHIN_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 RECLAIM = ("Never", "LowerPriority", "Any")
+BORROW_WITHIN_COHORT = ("Never", "LowerPriority")
+FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
+PREFERENCE = (None, "BorrowingOverPreemption", "PreemptionOverBorrowing")
+REQUEUING = ("Eviction", "Creation")
 INF = float("inf")
 
 
@@ -73,11 +81,14 @@ class ClusterQueue:
     ``borrowing_limit`` caps what this queue may use above nominal (None: unlimited,
     up to what the cohort has free); ``lending_limit`` caps what it lends (None: all).
     ``within_queue`` is ``preemption.withinClusterQueue``; ``reclaim_within_cohort`` is
-    ``preemption.reclaimWithinCohort``. ``local_queues`` name the LocalQueues pointing here
-    (the queue's own name always works too).
+    ``preemption.reclaimWithinCohort``; ``borrow_within_cohort`` (``Never`` or
+    ``LowerPriority``) and ``max_priority_threshold`` are ``preemption.borrowWithinCohort``.
+    ``when_can_borrow`` / ``when_can_preempt`` / ``preference`` are ``flavorFungibility``
+    (defaults as in Kueue v0.19: ``MayStopSearch`` / ``TryNextFlavor`` / none).
+    ``local_queues`` name the LocalQueues pointing here (the queue's own name always works too).
     """
     name: str
-    quota: Mapping
+    quota: Mapping | None = None
     cohort: str | None = None
     borrowing_limit: Mapping | None = None
     lending_limit: Mapping | None = None
@@ -85,8 +96,21 @@ class ClusterQueue:
     within_queue: str = "LowerPriority"
     reclaim_within_cohort: str = "Never"
     local_queues: Sequence[str] = ()
+    resource_groups: Sequence[Mapping] | None = None
+    borrow_within_cohort: str = "Never"
+    max_priority_threshold: int | None = None
+    when_can_borrow: str = "MayStopSearch"
+    when_can_preempt: str = "TryNextFlavor"
+    preference: str | None = None
 
     def __post_init__(self) -> None:
+        for fld, val, allowed in (("borrow_within_cohort", self.borrow_within_cohort, BORROW_WITHIN_COHORT),
+                                  ("when_can_borrow", self.when_can_borrow, FUNGIBILITY),
+                                  ("when_can_preempt", self.when_can_preempt, FUNGIBILITY),
+                                  ("preference", self.preference, PREFERENCE)):
+            if val not in allowed:
+                raise SpecError(f"queue {self.name}: {fld}", f"unknown {val!r}",
+                                f"use one of {', '.join(str(a) for a in allowed)}")
         if self.strategy not in STRATEGIES:
             raise SpecError(f"queue {self.name}: strategy", f"unknown {self.strategy!r}",
                             f"use one of {', '.join(STRATEGIES)}")
@@ -100,27 +124,38 @@ class ClusterQueue:
 
 @dataclass
 class Cohort:
-    """A set of ClusterQueues that lend each other unused quota; ``quota`` is extra
-    capacity the cohort itself owns (Kueue's Cohort resourceGroups)."""
+    """A set of ClusterQueues (and child cohorts) that lend each other unused quota; ``quota``
+    is extra capacity the cohort itself owns (Kueue's Cohort resourceGroups). ``parent`` makes
+    it a child of another cohort (hierarchical cohorts); ``borrowing_limit`` /
+    ``lending_limit`` then cap what it takes from / gives to its parent."""
     name: str
     quota: Mapping = field(default_factory=dict)
+    parent: str | None = None
+    borrowing_limit: Mapping | None = None
+    lending_limit: Mapping | None = None
 
 
 @dataclass(frozen=True)
 class Admission:
-    """Where an admitted workload landed."""
+    """Where an admitted workload landed. ``flavors`` is Kueue's podSetAssignments
+    ({pod set: {resource: flavor}}); ``flavor`` is the flavor of the first pod set's first
+    resource (the only one for single-flavor queues, kept for older callers)."""
     id: str
     cluster_queue: str
     flavor: str
     usage: Mapping[str, float]
     order: int  # admission counter (later = larger)
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass
 class Decisions:
-    """The outcome of one :meth:`Engine.schedule` call."""
+    """The outcome of one :meth:`Engine.schedule` call. No workload is in both lists."""
     admitted: list[Admission] = field(default_factory=list)
     preempted: list[tuple[str, str]] = field(default_factory=list)  # (victim, preemptor)
+    # victim -> Kueue's Preempted reason: InClusterQueue, InCohortReclamation,
+    # InCohortReclaimWhileBorrowing
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def admitted_ids(self) -> list[str]:

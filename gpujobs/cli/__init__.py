@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int)
     _common(p, outputs=())
 
+    p = sub.add_parser("stack", help="the Python stacks (all threads) of a running job's ranks",
+                       epilog=EPILOG)
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the ranks")
+    _common(p, outputs=("json", "yaml"))
+
     p = sub.add_parser("cancel", help="cancel jobs", epilog=EPILOG)
     p.add_argument("job", nargs="+", metavar="JOB")
     _common(p, outputs=())

@@ -240,6 +240,24 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def cmd_stack(args: argparse.Namespace) -> int:
+    """``gpujobs stack JOB [--rank N]``: every rank's Python stacks (as py-spy dump, no ptrace)."""
+    from ..handle import Job
+    job_id = job_ref(args, args.job)
+    backend = backend_for(args.backend, job_id)
+    stacks = Job(job_id, backend).stacks(rank=args.rank, timeout=args.timeout)
+    if args.output in ("json", "yaml"):
+        output.dump({str(r): text for r, text in stacks.items()}, args.output)
+        return exitcodes.OK if stacks else exitcodes.JOB_FAILED
+    for rank, text in stacks.items():
+        print(f"=== rank {rank} ===")
+        print(text.rstrip() + "\n")
+    if not stacks:
+        sys.stderr.write(f"gpujobs: no rank of {job_id} answered within {args.timeout:g} s\n")
+        return exitcodes.JOB_FAILED
+    return exitcodes.OK
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     for raw in args.job:
         job_id = job_ref(args, raw)

@@ -39,19 +39,34 @@ def reason(st: JobStatus) -> str:
 
 def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None) -> tuple[list[str], list[list[str]]]:
     now = now or time.time()
-    headers = ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON"]
+    headers = ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON", "PROGRESS"]
     if wide:
         headers += ["PRIORITY", "GANG", "BACKEND", "MESSAGE"]
     rows = []
     for st in statuses:
         row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
                str(st.queue_position) if st.queue_position else "-",
-               age(now - st.submitted_at if st.submitted_at else None), (reason(st) or "-")[:40]]
+               age(now - st.submitted_at if st.submitted_at else None), (reason(st) or "-")[:40],
+               progress_cell(st, now)]
         if wide:
             row += [st.priority or "-", f"{st.gang_ready}/{st.gang_size}" if st.gang_size else "-",
                     st.backend, st.message or "-"]
         rows.append(row)
     return headers, rows
+
+
+def progress_cell(st: JobStatus, now: float | None = None) -> str:
+    """'40/100 3.2/s 19s' (step/total, rate, time left); 'STALLED' while flagged; '-' without."""
+    p = st.progress
+    if st.stalled_since is not None and not st.terminal:
+        return "STALLED " + age((now or time.time()) - st.stalled_since)
+    if p is None:
+        return "-"
+    step = f"{p.step:g}" + (f"/{p.total:g}" if p.total else "")
+    rate = f" {p.rate:.2g}/s" if p.rate and not st.terminal else ""
+    left = f" {age(p.expected_end - (now or time.time()))}" if p.expected_end and not st.terminal \
+        and p.expected_end > (now or time.time()) else ""
+    return step + rate + left
 
 
 def sort_jobs(statuses: list[JobStatus]) -> list[JobStatus]:
@@ -83,6 +98,16 @@ def status_lines(st: JobStatus) -> str:
         rows.append(("Age", age(time.time() - st.submitted_at)))
     if st.elapsed is not None:
         rows.append(("Running for", age(st.elapsed)))
+    if st.progress is not None:
+        p = st.progress
+        rows.append(("Progress", p.text() if not st.terminal else p.text().split(" · ")[0]))
+        if p.metrics:
+            rows.append(("Metrics", ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                               for k, v in p.metrics.items())))
+        rows.append(("Reported", age(time.time() - p.updated) + " ago"))
+    if st.stalled_since is not None and not st.terminal:
+        rows.append(("Stalled", f"since {age(time.time() - st.stalled_since)}: "
+                                f"{st.extra.get('stall', '')}"))
     if st.exit_code is not None:
         rows.append(("Exit code", str(st.exit_code)))
     if st.reason:
@@ -115,6 +140,8 @@ class Progress:
                 self.live = False
 
     def update(self, st: JobStatus) -> None:
+        if self.live and (st.progress is not None or self._bar is not None):
+            return self._update_bar(st)
         text = st.summary()
         with self._lock:
             if self._status is not None:
@@ -125,8 +152,24 @@ class Progress:
                 self.stream.flush()
             self._last = text
 
+    _bar = None
+
+    def _update_bar(self, st: JobStatus) -> None:
+        """The job reports progress: a bar (tqdm if installed, else rich) replaces the spinner."""
+        with self._lock:
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+            if self._bar is None:
+                from ..views.terminal import ProgressDisplay
+                self._bar = ProgressDisplay(self.stream, live=True)
+        self._bar.update(st)
+
     def close(self) -> None:
         with self._lock:
             if self._status is not None:
                 self._status.stop()  # the command prints the final summary itself
                 self._status = None
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None

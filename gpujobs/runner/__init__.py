@@ -100,6 +100,55 @@ def set_title(title: str, short: str | None = None) -> None:
         pass
 
 
+_KEEP: list = []  # files faulthandler writes to (they must stay open)
+
+
+def enable_faulthandler(rank: int) -> None:
+    """A segfault or abort leaves every thread's Python stack in the rank's log (stderr); and,
+    with a ``dir:`` sink, SIGUSR2 dumps all threads' stacks into ``stacks-<rank>.txt`` for
+    ``job.stacks()`` (``stackpid-<rank>`` says which pid to signal: no ptrace needed)."""
+    import faulthandler
+    try:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+    except (ValueError, OSError, AttributeError):  # stderr without a file descriptor
+        pass
+    directory = result_dir()
+    if directory is None or not hasattr(signal, "SIGUSR2"):
+        return
+    try:
+        fh = open(directory / f"stacks-{rank}.txt", "a")
+        faulthandler.register(signal.SIGUSR2, file=fh, all_threads=True, chain=False)
+        _KEEP.append(fh)
+        tmp = directory / f"stackpid-{rank}.tmp"
+        tmp.write_text(json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
+        os.replace(tmp, directory / f"stackpid-{rank}.json")
+    except (OSError, ValueError, RuntimeError):
+        pass
+
+
+def _created() -> float | None:
+    """This process's start time as psutil reports it (so a reused pid is never signalled)."""
+    try:
+        import psutil
+        return psutil.Process().create_time()
+    except Exception:  # noqa: BLE001 - psutil missing: the pid alone
+        return None
+
+
+def _log_failure(outcome) -> None:
+    """The rank's own error with its full traceback; a peer's collateral error as one line
+    (its full traceback is still in the outcome: ``exc.remote_traceback``)."""
+    if outcome.collateral:
+        import re
+        msg = (outcome.exc_message.strip().splitlines() or [""])[0]
+        msg = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", msg)[:300]
+        sys.stderr.write(f"gpujobs: rank {outcome.rank} stopped because a peer rank failed "
+                         f"({outcome.exc_type.rsplit('.', 1)[-1]}: {msg}); the failing rank's "
+                         f"log holds the cause\n")
+    else:
+        sys.stderr.write(outcome.traceback)
+
+
 def main() -> int:
     from ..context import JobContext, _set_current
     from ..payload import Outcome, open_envelope, seal, unpack_call
@@ -120,6 +169,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: ctx.request_stop())
     _set_current(ctx)
     set_title(f"gpujobs {ctx.job_id} rank {rank}", f"r{rank} {ctx.job_id}")
+    enable_faulthandler(rank)
 
     if env.get("GPUJOBS_COMMAND"):
         return _run_command(json.loads(env["GPUJOBS_COMMAND"]), ctx, key)
@@ -132,6 +182,7 @@ def main() -> int:
         outcome = Outcome.success(ctx.rank, value)
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller
         outcome = Outcome.failure(ctx.rank, exc)
+    ctx._flush_progress()  # the final step reaches the final status
     rank = ctx.rank
     if not outcome.ok:
         _write_failure_marker(outcome)
@@ -148,7 +199,7 @@ def main() -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)  # skips interpreter teardown: ~0.4 s per gang, no atexit aborts
-    sys.stderr.write(outcome.traceback)
+    _log_failure(outcome)
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(1)
@@ -164,8 +215,11 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
 
     if argv and argv[0] in ("python", "python3"):
         argv = [sys.executable, *argv[1:]]
+    env = None
+    if os.path.basename(argv[0]).startswith("python"):  # its segfaults leave a stack too
+        env = dict(os.environ, PYTHONFAULTHANDLER="1")
     try:
-        proc = subprocess.Popen(argv)
+        proc = subprocess.Popen(argv, env=env)
     except OSError as exc:
         sys.stderr.write(f"gpujobs: cannot run {argv[0]!r}: {exc}\n")
         sys.stderr.flush()

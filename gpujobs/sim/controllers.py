@@ -27,7 +27,7 @@ from typing import Any
 
 from ..quantity import parse_quantity
 
-from ..admission import ClusterQueue, Engine, PodSet, Workload
+from ..admission import ClusterQueue, Cohort, Engine, PodSet, Workload
 from ..backends.kubernetes.podsets import container_requests
 from ..backends.kubernetes.status_map import conditions, kind_state, parse_time
 from ..errors import GpuJobsError
@@ -225,21 +225,48 @@ class SimControllers:
         self._covered: dict[str, set] = {}
         for cq in cqs:
             spec = cq.get("spec") or {}
-            quota: dict[str, dict[str, float]] = {}
+            groups, blim, llim = [], {}, {}
             for rg in spec.get("resourceGroups") or []:
+                group: dict[str, dict[str, float]] = {}
                 for fl in rg.get("flavors") or []:
                     for r in fl.get("resources") or []:
-                        quota.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        group.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
+                            if r.get(key) is not None:
+                                lim.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r[key], key))
+                groups.append(group)
             pre = spec.get("preemption") or {}
-            self._covered[cq["metadata"]["name"]] = {r for q in quota.values() for r in q}
+            bwc = pre.get("borrowWithinCohort") or {}
+            ff = spec.get("flavorFungibility") or {}
+            self._covered[cq["metadata"]["name"]] = {r for g in groups for q in g.values() for r in q}
             queues.append(ClusterQueue(
-                cq["metadata"]["name"], quota, cohort=spec.get("cohortName") or spec.get("cohort"),
+                cq["metadata"]["name"], None, resource_groups=groups,
+                cohort=spec.get("cohortName") or spec.get("cohort"),
+                borrowing_limit=blim or None, lending_limit=llim or None,
                 strategy=spec.get("queueingStrategy", "BestEffortFIFO"),
                 within_queue=pre.get("withinClusterQueue", "Never"),
                 reclaim_within_cohort=pre.get("reclaimWithinCohort", "Never"),
+                borrow_within_cohort=bwc.get("policy", "Never"),
+                max_priority_threshold=bwc.get("maxPriorityThreshold"),
+                when_can_borrow=ff.get("whenCanBorrow", "MayStopSearch"),
+                when_can_preempt=ff.get("whenCanPreempt", "TryNextFlavor"),
+                preference=ff.get("preference"),
                 local_queues=[f"{lq['metadata']['namespace']}/{lq['metadata']['name']}" for lq in lqs
                               if (lq.get("spec") or {}).get("clusterQueue") == cq["metadata"]["name"]]))
-        self._engine = Engine(queues, priorities=prios, default_priority=0)
+        cohorts = []  # Kueue Cohort objects: a parent and quota of their own (hierarchical cohorts)
+        for co in self.store.list(WL_API, "Cohort"):
+            spec = co.get("spec") or {}
+            own, blim, llim = {}, {}, {}
+            for rg in spec.get("resourceGroups") or []:
+                for fl in rg.get("flavors") or []:
+                    for r in fl.get("resources") or []:
+                        own.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
+                            if r.get(key) is not None:
+                                lim.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r[key], key))
+            cohorts.append(Cohort(co["metadata"]["name"], own, parent=spec.get("parentName") or None,
+                                  borrowing_limit=blim or None, lending_limit=llim or None))
+        self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0)
         for wl in self.store.list(WL_API, "Workload"):
             w = self._engine_workload(wl)
             if w is None or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
@@ -249,7 +276,9 @@ class SimControllers:
                 continue
             try:
                 if _is_true(wl, "QuotaReserved"):
-                    self._engine.restore_admitted(w)
+                    self._engine.restore_admitted(w, {  # the flavors Kueue wrote at admission
+                        a["name"]: a.get("flavors") or {} for a in
+                        ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []})
                     if self._waits_for_pods(wl) and self.pods_ready_timeout_s is not None:
                         admitted = _cond_time(wl, "Admitted") or time.time()
                         self.changes.at("ready", _wkey(wl), admitted + self.pods_ready_timeout_s)
@@ -353,8 +382,8 @@ class SimControllers:
             def admit(o: dict, adm: Any = adm) -> None:
                 st = o.setdefault("status", {})
                 st["admission"] = {"clusterQueue": adm.cluster_queue, "podSetAssignments": [
-                    {"name": ps["name"], "count": ps.get("count", 1), "flavors": {
-                        r: adm.flavor for r in _pod_requests(ps.get("template") or {})}}
+                    {"name": ps["name"], "count": ps.get("count", 1),
+                     "flavors": dict(adm.flavors.get(ps["name"]) or {})}
                     for ps in o["spec"]["podSets"]]}
                 _cond(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {adm.cluster_queue}")
                 _cond(o, "Admitted", "True", "Admitted", "The workload is admitted")
@@ -372,13 +401,14 @@ class SimControllers:
         for victim, by in d.preempted:
             ns, name = victim.split("/", 1)
             by_wl = self.store.get(WL_API, "Workload", by.split("/", 1)[1], ns) or {"metadata": {}}
+            reason = d.reasons.get(victim, "InClusterQueue")
             msg = (f"Preempted to accommodate a workload (UID: {by_wl['metadata'].get('uid', '')}, JobUID: "
-                   f"{(by_wl['metadata'].get('labels') or {}).get(JOB_UID, '')}) due to prioritization in the "
-                   "ClusterQueue")
+                   f"{(by_wl['metadata'].get('labels') or {}).get(JOB_UID, '')}) due to "
+                   f"{_PREEMPTION_WHY.get(reason, 'prioritization in the ClusterQueue')}")
 
-            def evict(o: dict, msg: str = msg) -> None:
+            def evict(o: dict, msg: str = msg, reason: str = reason) -> None:
                 _evict(o, "Preempted", msg)
-                _cond(o, "Preempted", "True", "InClusterQueue", msg)
+                _cond(o, "Preempted", "True", reason, msg)
             wl = self.store.mutate(WL_API, "Workload", name, ns, evict)
             if wl is not None:
                 self._set_job_suspend(wl, True)
@@ -567,6 +597,12 @@ def _iso(t: float) -> str:
 
 def _ts(obj: dict) -> float:
     return parse_time(obj["metadata"].get("creationTimestamp")) or 0.0
+
+
+# Kueue preemption.HumanReadablePreemptionReasons
+_PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
+                   "InCohortReclamation": "reclamation within the cohort",
+                   "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing"}
 
 
 def _pod_requests(template: dict) -> dict[str, float]:

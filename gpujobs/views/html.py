@@ -91,6 +91,38 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
             f'<div class="gpujobs-meta" style="color:#57606a;font-size:90%">{line2}</div>')
 
 
+def progress_html(status: JobStatus, now: float | None = None) -> str:
+    """The ``ctx.progress`` bar: step/total, percent, rate, time left, metrics; a stall flag."""
+    p = status.progress
+    out = ""
+    if p is not None:
+        frac = p.fraction
+        now = time.time() if now is None else now
+        bits = [f"step {p.step:g}" + (f" / {p.total:g}" if p.total else "")]
+        if frac is not None:
+            bits.append(f"{100 * frac:.0f}%")
+        if p.rate and not status.terminal:
+            bits.append(f"{p.rate:.3g} steps/s" if p.rate >= 0.1 else f"{60 * p.rate:.3g} steps/min")
+        if p.expected_end is not None and not status.terminal:
+            bits.append(f"{fmt_duration(max(0.0, p.expected_end - now))} left")
+        if p.metrics:
+            bits.append(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                  for k, v in list(p.metrics.items())[:6]))
+        bar = ""
+        if frac is not None:
+            color = "#1a7f37" if status.phase != "failed" else "#cf222e"
+            bar = (f'<span class="gpujobs-progress-bar" style="display:inline-block;width:160px;'
+                   f'height:10px;background:#eee;vertical-align:middle;margin-right:6px">'
+                   f'<span style="display:block;width:{100 * frac:.1f}%;height:10px;'
+                   f'background:{color}"></span></span>')
+        out = (f'<div class="gpujobs-progress" data-step="{p.step:g}">{bar}'
+               f'{esc(" · ".join(bits))}</div>')
+    if status.stalled_since is not None and not status.terminal:
+        out += (f'<div class="gpujobs-stalled" style="color:#bc4c00">'
+                f'{esc(status.extra.get("stall") or "stalled")}</div>')
+    return out
+
+
 def metrics_html(status: JobStatus, history: History | None = None) -> str:
     """A table row per (rank, device): busy % and memory sparklines, latest values."""
     if not status.metrics:
@@ -163,7 +195,8 @@ def result_html(result_text: str) -> str:
 def render_job_html(status: JobStatus, history: History | None = None, logs_tail: str = "",
                     result_text: str = "") -> str:
     """The whole job card as one static HTML block."""
-    parts = [header_html(status), metrics_html(status, history), result_html(result_text)]
+    parts = [header_html(status), progress_html(status), metrics_html(status, history),
+             result_html(result_text)]
     tl = timeline_html(status)
     if tl:
         parts.append(f"<details><summary>timeline</summary>{tl}</details>")

@@ -20,8 +20,8 @@ from typing import Any, Callable
 import ipywidgets as W
 
 from ..status import JobStatus
-from .html import (header_html, last_line_html, logs_html, metrics_html, render_job_html,
-                   result_html, timeline_html)
+from .html import (header_html, last_line_html, logs_html, metrics_html, progress_html,
+                   render_job_html, result_html, timeline_html)
 from .table import frame_html, jobs_frame
 
 from .live import JobUpdater, StatusSource  # noqa: F401  (re-exported)
@@ -47,8 +47,8 @@ def ranks_alive(status: JobStatus) -> bool:
 
 
 class JobWidget(W.VBox):
-    """Compact: phase badge, queue position, gang bar k/N, Cancel, the newest log line and the
-    result; "details" expands the metric sparklines, the timeline and the log tail.
+    """Compact: phase badge, queue position, gang bar k/N, Cancel, the ``ctx.progress`` bar, the
+    newest log line and the result; "details" expands the metric sparklines, the timeline and the log tail.
     ``update(status)`` is the only way it changes."""
 
     #: a cancelled job shows "cancelling…" while its ranks exit, at most this long
@@ -65,6 +65,7 @@ class JobWidget(W.VBox):
                                        tooltip="metrics, timeline and logs",
                                        layout=W.Layout(width="90px"))
         self.expanded = False
+        self.progress = W.HTML()
         self.metrics = W.HTML()
         self.result = W.HTML()
         self.timeline = W.HTML()
@@ -86,7 +87,7 @@ class JobWidget(W.VBox):
         self.renders = 0
         super().__init__(children=[
             self.header, W.HBox([self.gang, self.gang_label, self.cancel_button, self.details_button]),
-            self.last_line, self.result, self.error, self.details],
+            self.progress, self.last_line, self.result, self.error, self.details],
             layout=W.Layout(border="1px solid #d0d7de", padding="2px 4px"))
         self.add_class("gpujobs-job-widget")
         if status is not None:
@@ -123,8 +124,8 @@ class JobWidget(W.VBox):
         if result_text is not None:
             self.result_text = result_text
         self._record_metrics(status)
-        parts = [self, self.header, self.gang, self.gang_label, self.cancel_button, self.metrics,
-                 self.result, self.timeline, self.logs, self.last_line]
+        parts = [self, self.header, self.gang, self.gang_label, self.cancel_button, self.progress,
+                 self.metrics, self.result, self.timeline, self.logs, self.last_line]
         cancelling = self.ending(status)
         with contextlib.ExitStack() as stack:
             for w in parts:
@@ -145,6 +146,7 @@ class JobWidget(W.VBox):
                 self.cancel_button.description = "ended"
                 self.cancel_button.button_style = ""
                 self.cancel_button.icon = ""
+            self.progress.value = progress_html(status)  # compact too: the bar is always shown
             self.metrics.value = metrics_html(status, self._history)
             self.result.value = result_html(self.result_text)
             self.timeline.value = timeline_html(status)

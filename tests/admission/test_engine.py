@@ -186,3 +186,113 @@ def test_remove_pending_and_admitted():
     assert eng.positions("q") == {"c": 1}
     eng.remove("a")
     assert eng.schedule().admitted_ids == ["c"]
+
+
+def test_never_admitted_and_preempted_in_one_pass_issue_22():
+    """[local-reliability] engine reproduction: the pass that admits C and preempts B for D,
+    then E arrives. Kueue takes heads that fit within nominal (E) before heads that borrow (D):
+    E is admitted, D waits, and no workload is both admitted and preempted."""
+    eng = Engine([ClusterQueue("qa", {"gpu": 2}, cohort="lab", reclaim_within_cohort="Any"),
+                  ClusterQueue("qb", {"gpu": 2}, cohort="lab", reclaim_within_cohort="LowerPriority")])
+    eng.add(wl("A", "qa", 1, "high", t=0, ranks=2))
+    eng.add(wl("B", "qb", 1, "normal", t=1, ranks=1))
+    assert sorted(eng.schedule().admitted_ids) == ["A", "B"]
+    eng.finish("A")
+    eng.add(wl("C", "qb", 1, "high", t=2, ranks=2))
+    eng.add(wl("D", "qb", 1, "high", t=3, ranks=2))
+    d = eng.schedule()
+    assert d.admitted_ids == ["C"] and d.preempted == [("B", "D")]
+    eng.requeue("B")
+    eng.add(wl("E", "qa", 1, "low", t=4, ranks=2))
+    d = eng.schedule()
+    assert not set(d.admitted_ids) & {v for v, _ in d.preempted}
+    assert d.admitted_ids == ["E"] and d.preempted == []
+    assert eng.state("D") == "pending" and eng.positions("qb") == {"D": 1, "B": 2}
+
+
+def test_workload_admitted_earlier_in_the_pass_is_put_back_not_preempted():
+    """A victim chosen among workloads admitted in the same schedule() call never started:
+    it goes back to its queue instead of being reported as both admitted and preempted.
+    Cycle 1: qp's head h1 cannot be admitted (no candidates), qv's v borrows 1 from qp;
+    cycle 2: qp's next head p reclaims from v; v is put back and p admitted."""
+    eng = Engine([ClusterQueue("qp", {"gpu": 2}, cohort="c", borrowing_limit={"gpu": 0},
+                               reclaim_within_cohort="Any"),
+                  ClusterQueue("qv", {"gpu": 2}, cohort="c")])
+    eng.restore_admitted(wl("w", "qp", 1, "high", t=0))
+    eng.add(wl("h1", "qp", 2, "high", t=1))
+    eng.add(wl("p", "qp", 1, "normal", t=2))
+    eng.add(wl("v", "qv", 3, "low", t=3))
+    d = eng.schedule()
+    assert not set(d.admitted_ids) & {v for v, _ in d.preempted}
+    assert d.admitted_ids == ["p"] and d.preempted == []
+    assert eng.state("v") == "pending" and eng.usage("qv")[("default", "gpu")] == 0
+
+
+# The four preemption families of [kueue-exact] (Kueue v0.19.2, pkg/scheduler/preemption):
+# each test fails with the engine before the Kueue rewrite.
+
+def test_reclaim_when_preemptor_ends_within_nominal_after_its_own_queue_too():
+    """Classical candidates: without borrowWithinCohort, other queues' borrowers are taken
+    together with lower-priority work of the preemptor's own queue when the preemptor then
+    fits within its nominal quota (the attempt without borrowing)."""
+    eng = Engine([ClusterQueue("qa", {"gpu": 4}, cohort="c", reclaim_within_cohort="Any"),
+                  ClusterQueue("qb", {"gpu": 4}, cohort="c")])
+    eng.restore_admitted(wl("low", "qa", 2, "low"))
+    eng.restore_admitted(wl("b1", "qb", 4, "normal"))
+    eng.restore_admitted(wl("b2", "qb", 2, "normal"))  # qb borrows 2 of qa's
+    eng.add(wl("p", "qa", 4, "high", t=1))
+    d = eng.schedule()
+    assert sorted(d.preempted) == [("b2", "p"), ("low", "p")]
+    assert d.reasons == {"b2": "InCohortReclamation", "low": "InClusterQueue"}
+
+
+def test_no_preemption_for_a_request_above_nominal_quota():
+    """A request larger than the queue's nominal quota may not preempt (it would have to
+    borrow after the preemption) unless borrowWithinCohort allows it."""
+    def run(**kw):
+        eng = Engine([ClusterQueue("q", {"gpu": 2}, cohort="c", **kw),
+                      ClusterQueue("o", {"gpu": 2}, cohort="c")])
+        eng.restore_admitted(wl("low", "q", 2, "low"))
+        eng.restore_admitted(wl("o1", "o", 1, "low"))
+        eng.add(wl("high", "q", 3, "high", t=1))
+        return eng.schedule().preempted
+    assert run() == []
+    assert run(borrow_within_cohort="LowerPriority") == [("low", "high")]
+
+
+def test_victims_of_the_cycle_are_taken_out_before_the_next_fit_check():
+    """Two queues preempt in the same cycle: the first preemptor holds the quota its victim
+    frees, and the second queue's fit check does not count the first victim either."""
+    eng = Engine([ClusterQueue("qa", {"gpu": 2}, cohort="c"),
+                  ClusterQueue("qb", {"gpu": 2}, cohort="c")])
+    eng.restore_admitted(wl("la", "qa", 2, "low"))
+    eng.restore_admitted(wl("lb", "qb", 2, "low"))
+    eng.add(wl("ha", "qa", 2, "high", t=1))
+    eng.add(wl("hb", "qb", 2, "high", t=2))
+    assert sorted(eng.schedule().preempted) == [("la", "ha"), ("lb", "hb")]
+
+
+def test_victims_only_from_the_first_flavor_whose_preemption_makes_it_fit():
+    eng = Engine([ClusterQueue("q", {"a": {"gpu": 2}, "b": {"gpu": 2}})])
+    eng.restore_admitted(wl("la", "q", 2, "low"), "a")
+    eng.restore_admitted(wl("lb", "q", 2, "low"), "b")  # admitted later: the old pick
+    eng.add(wl("high", "q", 2, "high", t=1))
+    assert eng.schedule().preempted == [("la", "high")]
+    eng.requeue("la")
+    d = eng.schedule()
+    assert d.admitted_ids == ["high"] and d.admitted[0].flavors == {"ranks": {"gpu": "a"}}
+
+
+def test_hierarchical_cohort_lends_its_subtree_and_refuses_a_cycle():
+    """A child cohort's queues borrow the root's own quota; a cycle of parents is a SpecError."""
+    eng = Engine([ClusterQueue("a", {"gpu": 2}, cohort="team"),
+                  ClusterQueue("b", {"gpu": 2}, cohort="other")],
+                 cohorts=[Cohort("team", parent="org"), Cohort("other", parent="org"),
+                          Cohort("org", {"gpu": 4})])
+    assert eng.can_ever_fit(wl("x", "a", 8))[0] and not eng.can_ever_fit(wl("y", "a", 9))[0]
+    eng.add(wl("big", "a", 6))
+    eng.add(wl("b1", "b", 2, t=1))
+    assert sorted(eng.schedule().admitted_ids) == ["b1", "big"]
+    with pytest.raises(SpecError, match="cycle"):
+        Engine([ClusterQueue("a", {"gpu": 1}, cohort="x")],
+               cohorts=[Cohort("x", parent="y"), Cohort("y", parent="x")])

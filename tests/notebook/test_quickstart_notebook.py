@@ -47,7 +47,7 @@ def test_quickstart_notebook_runs_and_saves_the_final_widget_state(nb_env, tmp_p
     assert details["description"] == "details"  # compact: metrics, timeline, logs expand
     assert (progress["value"], progress["max"], label["value"]) == (2, 2, "gang 2/2 ready")
     assert button["disabled"] is True
-    result = kids[3]["value"]
+    result = kids[4]["value"]
     assert "{&#x27;total&#x27;: 21.0, &#x27;world&#x27;: 2}" in result
 
 

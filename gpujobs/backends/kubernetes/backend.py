@@ -204,6 +204,11 @@ class KubernetesBackend:
         from . import live
         return live.metrics_history(self, job_id)
 
+    def progress_history(self, job_id: str) -> list[dict]:
+        """The ranks' ``ctx.progress`` reports (GPUJOBS-PROGRESS lines of the pod logs)."""
+        from . import live
+        return live.progress_history(self, job_id)
+
     def cancel(self, job_id: str) -> None:
         from . import live
         live.cancel(self, job_id)

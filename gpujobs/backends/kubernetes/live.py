@@ -98,6 +98,14 @@ def metrics_history(backend: Any, job_id: str) -> list:
     return pm.history(job_id)
 
 
+def progress_history(backend: Any, job_id: str) -> list[dict]:
+    """``job.progress()``: the ranks' ``ctx.progress`` reports from the pods' log tails."""
+    pm = pod_metrics.for_backend(backend)
+    st = _hub_status(backend, job_id)
+    pm.refresh(job_id, terminal=st is not None and st.terminal, force=True)
+    return pm.progress(job_id)
+
+
 def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
     """``cb`` on every status change, carrying the metrics already read (no log read in the
     watch thread: ``status()`` and ``metrics()`` read new samples)."""

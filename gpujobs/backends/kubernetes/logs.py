@@ -5,7 +5,8 @@ the index at the end of their name. Memory is bounded: followed lines pass throu
 bounded queue (producers block when the reader is slow). Result lines
 (``GPUJOBS-RESULT``, large base64) and metrics lines (``GPUJOBS-METRICS``, written by
 the pod bootstrap) are not shown; metrics lines go to ``metrics_sink`` instead
-(pod_metrics.PodMetrics.feed), so following the logs also keeps job metrics current.
+(pod_metrics.PodMetrics.feed), so following the logs also keeps job metrics current; so do
+``ctx.progress`` lines (``GPUJOBS-PROGRESS``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any, Callable, Iterator
 from kubernetes.client.exceptions import ApiException
 
 from ...metrics import METRICS_MARKER
+from ...progress import PROGRESS_MARKER
 from ...runner import RESULT_MARKER
 from .results import job_pods, read_pod_log
 
@@ -38,6 +40,8 @@ def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str
     if line.lstrip().startswith(RESULT_MARKER + " "):
         return None
     i = line.find(METRICS_MARKER + " ")
+    if i < 0:
+        i = line.find(PROGRESS_MARKER + " ")  # ctx.progress reports: status, not output
     if i >= 0:
         if metrics_sink is not None:
             metrics_sink(line)

@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...errors import KubernetesError
 from ...metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
+from ...progress import PROGRESS_MARKER, parse_progress_line, summarize
 from ...status import GpuSample, JobStatus
 from . import naming
 from .results import job_pods
@@ -42,6 +43,20 @@ class _JobSeries:
         self.last: dict[tuple[int, int], float] = {}
         self.read_at = 0.0  # monotonic time of the last on-demand read
         self.final = False  # read after the job ended: complete
+        self.progress: list[dict] = []  # ctx.progress reports (GPUJOBS-PROGRESS lines) [progress]
+        self._progress_keys: set[tuple] = set()
+        self.stall = StallEvidence()
+
+    def add_progress(self, rep: dict) -> None:
+        key = (rep["rank"], rep["time"], rep["step"])
+        if key in self._progress_keys:
+            return
+        self._progress_keys.add(key)
+        self.progress.append(rep)
+        if len(self.progress) > 10_000:
+            old = self.progress[:5_000]
+            del self.progress[:5_000]
+            self._progress_keys.difference_update((r["rank"], r["time"], r["step"]) for r in old)
 
     def add(self, samples: Iterable[GpuSample]) -> None:
         new = []
@@ -72,7 +87,12 @@ class PodMetrics:
             return s
 
     def feed(self, job_id: str, line: str) -> bool:
-        """Take a log line; True when it was a metrics line (the caller hides it)."""
+        """Take a log line; True when it was a metrics or progress line (the caller hides it)."""
+        if PROGRESS_MARKER in line:
+            rep = parse_progress_line(line)
+            if rep is not None:
+                self._series(job_id).add_progress(rep)
+                return True
         samples = parse_metrics_line(line)
         if samples is None:
             return False
@@ -92,9 +112,14 @@ class PodMetrics:
         except (ApiException, KubernetesError, OSError):  # metrics never fail a status call
             return
         for pod in pods:
-            for line in self._tail(ns, pod["metadata"]["name"]).splitlines():
-                if METRICS_MARKER in line:
+            pname = pod["metadata"]["name"]
+            last_output = ""
+            for line in self._tail(ns, pname).splitlines():
+                if METRICS_MARKER in line or PROGRESS_MARKER in line:
                     self.feed(job_id, line)
+                elif line.strip():
+                    last_output = line
+            series.stall.output(pname, last_output)
         if terminal:
             series.final = True
 
@@ -115,12 +140,71 @@ class PodMetrics:
     def latest(self, job_id: str) -> tuple[GpuSample, ...]:
         return self._series(job_id).history.latest()
 
+    def progress(self, job_id: str) -> list[dict]:
+        return sorted(self._series(job_id).progress, key=lambda r: r["time"])
+
     def with_metrics(self, st: JobStatus) -> JobStatus:
-        """``st`` carrying the job's latest sample per (rank, device) (read on demand if stale)."""
+        """``st`` carrying the job's latest sample per (rank, device) (read on demand if stale),
+        its latest ``ctx.progress`` report and, while running, the stall flag."""
         if st.phase in ("running",) or st.terminal:
             self.refresh(st.job_id, terminal=st.terminal)
         latest = self.latest(st.job_id)
-        return st.with_(metrics=latest) if latest else st
+        if latest:
+            st = st.with_(metrics=latest)
+        series = self._series(st.job_id)
+        progress = summarize(series.progress[-160:])
+        if progress is not None:
+            st = st.with_(progress=progress)  # the ranks' own reports beat trainerStatus
+        if st.phase == "running":
+            since, message = series.stall.verdict(series.progress, series.history.samples())
+            if since is not None:
+                st = st.with_(stalled_since=since, extra={**st.extra, "stall": message})
+        return st
+
+
+class StallEvidence:
+    """Stall detection from what the pod logs say (see gpujobs.backends.local.liveness for
+    the rule): progress reports, CPU/GPU samples per rank, and whether a pod's last output
+    line changed between reads. Settings from the client's environment:
+    ``GPUJOBS_STALL_FLOOR_S`` (60), ``GPUJOBS_STALL_FACTOR`` (5)."""
+
+    def __init__(self) -> None:
+        self._last_line: dict[str, str] = {}
+        self.output_at = time.time()  # the last time any pod's output moved (as seen here)
+
+    def output(self, pod: str, last_line: str) -> None:
+        if self._last_line.get(pod) != last_line:
+            self._last_line[pod] = last_line
+            self.output_at = time.time()
+
+    def verdict(self, progress: list[dict], samples: list[GpuSample],
+                now: float | None = None) -> tuple[float | None, str]:
+        from ...progress import BUSY_PCT, stall_settings, usual_interval
+        now = time.time() if now is None else now
+        floor, factor = stall_settings({})
+        if floor <= 0 or not samples:
+            return None, ""  # no CPU/GPU evidence: never call a rank idle
+        usual = usual_interval(progress[-200:])
+        limit = max(floor, factor * usual) if usual else floor
+        last_progress = max((r["time"] for r in progress), default=0.0)
+        first: dict[int, float] = {}
+        busy_at: dict[int, float] = {}
+        for s in samples:
+            first[s.rank] = min(first.get(s.rank, s.time), s.time)
+            if (s.util or 0) > BUSY_PCT:
+                busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
+        quiet: dict[int, float] = {}
+        for rank in first:
+            active = max(last_progress, self.output_at, busy_at.get(rank, first[rank]))
+            if now - active > limit:
+                quiet[rank] = active
+        if not quiet:
+            return None, ""
+        names = sorted(quiet)
+        head = f"rank {names[0]}" if len(names) == 1 else "ranks " + ", ".join(map(str, names))
+        return min(quiet.values()), (
+            f"stalled? {head} quiet for {now - min(quiet.values()):.0f} s (no progress, no "
+            f"output, CPU/GPU idle; threshold {limit:.0f} s)")
 
 
 def for_backend(backend: Any) -> PodMetrics:

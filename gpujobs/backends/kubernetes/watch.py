@@ -26,6 +26,7 @@ from . import status_map
 from .kinds import KINDS
 from .naming import LABEL_JOB as JOB_LABEL
 from .retry import retry_after_s
+from .trainer_status import with_trainer_status
 
 WL = ("kueue.x-k8s.io", "v1beta2", "workloads")
 PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
@@ -336,8 +337,9 @@ class StatusHub:
             positions = self._positions.get(queue)
             wl_name = (wl or {}).get("metadata", {}).get("name")
             pos = positions.get(wl_name) if positions is not None and wl_name else None
-            return status_map.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
-                                         position=pos, position_available=self._visibility_version is not None)
+            st = status_map.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
+                                       position=pos, position_available=self._visibility_version is not None)
+            return with_trainer_status(st, job)  # [progress] a TrainJob's status.trainerStatus
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:

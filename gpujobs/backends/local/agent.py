@@ -32,7 +32,7 @@ from ...devices import local_gpu_slots
 from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
-from . import protocol
+from . import private, protocol
 from .gang import GangExit, describe_returncode, first_failed
 from .launchers import make_gang
 from .store import Store
@@ -54,6 +54,7 @@ class Rec:
     deadline: float = 0.0
     metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
     ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
+    watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
 
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
@@ -169,15 +170,16 @@ class Agent:
 
     # ------------------------------------------------------------- records
     def _need(self, spec: dict) -> tuple[int, int]:
-        """(ranks, GPU slots per rank): without real GPUs every rank takes one slot."""
+        """(ranks, GPU slots per rank); a rank asking for 0 GPUs takes no slot (it is charged
+        CPUs, see _workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
         world = int(spec["nodes"]) * int(spec["procs_per_node"])
-        per = int(spec["gpus_per_proc"])
-        return world, (per if self.real else max(per, 1))
+        return world, int(spec["gpus_per_proc"])
 
     def _workload(self, rec: Rec) -> Workload:
         world, per = self._need(rec.spec)
+        ask = {"gpu": per} if per else {"cpu": float(rec.spec.get("cpus_per_proc") or 1.0)}
         return Workload(rec.id, rec.spec.get("queue") or "default",
-                        [PodSet("ranks", world, {"gpu": per})], priority=rec.spec.get("priority"),
+                        [PodSet("ranks", world, ask)], priority=rec.spec.get("priority"),
                         created=rec.status.submitted_at or 0.0)
 
     def _update(self, rec: Rec, event: str | None = None, msg: str = "", **changes: Any) -> None:
@@ -290,6 +292,9 @@ class Agent:
         spec = msg["spec"]
         JobSpec.from_dict(spec, b"x")  # validates (raises SpecError)
         jid = msg["id"]
+        # The folder comes from the id, never from the client: jobs/<id>, a private folder
+        # of this user's (SpecError otherwise; a "job_dir" sent along must name it).
+        job_dir = str(private.job_folder(self.home, jid, msg.get("job_dir")))
         if jid in self.recs or self.store.status(jid) is not None:
             return {"ok": True, "id": jid, "cpu_ranks": not self.real}  # idempotent retry
         world, per = self._need(spec)
@@ -297,10 +302,10 @@ class Agent:
         st = JobStatus(job_id=jid, phase="queued", name=msg.get("name", jid), queue=spec.get("queue") or "default",
                        priority=spec.get("priority"), user=msg.get("user", ""), gpus=world * int(spec["gpus_per_proc"]),
                        gang_size=world, submitted_at=now, cpu_ranks=not self.real,
-                       extra={"return_all": bool(spec.get("return_all")), "job_dir": msg["job_dir"]})
+                       extra={"return_all": bool(spec.get("return_all")), "job_dir": job_dir})
         self.seq += 1
         rec = Rec(jid, self.seq, st, spec,
-                  {"cwd": msg.get("cwd"), "job_dir": msg["job_dir"], "restarts": 0})
+                  {"cwd": msg.get("cwd"), "job_dir": job_dir, "restarts": 0})
         self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
         self.engine.add(self._workload(rec))   # unknown priority / never fits -> errors
         self.recs[jid] = rec
@@ -420,6 +425,9 @@ class Agent:
         self.wake.set()  # its slots are free: schedule again at once
 
     def _finish(self, rec: Rec, result: GangExit, note: str = "") -> None:
+        final = self._final_progress(rec)
+        if final:
+            rec.status = rec.status.with_(**final)
         if result.ok:
             self._update(rec, "finished", "succeeded" + note, phase="succeeded", exit_code=0,
                          finished_at=time.time())
@@ -499,14 +507,57 @@ class Agent:
         except Exception:  # noqa: BLE001 - metrics never stop a job
             traceback.print_exc()
             return
+        try:
+            from .liveness import GangWatch, spec_env
+            rec.watch = GangWatch(rec.runtime["job_dir"],
+                                  {r: pid for r, (pid, _) in ranks_of_gang(rec.gang, devices).items()},
+                                  spec_env(rec.spec))
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
         jm.on_update = lambda latest: self._on_metrics(rec, jm, latest)
         rec.metrics = jm.start()
 
     def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
+        seen = self._watch(rec, latest)  # file reads (and a stack dump) outside the lock
         with self.lock:
             if rec.metrics is jm and not rec.status.terminal:
-                rec.status = rec.status.with_(metrics=latest)  # pushed, not stored each round
+                changes: dict[str, Any] = {"metrics": latest}
+                if seen is not None:
+                    progress, since, message = seen
+                    changes.update(progress=progress or rec.status.progress, stalled_since=since)
+                    if message != rec.status.extra.get("stall", ""):
+                        changes["extra"] = {**rec.status.extra, "stall": message}
+                        if message or rec.status.stalled_since is not None:
+                            self.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
+                            changes["events"] = rec.status.events + (JobEvent(
+                                time.time(), "stalled" if message else "moving",
+                                message or "the quiet ranks move again"),)
+                rec.status = rec.status.with_(**changes)  # pushed, not stored each round
                 self._emit(rec)
+
+    @staticmethod
+    def _watch(rec: Rec, latest: tuple) -> Any:
+        watch = rec.watch
+        if watch is None:
+            return None
+        try:
+            return watch.observe(latest)
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
+            return None
+
+    def _final_progress(self, rec: Rec) -> dict:
+        """The job's last progress report (written when its function returned)."""
+        watch, rec.watch = rec.watch, None
+        if watch is None:
+            return {}
+        try:
+            watch.tail.read()
+            latest = watch.tail.latest()
+        except Exception:  # noqa: BLE001
+            return {}
+        return {"progress": latest, "stalled_since": None} if latest is not None else \
+            {"stalled_since": None}
 
     def _spawner(self):
         z = self.zygote
@@ -540,12 +591,13 @@ class Agent:
     def run(self) -> None:
         self._start_zygote()
         path = protocol.socket_path(self.home)
-        if path.exists():
+        private.make_socket_dir(path.parent)  # ours, 0700: nobody else can reach the socket
+        if path.exists() or path.is_symlink():
             path.unlink()
-        server = socketserver.ThreadingUnixStreamServer(str(path), make_handler(self))
-        server.daemon_threads = True
+        server = PeerCheckedServer(str(path), make_handler(self))
+        os.chmod(path, 0o600)
         threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
-        (self.home / "agent.pid").write_text(str(os.getpid()))
+        private.write_private(self.home / "agent.pid", str(os.getpid()))
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
         try:
             while not self.stopping:
@@ -611,6 +663,23 @@ def _create_time(pid: int) -> float:
         return psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:
         return 0.0
+
+
+class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
+    """Serves only its own user: a connection from any other uid (SO_PEERCRED) is closed at
+    accept, before a byte of it is read (the socket's 0700 folder should already keep
+    others out; this holds even when it does not)."""
+    daemon_threads = True
+
+    def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
+        try:
+            uid = private.peer_uid(request)
+        except OSError:
+            return False
+        if uid != os.geteuid():
+            print(f"gpujobs agent: refused a connection from uid {uid}", file=sys.stderr, flush=True)
+            return False
+        return True
 
 
 def make_handler(agent: Agent):
@@ -712,11 +781,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemonize", action="store_true")
     args = ap.parse_args(argv)
     home = Path(args.home)
+    try:
+        private.make_home(home)  # ours, writable by no one else (else nothing is started)
+    except (GpuJobsError, OSError) as exc:
+        print(f"gpujobs agent: {exc}", file=sys.stderr)
+        return 1
     if args.daemonize and os.fork() > 0:
         os._exit(0)  # the client reaps this parent at once; the agent is re-parented
     if args.daemonize:
         os.setsid()
-    lock = open(home / "agent.lock", "a+")
+    lock = private.open_private(home / "agent.lock", "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -730,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         agent = Agent(home)
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
-        err.write_text(f"{name}\n{exc}")
+        private.write_private(err, f"{name}\n{exc}")
         return 1
     agent.run()
     return 0

@@ -26,6 +26,7 @@ from . import protocol
 from .client import AgentClient, check_home
 from .gang import save_submitter_env
 from .jobdir import JobDir
+from .private import check_home as check_state
 from .store import Store, status_from_dict
 
 
@@ -53,6 +54,7 @@ class LocalBackend:
         return st if st.terminal else dataclasses.replace(st, message=HELD_MESSAGE)
 
     def _dir(self, job_id: str) -> JobDir:
+        check_state(self.home)  # keys and results come from here: no one else may write it
         return JobDir(self.home / "jobs" / job_id)
 
     # ------------------------------------------------------------------ submit
@@ -246,3 +248,21 @@ class LocalBackend:
             return self.client.request({"op": "pids", "id": job_id}, start=False)["pids"]
         except GpuJobsError:
             return []
+
+    # ---------------------------------------------------------- [progress]
+    def progress_history(self, job_id: str) -> list[dict]:
+        """Every ``ctx.progress`` report the job's ranks wrote (oldest first)."""
+        from ...progress import ProgressTail
+        tail = ProgressTail(self._dir(job_id).result_dir)
+        tail.read()
+        return sorted(tail.reports, key=lambda r: r["time"])
+
+    def stacks(self, job_id: str, rank: int | None = None, timeout: float = 5.0) -> dict[int, str]:
+        """{rank: Python stacks of all its threads} of a running job (faulthandler on SIGUSR2)."""
+        from ...errors import JobStateError
+        from .stacks import dump_stacks
+        st = self.status(job_id)
+        if st.phase != "running":
+            raise JobStateError(f"job {job_id} is {st.phase}: only a running job has stacks "
+                                f"(a failed rank's traceback is in job.logs() / job.exception())")
+        return dump_stacks(self._dir(job_id).result_dir, None if rank is None else [rank], timeout)

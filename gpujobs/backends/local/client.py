@@ -11,16 +11,18 @@ from typing import Any
 
 from ...config import gpujobs_home
 from ...errors import BackendUnavailable, StateError
-from . import protocol
+from . import private, protocol
 
 START_TIMEOUT_S = 30.0
 
 
 def check_home(home: Path) -> None:
-    """StateError unless ``home`` exists (or can be made) and is writable."""
+    """StateError unless ``home`` and ``jobs/`` exist (or can be made, 0700) and are private:
+    this user's, writable by no one else."""
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "jobs").mkdir(exist_ok=True)
+        private.make_home(home)
+    except StateError:
+        raise
     except OSError as exc:
         raise StateError(f"cannot create the gpujobs state directory {home}: {exc}. "
                          f"Set GPUJOBS_HOME to a writable directory") from None
@@ -48,13 +50,26 @@ class AgentClient:
         return self._connect(timeout)
 
     def _connect(self, timeout: float | None) -> socket.socket:
+        """A socket connected to our own agent. Before anything is sent: the state folders
+        and the socket (and its folder) are this user's and private, and the process that
+        answered runs as this user (SO_PEERCRED); else StateError. FileNotFoundError or
+        another OSError when no agent listens."""
+        private.check_home(self.home)
+        path = self.sock_path
+        private.check_socket_file(path)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
         try:
-            s.connect(str(self.sock_path))
+            s.connect(str(path))
+            uid = private.peer_uid(s)
         except OSError:
             s.close()
             raise
+        if uid != os.geteuid():
+            s.close()
+            raise StateError(f"the process listening on {path} runs as uid {uid}, not as you "
+                             f"(uid {os.geteuid()}); nothing was sent to it. Tell the machine's "
+                             f"admins")
         return s
 
     def running(self) -> bool:
@@ -68,7 +83,7 @@ class AgentClient:
         """Start a detached agent for this home and wait until it answers."""
         check_home(self.home)
         err = self.home / "agent.error"
-        log = open(self.home / "agent.log", "ab")
+        log = private.open_private(self.home / "agent.log", "ab")
         try:
             p = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.agent",
                                   "--home", str(self.home), "--daemonize"],

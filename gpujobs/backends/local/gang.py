@@ -35,6 +35,7 @@ def save_submitter_env(job_dir: Path) -> None:
     import json
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_KEY")}
     fd = os.open(job_dir / SUBMITTER_ENV, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(env, fh)
 
@@ -157,14 +158,15 @@ class Gang:
     def _prepare_dirs(self) -> None:
         """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
         for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
         for pattern in ("outcome-*", "exit-*", "failure-*"):
             for stale in self.result_dir.glob(pattern):
                 stale.unlink()
 
     def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
         """``cmd`` in a session of its own, stdout and stderr appended to ``log_path``."""
-        log = open(log_path, "ab", buffering=0)
+        from .private import open_private
+        log = open_private(log_path, "ab", buffering=0)
         self._log_files.append(log)
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,

@@ -10,6 +10,7 @@ from typing import Iterator
 
 from ...errors import StateError
 from ...payload import new_key, seal
+from .private import write_private
 
 
 class JobDir:
@@ -49,14 +50,15 @@ class JobDir:
 
     def _create(self, spec_dict: dict, payload: bytes) -> bytes:
         self.root.mkdir(parents=True, exist_ok=False, mode=0o700)  # [hardening] private to the user
+        os.chmod(self.root, 0o700)  # explicit: whatever the umask or a setgid parent (SECURITY.md)
         for d in (self.result_dir, self.log_dir, self.checkpoint_dir):
-            d.mkdir()
+            d.mkdir(mode=0o700)
         key = new_key()
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(key.hex().encode())
-        (self.root / "payload.bin").write_bytes(seal(payload, key) if payload else b"")
-        (self.root / "spec.json").write_text(json.dumps(spec_dict))
+        write_private(self.root / "payload.bin", seal(payload, key) if payload else b"")
+        write_private(self.root / "spec.json", json.dumps(spec_dict))
         return key
 
     def key(self) -> bytes:

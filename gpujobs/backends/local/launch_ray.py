@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 from ...errors import PreflightError
 from .gang import Gang, GangExit, describe_returncode
 from .launch_mpi import descendants, kill_tree
+from .private import make_socket_dir, runtime_dir
 
 RAY_INSTALL_HINT = "install Ray: `pip install 'gpujobs[ray]'` (ray[default])"
 _SOCKET_ROOM = 66  # Ray adds "/session_<date>_<pid>/sockets/plasma_store"; AF_UNIX paths <= 107
@@ -43,12 +43,14 @@ def check_ray_available() -> str:
 
 
 def ray_temp_dir(job_dir: Path) -> Path:
-    """``job_dir/ray`` when Ray's socket paths fit under it, else a short dir in the temp dir."""
+    """``job_dir/ray`` when Ray's socket paths fit under it, else a short dir in the user's
+    private runtime folder (the agent socket's: ours, 0700, checked; never a name in the
+    temp dir another user could take first)."""
     inside = Path(job_dir) / "ray"
     if len(str(inside)) + _SOCKET_ROOM <= 107:
         return inside
     tag = hashlib.sha1(str(Path(job_dir).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"gpujobs-ray-{tag}"
+    return runtime_dir() / f"ray-{tag}"
 
 
 @dataclass
@@ -83,8 +85,10 @@ class RayGang(Gang):
         version = check_ray_available()
         self._prepare_dirs()
         temp = self.temp_dir
+        if temp.parent != self.job_dir:
+            make_socket_dir(temp.parent)  # ours and 0700 before anything goes in it
         shutil.rmtree(temp, ignore_errors=True)
-        temp.mkdir(parents=True)
+        temp.mkdir(mode=0o700)
         if temp.parent != self.job_dir:
             link = self.job_dir / "ray"
             if link.is_symlink():

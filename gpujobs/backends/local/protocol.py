@@ -6,10 +6,8 @@ keeps the connection open and the agent pushes ``{"status": {...}}`` lines.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +15,10 @@ from ... import errors
 
 
 def socket_path(home: Path) -> Path:
-    """``$GPUJOBS_HOME/agent.sock``, or a short path in /tmp when that is too long for AF_UNIX."""
-    p = Path(home) / "agent.sock"
-    if len(str(p).encode()) < 100:
-        return p
-    digest = hashlib.sha1(str(Path(home).resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"gpujobs-{digest}.sock"
+    """Where the agent of ``home`` listens: a folder only its user may enter
+    (:func:`.private.socket_path`: the home, or a private runtime folder)."""
+    from .private import socket_path as _path
+    return _path(home)
 
 
 def error_reply(exc: BaseException) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import StateError
-from ...status import GpuSample, JobEvent, JobStatus
+from ...status import GpuSample, JobEvent, JobStatus, Progress
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -35,6 +35,8 @@ def status_from_dict(d: dict[str, Any]) -> JobStatus:
     d.pop("terminal", None)
     d["events"] = tuple(JobEvent(**e) for e in d.get("events", ()))
     d["metrics"] = tuple(GpuSample(**m) for m in d.get("metrics", ()))
+    if d.get("progress") is not None:
+        d["progress"] = Progress(**d["progress"])
     return JobStatus(**d)
 
 
@@ -59,6 +61,8 @@ class Store:
                 self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                            check_same_thread=False, timeout=10)
             else:
+                from .private import make_private_db
+                make_private_db(self.path)  # 0600 whatever the umask (its WAL/SHM follow)
                 self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
                                            isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")

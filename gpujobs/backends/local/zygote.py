@@ -51,7 +51,8 @@ def _child(req: dict, close_fds: list[int]) -> None:
                 os.close(fd)
             except OSError:
                 pass
-        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(log, 0o600)  # explicit: not widened by the umask (SECURITY.md)
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
@@ -212,7 +213,8 @@ class Zygote:
     """The agent's handle on its fork server; ``on_exit`` is called when a rank ends."""
 
     def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None):
-        self._log = open(log_path, "ab")
+        from .private import open_private
+        self._log = open_private(log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, start_new_session=False)

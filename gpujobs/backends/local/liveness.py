@@ -1,0 +1,121 @@
+"""Progress and stall detection for one running local gang (called each metrics round).
+
+The agent's sampler calls :meth:`GangWatch.observe` once per round, outside the agent's
+lock; it reads the ranks' ``progress-*.log`` files (new lines only), the sizes of their
+logs, their CPU time (psutil, process tree) and the GPU use of the round's samples.
+
+A rank is *quiet* while it reports no progress (any rank's report counts for all: the
+ranks of a gang move in lockstep), writes no output, and uses under ``BUSY_PCT`` % of a
+CPU (and of its GPUs, where sampled). A rank quiet for longer than
+``max(floor, factor x usual interval)`` is *stalled*; the usual interval is the median
+gap between the job's own progress reports (without any, the floor alone). Settings, from
+the job's env (``.env(...)``) first, then the agent's: ``GPUJOBS_STALL_FLOOR_S`` (default
+60), ``GPUJOBS_STALL_FACTOR`` (default 5); ``GPUJOBS_STALL_FLOOR_S=0`` turns it off.
+Stalls are flagged (``JobStatus.stalled_since`` and a message naming the ranks and where
+they sit, from a stack dump), never acted on.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ...progress import BUSY_PCT, ProgressTail, stall_settings, usual_interval
+from ...status import Progress
+
+class GangWatch:
+    def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
+                 now: float | None = None):
+        self.job_dir = Path(job_dir)
+        self.tail = ProgressTail(self.job_dir / "results")
+        self.pids = dict(pids)
+        self.floor, self.factor = stall_settings(env or {})
+        now = time.time() if now is None else now
+        self.active: dict[int, float] = {r: now for r in self.pids}  # last sign of life
+        self._log_size: dict[int, int] = {}
+        self._cpu: dict[int, tuple[float, float]] = {}  # rank -> (cpu seconds, wall)
+        self.stalled: dict[int, float] = {}  # rank -> quiet since
+        self.where: dict[int, str] = {}
+        self._dumped = False
+
+    # ------------------------------------------------------------ readings
+    def _cpu_busy(self, rank: int, pid: int, now: float) -> bool:
+        try:
+            import psutil
+            proc = psutil.Process(pid)
+            procs = [proc, *proc.children(recursive=True)]
+            total = 0.0
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    total += t.user + t.system
+                except psutil.Error:
+                    pass
+        except Exception:  # noqa: BLE001 - gone, or psutil missing: no CPU evidence
+            return False
+        prev = self._cpu.get(rank)
+        self._cpu[rank] = (total, now)
+        if prev is None or now <= prev[1]:
+            return True  # first reading: assume alive
+        return 100.0 * (total - prev[0]) / (now - prev[1]) > BUSY_PCT
+
+    def _log_grew(self, rank: int) -> bool:
+        try:
+            size = (self.job_dir / "logs" / f"rank-{rank}.log").stat().st_size
+        except OSError:
+            return False
+        grew = size != self._log_size.get(rank, size)
+        self._log_size[rank] = size
+        return grew
+
+    def threshold(self) -> float:
+        usual = usual_interval(self.tail.reports[-200:])
+        return max(self.floor, self.factor * usual) if usual else self.floor
+
+    # --------------------------------------------------------------- round
+    def observe(self, samples: tuple = (), now: float | None = None) -> tuple[Progress | None, float | None, str]:
+        """(progress, stalled_since, message) after one round."""
+        now = time.time() if now is None else now
+        new = self.tail.read()
+        progress = self.tail.latest()
+        gpu_busy = {s.rank for s in samples if s.source != "psutil" and (s.util or 0) > BUSY_PCT}
+        for rank, pid in self.pids.items():
+            alive = bool(new) or self._log_grew(rank) or rank in gpu_busy
+            alive = self._cpu_busy(rank, pid, now) or alive  # always read, to keep the delta
+            if alive:
+                self.active[rank] = now
+        if self.floor <= 0:
+            return progress, None, ""
+        limit = self.threshold()
+        stalled = {r: t for r, t in self.active.items() if now - t > limit}
+        if not stalled:
+            self.stalled, self.where, self._dumped = {}, {}, False
+            return progress, None, ""
+        if not self._dumped or set(stalled) != set(self.stalled):
+            self._dumped = True
+            self.where = self._locate(sorted(stalled))
+        self.stalled = stalled
+        since = min(stalled.values())
+        return progress, since, self._message(stalled, now, limit)
+
+    def _locate(self, ranks: list[int]) -> dict[int, str]:
+        from .stacks import dump_stacks, where
+        try:
+            dumps = dump_stacks(self.job_dir / "results", ranks, timeout=2.0)
+        except Exception:  # noqa: BLE001 - where they sit is a nicety
+            return {}
+        return {r: w for r, text in dumps.items() if (w := where(text))}
+
+    def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
+        ranks = sorted(stalled)
+        quiet = now - min(stalled.values())
+        head = (f"rank {ranks[0]}" if len(ranks) == 1 else
+                "ranks " + ", ".join(map(str, ranks)))
+        sits = "; ".join(f"rank {r} in {self.where[r]}" for r in ranks if r in self.where)
+        return (f"stalled? {head} quiet for {quiet:.0f} s (no progress, no output, CPU/GPU idle;"
+                f" threshold {limit:.0f} s)" + (f": {sits}" if sits else "") +
+                "; see job.stacks() / gpujobs stack")
+
+
+def spec_env(spec: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in spec.get("env", [])}

@@ -1,0 +1,147 @@
+"""Progress, stalls, crash stacks and tracebacks on the simulated cluster: the pods run the
+real bootstrap + runner; ``ctx.progress`` reports travel as GPUJOBS-PROGRESS pod-log lines."""
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+import pytest
+from support import wait_for
+
+import gpujobs
+from gpujobs.handle import Job
+from gpujobs.progress import PROGRESS_MARKER
+
+pytestmark = pytest.mark.slow
+
+
+def train(n, pause):
+    import time as t
+    ctx = gpujobs.context()
+    for i in range(n):
+        ctx.progress(i + 1, total=n, loss=1.0 / (i + 1))
+        t.sleep(pause)
+    return n
+
+
+def test_progress_on_the_simulated_cluster(make_cluster):
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(train, 30, 0.15).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q") \
+        .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.3").spec()
+    job = Job(be.submit(spec), be)
+    live = wait_for(lambda: (lambda s: s if s.progress is not None and not s.terminal else None)(
+        job.status()), timeout=90.0, every=0.2)
+    assert live.progress.total == 30 and live.progress.step < 30 and "loss" in live.progress.metrics
+    assert job.result(timeout=120) == 30
+    final = job.status()
+    assert final.phase == "succeeded" and final.progress.step == 30
+    df = job.progress()
+    assert len(df) >= 2 and df["step"].iloc[-1] == 30 and set(df["rank"]) == {0}
+    assert PROGRESS_MARKER not in job.logs()  # status, not output
+
+
+def quiet_phase(seconds):
+    import time as t
+    t.sleep(seconds)
+
+
+def goes_quiet_then_moves():
+    import time as t
+    ctx = gpujobs.context()
+    for i in range(3):
+        ctx.progress(i, total=20)
+        t.sleep(0.3)
+    quiet_phase(7.0)
+    end, i = t.time() + 5.0, 3
+    while t.time() < end:
+        ctx.progress(i, total=20)
+        i += 1
+        t.sleep(0.2)
+    return i
+
+
+def test_stalled_rank_flagged_then_unflagged_on_the_cluster(make_cluster, monkeypatch):
+    monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "2")  # the client's setting on Kubernetes
+    monkeypatch.setenv("GPUJOBS_STALL_FACTOR", "1")
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(goes_quiet_then_moves).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q") \
+        .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.2").spec()
+    job = Job(be.submit(spec), be)
+    flagged = wait_for(lambda: (lambda s: s if s.stalled_since is not None or s.terminal else None)(
+        job.status()), timeout=90.0, every=0.3)
+    assert flagged.phase == "running" and flagged.stalled_since is not None
+    assert "rank 0" in flagged.extra["stall"]
+    moving = wait_for(lambda: (lambda s: s if s.stalled_since is None or s.terminal else None)(
+        job.status()), timeout=60.0, every=0.3)
+    assert moving.phase == "running", "never unflagged while it ran"
+    assert job.result(timeout=120) > 3
+
+
+def crash_here():
+    import ctypes
+    ctypes.string_at(0)
+
+
+def test_a_segfaulting_pod_rank_leaves_its_stack_in_the_pod_log(make_cluster):
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(crash_here).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    with pytest.raises(Exception):
+        job.result(timeout=120)
+    logs = job.logs()
+    assert "Fatal Python error: Segmentation fault" in logs and "in crash_here" in logs, logs
+
+
+TRAIN_PY = '''\
+def step(i):
+    if i == 2:
+        raise ValueError(f"loss is NaN at step {i}")
+    return i
+
+
+def fit(n):
+    for i in range(n):
+        step(i)
+'''
+
+
+def test_pod_traceback_names_the_users_file_and_line(make_cluster, tmp_path, monkeypatch):
+    src = tmp_path / "k8strain.py"
+    src.write_text(TRAIN_PY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("k8strain", None)
+    mod = importlib.import_module("k8strain")
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(mod.fit, 4).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    src.unlink()
+    with pytest.raises(ValueError, match="loss is NaN") as info:
+        job.result(timeout=120)
+    tb = info.value.remote_traceback
+    assert f'File "{src}", line 3, in step' in tb and 'raise ValueError(f"loss is NaN' in tb, tb
+    sys.modules.pop("k8strain", None)
+
+
+def test_trainjob_trainer_status_is_read_as_progress():
+    """status.trainerStatus of the TrainJob CRD (trainer.kubeflow.org/v1alpha1, fields from
+    /work/shared/crds/trainer/trainer.kubeflow.org_trainjobs.yaml)."""
+    from gpujobs.backends.kubernetes.trainer_status import trainer_progress, with_trainer_status
+    from gpujobs.status import JobStatus
+    job = {"kind": "TrainJob", "status": {"trainerStatus": {
+        "progressPercentage": 40, "estimatedRemainingSeconds": 120,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "phase", "value": "eval"}],
+        "lastUpdatedTime": "2026-12-01T10:00:00Z"}}}
+    p = trainer_progress(job)
+    assert p.step == 40 and p.total == 100 and p.fraction == 0.4
+    assert p.metrics == {"loss": 0.25, "phase": "eval"}
+    assert p.expected_end - p.updated == 120
+    st = with_trainer_status(JobStatus(job_id="ns/j", phase="running"), job)
+    assert st.progress == p
+    assert with_trainer_status(JobStatus(job_id="ns/j", phase="running"),
+                               {"kind": "TrainJob", "status": {}}).progress is None
+    assert trainer_progress({"kind": "PyTorchJob"}) is None

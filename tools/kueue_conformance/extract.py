@@ -1,0 +1,638 @@
+"""Turn cases of Kueue's scheduler unit tests into the data of tests/admission/conformance/.
+
+    .venv/bin/python tools/kueue_conformance/extract.py /path/to/kueue.git v0.19.2
+
+reads (``git show <tag>:<file>``) pkg/scheduler/preemption/preemption_test.go (TestPreemption)
+and pkg/scheduler/scheduler_test.go (TestSchedule), interprets the fixture builders
+(MakeClusterQueue, MakeWorkload, MakeAdmission, ...) into plain facts and writes one YAML
+file per upstream test. A case using something the engine does not model (TAS, admission
+checks, partial admission, fair sharing, feature gates, ...) is written with ``skip:`` and
+the reason, so the data say what was left out and why. Re-running it reproduces the files;
+the expectations come from the upstream test (wantWorkloads / wantAssignments / wantLeft),
+never from gpujobs.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gosyntax import Parser, parse_assignments, tokenize  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[2] / "tests" / "admission" / "conformance"
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2 ** 10, "Mi": 2 ** 20,
+           "Gi": 2 ** 30, "Ti": 2 ** 40}
+
+
+class Unsupported(Exception):
+    pass
+
+
+def qty(s) -> float:
+    if isinstance(s, (int, float)):
+        return float(s)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", str(s))
+    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
+        raise Unsupported(f"quantity {s!r}")
+    v = float(m.group(1)) * _SUFFIX.get(m.group(2), 1)
+    return int(v) if float(v).is_integer() else v
+
+
+RES = {"corev1.ResourceCPU": "cpu", "corev1.ResourceMemory": "memory", "corev1.ResourcePods": "pods",
+       "ResourceGPU": "example.com/gpu", "corev1.ResourceEphemeralStorage": "ephemeral-storage"}
+CONST = {
+    "kueue.PreemptionPolicyNever": "Never", "kueue.PreemptionPolicyLowerPriority": "LowerPriority",
+    "kueue.PreemptionPolicyLowerOrNewerEqualPriority": "LowerOrNewerEqualPriority",
+    "kueue.PreemptionPolicyAny": "Any", "kueue.BorrowWithinCohortPolicyNever": "Never",
+    "kueue.BorrowWithinCohortPolicyLowerPriority": "LowerPriority",
+    "kueue.StrictFIFO": "StrictFIFO", "kueue.BestEffortFIFO": "BestEffortFIFO",
+    "kueue.TryNextFlavor": "TryNextFlavor", "kueue.MayStopSearch": "MayStopSearch",
+    "kueue.Borrow": "MayStopSearch", "kueue.Preempt": "MayStopSearch",
+    "kueue.DefaultPodSetName": "main", "kueue.WorkloadEvicted": "Evicted",
+    "kueue.WorkloadPreempted": "Preempted", "kueue.WorkloadQuotaReserved": "QuotaReserved",
+    "kueue.WorkloadAdmitted": "Admitted", "metav1.ConditionTrue": "True",
+    "metav1.ConditionFalse": "False", "kueue.BorrowingOverPreemption": "BorrowingOverPreemption",
+    "kueue.PreemptionOverBorrowing": "PreemptionOverBorrowing",
+    "kueue.InClusterQueueReason": "InClusterQueue", "kueue.InCohortReclamationReason": "InCohortReclamation",
+    "kueue.InCohortReclaimWhileBorrowingReason": "InCohortReclaimWhileBorrowing",
+    "time.Second": 1, "time.Minute": 60, "time.Millisecond": 0.001, "time.Hour": 3600,
+    "now": 0.0,
+}
+
+
+class WL:
+    def __init__(self, name, ns):
+        self.d = {"name": name, "ns": ns, "priority": 0, "queue": None, "created": 0.0,
+                  "podsets": [{"name": "main", "count": 1, "requests": {}}],
+                  "admission": None, "reserved_at": None, "evicted": None, "preempted_reason": None,
+                  "active": True}
+
+    def Request(self, r, q):
+        self.d["podsets"][0]["requests"][r] = qty(q)
+        return self
+
+    def Priority(self, p):
+        self.d["priority"] = p
+        return self
+
+    def Queue(self, q):
+        self.d["queue"] = q
+        return self
+
+    def Creation(self, t):
+        self.d["created"] = t
+        return self
+
+    def PodSets(self, *ps):
+        self.d["podsets"] = [dict(p) for p in ps]
+        return self
+
+    def ReserveQuotaAt(self, adm, t):
+        self.d["admission"], self.d["reserved_at"] = adm, t
+        return self
+
+    def ReserveQuota(self, adm):
+        return self.ReserveQuotaAt(adm, 0.0)
+
+    def SimpleReserveQuota(self, cq, flavor, t):
+        ps = self.d["podsets"][0]
+        return self.ReserveQuotaAt({"cq": cq, "podsets": [{"name": ps["name"], "flavors": {
+            r: flavor for r in ps["requests"]}}]}, t)
+
+    def QuotaReservedTime(self, t):
+        self.d["reserved_at"] = t
+        return self
+
+    def Admission(self, adm):
+        self.d["admission"] = adm
+        return self
+
+    def Condition(self, c):
+        if c.get("Type") == "Evicted" and c.get("Status") == "True":
+            self.d["evicted"] = c.get("Reason") or "Evicted"
+        if c.get("Type") == "Preempted" and c.get("Status") == "True":
+            self.d["preempted_reason"] = c.get("Reason", "")
+        return self
+
+    def EvictedAt(self, t):
+        self.d["evicted"] = "ByTest"
+        return self
+
+    def Active(self, a):
+        self.d["active"] = a
+        return self
+
+    def Clone(self):
+        w = WL(None, None)
+        import copy
+        w.d = copy.deepcopy(self.d)
+        return w
+
+    def Obj(self):
+        return self
+
+    def _ignore(self, *a):
+        return self
+
+    UID = JobUID = Label = Generation = ResourceVersion = AdmittedAt = Admitted = _ignore
+    SchedulingStatsEviction = ResourceRequests = PastAdmittedTime = Annotation = _ignore
+    Finalizers = OwnerReference = PriorityClassSource = PriorityClassRef = Namespace = _ignore
+    ControllerReference = Labels = _ignore
+
+
+class PS:
+    def __init__(self, name, count):
+        self.d = {"name": name, "count": count, "requests": {}}
+
+    def Request(self, r, q):
+        self.d["requests"][r] = qty(q)
+        return self
+
+    def Obj(self):
+        return self.d
+
+    def _ignore(self, *a):
+        return self
+    Image = Labels = Annotations = _ignore
+
+
+class PSA:
+    def __init__(self, name):
+        self.d = {"name": name, "flavors": {}, "count": None}
+
+    def Assignment(self, r, f, v):
+        self.d["flavors"][r] = f
+        return self
+
+    def Flavor(self, r, f):
+        self.d["flavors"][r] = f
+        return self
+
+    def Count(self, n):
+        self.d["count"] = n
+        return self
+
+    def ResourceUsage(self, *a):
+        return self
+
+    def Obj(self):
+        return self.d
+
+
+class ADM:
+    def __init__(self, cq, *names):
+        self.d = {"cq": cq, "podsets": [{"name": n, "flavors": {}, "count": None}
+                                         for n in (names or ("main",))]}
+
+    def PodSets(self, *ps):
+        self.d["podsets"] = list(ps)
+        return self
+
+    def Obj(self):
+        return self.d
+
+
+class FQ:
+    def __init__(self, name):
+        self.d = {"flavor": name, "resources": {}}
+
+    def Resource(self, r, *qs):
+        q = {"nominal": qty(qs[0]) if qs else 0}
+        if len(qs) > 1 and qs[1] != "":
+            q["borrowing_limit"] = qty(qs[1])
+        if len(qs) > 2 and qs[2] != "":
+            q["lending_limit"] = qty(qs[2])
+        self.d["resources"][r] = q
+        return self
+
+    def ResourceQuotaWrapper(self, r):
+        return RQ(self, r)
+
+    def Obj(self):
+        return self.d
+
+    def FlavorQuotas(self):
+        return self.d
+
+
+class RQ:
+    def __init__(self, fq, r):
+        self.fq, self.r, self.q = fq, r, {"nominal": 0}
+
+    def NominalQuota(self, v):
+        self.q["nominal"] = qty(v)
+        return self
+
+    def BorrowingLimit(self, v):
+        self.q["borrowing_limit"] = qty(v)
+        return self
+
+    def LendingLimit(self, v):
+        self.q["lending_limit"] = qty(v)
+        return self
+
+    def Append(self):
+        self.fq.d["resources"][self.r] = self.q
+        return self.fq
+
+
+class CQ:
+    def __init__(self, name):
+        self.d = {"name": name, "cohort": None, "strategy": "BestEffortFIFO", "resource_groups": [],
+                  "within": "Never", "reclaim": "Never", "borrow_within_cohort": None,
+                  "max_priority_threshold": None, "when_can_borrow": "MayStopSearch",
+                  "when_can_preempt": "TryNextFlavor", "preference": None}
+
+    def Cohort(self, c):
+        self.d["cohort"] = c
+        return self
+
+    def ResourceGroup(self, *fqs):
+        self.d["resource_groups"].append([f.d if isinstance(f, FQ) else f for f in fqs])
+        return self
+
+    def QueueingStrategy(self, s):
+        self.d["strategy"] = s
+        return self
+
+    def Preemption(self, p):
+        self.d["within"] = p.get("WithinClusterQueue", "Never") or "Never"
+        self.d["reclaim"] = p.get("ReclaimWithinCohort", "Never") or "Never"
+        bwc = p.get("BorrowWithinCohort")
+        if bwc:
+            self.d["borrow_within_cohort"] = bwc.get("Policy", "Never")
+            self.d["max_priority_threshold"] = bwc.get("MaxPriorityThreshold")
+        return self
+
+    def FlavorFungibility(self, f):
+        if f.get("WhenCanBorrow"):
+            self.d["when_can_borrow"] = f["WhenCanBorrow"]
+        if f.get("WhenCanPreempt"):
+            self.d["when_can_preempt"] = f["WhenCanPreempt"]
+        if f.get("Preference"):
+            self.d["preference"] = f["Preference"]
+        return self
+
+    def NamespaceSelector(self, *a):
+        return self
+
+    def Obj(self):
+        return self
+
+    def Clone(self):
+        import copy
+        c = CQ(None)
+        c.d = copy.deepcopy(self.d)
+        return c
+
+
+class LQ:
+    def __init__(self, name, ns):
+        self.d = {"name": name, "ns": ns, "cq": None}
+
+    def ClusterQueue(self, cq):
+        self.d["cq"] = cq
+        return self
+
+    def Obj(self):
+        return self
+
+
+class COH:
+    def __init__(self, name):
+        self.d = {"name": name, "parent": None, "resource_groups": []}
+
+    def Parent(self, p):
+        self.d["parent"] = p
+        return self
+
+    def ResourceGroup(self, *fqs):
+        self.d["resource_groups"].append([f.d if isinstance(f, FQ) else f for f in fqs])
+        return self
+
+    def Obj(self):
+        return self
+
+    def Cohort(self):
+        return self
+
+
+MAKERS = {"MakeWorkload": WL, "MakePodSet": PS, "MakePodSetAssignment": PSA, "MakeAdmission": ADM,
+          "MakeFlavorQuotas": FQ, "MakeClusterQueue": CQ, "MakeLocalQueue": LQ, "MakeCohort": COH}
+
+
+def text(x) -> str:
+    if x[0] == "id":
+        return x[1]
+    if x[0] == "sel":
+        return text(x[1]) + "." + x[2]
+    return "?"
+
+
+class Evaluator:
+    def __init__(self, env: dict):
+        self.env = env
+        self.cache: dict = {}
+
+    def ev(self, x):
+        k = x[0]
+        if k == "lit":
+            return x[1]
+        if k in ("id", "sel") and text(x) in CONST:
+            return CONST[text(x)]
+        if k in ("id", "sel") and text(x) in RES:
+            return RES[text(x)]
+        if k == "sel" and x[1][0] == "id" and x[1][1] not in self.env:
+            return text(x)  # a constant of another package: its name is enough
+        if k == "id":
+            if x[1] in self.env:
+                if x[1] not in self.cache:
+                    self.cache[x[1]] = self.ev(self.env[x[1]])
+                return self.cache[x[1]]
+            raise Unsupported(f"identifier {x[1]}")
+        if k == "unary":
+            v = self.ev(x[2])
+            if x[1] == "-":
+                return -v
+            return v
+        if k == "bin":
+            a, b = self.ev(x[2]), self.ev(x[3])
+            if x[1] == "*":
+                return a * b
+            if x[1] == "+":
+                return a + b
+            if x[1] == "-":
+                return a - b
+            raise Unsupported(f"operator {x[1]}")
+        if k == "comp":
+            t = x[1]
+            if t.startswith("[]") or (t == "" and all(kk is None for kk, _ in x[2])):
+                return [self.ev(v) for _, v in x[2]]
+            out = {}
+            for kk, v in x[2]:
+                key = kk[1] if kk[0] == "id" and text(kk) not in CONST and text(kk) not in RES else self.ev(kk)
+                out[key] = self.ev(v)
+            return out
+        if k == "call":
+            f = x[1]
+            args = [self.ev(a[1]) if a[0] == "spread" else self.ev(a) for a in x[2]]
+            spread = [a for a in x[2] if a[0] == "spread"]
+            if spread:
+                flat = []
+                for a in x[2]:
+                    v = self.ev(a[1] if a[0] == "spread" else a)
+                    flat.extend(v if a[0] == "spread" else [v])
+                args = flat
+            if f[0] == "sel" and f[2] in MAKERS and f[1][0] == "id":
+                return MAKERS[f[2]](*args)
+            name = text(f)
+            if name in ("metav1.NewTime", "ptr.To", "new", "int32", "int64", "resource.MustParse"):
+                return args[0]
+            if name == "singlePodSetAssignment":
+                return {"podsets": [{"name": "main", "flavors": args[0]}]}
+            if f[0] == "sel":
+                recv = self.ev(f[1])
+                meth = f[2]
+                if isinstance(recv, (int, float)) and meth == "Add":
+                    return recv + args[0]
+                if isinstance(recv, (int, float)) and meth in ("Truncate",):
+                    return recv
+                fn = getattr(recv, meth, None)
+                if fn is None or meth.startswith("_"):
+                    raise Unsupported(f"{type(recv).__name__}.{meth}")
+                return fn(*args)
+            raise Unsupported(f"call {name}")
+        if k == "index":
+            raise Unsupported("index expression")
+        raise Unsupported(f"node {k}")
+
+
+def git_show(repo: str, tag: str, path: str) -> str:
+    return subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def func_src(src: str, name: str) -> str:
+    i = src.index(f"\nfunc {name}(")
+    j = src.index("\n}\n", i)
+    return src[i:j + 3]
+
+
+def cases_of(fsrc: str):
+    env = parse_assignments(fsrc)
+    cases = env.pop("cases")
+    return env, cases
+
+
+def _flavors_of_adm(adm, wl) -> list:
+    out = []
+    for i, ps in enumerate(adm["podsets"]):
+        out.append({"name": ps["name"], "flavors": dict(ps["flavors"])})
+    return out
+
+
+def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
+    d = w.d
+    rec = {"name": d["name"], "priority": d["priority"], "created": d["created"],
+           "podsets": [{"name": p["name"], "count": p["count"], "requests": p["requests"]}
+                       for p in d["podsets"]]}
+    if d["ns"]:
+        rec["name"] = f"{d['ns']}/{d['name']}"
+    if d["admission"] is not None:
+        rec["cluster_queue"] = d["admission"]["cq"]
+        rec["flavors"] = {ps["name"]: ps["flavors"] for ps in d["admission"]["podsets"]}
+        rec["reserved_at"] = d["reserved_at"] if d["reserved_at"] is not None else 0.0
+        if d["evicted"]:
+            rec["evicted"] = True
+    if d["queue"]:
+        rec["queue"] = d["queue"]
+    if not d["active"]:
+        raise Unsupported("inactive workload")
+    return rec
+
+
+CQ_DEFAULTS = {"cohort": None, "strategy": "BestEffortFIFO", "within": "Never", "reclaim": "Never",
+               "borrow_within_cohort": None, "max_priority_threshold": None,
+               "when_can_borrow": "MayStopSearch", "when_can_preempt": "TryNextFlavor", "preference": None}
+
+
+def cq_record(c: CQ) -> dict:
+    """The queue's facts, leaving out Kueue's defaults (see CQ_DEFAULTS)."""
+    return {k: v for k, v in c.d.items() if CQ_DEFAULTS.get(k, object()) != v}
+
+
+UNSUPPORTED_FIELDS = {
+    "featureGates": "feature gates", "enableFairSharing": "fair sharing", "objects": "extra objects",
+    "admissionError": "API error injection", "cohorts": None, "wantEvents": None,
+    "eventCmpOpts": None, "wantSkippedPreemptions": None, "wantWorkloadUseMergePatch": None,
+}
+
+
+def lq_record(q: LQ) -> dict:
+    return {"name": f"{q.d['ns']}/{q.d['name']}", "cluster_queue": q.d["cq"]}
+
+
+FIXTURES: dict[str, dict] = {}
+
+
+def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/preemption_test.go",
+                     test: str = "TestPreemption") -> list[dict]:
+    src = func_src(git_show(repo, tag, path), test)
+    env, cases = cases_of(src)
+    ev0 = Evaluator(env)
+    FIXTURES[test] = {"defaultClusterQueues": [cq_record(c) for c in ev0.ev(env["defaultClusterQueues"])]} \
+        if "defaultClusterQueues" in env else {}
+    out = []
+    for key, body in cases[2]:
+        name = key[1]
+        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
+                           "test": test, "case": name}}
+        try:
+            ev = Evaluator(env)
+            fields = {kk[1]: vv for kk, vv in body[2]}
+            for f in fields:
+                if f not in ("clusterQueues", "cohorts", "admitted", "incoming", "targetCQ",
+                             "assignment", "wantPreempted", "wantWorkloads"):
+                    raise Unsupported(f"field {f}")
+            cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
+            if cohorts:
+                case["cohorts"] = [c.d for c in cohorts]
+            if fields["clusterQueues"] == ("id", "defaultClusterQueues"):
+                case["cluster_queues"] = "defaultClusterQueues"
+            else:
+                case["cluster_queues"] = [cq_record(c) for c in ev.ev(fields["clusterQueues"])]
+            admitted = [workload_record(w) for w in ev.ev(fields.get("admitted", ("comp", "[]", [])))]
+            inc = workload_record(ev.ev(fields["incoming"]))
+            inc["cluster_queue"] = ev.ev(fields["targetCQ"])
+            asg = ev.ev(fields["assignment"])
+            case["admitted"] = admitted
+            case["incoming"] = inc
+            case["upstream_assignment"] = _assignment(asg)
+            want = [ev.ev(w) for w in ev.ev_list(fields["wantWorkloads"])] if False else \
+                ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
+            evicted_before = {a["name"] for a in admitted if a.get("evicted")}
+            victims = sorted(w.d["name"] for w in want if w.d["evicted"])
+            case["expect"] = {"preempted": victims,
+                              "preempted_count": ev.ev(fields["wantPreempted"]) if "wantPreempted" in fields else len(victims),
+                              "reasons": {w.d["name"]: w.d["preempted_reason"] for w in want
+                                          if w.d["evicted"] and w.d["preempted_reason"]}}
+            if evicted_before:
+                case["note"] = f"already evicted before the call: {sorted(evicted_before)}"
+        except Unsupported as exc:
+            case["skip"] = f"not extracted: uses {exc}"
+        out.append(case)
+    return out
+
+
+def _assignment(asg) -> list:
+    out = []
+    if not isinstance(asg, dict):
+        raise Unsupported("assignment literal")
+    for ps in asg.get("podsets", asg.get("PodSets", [])):
+        fl = {}
+        for r, fa in (ps.get("flavors") or ps.get("Flavors") or {}).items():
+            if isinstance(fa, dict):
+                fl[r] = {"flavor": fa.get("Name"), "mode": fa.get("Mode")}
+        out.append({"name": ps.get("name", ps.get("Name", "main")), "flavors": fl})
+    if not out:
+        raise Unsupported("assignment literal")
+    return out
+
+
+CONST.update({"flavorassigner.Preempt": "Preempt", "flavorassigner.Fit": "Fit",
+              "flavorassigner.NoFit": "NoFit"})
+
+
+def schedule_cases(repo: str, tag: str) -> list[dict]:
+    path = "pkg/scheduler/scheduler_test.go"
+    full = git_show(repo, tag, path)
+    src = func_src(full, "TestSchedule")
+    env, cases = cases_of(src)
+    ev0 = Evaluator(env)
+    FIXTURES["TestSchedule"] = {"clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
+                                "queues": [lq_record(q) for q in ev0.ev(env["queues"])]}
+    out = []
+    for key, body in cases[2]:
+        name = key[1]
+        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
+                           "test": "TestSchedule", "case": name}}
+        try:
+            ev = Evaluator(env)
+            fields = {kk[1]: vv for kk, vv in body[2]}
+            for f in fields:
+                if f in ("enableFairSharing", "objects", "admissionError"):
+                    raise Unsupported(f"field {f}")
+            if "featureGates" in fields:
+                gates = {text(k): v for k, v in fields["featureGates"][2]}
+                other = sorted(g for g in gates if g != "features.PartialAdmission")
+                if other:
+                    raise Unsupported(f"feature gate {other[0]}")
+                # PartialAdmission only matters for pod sets with a minimum count, which
+                # are not extracted (PS.SetMinimumCount is unsupported)
+            extra = ev.ev(fields["additionalClusterQueues"]) if "additionalClusterQueues" in fields else []
+            lqs = ev.ev(fields["additionalLocalQueues"]) if "additionalLocalQueues" in fields else []
+            cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
+            case["cluster_queues"] = "clusterQueues"
+            if extra:
+                case["extra_cluster_queues"] = [cq_record(c) for c in extra]
+            case["local_queues"] = "queues"
+            if lqs:
+                case["extra_local_queues"] = [lq_record(q) for q in lqs]
+            if cohorts:
+                case["cohorts"] = [c.d for c in cohorts]
+            wls = ev.ev(fields.get("workloads", ("comp", "[]", [])))
+            admitted, pending = [], []
+            for w in wls:
+                rec = workload_record(w)
+                if "cluster_queue" in rec:
+                    rec.pop("queue", None)
+                    admitted.append(rec)
+                else:
+                    rec["queue"] = f"{w.d['ns']}/{w.d['queue']}"
+                    pending.append(rec)
+            case["admitted"], case["pending"] = admitted, pending
+            want_asg = ev.ev(fields.get("wantAssignments", ("comp", "map", [])))
+            want_wls = ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
+            exp = {"assignments": {}}
+            for k, v in want_asg.items():
+                v = v.d if isinstance(v, ADM) else v
+                pss = v.get("PodSetAssignments", v.get("podsets", []))
+                exp["assignments"][k] = {"cluster_queue": v.get("ClusterQueue", v.get("cq")), "flavors": {
+                    (ps.get("name") or ps.get("Name")): (ps.get("flavors") or ps.get("Flavors") or {}) for ps in pss}}
+            exp["preempted"] = sorted(f"{w.d['ns']}/{w.d['name']}" for w in want_wls if w.d["evicted"])
+            if "wantLeft" in fields:
+                exp["left"] = ev.ev(fields["wantLeft"])
+            if "wantInadmissibleLeft" in fields:
+                exp["inadmissible_left"] = ev.ev(fields["wantInadmissibleLeft"])
+            case["expect"] = exp
+        except Unsupported as exc:
+            case["skip"] = f"not extracted: uses {exc}"
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            case["skip"] = f"not extracted: {type(exc).__name__} {exc}"
+        out.append(case)
+    return out
+
+
+def main() -> None:
+    import yaml
+    repo, tag = sys.argv[1], sys.argv[2]
+    OUT.mkdir(parents=True, exist_ok=True)
+    hier = ("pkg/scheduler/preemption/preemption_hierarchical_test.go", "TestHierarchicalPreemptions")
+    for fname, test, fn in (("preemption_test.TestPreemption.yaml", "TestPreemption", preemption_cases),
+                            ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
+                             "TestHierarchicalPreemptions", lambda r, t: preemption_cases(r, t, *hier)),
+                            ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases)):
+        cases = fn(repo, tag)
+        n_ok = sum("skip" not in c for c in cases)
+        header = (f"# Extracted by tools/kueue_conformance/extract.py from kubernetes-sigs/kueue {tag}\n"
+                  f"# ({cases[0]['source']['file']}, {test}); {n_ok} of {len(cases)} cases extracted,\n"
+                  f"# the others say why under `skip`. Semantics of the fields: README.md here.\n")
+        doc = {"fixtures": FIXTURES[test], "cases": cases}
+        (OUT / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
+        print(fname, n_ok, "of", len(cases))
+
+
+if __name__ == "__main__":
+    main()
