@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", help="print the Kubernetes objects submit would create", epilog=EPILOG)
     _job_options(p)
+    p.add_argument("--job-only", action="store_true",
+                   help="print only the job (not the shared runtime ConfigMap and key Secret; "
+                        "stderr names them)")
     _common(p, outputs=("yaml", "json"))
 
     p = sub.add_parser("admin", help="administrator tools", epilog=EPILOG)

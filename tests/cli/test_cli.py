@@ -201,3 +201,17 @@ def test_queue_with_an_unknown_name_is_a_usage_error_naming_the_known_queues(cli
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "unknown queue 'typo'" in r.stderr and "known: default" in r.stderr
     assert r.stdout == ""
+
+
+def test_render_job_only_prints_the_job_and_names_what_else_must_exist(cli):
+    import yaml
+    (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
+    full = cli("render", "t.py:f", "3", "--gpus", "2", "--kind", "PyTorchJob")
+    only = cli("render", "t.py:f", "3", "--gpus", "2", "--kind", "PyTorchJob", "--job-only")
+    assert full.returncode == 0 and only.returncode == 0, only.stderr
+    kinds = [d["kind"] for d in yaml.safe_load_all(only.stdout) if d]
+    assert kinds == ["PyTorchJob"]
+    assert [d["kind"] for d in yaml.safe_load_all(full.stdout) if d][-1] == "PyTorchJob"
+    assert len(only.stdout) < len(full.stdout) / 2
+    assert "also needed in namespace default: ConfigMap gpujobs-runtime-" in only.stderr
+    assert "Secret gpujobs-key-" in only.stderr
