@@ -6,6 +6,7 @@ and are verified *before* anything is unpickled (:func:`open_envelope`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import pickle
@@ -77,6 +78,7 @@ _RUNTIME_PACKAGES = frozenset({"gpujobs", "gpujobs_magic", "gpujobs_sim", "__mai
 _import_cache: dict[tuple[str, int, int], tuple[tuple[str, int, tuple[str, ...]], ...]] = {}
 
 
+@functools.lru_cache(maxsize=1)
 def _installed_roots() -> tuple[str, ...]:
     import site
     import sysconfig
@@ -90,6 +92,7 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_local_path(path: str | None) -> bool:
     """A file that is not part of an installed package (stdlib, site-packages)."""
     import os
