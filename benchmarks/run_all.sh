@@ -14,7 +14,8 @@ for cmd in \
   "benchmarks/status_fanout.py" \
   "benchmarks/metrics_overhead.py" \
   "benchmarks/progress_overhead.py" \
-  "benchmarks/fault_report.py"; do
+  "benchmarks/fault_report.py" \
+  "benchmarks/eta_accuracy.py"; do
   echo "\$ .venv/bin/python $cmd"
   $PY $cmd 2>&1 | grep -v "^gpujobs: no GPU found"
   echo

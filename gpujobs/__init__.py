@@ -11,12 +11,12 @@ from .context import JobContext, context
 from .errors import SpecError
 from .handle import Job, attach
 from .spec import JobSpec, SecretRef, Volume
-from .status import GpuSample, JobEvent, JobStatus
+from .status import GpuSample, JobEvent, JobStatus, Plan
 
 __version__ = "0.1.0"
 
 __all__ = ["submit", "job", "JobBuilder", "JobSpec", "Job", "JobStatus", "JobEvent", "GpuSample",
-           "attach", "jobs", "usage", "context", "JobContext", "errors", "SpecError", "SecretRef",
+           "Plan", "attach", "jobs", "usage", "context", "JobContext", "errors", "SpecError", "SecretRef",
            "Volume"]
 
 

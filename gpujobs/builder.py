@@ -168,6 +168,24 @@ class JobBuilder:
         from .backends import get_backend
         return get_backend("kubernetes").render(self.spec(), kind=kind)
 
+    def plan(self):
+        """What :meth:`submit` would do now, without submitting: a :class:`gpujobs.Plan`
+        (``admit_now``, ``position``, ``preempts``, ``expected_start``, ``reason``)."""
+        from .backends import get_backend
+        spec = self.spec()
+        backend = get_backend(spec.backend)
+        planner = getattr(backend, "plan", None)
+        if planner is None:
+            raise SpecError("backend", f"the {getattr(backend, 'name', spec.backend)} backend cannot "
+                            "plan a job yet", "use .on('local') for a plan, or submit and read "
+                            "job.status().reason")
+        return planner(spec)
+
+    def max_runtime(self, seconds: float) -> "JobBuilder":
+        """Declared run-time limit (like sbatch --time); forecasts use it as an upper bound
+        of the job's end (Kubernetes: activeDeadlineSeconds)."""
+        return self._with(max_runtime_s=seconds)
+
     def submit(self):
         from .backends import get_backend
         from .handle import Job

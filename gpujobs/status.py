@@ -110,7 +110,10 @@ class JobStatus:
     gang_ready: int = 0
     gang_size: int = 0
     message: str = ""
-    reason: str = ""
+    reason: str = ""  # queued: why it waits (human); ended: a short cause (lost, rank-failed, …)
+    blocked_by: tuple[str, ...] = ()  # queued: ids ahead of it or holding its quota
+    expected_start: float | None = None  # queued: forecast start (epoch s), None: nothing to go on
+    expected_start_basis: str = ""  # what the forecast rests on (see docs/forecast.md)
     submitted_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -126,6 +129,8 @@ class JobStatus:
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
             raise ValueError(f"phase {self.phase!r} is not one of {PHASES}")
+        if not isinstance(self.blocked_by, tuple):  # e.g. a list from JSON
+            object.__setattr__(self, "blocked_by", tuple(self.blocked_by or ()))
 
     @property
     def terminal(self) -> bool:
@@ -162,6 +167,8 @@ class JobStatus:
         pos = self.position_text()
         if pos:
             parts.append(pos)
+        if self.phase == "queued" and self.expected_start is not None:
+            parts.append(start_text(self.expected_start))
         if self.gang_size:
             parts.append(f"gang {self.gang_ready}/{self.gang_size}")
         if self.cpu_ranks:
@@ -186,3 +193,51 @@ def ordinal(n: int) -> str:
     else:
         suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def start_text(when: float | None, now: float | None = None) -> str:
+    """'starts now', 'starts in ~12 min (14:05)', or 'start unknown'."""
+    if when is None:
+        return "start unknown"
+    now = time.time() if now is None else now
+    left = when - now
+    if left <= 30:
+        return "starts now"
+    from .admission.forecast import duration
+    return f"starts in ~{duration(left)} ({time.strftime('%H:%M', time.localtime(when))})"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What submitting a job now would do; nothing is submitted (``JobBuilder.plan()``).
+
+    ``admit_now``: it would be admitted in the next scheduling pass. ``position``: its
+    1-based place in its queue otherwise (None when admitted now or it can never fit).
+    ``preempts``: ids it would evict. ``expected_start``: forecast start (epoch s), None when
+    it rests on jobs whose end is unknown (then ``not_before`` is the earliest it could be)
+    or it can never fit. ``reason``: why, in words; ``basis``: what the forecast rests on.
+    """
+    admit_now: bool
+    position: int | None
+    preempts: tuple[str, ...]
+    expected_start: float | None
+    reason: str
+    basis: str = ""
+    blocked_by: tuple[str, ...] = ()
+    not_before: float | None = None
+    queue: str = ""
+
+    def summary(self) -> str:
+        if self.admit_now:
+            head = "would be admitted now"
+        elif self.position is None and self.expected_start is None and self.basis.startswith("never"):
+            head = "can never start"
+        else:
+            head = (f"would wait {ordinal(self.position)} in {self.queue}" if self.position
+                    else "would wait") + f", {start_text(self.expected_start)}"
+        if self.preempts:
+            head += f", preempting {', '.join(self.preempts)}"
+        return f"{head}: {self.reason}" if self.reason else head
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -17,7 +17,7 @@ Semantics and where they differ from Kueue: docs/admission.md.
 """
 from .engine import DEFAULT_PRIORITIES, Engine
 from .model import (DEFAULT_FLAVOR, Admission, ClusterQueue, Cohort, Decisions, PodSet,
-                    Workload, normalize_quota)
+                    ResourceFlavor, Workload, normalize_quota)
 
 __all__ = ["Engine", "ClusterQueue", "Cohort", "Workload", "PodSet", "Decisions", "Admission",
-           "DEFAULT_PRIORITIES", "DEFAULT_FLAVOR", "normalize_quota"]
+           "ResourceFlavor", "DEFAULT_PRIORITIES", "DEFAULT_FLAVOR", "normalize_quota"]

@@ -1,4 +1,4 @@
-"""The admission engine: Kueue's scheduler (v0.19) for flat cohorts, without an API server.
+"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.
@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
-from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, Workload,
-                    normalize_quota)
+from . import fairsharing
+from .model import (INF, REQUEUING, Admission, ClusterQueue, Cohort, Decisions, ResourceFlavor,
+                    Workload, normalize_quota)
 
 EPS = 1e-9
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
@@ -56,6 +57,7 @@ class _Entry:
     usage: dict = field(default_factory=dict)   # {(flavor, resource): amount} while admitted
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
+    pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
 
 
 @dataclass
@@ -66,6 +68,7 @@ class _Asg:
     usage: dict = field(default_factory=dict)     # {fr: amount}
     need: set = field(default_factory=set)        # frs whose mode is Preempt
     borrow: int = 0
+    modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
 
 
 class _RG:
@@ -125,6 +128,8 @@ class _CQ:
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known
         self.sticky: _Entry | None = None  # BestEffortFIFO: the preemptor kept at the head
+        self.inactive = False  # names a ResourceFlavor that does not exist
+        self.weight = float(spec.fair_weight)
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
 
@@ -165,6 +170,7 @@ class _Cohort:
         self.height = 1
         self.all_cqs: list[_CQ] = []        # every ClusterQueue of the tree (on the root)
         self.version = 0  # bumped on every admission, release or eviction in the tree
+        self.weight = float(spec.fair_weight)
 
     def finish(self) -> None:
         """Subtree quotas, guaranteed parts and heights, children first."""
@@ -188,13 +194,26 @@ class Engine:
     ``Eviction`` (default) orders a workload requeued after a PodsReady timeout (or an
     admission check) by its eviction time, ``Creation`` by its creation time. A preempted
     workload keeps its creation time in both, as in Kueue. ``clock`` gives eviction times
-    when :meth:`requeue` is not told one (default ``time.time``).
+    when :meth:`requeue` is not told one (default ``time.time``). ``preemption_oracle``, if
+    given, replaces the preemption simulation inside flavor assignment (Kueue's
+    ``preemptionOracle``): ``(queue, (flavor, resource), amount) -> (possibility, borrowing
+    level)`` with possibility ``Preempt``, ``Reclaim`` or ``NoCandidates`` (the conformance
+    suite replays Kueue's flavorassigner tests, which mock it, through this). ``flavors``
+    (ResourceFlavor objects) gives flavors node labels and taints; with it, a ClusterQueue
+    naming a flavor that is not there is inactive (its workloads wait), as in Kueue.
+    ``fair_sharing`` turns on Kueue's fair sharing (``fairSharing`` in its configuration): heads
+    of a cohort tree are taken by a tournament on dominant resource shares (weights
+    ``fair_weight``), and preemption follows ``fair_sharing_strategies``
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``).
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
                  priorities: Mapping[str, int] | None = None,
                  default_priority: str | int | None = None,
-                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None):
+                 requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
+                 preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
+                 flavors: Sequence[ResourceFlavor] | None = None, fair_sharing: bool = False,
+                 fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -204,6 +223,15 @@ class Engine:
                             f"use one of {', '.join(REQUEUING)}")
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
+        self._oracle_hook = preemption_oracle
+        self.fair_sharing = bool(fair_sharing)
+        for st in fair_sharing_strategies:
+            if st not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
+                raise SpecError("fair_sharing_strategies", f"unknown {st!r}",
+                                "use LessThanOrEqualToFinalShare and/or LessThanInitialShare")
+        self.fs_strategies = tuple(fair_sharing_strategies) or ("LessThanOrEqualToFinalShare",
+                                                                "LessThanInitialShare")
+        self._flavors = None if flavors is None else {f.name: f for f in flavors}
         self._cqs: dict[str, _CQ] = {}
         self._lq: dict[str, str] = {}
         self._cohorts: dict[str, _Cohort] = {}
@@ -227,6 +255,7 @@ class Engine:
         self._build_tree()
         for cq in self._cqs.values():
             cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
+            cq.inactive = self._flavors is not None and any(f not in self._flavors for f in cq.flavors)
         self._entries: dict[str, _Entry] = {}
         self._seq = 0
         self._order = 0
@@ -445,7 +474,11 @@ class Engine:
             borrow, may_reclaim = self._borrow_level(cq, fr, val)
         if val <= self._available(cq, fr) + EPS:
             return FIT, borrow
-        if n + EPS >= val or may_reclaim or cq.bwc:
+        if n + EPS >= val or may_reclaim or cq.bwc or (
+                self.fair_sharing and cq.spec.reclaim_within_cohort != "Never"):
+            if self._oracle_hook is not None:
+                poss, after = self._oracle_hook(cq.name, fr, val)
+                return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
             targets = self._targets(e, {fr}, {fr: val})
             self._oracle = (e, fr, val, targets)
             if not targets:
@@ -476,6 +509,9 @@ class Engine:
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
                 for f in rg.flavors:
+                    if self._flavors is not None and (f not in self._flavors
+                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                        continue  # an untolerated taint or a node selector it does not match
                     rep = (FIT, 0)
                     per = {}
                     for rr, val in group.items():
@@ -499,6 +535,7 @@ class Engine:
                 f, per = best
                 for rr, (mode, borrow) in per.items():
                     flavors[rr] = f
+                    asg.modes[(ps_name, rr)] = mode
                     fr = (f, rr)
                     asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
                     asg.borrow = max(asg.borrow, borrow)
@@ -520,6 +557,8 @@ class Engine:
     def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
         """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
         minimised), or [] when no set of allowed candidates does."""
+        if self.fair_sharing:
+            return self._fair_targets(e, need, requests)
         cq, spec = e.cq, e.cq.spec
         cands: list[tuple] = []  # (sort key, entry, variant)
         within, reclaim = spec.within_queue, spec.reclaim_within_cohort
@@ -626,6 +665,9 @@ class Engine:
                 return out
         return _Targets()
 
+    def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        return fairsharing.fair_targets(self, e, need, requests)
+
     def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
         """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
         that are above nominal in a resource that needs preemption (Kueue
@@ -638,6 +680,17 @@ class Engine:
                     stack.append(child)
             for q in node.members:
                 yield q, root
+
+    def flavor_assignment(self, wid: str) -> dict:
+        """The flavor assignment the pending workload ``wid`` would get now (Kueue
+        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
+        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        e = self._entries[wid]
+        asg = self._assign(e)
+        names = {FIT: "Fit", PREEMPT: "Preempt", NOFIT: "NoFit"}
+        return {"mode": names[asg.mode], "borrowing": asg.borrow if asg.mode != NOFIT else 0,
+                "podsets": {ps: {r: {"flavor": f, "mode": "Fit" if asg.modes[(ps, r)] == FIT else "Preempt"}
+                                 for r, f in fl.items()} for ps, fl in asg.podsets}}
 
     def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
                            preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -663,13 +716,14 @@ class Engine:
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
         used: Counter = Counter()
         problems = []
-        for ps in w.podsets:
-            reqs = ps.total()
+        for _, reqs in self._podset_totals(cq, w):
             done: set = set()
             for r in sorted(reqs):
                 if r in done:
                     continue
                 rg = cq.rg_of.get(r)
+                if rg is None and not reqs[r]:
+                    continue  # a zero request for a resource the queue does not cover
                 if rg is None:
                     problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
                     break
@@ -694,6 +748,18 @@ class Engine:
         if not problems:
             return True, f"fits queue {cq.name!r}"
         return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+
+    @staticmethod
+    def _podset_totals(cq: _CQ, w: Workload) -> list:
+        """[(pod set, {resource: total})]; a queue with quota for ``pods`` counts each pod set's
+        pods as a request too (Kueue adds corev1.ResourcePods when a resource group covers it)."""
+        out = []
+        for ps in w.podsets:
+            reqs = {r: a * ps.count for r, a in ps.requests.items()}
+            if "pods" in cq.rg_of and "pods" not in reqs:
+                reqs["pods"] = float(ps.count)
+            out.append((ps.name, reqs))
+        return out
 
     # ------------------------------------------------------- queue structures
     def _push_pending(self, e: _Entry) -> None:
@@ -765,11 +831,14 @@ class Engine:
             res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
             raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
                              f"or use a queue with more nominal or borrowable quota)")
-        podsets = [(ps.name, {r: a * ps.count for r, a in ps.requests.items()}) for ps in w.podsets]
+        podsets = self._podset_totals(cq, w)
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+        if any(ps.node_selector or ps.tolerations for ps in w.podsets):  # flavors may differ
+            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
+                           for ps in w.podsets)
         self._seq += 1
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
-                   key=(-prio, w.created, self._seq, w.id))
+                   key=(-prio, w.created, self._seq, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._push_pending(e)
 
@@ -798,7 +867,7 @@ class Engine:
     def _cycle(self, out: Decisions) -> bool:
         heads = []
         for cq in self._cqs.values():
-            if cq.stalled or not cq.heaps:
+            if cq.stalled or not cq.heaps or cq.inactive:
                 continue
             e = self._head(cq)
             if e is None:
@@ -830,11 +899,20 @@ class Engine:
             for cq, res in held:
                 self._charge(cq, res, -1)
             return False
-        heads.sort(key=lambda h: h[0])
+        if self.fair_sharing:  # Kueue fairSharingIterator: a DRS tournament per cohort tree
+            remaining = {h[1].cq: h for h in heads}
+
+            def tournament():
+                while remaining:
+                    yield fairsharing.pop_fair(self, remaining)
+            seq: Iterable = tournament()
+        else:
+            heads.sort(key=lambda h: h[0])
+            seq = heads
         progress = False
         victims: dict[str, _Entry] = {}
         undo: list = []
-        for _, e, asg, targets in heads:
+        for _, e, asg, targets in seq:
             cq = e.cq
             if asg.mode == NOFIT:
                 cq.parked[e.shape] = e.key
@@ -1054,8 +1132,9 @@ class _Targets(list):
 
 def _cand_key(c: _Entry, group: int) -> tuple:
     """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
-    1 other queues, 2 own queue), lower priority first, most recently admitted first."""
-    return (c.state != "evicting", group, c.prio, -c.reserved[0], -c.reserved[1], c.w.id)
+    1 other queues, 2 own queue), lower priority first, most recently admitted first, then by
+    id (Kueue: UID)."""
+    return (c.state != "evicting", group, c.prio, -c.reserved[0], c.w.id)
 
 
 def _num(x: float) -> str:

@@ -47,10 +47,14 @@ def normalize_quota(quota: Mapping | None, what: str) -> dict[str, dict[str, flo
 
 @dataclass(frozen=True)
 class PodSet:
-    """``count`` pods (ranks), each requesting ``requests`` ({resource: amount})."""
+    """``count`` pods (ranks), each requesting ``requests`` ({resource: amount}).
+    ``node_selector`` ({label: value}) and ``tolerations`` ([{"key", "operator", "value",
+    "effect"}]) are the pod template's, matched against ResourceFlavors as Kueue does."""
     name: str
     count: int
     requests: Mapping[str, float]
+    node_selector: Mapping[str, str] = field(default_factory=dict, hash=False)
+    tolerations: Sequence[Mapping[str, str]] = ()
 
     def total(self) -> dict[str, float]:
         return {r: a * self.count for r, a in self.requests.items() if a}
@@ -102,6 +106,7 @@ class ClusterQueue:
     when_can_borrow: str = "MayStopSearch"
     when_can_preempt: str = "TryNextFlavor"
     preference: str | None = None
+    fair_weight: float = 1.0  # fairSharing.weight (used when the Engine has fair_sharing on)
 
     def __post_init__(self) -> None:
         for fld, val, allowed in (("borrow_within_cohort", self.borrow_within_cohort, BORROW_WITHIN_COHORT),
@@ -133,6 +138,41 @@ class Cohort:
     parent: str | None = None
     borrowing_limit: Mapping | None = None
     lending_limit: Mapping | None = None
+    fair_weight: float = 1.0  # fairSharing.weight
+
+
+@dataclass(frozen=True)
+class ResourceFlavor:
+    """Kueue's ResourceFlavor: the node labels its nodes carry, the taints on them
+    ([{"key", "value", "effect"}]) and tolerations the flavor adds to its pods. A pod set can
+    use the flavor only if it tolerates every NoSchedule/NoExecute taint (with the flavor's
+    tolerations) and its node selector, restricted to the flavor's label keys, matches."""
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    node_taints: Sequence[Mapping[str, str]] = ()
+    tolerations: Sequence[Mapping[str, str]] = ()
+
+    def admits(self, ps: "PodSet") -> bool:
+        for t in self.node_taints:
+            if t.get("effect") not in ("NoSchedule", "NoExecute"):
+                continue
+            if not any(_tolerates(tol, t) for tol in (*ps.tolerations, *self.tolerations)):
+                return False
+        for k, v in (ps.node_selector or {}).items():
+            if k in self.node_labels and self.node_labels[k] != v:
+                return False
+        return True
+
+
+def _tolerates(tol: Mapping[str, str], taint: Mapping[str, str]) -> bool:
+    """Kubernetes Toleration.ToleratesTaint."""
+    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+        return False
+    if tol.get("key") and tol.get("key") != taint.get("key"):
+        return False
+    if tol.get("operator", "Equal") == "Exists":
+        return not tol.get("value")
+    return bool(tol.get("key")) and tol.get("value", "") == taint.get("value", "")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ``gpujobs`` command: submit, queue, status, logs, cancel, render, sbatch, admin, agent.
+"""The ``gpujobs`` command: submit, plan, queue, status, logs, cancel, render, sbatch, admin, agent.
 
 Conventions follow kubectl and squeue: ``-n/--namespace``, ``-o yaml|json|wide|name``, one
 clear error line on stderr (set ``GPUJOBS_DEBUG=1`` for the traceback), and the exit codes
@@ -42,6 +42,8 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
     p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
+    p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=float,
+                   help="declared run-time limit in seconds (like sbatch --time); forecasts use it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the job's logs (all ranks) until it ends; implies --wait")
         p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
                        help="progress display while waiting (auto: live on a terminal)")
+
+    p = sub.add_parser("plan", help="what submitting would do now (admit, position, preempts, "
+                       "expected start); nothing is submitted", epilog=EPILOG)
+    _job_options(p)
+    _common(p, outputs=("yaml", "json"))
 
     p = sub.add_parser("queue", help="jobs waiting and running (squeue-like)", epilog=EPILOG)
     _common(p)

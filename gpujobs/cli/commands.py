@@ -50,6 +50,8 @@ def apply_common(b, args: argparse.Namespace):
             pairs[k] = v
         b = b.env(**pairs)
     opts: dict[str, Any] = {}
+    if getattr(args, "max_runtime", None) is not None:
+        opts["max_runtime_s"] = args.max_runtime
     if args.backend:
         opts["backend"] = args.backend
     if args.namespace:
@@ -184,6 +186,21 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
                 line += f"\nresult: {results[st.job_id]!r}"
             print(line)
     return code
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """`gpujobs plan TARGET [submit's options]`: the what-if, nothing submitted."""
+    args.wait = False
+    _, builders = make_builders(args)
+    specs = [b.spec() for b in builders]  # every spec checked first, as submit does
+    plans = [b.plan() for b in builders]
+    if args.output in ("json", "yaml"):
+        docs = [p.to_dict() for p in plans]
+        output.dump(docs if len(docs) > 1 else docs[0], args.output)
+    else:
+        for spec, p in zip(specs, plans):
+            print(output.plan_lines(spec.display_name, p))
+    return exitcodes.OK
 
 
 def cmd_queue(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
-from ..status import JobStatus
+from ..status import JobStatus, Plan, start_text
 
 
 def age(seconds: float | None) -> str:
@@ -37,16 +37,36 @@ def reason(st: JobStatus) -> str:
     return st.reason or (st.message if st.phase in ("failed", "cancelled", "preempted") else "")
 
 
+def clock(t: float, now: float) -> str:
+    """HH:MM:SS today, else 'Dec 02 14:05'."""
+    lt, ln = time.localtime(t), time.localtime(now)
+    if lt[:3] == ln[:3]:
+        return time.strftime("%H:%M:%S", lt)
+    return time.strftime("%b %d %H:%M", lt)
+
+
+def start(st: JobStatus, now: float) -> str:
+    """START (squeue --start): the forecast for queued jobs ('N/A' with nothing to go on),
+    the actual start for the others."""
+    if st.phase == "queued":
+        if st.expected_start is None:
+            return "N/A"
+        return "now" if st.expected_start <= now + 30 else "~" + clock(st.expected_start, now)
+    return clock(st.started_at, now) if st.started_at else "-"
+
+
 def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None) -> tuple[list[str], list[list[str]]]:
     now = now or time.time()
-    headers = ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON", "PROGRESS"]
+    headers = ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "START", "REASON",
+               "PROGRESS"]
     if wide:
         headers += ["PRIORITY", "GANG", "BACKEND", "MESSAGE"]
     rows = []
     for st in statuses:
         row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
                str(st.queue_position) if st.queue_position else "-",
-               age(now - st.submitted_at if st.submitted_at else None), (reason(st) or "-")[:40],
+               age(now - st.submitted_at if st.submitted_at else None), start(st, now),
+               (reason(st) or "-")[:40] if not wide else (reason(st) or "-"),
                progress_cell(st, now)]
         if wide:
             row += [st.priority or "-", f"{st.gang_ready}/{st.gang_size}" if st.gang_size else "-",
@@ -90,6 +110,11 @@ def status_lines(st: JobStatus) -> str:
             ("Queue", st.queue), ("Priority", st.priority or "-"), ("User", st.user), ("GPUs", str(st.gpus))]
     if st.phase == "queued":
         rows.append(("Position", st.position_text() or "-"))
+        rows.append(("Start", (clock(st.expected_start, time.time()) + f" ({start_text(st.expected_start)})"
+                               if st.expected_start is not None else "unknown")
+                     + (f" · {st.expected_start_basis}" if st.expected_start_basis else "")))
+        if st.blocked_by:
+            rows.append(("Blocked by", ", ".join(st.blocked_by)))
     if st.gang_size:
         rows.append(("Gang", f"{st.gang_ready}/{st.gang_size} ready"))
     if st.cpu_ranks:
@@ -120,6 +145,22 @@ def status_lines(st: JobStatus) -> str:
             f"  {time.strftime('%H:%M:%S', time.localtime(e.time))}  {e.kind:<10} {e.message}".rstrip()
             for e in st.events)
     return out
+
+
+def plan_lines(name: str, p: Plan) -> str:
+    """`gpujobs plan` output: the summary, then the fields."""
+    now = time.time()
+    rows = [("Admit now", "yes" if p.admit_now else "no"),
+            ("Position", str(p.position) if p.position else "-"),
+            ("Preempts", ", ".join(p.preempts) or "-"),
+            ("Start", (clock(p.expected_start, now) + f" ({start_text(p.expected_start, now)})")
+             if p.expected_start is not None else
+             ("never" if p.basis.startswith("never") else "unknown")
+             + (f", not before {clock(p.not_before, now)}" if p.not_before else "")),
+            ("Basis", p.basis or "-"), ("Reason", p.reason or "-")]
+    if p.blocked_by:
+        rows.append(("Blocked by", ", ".join(p.blocked_by)))
+    return f"{name}: {p.summary()}\n" + "\n".join(f"  {k + ':':<12}{v}" for k, v in rows)
 
 
 class Progress:

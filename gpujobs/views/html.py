@@ -70,6 +70,10 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
     pos = status.position_text()
     if pos:
         bits.append(f'<span class="gpujobs-position">{esc(pos)}</span>')
+    if status.phase == "queued" and (status.expected_start is not None or status.expected_start_basis):
+        from ..status import start_text
+        bits.append(f'<span class="gpujobs-start" title="{esc(status.expected_start_basis)}">'
+                    f'{esc(start_text(status.expected_start))}</span>')
     gang_bits = gang_html(status) if gang else ""
     if gang_bits:
         bits.append(gang_bits)
@@ -87,6 +91,9 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
     line2 = esc(meta)
     if status.message:
         line2 += f" · {esc(status.message)}"
+    if status.phase == "queued" and status.reason:
+        line2 += f'<div class="gpujobs-reason">{esc(status.reason)}</div>'
+
     return (f'<div class="gpujobs-header">{" ".join(bits)}</div>'
             f'<div class="gpujobs-meta" style="color:#57606a;font-size:90%">{line2}</div>')
 

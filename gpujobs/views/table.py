@@ -9,7 +9,7 @@ from .html import esc, phase_badge
 from .text import fmt_duration
 
 COLUMNS = ["position", "job_id", "name", "user", "queue", "priority", "gpus", "gang", "phase",
-           "age", "waited", "reason", "message"]
+           "age", "waited", "start", "reason", "message"]
 _PHASE_ORDER = {"running": 0, "starting": 1, "admitted": 2, "queued": 3, "preempted": 4}
 
 
@@ -34,11 +34,22 @@ def jobs_frame(statuses: Iterable[JobStatus], now: float | None = None):
             "phase": s.phase,
             "age": fmt_duration(now - s.submitted_at) if s.submitted_at else "",
             "waited": fmt_duration(s.waited),
+            "start": _start(s, now),
             "reason": s.reason, "message": s.message,
         })
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["position"] = frame["position"].astype("Int64")
     return frame
+
+
+def _start(s: JobStatus, now: float) -> str:
+    """Expected start of a queued job ('in ~12 min', 'unknown' with nothing to go on), ''."""
+    if s.phase != "queued":
+        return ""
+    if s.expected_start is None:
+        return "unknown" if s.expected_start_basis else ""
+    left = s.expected_start - now
+    return "now" if left <= 30 else f"in ~{fmt_duration(left)}"
 
 
 def frame_html(frame: Any, title: str = "") -> str:

@@ -167,7 +167,8 @@ def test_queue_json_is_a_list(cli):
     assert r.returncode == 0, r.stderr
     assert isinstance(json.loads(r.stdout), list)
     r = cli("queue")
-    assert r.stdout.split()[:9] == ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE", "REASON"]
+    assert r.stdout.split()[:11] == ["JOBID", "NAME", "USER", "QUEUE", "GPUS", "PHASE", "POS", "AGE",
+                                     "START", "REASON", "PROGRESS"]
 
 
 def test_agent_stop_without_agent_is_fine(cli):

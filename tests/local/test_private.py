@@ -93,3 +93,31 @@ def test_job_folder_must_be_a_private_real_folder_of_ours_in_jobs(tmp_path):
     os.chmod(jd, 0o750)
     with pytest.raises(SpecError, match="private"):
         private.job_folder(home, "fn-abc123")
+
+
+def test_the_peer_checked_server_keeps_a_deep_listen_queue(tmp_path):
+    """A burst of clients (a notebook's many status calls, a cold-start herd) queues at the
+    agent's socket instead of getting EAGAIN: the peer-checked server listens with
+    LISTEN_BACKLOG (the socketserver default is 5)."""
+    import socket
+    import socketserver
+
+    from gpujobs.backends.local.agent import LISTEN_BACKLOG, PeerCheckedServer
+    path = tmp_path / "s.sock"
+    server = PeerCheckedServer(str(path), socketserver.BaseRequestHandler)  # listening, not serving
+    clients = []
+    refused = 0
+    try:
+        for _ in range(min(200, LISTEN_BACKLOG)):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.setblocking(False)
+            clients.append(c)
+            try:
+                c.connect(str(path))
+            except BlockingIOError:
+                refused += 1
+    finally:
+        for c in clients:
+            c.close()
+        server.server_close()
+    assert refused == 0

@@ -90,3 +90,20 @@ def test_queue_view_reads_its_source_each_time():
     box.append(status("running", job_id="b"))
     assert list(q.to_pandas()["job_id"]) == ["b", "train-abc123"]
     assert [s.job_id for s in q] == ["b", "train-abc123"]
+
+
+def test_queued_job_shows_reason_and_expected_start():
+    from gpujobs.views.html import header_html
+    import time as _time
+    now = _time.time()
+    st = status("queued", queue_position=2, submitted_at=now - 5, expected_start=now + 720,
+                expected_start_basis="expected ends from declared limit",
+                reason="needs 2 GPUs, 0 free in a; ahead: r (running, ~12 min left)")
+    html = header_html(st)
+    assert "starts in ~12 min" in html and 'title="expected ends from declared limit"' in html
+    assert "needs 2 GPUs, 0 free in a; ahead: r (running, ~12 min left)" in html
+    df = jobs_frame([st, status("queued", job_id="u", queue_position=3,
+                                expected_start_basis="unknown: …")], now=now)
+    assert list(df["start"]) == ["in ~12m00s", "unknown"]
+    assert "<b>" in header_html(status("running", started_at=now)) and \
+        "gpujobs-start" not in header_html(status("running", started_at=now))

@@ -57,6 +57,9 @@ CONST = {
     "kueue.PreemptionOverBorrowing": "PreemptionOverBorrowing",
     "kueue.InClusterQueueReason": "InClusterQueue", "kueue.InCohortReclamationReason": "InCohortReclamation",
     "kueue.InCohortReclaimWhileBorrowingReason": "InCohortReclaimWhileBorrowing",
+    "config.LessThanInitialShare": "LessThanInitialShare",
+    "config.LessThanOrEqualToFinalShare": "LessThanOrEqualToFinalShare",
+    "kueue.InCohortFairSharingReason": "InCohortFairSharing",
     "time.Second": 1, "time.Minute": 60, "time.Millisecond": 0.001, "time.Hour": 3600,
     "now": 0.0,
 }
@@ -71,6 +74,14 @@ class WL:
 
     def Request(self, r, q):
         self.d["podsets"][0]["requests"][r] = qty(q)
+        return self
+
+    def Toleration(self, t):
+        self.d["podsets"][0].setdefault("tolerations", []).append(_toleration(t))
+        return self
+
+    def NodeSelector(self, m):
+        self.d["podsets"][0].setdefault("node_selector", {}).update(m)
         return self
 
     def Priority(self, p):
@@ -124,6 +135,10 @@ class WL:
         self.d["active"] = a
         return self
 
+    def Name(self, n):
+        self.d["name"] = n
+        return self
+
     def Clone(self):
         w = WL(None, None)
         import copy
@@ -142,12 +157,30 @@ class WL:
     ControllerReference = Labels = _ignore
 
 
+def _toleration(t: dict) -> dict:
+    op = {"corev1.TolerationOpExists": "Exists", "corev1.TolerationOpEqual": "Equal"}
+    eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
+           "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
+    out = {"key": t.get("Key", ""), "operator": op.get(t.get("Operator"), "Equal"), "value": t.get("Value", "")}
+    if t.get("Effect"):
+        out["effect"] = eff.get(t["Effect"], t["Effect"])
+    return out
+
+
 class PS:
     def __init__(self, name, count):
         self.d = {"name": name, "count": count, "requests": {}}
 
     def Request(self, r, q):
         self.d["requests"][r] = qty(q)
+        return self
+
+    def Toleration(self, t):
+        self.d.setdefault("tolerations", []).append(_toleration(t))
+        return self
+
+    def NodeSelector(self, m):
+        self.d.setdefault("node_selector", {}).update(m)
         return self
 
     def Obj(self):
@@ -278,6 +311,10 @@ class CQ:
     def NamespaceSelector(self, *a):
         return self
 
+    def FairWeight(self, w):
+        self.d["fair_weight"] = float(qty(w))
+        return self
+
     def Obj(self):
         return self
 
@@ -318,8 +355,59 @@ class COH:
     def Cohort(self):
         return self
 
+    def FairWeight(self, w):
+        self.d["fair_weight"] = float(qty(w))
+        return self
 
-MAKERS = {"MakeWorkload": WL, "MakePodSet": PS, "MakePodSetAssignment": PSA, "MakeAdmission": ADM,
+
+class RF:
+    def __init__(self, name):
+        self.d = {"name": name, "labels": {}, "taints": [], "tolerations": [], "topology": None}
+
+    def NodeLabel(self, k, v):
+        self.d["labels"][k] = v
+        return self
+
+    def Taint(self, t):
+        self.d["taints"].append(t)
+        return self
+
+    def Toleration(self, t):
+        self.d["tolerations"].append(t)
+        return self
+
+    def TopologyName(self, n):
+        self.d["topology"] = n
+        return self
+
+    def Obj(self):
+        return self
+
+    def record(self) -> dict:
+        eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
+               "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
+        out = {"name": self.d["name"]}
+        if self.d["labels"]:
+            out["node_labels"] = self.d["labels"]
+        if self.d["taints"]:
+            out["node_taints"] = [{"key": t.get("Key", ""), "value": t.get("Value", ""),
+                                   "effect": eff.get(t.get("Effect"), t.get("Effect"))} for t in self.d["taints"]]
+        if self.d["tolerations"]:
+            out["tolerations"] = [_toleration(t) for t in self.d["tolerations"]]
+        return out
+
+    def untolerated(self) -> bool:
+        """A NoSchedule/NoExecute taint the flavor's own tolerations do not cover (a pod
+        without tolerations cannot use it)."""
+        for t in self.d["taints"]:
+            if t.get("Effect") in ("corev1.TaintEffectNoSchedule", "corev1.TaintEffectNoExecute") and not any(
+                    tol.get("Key") == t.get("Key") and tol.get("Value", t.get("Value")) == t.get("Value")
+                    for tol in self.d["tolerations"]):
+                return True
+        return False
+
+
+MAKERS = {"MakeResourceFlavor": RF, "MakeWorkload": WL, "MakePodSet": PS, "MakePodSetAssignment": PSA, "MakeAdmission": ADM,
           "MakeFlavorQuotas": FQ, "MakeClusterQueue": CQ, "MakeLocalQueue": LQ, "MakeCohort": COH}
 
 
@@ -373,6 +461,8 @@ class Evaluator:
             out = {}
             for kk, v in x[2]:
                 key = kk[1] if kk[0] == "id" and text(kk) not in CONST and text(kk) not in RES else self.ev(kk)
+                if isinstance(key, dict) and "Flavor" in key and "Resource" in key:
+                    key = (key["Flavor"], key["Resource"])  # a resources.FlavorResource
                 out[key] = self.ev(v)
             return out
         if k == "call":
@@ -388,11 +478,20 @@ class Evaluator:
             if f[0] == "sel" and f[2] in MAKERS and f[1][0] == "id":
                 return MAKERS[f[2]](*args)
             name = text(f)
-            if name in ("metav1.NewTime", "ptr.To", "new", "int32", "int64", "resource.MustParse"):
+            if name in ("metav1.NewTime", "ptr.To", "new", "int32", "int64", "resource.MustParse",
+                        "resources.NewAmount"):
                 return args[0]
+            if name == "NewStatus":
+                return None
+            if name == "sets.New":
+                return list(args)
+            if name == "targetKeyReason":
+                return f"{args[0]}:{args[1]}"
             if name == "singlePodSetAssignment":
                 return {"podsets": [{"name": "main", "flavors": args[0]}]}
             if f[0] == "sel":
+                if f[1][0] == "id" and f[1][1] not in self.env and f[1][1] not in CONST:
+                    raise Unsupported(f"call {name}")
                 recv = self.ev(f[1])
                 meth = f[2]
                 if isinstance(recv, (int, float)) and meth == "Add":
@@ -436,8 +535,8 @@ def _flavors_of_adm(adm, wl) -> list:
 def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
     d = w.d
     rec = {"name": d["name"], "priority": d["priority"], "created": d["created"],
-           "podsets": [{"name": p["name"], "count": p["count"], "requests": p["requests"]}
-                       for p in d["podsets"]]}
+           "podsets": [{k: v for k, v in p.items() if k in ("name", "count", "requests", "tolerations",
+                                                             "node_selector")} for p in d["podsets"]]}
     if d["ns"]:
         rec["name"] = f"{d['ns']}/{d['name']}"
     if d["admission"] is not None:
@@ -453,7 +552,7 @@ def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
     return rec
 
 
-CQ_DEFAULTS = {"cohort": None, "strategy": "BestEffortFIFO", "within": "Never", "reclaim": "Never",
+CQ_DEFAULTS = {"fair_weight": 1.0, "cohort": None, "strategy": "BestEffortFIFO", "within": "Never", "reclaim": "Never",
                "borrow_within_cohort": None, "max_priority_threshold": None,
                "when_can_borrow": "MayStopSearch", "when_can_preempt": "TryNextFlavor", "preference": None}
 
@@ -494,8 +593,14 @@ def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/
             fields = {kk[1]: vv for kk, vv in body[2]}
             for f in fields:
                 if f not in ("clusterQueues", "cohorts", "admitted", "incoming", "targetCQ",
-                             "assignment", "wantPreempted", "wantWorkloads"):
+                             "assignment", "wantPreempted", "wantWorkloads", "flavors", "assignmentFlavor",
+                             "strategies"):
                     raise Unsupported(f"field {f}")
+            fair = test == "TestFairPreemptions"
+            if fair:
+                case["fair_sharing"] = True
+                if "strategies" in fields:
+                    case["strategies"] = ev.ev(fields["strategies"])
             cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
             if cohorts:
                 case["cohorts"] = [c.d for c in cohorts]
@@ -506,9 +611,17 @@ def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/
             admitted = [workload_record(w) for w in ev.ev(fields.get("admitted", ("comp", "[]", [])))]
             inc = workload_record(ev.ev(fields["incoming"]))
             inc["cluster_queue"] = ev.ev(fields["targetCQ"])
-            asg = ev.ev(fields["assignment"])
             case["admitted"] = admitted
             case["incoming"] = inc
+            if fair:  # the test assigns its one flavor to cpu, mode Preempt
+                fl = ev.ev(fields["assignmentFlavor"]) if "assignmentFlavor" in fields else "default"
+                case["upstream_assignment"] = [{"name": "main", "flavors": {"cpu": {"flavor": fl, "mode": "Preempt"}}}]
+                want = sorted(ev.ev(fields.get("wantPreempted", ("comp", "[]", []))) or [])
+                case["expect"] = {"preempted": sorted(w.split(":")[0].lstrip("/") for w in want),
+                                  "reasons": {w.split(":")[0].lstrip("/"): w.split(":")[1] for w in want}}
+                out.append(case)
+                continue
+            asg = ev.ev(fields["assignment"])
             case["upstream_assignment"] = _assignment(asg)
             want = [ev.ev(w) for w in ev.ev_list(fields["wantWorkloads"])] if False else \
                 ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
@@ -542,28 +655,102 @@ def _assignment(asg) -> list:
 
 
 CONST.update({"flavorassigner.Preempt": "Preempt", "flavorassigner.Fit": "Fit",
-              "flavorassigner.NoFit": "NoFit"})
+              "flavorassigner.NoFit": "NoFit", "Fit": "Fit", "Preempt": "Preempt", "NoFit": "NoFit",
+              "DeferredFit": "DeferredFit", "preemptioncommon.Preempt": "Preempt",
+              "preemptioncommon.Reclaim": "Reclaim", "preemptioncommon.NoCandidates": "NoCandidates",
+              "utiltesting.Ki": 2 ** 10, "utiltesting.Mi": 2 ** 20, "utiltesting.Gi": 2 ** 30,
+              "utiltesting.Ti": 2 ** 40})
 
 
-def schedule_cases(repo: str, tag: str) -> list[dict]:
-    path = "pkg/scheduler/scheduler_test.go"
+def _amount(resource: str, v) -> float:
+    """Kueue's internal resources.Amount: milli-units for CPU, plain units otherwise."""
+    return v / 1000 if resource == "cpu" else v
+
+
+def assign_cases(repo: str, tag: str) -> list[dict]:
+    path = "pkg/scheduler/flavorassigner/flavorassigner_test.go"
+    test = "TestAssignFlavors"
+    src = func_src(git_show(repo, tag, path), test)
+    env, cases = cases_of(src)
+    FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in Evaluator(env).ev(env["resourceFlavors"]).values()]}
+    out = []
+    for key, body in cases[2]:
+        name = key[1]
+        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path, "test": test, "case": name}}
+        try:
+            ev = Evaluator(env)
+            fields = {kk[1]: vv for kk, vv in body[2]}
+            for f in fields:
+                if f not in ("wlPods", "clusterQueue", "clusterQueueUsage", "secondaryClusterQueue",
+                             "secondaryClusterQueueUsage", "wantRepMode", "wantAssignment", "simulationResult",
+                             "enableFairSharing"):
+                    raise Unsupported(f"field {f}")
+            if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
+                case["fair_sharing"] = True
+            flavors = ev.ev(env["resourceFlavors"])
+            cqs = [ev.ev(fields["clusterQueue"])]
+            if "secondaryClusterQueue" in fields:
+                cqs.append(ev.ev(fields["secondaryClusterQueue"]))
+            for c in cqs:
+                for rg in c.d["resource_groups"]:
+                    for fq in rg:
+                        rf = flavors.get(fq["flavor"])
+                        if rf is not None and rf.d["topology"]:
+                            raise Unsupported("topology-aware flavor")
+            case["cluster_queues"] = [cq_record(c) for c in cqs]
+            usage = {}
+            for fld, c in (("clusterQueueUsage", cqs[0]), ("secondaryClusterQueueUsage", cqs[-1])):
+                if fld in fields:
+                    usage[c.d["name"]] = [{"flavor": f, "resource": r, "amount": _amount(r, v)}
+                                          for (f, r), v in ev.ev(fields[fld]).items()]
+            case["usage"] = usage
+            pods = ev.ev(fields["wlPods"])
+            case["incoming"] = {"name": "wl", "cluster_queue": cqs[0].d["name"], "priority": 0, "created": 0.0,
+                                "podsets": [dict(p) for p in pods]}
+            if "simulationResult" in fields:
+                sim = []
+                for (f, r), v in ev.ev(fields["simulationResult"]).items():
+                    if isinstance(v, list):  # positional {possibility, borrowing}
+                        v = {"preemptionPossiblity": v[0], "borrowingAfterSimulation": v[1] if len(v) > 1 else 0}
+                    sim.append({"flavor": f, "resource": r, "possibility": v.get("preemptionPossiblity"),
+                                "borrow": v.get("borrowingAfterSimulation", 0)})
+                case["simulation"] = sim
+            want = ev.ev(fields["wantAssignment"])
+            exp = {"mode": ev.ev(fields["wantRepMode"]) if "wantRepMode" in fields else "NoFit", "borrowing": want.get("Borrowing", 0), "podsets": {}}
+            for ps in want.get("PodSets") or []:
+                exp["podsets"][ps.get("Name", "main")] = {
+                    r: {"flavor": fa.get("Name"), "mode": fa.get("Mode")} for r, fa in (ps.get("Flavors") or {}).items()}
+            case["expect"] = exp
+        except Unsupported as exc:
+            case["skip"] = f"not extracted: uses {exc}"
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            case["skip"] = f"not extracted: {type(exc).__name__} {exc}"
+        out.append(case)
+    return out
+
+
+def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_test.go",
+                   test: str = "TestSchedule") -> list[dict]:
     full = git_show(repo, tag, path)
-    src = func_src(full, "TestSchedule")
+    src = func_src(full, test)
     env, cases = cases_of(src)
     ev0 = Evaluator(env)
-    FIXTURES["TestSchedule"] = {"clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
+    FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
+                                "clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
                                 "queues": [lq_record(q) for q in ev0.ev(env["queues"])]}
     out = []
     for key, body in cases[2]:
         name = key[1]
         case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
-                           "test": "TestSchedule", "case": name}}
+                           "test": test, "case": name}}
         try:
             ev = Evaluator(env)
             fields = {kk[1]: vv for kk, vv in body[2]}
             for f in fields:
-                if f in ("enableFairSharing", "objects", "admissionError"):
+                if f in ("objects", "admissionError"):
                     raise Unsupported(f"field {f}")
+            if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
+                case["fair_sharing"] = True
             if "featureGates" in fields:
                 gates = {text(k): v for k, v in fields["featureGates"][2]}
                 other = sorted(g for g in gates if g != "features.PartialAdmission")
@@ -623,7 +810,14 @@ def main() -> None:
     for fname, test, fn in (("preemption_test.TestPreemption.yaml", "TestPreemption", preemption_cases),
                             ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
                              "TestHierarchicalPreemptions", lambda r, t: preemption_cases(r, t, *hier)),
-                            ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases)):
+                            ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases),
+                            ("flavorassigner_test.TestAssignFlavors.yaml", "TestAssignFlavors", assign_cases),
+                            ("preemption_fair_test.TestFairPreemptions.yaml", "TestFairPreemptions",
+                             lambda r, t: preemption_cases(r, t, "pkg/scheduler/preemption/preemption_fair_test.go",
+                                                           "TestFairPreemptions")),
+                            ("scheduler_fs_test.TestScheduleForFairSharing.yaml", "TestScheduleForFairSharing",
+                             lambda r, t: schedule_cases(r, t, "pkg/scheduler/scheduler_fs_test.go",
+                                                         "TestScheduleForFairSharing"))):
         cases = fn(repo, tag)
         n_ok = sum("skip" not in c for c in cases)
         header = (f"# Extracted by tools/kueue_conformance/extract.py from kubernetes-sigs/kueue {tag}\n"

@@ -15,7 +15,7 @@ import re
 TOKEN = re.compile(r"""
     (?P<ws>\s+|//[^\n]*|/\*.*?\*/)
   | (?P<str>"(?:\\.|[^"\\])*"|`[^`]*`)
-  | (?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+  | (?P<num>\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?)
   | (?P<id>[A-Za-z_][A-Za-z_0-9]*)
   | (?P<op>:=|\.\.\.|&&|\|\||==|!=|<=|>=|<-|[{}()\[\].,:;&*+\-!<>=/|%^])
 """, re.S | re.X)
@@ -121,6 +121,7 @@ class Parser:
             return ("lit", v[1:-1] if v[0] == "`" else bytes(v[1:-1], "utf-8").decode("unicode_escape"))
         if k == "num":
             self.take()
+            v = v.replace("_", "")
             return ("lit", float(v) if "." in v or "e" in v.lower() else int(v))
         if v == "(":
             self.take()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import queue as queue_mod
 import signal
@@ -33,12 +34,21 @@ from ...errors import JobNotFound, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private, protocol
+from .forecasting import LocalForecasts
 from .gang import GangExit, describe_returncode, first_failed
 from .launchers import make_gang
 from .store import Store
 from .zygote import Zygote
 
 CANCEL_GRACE_S = 3.0
+ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
+LISTEN_BACKLOG = 1024  # capped by net.core.somaxconn
+MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
+STOP_MESSAGES = {  # exit_reason -> what a job still running is told (idle: none are running)
+    "stop": "the agent was stopped (gpujobs agent stop)",
+    "sigterm": "the agent was stopped (SIGTERM)",
+    "idle": "the agent was stopped (idle)",
+}
 
 
 @dataclass
@@ -127,6 +137,9 @@ class Adopted:
         while self._alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         self.signal_all(signal.SIGKILL)
+        deadline = time.monotonic() + 5.0  # gone before their slots are handed out again
+        while self._alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def exit_from_files(result_dir: Path, world: int) -> GangExit:
@@ -144,6 +157,49 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     return GangExit(True, codes)
 
 
+PREEMPTED_TYPES = ("gpujobs.checkpoint.Preempted",)
+
+
+def ended_during_grace(done: GangExit | None, result_dir: Path) -> GangExit | None:
+    """How a preempted gang that ended within its grace period is to be taken: its own
+    success or failure (a GangExit: the job finishes), or None (requeued): it left through a
+    resumable loop (``Preempted``), was killed, or left no exit status."""
+    if done is None or done.message == "lost":
+        return None
+    if done.ok:
+        return done
+    try:
+        marker = json.loads((result_dir / f"failure-{done.failed_rank}.json").read_text())
+    except (OSError, ValueError):
+        return None  # killed, or exited without an exception of its own
+    if marker.get("collateral") or marker.get("type") in PREEMPTED_TYPES:
+        return None
+    return done
+
+
+def mark_restart(job_dir: Path, restarts: int, by: str) -> None:
+    """A line in every rank log: the next lines come from a new run of the job."""
+    why = f"preempted by {by}" if by else "preempted"
+    line = (f"--- gpujobs: {why}; restart {restarts} starts the job again "
+            f"(from its checkpoint_dir) ---\n")
+    for log in (job_dir / "logs").glob("rank-*.log"):
+        try:
+            with open(log, "a") as fh:
+                fh.write(line)
+        except OSError:
+            pass
+
+
+def _log(text: str) -> None:
+    """A line in the agent's log (its stderr: GPUJOBS_HOME/agent.log)."""
+    try:
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} gpujobs-agent[{os.getpid()}]: "
+                         f"{text.rstrip()}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class Agent:
     def __init__(self, home: Path):
         self.home = Path(home)
@@ -151,6 +207,7 @@ class Agent:
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
         self.idle_s = idle_timeout_s(cfg)
         self.store = Store(self.home / "state.db")
         self.lock = threading.RLock()
@@ -164,6 +221,9 @@ class Agent:
         self.last_active = time.monotonic()
         self.stopping = False
         self.zygote: Zygote | None = None
+        self.zygote_started = 0.0
+        self.write_error: GpuJobsError | None = None  # the last failed state write, if any
+        self.exit_reason = ""  # why run() ended: "stop", "idle", or the unexpected error
         self.seq = self.store.max_seq()
         with self.lock:
             self._recover()
@@ -187,12 +247,14 @@ class Agent:
             changes["events"] = rec.status.events + (JobEvent(time.time(), event, msg),)
         rec.status = rec.status.with_(**changes)
         self.dirty.add(rec.id)
+        self.forecasts.stale()
         self._emit(rec)
 
     def _view(self, rec: Rec) -> JobStatus:
         st = rec.status
         if st.phase == "queued":
-            return st.with_(queue_position=self.engine.position(rec.id))
+            return st.with_(queue_position=self.engine.position(rec.id),
+                            **self.forecasts.fields(rec.id))
         return st
 
     def _emit(self, rec: Rec) -> None:
@@ -206,11 +268,22 @@ class Agent:
         stored (queries read them from SQLite), so each loop round costs live jobs only."""
         if self.dirty:
             recs = [self.recs[i] for i in self.dirty if i in self.recs]
-            self.dirty.clear()
             self.store.write([(r.id, r.seq, r.status, r.spec, r.runtime) for r in recs])
+            self.dirty.clear()  # only once written: a failed write (disk full) is retried
             for r in recs:
                 if r.status.terminal and r.gang is None:
                     del self.recs[r.id]
+            self.write_error = None
+
+    def _flush_safely(self) -> None:
+        """``_flush``; a failed write (a full disk) is logged once and retried next round: the
+        agent keeps answering and scheduling from memory meanwhile."""
+        try:
+            self._flush()
+        except GpuJobsError as exc:
+            if str(exc) != str(self.write_error):
+                _log(f"cannot record job state (will retry): {exc}")
+            self.write_error = exc
 
     # ------------------------------------------------------------ recovery
     @staticmethod
@@ -247,8 +320,10 @@ class Agent:
                 continue
             alive = self._live_pids(runtime)
             world, _ = self._need(spec)
-            if alive and st.phase != "preempted":
+            if alive:
                 # Only pids that are still the job's (start time checked): a reused pid is not.
+                # A preempted gang is adopted too: it holds its slots until it has ended, at
+                # the grace deadline the previous agent announced (never two runs at once).
                 rec.gang = Adopted(alive, job_dir / "results", world)
                 devices = [d for rank in runtime.get("devices", []) for d in rank]
                 try:
@@ -262,11 +337,22 @@ class Agent:
                     continue
                 self.free = [d for d in self.free if d not in devices]
                 self._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
-                self._sample(rec, runtime.get("devices") if self.real and devices else None)
+                if st.phase == "preempted":
+                    left = float(runtime.get("preempt_deadline", 0.0)) - time.time()
+                    rec.stopping = "preempt"
+                    rec.deadline = time.monotonic() + max(0.0, left)
+                    rec.gang.signal_all(signal.SIGTERM)  # again: it may have been missed
+                else:
+                    self._sample(rec, runtime.get("devices") if self.real and devices else None)
                 continue
             done = exit_from_files(job_dir / "results", world)
             if st.phase == "preempted":
-                self._requeue(rec, recovered=True)
+                own = ended_during_grace(done, job_dir / "results")
+                if own is not None:
+                    self._finish(rec, own, note=" (during its preemption grace period, while "
+                                                "the agent was down)")
+                else:
+                    self._requeue(rec, recovered=True)
             elif done.message != "lost":
                 self._finish(rec, done, note=" (ended while the agent was down)")
             else:
@@ -275,7 +361,7 @@ class Agent:
                              message=f"the agent stopped while the job was {st.phase}; its rank "
                                      f"processes {pids} are gone and left no exit status",
                              finished_at=time.time())
-        self._flush()
+        self._flush_safely()  # a full disk: retried by the loop, start-up goes on
 
     def _enqueue(self, rec: Rec, recovered: bool = False) -> None:
         try:
@@ -311,7 +397,13 @@ class Agent:
         self.recs[jid] = rec
         self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
         self._update(rec, "queued")
-        self._flush()
+        try:
+            self._flush()
+        except GpuJobsError:  # not recorded (a full disk): not submitted either
+            self.engine.remove(jid)
+            self.recs.pop(jid, None)
+            self.dirty.discard(jid)
+            raise
         self.wake.set()
         return {"ok": True, "id": jid, "cpu_ranks": not self.real}
 
@@ -348,40 +440,109 @@ class Agent:
     def step(self) -> None:
         """One round of the loop. Gangs that ended, or must stop now, are cleaned up (waiting
         for their processes) without the lock: other clients' requests do not wait for it."""
+        self._await_zygote()
         with self.lock:
             ending = self.tick()
         results = [(rec, self._end_gang_safely(rec)) for rec in ending]
         if results:
             with self.lock:
                 for rec, result in results:
-                    self._ended(rec, result)
-                self._flush()
+                    try:
+                        self._ended(rec, result)
+                    except Exception as exc:  # noqa: BLE001 - the others still end
+                        rec.ending = False
+                        self._decision_failed(rec.id, "ending its gang", exc)
+                self._flush_safely()
+
+    def _await_zygote(self) -> None:
+        """A fresh agent's zygote takes a few seconds to warm up: with work waiting, wait for it
+        here, without the lock (clients are answered meanwhile), at most 10 s after its start."""
+        if self._zygote_warming() and self.engine.pending():
+            left = ZYGOTE_WAIT_S - (time.monotonic() - self.zygote_started)
+            self.zygote.ready(min(left, 0.5))  # type: ignore[union-attr]
+
+    def _zygote_warming(self) -> bool:
+        """The zygote is still importing, for at most ZYGOTE_WAIT_S after it was started:
+        admissions wait for it (ranks it forks start fast and leave exit files)."""
+        z = self.zygote
+        return (z is not None and not z.ready(0)
+                and time.monotonic() - self.zygote_started < ZYGOTE_WAIT_S)
 
     def tick(self) -> list[Rec]:
-        """Schedule; return the records whose gang is to be ended (marked ``ending``)."""
+        """Schedule; return the records whose gang is to be ended (marked ``ending``).
+
+        Each decision is applied on its own: one that is inconsistent (a workload both
+        admitted and preempted in one pass, an admission with too few free slots) or that
+        raises is logged and marked on the job it concerns; the others still apply."""
         ending = [r for r in self.recs.values() if r.gang is not None and not r.ending and self._due(r)]
         for rec in ending:
             rec.ending = True
+        if self._zygote_warming():
+            return ending  # admit once it is ready (step waits for it without the lock)
         d = self.engine.schedule()
+        admitted = {adm.id for adm in d.admitted}
+        skip: set[str] = set()
         for victim, by in d.preempted:
-            rec = self.recs[victim]
-            if rec.stopping or rec.ending:  # already on its way out: its end frees the quota
-                continue
-            grace = float(rec.spec.get("grace_period_s", 30.0))
-            self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
-            if rec.gang is not None:
-                self._stop_gang(rec, "preempt", grace)
-            else:
-                self._requeue(rec)
+            try:
+                rec = self.recs[victim]
+                if rec.stopping or rec.ending:  # already on its way out: its end frees the quota
+                    continue
+                if victim in admitted and rec.gang is None:
+                    # Admitted and preempted in the same pass: it never started; keep it queued.
+                    _log(f"scheduler decision for {victim}: admitted and preempted (by {by}) in "
+                         f"one pass; it was not started and stays queued")
+                    skip.add(victim)
+                    self.engine.requeue(victim)
+                    continue
+                self._preempt(rec, by)
+            except Exception as exc:  # noqa: BLE001 - one bad decision must not stop the loop
+                self._decision_failed(victim, f"preempting it (by {by})", exc)
         for adm in d.admitted:
-            self._start(self.recs[adm.id])
+            if adm.id in skip:
+                continue
+            try:
+                self._start(self.recs[adm.id])
+            except Exception as exc:  # noqa: BLE001
+                self._decision_failed(adm.id, "starting it", exc)
         if d:  # positions moved
             for key in list(self.subs):
                 rec = self.recs.get(key)
                 if rec is not None and rec.status.phase == "queued":
                     self._emit(rec)
-        self._flush()
+        self._flush_safely()
         return ending
+
+    def _preempt(self, rec: Rec, by: str) -> None:
+        grace = float(rec.spec.get("grace_period_s", 30.0))
+        self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
+        if rec.gang is not None:
+            # Recorded (wall clock) so an agent restarted meanwhile honours the same deadline.
+            rec.runtime["preempt_deadline"] = time.time() + grace
+            rec.runtime["preempted_by"] = by
+            self._flush_safely()  # recorded before the ranks are told: a restart knows why they stop
+            self._stop_gang(rec, "preempt", grace)
+        else:
+            self._requeue(rec, by=by)
+
+    def _decision_failed(self, jid: str, doing: str, exc: BaseException) -> None:
+        """Log a decision that could not be applied and mark its job; never raises."""
+        _log(f"agent error while {doing} for job {jid}: {type(exc).__name__}: {exc}\n"
+             + traceback.format_exc())
+        try:
+            rec = self.recs.get(jid)
+            if rec is None or rec.status.terminal:
+                return
+            if rec.gang is None and rec.status.phase in ("queued", "admitted"):
+                self._release(rec)
+                self.engine.finish(rec.id)
+                self._update(rec, "finished", f"agent error: {exc}", phase="failed",
+                             reason="agent-error", message=f"the agent failed while {doing}: "
+                             f"{type(exc).__name__}: {exc}", finished_at=time.time())
+                self._forget(rec)
+            else:
+                self._update(rec, "agent-error", f"while {doing}: {type(exc).__name__}: {exc}")
+        except Exception:  # noqa: BLE001
+            _log(traceback.format_exc())
 
     @staticmethod
     def _due(rec: Rec) -> bool:
@@ -397,13 +558,20 @@ class Agent:
         try:
             return self._end_gang(rec)
         except Exception:  # noqa: BLE001 - one gang's clean-up must not stop the agent
-            traceback.print_exc()  # the agent's log file
+            _log(traceback.format_exc())  # the agent's log file
             return None if rec.stopping else GangExit(False, {}, None, "lost")
 
     @staticmethod
     def _end_gang(rec: Rec) -> GangExit | None:
         """Without the lock: kill what is left of the gang (once) and wait for it; the exit of
         a gang that ended by itself, None for a stopped one."""
+        if rec.stopping == "preempt" and rec.gang.all_exited():
+            # It ended within its grace period: by itself (returned or raised: finished), or
+            # by leaving a resumable loop (Preempted: requeued), see ended_during_grace.
+            deadline = time.monotonic() + EXIT_FILE_GRACE_S + 1.0
+            while (done := rec.gang.poll()) is None and time.monotonic() < deadline:
+                time.sleep(0.05)  # an adopted gang's exit files are on their way
+            return ended_during_grace(done, Path(rec.runtime.get("job_dir", "")) / "results")
         if rec.stopping:
             rec.gang.terminate(0.0)
             return None
@@ -412,9 +580,16 @@ class Agent:
     def _ended(self, rec: Rec, result: GangExit | None) -> None:
         rec.ending = False
         self._release(rec)
-        if result is not None:
+        rec.runtime.pop("preempt_deadline", None)
+        if result is not None and rec.stopping == "cancel":
+            rec.stopping = ""  # cancelled meanwhile: that end stands
             self.engine.finish(rec.id)
-            self._finish(rec, result)
+            self._forget(rec)
+        elif result is not None:
+            grace = rec.stopping == "preempt"
+            rec.stopping = ""
+            self.engine.finish(rec.id)
+            self._finish(rec, result, note=" (during its preemption grace period)" if grace else "")
         elif rec.stopping == "preempt":
             rec.stopping = ""
             self._requeue(rec)
@@ -435,10 +610,24 @@ class Agent:
             lost = result.message == "lost"
             code = result.returncodes.get(result.failed_rank, 1) if result.failed_rank is not None else 1
             msg = ("the rank processes ended without an exit status (lost)" if lost else result.message) + note
+            reason = "lost" if lost else "rank-failed"
+            full = self._no_room_for_results(rec, result)
+            if full:
+                msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
-                         message=msg, reason="lost" if lost else "rank-failed",
-                         finished_at=time.time())
+                         message=msg, reason=reason, finished_at=time.time())
+        self.forecasts.note_finished(rec.status)
         self._forget(rec)
+
+    def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
+        """Why a failed rank left no result, when that is a full disk ('' otherwise)."""
+        from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
+        rdir = Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)) / "results"
+        rank = result.failed_rank if result.failed_rank is not None else 0
+        if (rdir / f"outcome-{rank}.bin").exists():
+            return ""
+        free = free_bytes(rdir)
+        return describe(rdir) if free is not None and free < LOW_SPACE_BYTES else ""
 
     def _forget(self, rec: Rec) -> None:
         rec.gang = None
@@ -455,19 +644,27 @@ class Agent:
         rec.runtime["pids"] = []
         rec.gang = None
 
-    def _requeue(self, rec: Rec, recovered: bool = False) -> None:
+    def _requeue(self, rec: Rec, recovered: bool = False, by: str = "") -> None:
         rec.gang = None
         restarts = int(rec.runtime.get("restarts", 0)) + 1
         rec.runtime["restarts"] = restarts
+        by = by or rec.runtime.pop("preempted_by", "")
+        rec.runtime.pop("preempt_deadline", None)
         if recovered:
             self._enqueue(rec, recovered=True)
         else:
             self.engine.requeue(rec.id)
         self._update(rec, "requeued", f"restart {restarts} will resume from its checkpoint_dir",
                      phase="queued", restarts=restarts, gang_ready=0)
+        mark_restart(Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)), restarts, by)
 
     def _start(self, rec: Rec) -> None:
         world, per = self._need(rec.spec)
+        if world * per > len(self.free):  # the engine and the slots disagree: do not overcommit
+            self.engine.requeue(rec.id)
+            _log(f"admission of {rec.id} needs {world * per} slot(s), {len(self.free)} free; "
+                 f"it stays queued")
+            return
         devices = [[self.free.pop(0) for _ in range(per)] for _ in range(world)]
         rec.runtime["devices"] = devices
         self._update(rec, "admitted", f"slots {devices}", phase="admitted",
@@ -505,7 +702,7 @@ class Agent:
             jm = JobMetrics(ranks_of_gang(rec.gang, devices),
                             path=Path(rec.runtime["job_dir"]) / "metrics.log")
         except Exception:  # noqa: BLE001 - metrics never stop a job
-            traceback.print_exc()
+            _log(traceback.format_exc())
             return
         try:
             from .liveness import GangWatch, spec_env
@@ -561,7 +758,7 @@ class Agent:
 
     def _spawner(self):
         z = self.zygote
-        if z is None or not z.ready(10.0):  # only waits while a fresh agent warms up
+        if z is None or not z.ready(0):  # never waits under the lock (see _await_zygote)
             return None
         return z.spawn
 
@@ -597,19 +794,37 @@ class Agent:
         server = PeerCheckedServer(str(path), make_handler(self))
         os.chmod(path, 0o600)
         threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
-        private.write_private(self.home / "agent.pid", str(os.getpid()))
-        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
+        try:
+            private.write_private(self.home / "agent.pid", str(os.getpid()))
+        except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
+            _log(f"cannot write {self.home / 'agent.pid'}: {exc}")
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop("sigterm"))
+        failures = 0
         try:
             while not self.stopping:
-                self.step()
+                try:
+                    self.step()
+                    failures = 0
+                except Exception:  # noqa: BLE001 - log it, keep scheduling
+                    failures += 1
+                    _log(f"agent loop error ({failures} in a row), continuing:\n"
+                         + traceback.format_exc())
+                    if failures >= MAX_LOOP_FAILURES:
+                        raise
+                    time.sleep(min(1.0, 0.05 * failures))
                 with self.lock:
                     running = any(r.gang is not None for r in self.recs.values())
                     if self.busy() or self.clients:
                         self.last_active = time.monotonic()
                     elif time.monotonic() - self.last_active > self.idle_s:
+                        self.exit_reason = "idle"
                         break
                 self.wake.wait(0.05 if running else 0.5)
                 self.wake.clear()
+        except BaseException as exc:
+            self.exit_reason = f"{type(exc).__name__}: {exc}"
+            _log(f"the agent exits unexpectedly: {self.exit_reason}\n" + traceback.format_exc())
+            raise
         finally:
             server.shutdown()
             self._shutdown()
@@ -619,33 +834,47 @@ class Agent:
                 pass
 
     def _start_zygote(self) -> None:
+        self.zygote_started = time.monotonic()
         try:
             self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)
         except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
-            traceback.print_exc()
+            _log(traceback.format_exc())
 
-    def request_stop(self) -> None:
+    def request_stop(self, why: str = "stop") -> None:
+        self.exit_reason = why
         self.stopping = True
         self.wake.set()
 
     def _shutdown(self) -> None:
+        """End the agent. Asked to stop (``gpujobs agent stop``, SIGTERM): running jobs are
+        ended as cancelled, saying by what. Any other exit (an error) cancels nothing: the
+        ranks keep running and the next agent re-adopts them."""
+        asked = STOP_MESSAGES.get(self.exit_reason or "stop")
         with self.lock:
             for rec in self.recs.values():
                 if rec.metrics is not None:
                     rec.metrics.stop(wait=False)
                     rec.metrics = None
-                if rec.gang is not None:
-                    rec.gang.terminate(0.5)
+                if rec.gang is None:
+                    continue
+                if asked is None:
                     if not rec.status.terminal:
-                        self._update(rec, "finished", "the agent was stopped", phase="cancelled",
-                                     message="the agent was stopped (gpujobs agent stop)",
-                                     finished_at=time.time())
-                    rec.gang = None
-            self._flush()
+                        self._update(rec, "agent-exited", f"the agent exited unexpectedly "
+                                     f"({self.exit_reason}); its ranks keep running and the next "
+                                     f"agent re-adopts them")
+                    continue
+                rec.gang.terminate(0.5)
+                if not rec.status.terminal:
+                    self._update(rec, "finished", "the agent was stopped", phase="cancelled",
+                                 message=asked, finished_at=time.time())
+                rec.gang = None
+            self._flush_safely()
             for key, qs in self.subs.items():
                 for q in qs:
                     q.put(None)
-        if self.zygote is not None:
+        if self.zygote is not None and asked is None:
+            self.zygote.close()  # it keeps reaping its ranks (exit files) and exits after them
+        elif self.zygote is not None:
             self.zygote.close()
             try:
                 self.zygote.proc.wait(5)
@@ -670,6 +899,7 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
     accept, before a byte of it is read (the socket's 0700 folder should already keep
     others out; this holds even when it does not)."""
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG  # the default (5) refused bursts of clients (EAGAIN)
 
     def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
         try:
@@ -721,6 +951,9 @@ def make_handler(agent: Agent):
                     return {"ok": True, "status": agent.status(msg["id"]).to_dict()}
                 if op == "jobs":
                     return {"ok": True, "jobs": [s.to_dict() for s in agent.jobs(msg.get("queue"))]}
+                if op == "plan":  # read-only: nothing is queued
+                    plan = agent.forecasts.plan(msg["spec"], msg.get("name", ""), msg.get("user", ""))
+                    return {"ok": True, "plan": plan.to_dict()}
                 if op == "cancel":
                     agent.cancel(msg["id"])
                     return {"ok": True}
@@ -795,6 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another agent holds this home
+    _log(f"agent started for {home}")
     err = home / "agent.error"
     try:
         err.unlink()
@@ -804,7 +1038,12 @@ def main(argv: list[str] | None = None) -> int:
         agent = Agent(home)
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
-        private.write_private(err, f"{name}\n{exc}")
+        text = str(exc) or f"{type(exc).__name__} while starting the agent"
+        _log(f"cannot start: {name}: {text}")
+        try:
+            private.write_private(err, f"{name}\n{text}")
+        except OSError:  # a full disk: the client says so itself (never an empty error)
+            pass
         return 1
     agent.run()
     return 0

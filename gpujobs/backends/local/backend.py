@@ -200,6 +200,20 @@ class LocalBackend:
         reply = self.client.request({"op": "jobs", "queue": queue})
         return [status_from_dict(d) for d in reply["jobs"]]
 
+    def plan(self, spec: JobSpec):
+        """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`); nothing is
+        submitted. Asks the agent (started on demand: it holds the queue)."""
+        from ...status import Plan
+        check_home(self.home)
+        from ...config import local_admission_config
+        local_admission_config(slots=1 << 30)  # config errors here, as SpecError
+        reply = self.client.request({"op": "plan", "spec": spec.to_dict(), "name": spec.display_name,
+                                     "user": getpass.getuser()})
+        d = dict(reply["plan"])
+        d["preempts"] = tuple(d.get("preempts", ()))
+        d["blocked_by"] = tuple(d.get("blocked_by", ()))
+        return Plan(**d)
+
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
         """Status changes pushed by the agent (no polling); returns an unsubscribe function."""
         if self.held():  # views fall back to reading the saved state

@@ -1,6 +1,8 @@
 """Talking to the local agent: connect, start it on demand, stop it."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import socket
 import subprocess
@@ -14,6 +16,20 @@ from ...errors import BackendUnavailable, StateError
 from . import private, protocol
 
 START_TIMEOUT_S = 30.0
+CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
+
+
+def _busy(exc: BaseException | None) -> bool:
+    """The agent is there but its listen queue is full (EAGAIN on a Unix socket)."""
+    return isinstance(exc, BlockingIOError) or getattr(exc, "errno", None) == errno.EAGAIN
+
+
+def _space_note(path: Path) -> str:
+    try:
+        st = os.statvfs(path)
+        return f"{st.f_bavail * st.f_frsize} bytes free on the file system of {path}"
+    except OSError as exc:
+        return f"cannot read the free space of {path}: {exc}"
 
 
 def check_home(home: Path) -> None:
@@ -40,14 +56,40 @@ class AgentClient:
         return protocol.socket_path(self.home)
 
     def connect(self, start: bool = True, timeout: float | None = 60.0) -> socket.socket:
-        """A connected socket; starts the agent when none answers and ``start``."""
+        """A connected socket; starts the agent when none answers and ``start``.
+
+        An agent that is busy (its listen queue full: EAGAIN) or still starting (its lock held,
+        no socket yet) is retried with backoff until CONNECT_DEADLINE_S, never started twice:
+        one agent per home (the agent's own lock; the clients' start lock)."""
         try:
             return self._connect(timeout)
-        except OSError:
-            if not start:
+        except OSError as exc:
+            if not start and not _busy(exc):
                 raise BackendUnavailable(f"no gpujobs agent is running for {self.home}") from None
-        self.start_agent()
-        return self._connect(timeout)
+        waited = START_TIMEOUT_S if start else CONNECT_DEADLINE_S
+        deadline = time.monotonic() + waited
+        delay = 0.01
+        spawned = 0.0
+        last: OSError | None = None
+        while True:
+            try:
+                return self._connect(timeout)
+            except OSError as exc:
+                last = exc
+            if start and not _busy(last) and not self.agent_alive():
+                if time.monotonic() - spawned > 2.0:  # an agent we started may still be booting
+                    self._spawn_once()
+                    spawned = time.monotonic()
+                self._raise_start_error()
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.5)
+        raise BackendUnavailable(
+            f"the gpujobs agent for {self.home} did not accept a connection within "
+            f"{waited:.0f} s "
+            f"(last error: {last}); it may be overloaded or stuck: see {self.home / 'agent.log'}, "
+            f"or restart it with `gpujobs agent stop`") from None
 
     def _connect(self, timeout: float | None) -> socket.socket:
         """A socket connected to our own agent. Before anything is sent: the state folders
@@ -76,41 +118,77 @@ class AgentClient:
         try:
             self._connect(2.0).close()
             return True
+        except OSError as exc:
+            return _busy(exc)  # a full listen queue is an agent that runs
+
+    def agent_alive(self) -> bool:
+        """An agent process holds this home's lock (running, or still starting up)."""
+        try:
+            fh = private.open_private(self.home / "agent.lock", "a+")
         except OSError:
             return False
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            fh.close()  # closing drops a lock this call took
+        return False
+
+    def _spawn_once(self) -> None:
+        """Start a detached agent, one client at a time (the start lock): a client that waited
+        for the lock finds the agent another one started and starts none."""
+        check_home(self.home)
+        with private.open_private(self.home / "agent.start.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if self.agent_alive():
+                    return
+                try:
+                    (self.home / "agent.error").unlink()
+                except OSError:
+                    pass
+                log = private.open_private(self.home / "agent.log", "ab")
+                try:
+                    p = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.agent",
+                                          "--home", str(self.home), "--daemonize"],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         start_new_session=True, cwd=str(self.home))
+                    p.wait(30)
+                finally:
+                    log.close()
+                # The agent takes its lock right after its fork: wait for that (briefly), so
+                # the next client waiting here sees it alive.
+                until = time.monotonic() + 5.0
+                while not self.agent_alive() and time.monotonic() < until:
+                    if (self.home / "agent.error").exists():
+                        return
+                    time.sleep(0.01)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _raise_start_error(self) -> None:
+        """Raise what an agent that could not start wrote to agent.error, if it did."""
+        err = self.home / "agent.error"
+        try:
+            text = err.read_text()
+        except OSError:
+            return
+        kind, _, text = text.partition("\n")
+        from ... import errors
+        cls = getattr(errors, kind, StateError)
+        if not (isinstance(cls, type) and issubclass(cls, errors.GpuJobsError)):
+            cls = StateError
+        if not text.strip():  # e.g. a full disk took the message: never an empty error
+            raise StateError(f"the gpujobs agent for {self.home} could not start and left no "
+                             f"reason ({_space_note(self.home)}); see {self.home / 'agent.log'}")
+        if issubclass(cls, errors.SpecError):
+            raise StateError(f"the gpujobs agent cannot start: {text}")
+        raise cls(text)
 
     def start_agent(self) -> None:
-        """Start a detached agent for this home and wait until it answers."""
-        check_home(self.home)
-        err = self.home / "agent.error"
-        log = private.open_private(self.home / "agent.log", "ab")
-        try:
-            p = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.agent",
-                                  "--home", str(self.home), "--daemonize"],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 start_new_session=True, cwd=str(self.home))
-            p.wait(30)
-        finally:
-            log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                self._connect(2.0).close()
-                return
-            except OSError:
-                pass
-            if err.exists():
-                kind, _, text = err.read_text().partition("\n")
-                from ... import errors
-                cls = getattr(errors, kind, StateError)
-                if not (isinstance(cls, type) and issubclass(cls, errors.GpuJobsError)):
-                    cls = StateError
-                if issubclass(cls, errors.SpecError):
-                    raise StateError(f"the gpujobs agent cannot start: {text}")
-                raise cls(text)
-            time.sleep(0.02)
-        raise BackendUnavailable(f"the gpujobs agent did not start within {START_TIMEOUT_S:.0f} s; "
-                                 f"see {self.home / 'agent.log'}")
+        """Start a detached agent for this home (unless one runs) and wait until it answers."""
+        self.connect(start=True, timeout=2.0).close()
 
     def request(self, msg: dict[str, Any], timeout: float | None = 60.0, start: bool = True,
                 retries: int = 1) -> dict[str, Any]:

@@ -44,7 +44,11 @@ class JobDir:
             return self._create(spec_dict, payload)
         except OSError as exc:  # [hardening] ENOSPC, EDQUOT, EACCES …
             shutil.rmtree(self.root, ignore_errors=True)
-            raise StateError(f"cannot write the job directory {self.root}: {exc.strerror or exc} "
+            from .diskspace import describe, is_no_space
+            why = exc.strerror or str(exc)
+            if is_no_space(exc):
+                why = f"{why}; {describe(self.root, len(payload) + len(json.dumps(spec_dict)) + 4096)}"
+            raise StateError(f"cannot write the job directory {self.root}: {why} "
                              f"(fix: free space or fix permissions under {self.root.parent.parent}, "
                              f"or point GPUJOBS_HOME elsewhere); nothing was submitted") from None
 

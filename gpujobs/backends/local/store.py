@@ -40,7 +40,12 @@ def status_from_dict(d: dict[str, Any]) -> JobStatus:
     return JobStatus(**d)
 
 
-def _fail(path: Path, exc: Exception, doing: str) -> StateError:
+def _fail(path: Path, exc: Exception, doing: str, needed: int | None = None) -> StateError:
+    from .diskspace import describe, is_no_space
+    if is_no_space(exc):
+        return StateError(f"cannot write the gpujobs state database {path} while {doing}: "
+                          f"{exc} ({describe(path, needed)}). Free space there (the state "
+                          f"recovers by itself once there is room), or point GPUJOBS_HOME elsewhere")
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc) or \
             "malformed" in str(exc):
         return StateError(f"the gpujobs state database {path} is corrupt ({exc}) while {doing}; "
@@ -100,10 +105,17 @@ class Store:
                         "runtime=excluded.runtime", data)
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    # SQLite may have rolled back already (SQLITE_FULL): a failing ROLLBACK
+                    # ("no transaction is active") must not hide the real error.
+                    if self._db.in_transaction:
+                        try:
+                            self._db.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
                     raise
         except sqlite3.Error as exc:
-            raise _fail(self.path, exc, "writing job records") from None
+            needed = sum(len(x) for row in data for x in row[4:])
+            raise _fail(self.path, exc, "writing job records", needed) from None
 
     # ------------------------------------------------------------------ reads
     def status(self, job_id: str) -> JobStatus | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, ResourceFlavor, Workload
 from gpujobs.errors import GpuJobsError
 
 HERE = Path(__file__).parent
@@ -55,11 +55,14 @@ def _queue(d: dict) -> ClusterQueue:
         max_priority_threshold=d.get("max_priority_threshold"),
         when_can_borrow=d.get("when_can_borrow", "MayStopSearch"),
         when_can_preempt=d.get("when_can_preempt", "TryNextFlavor"),
-        preference=d.get("preference"))
+        preference=d.get("preference"), fair_weight=float(d.get("fair_weight", 1.0)))
 
 
 def _workload(d: dict, queue: str) -> Workload:
-    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"]) for p in d["podsets"]],
+    return Workload(d["name"], queue, [PodSet(p["name"], int(p["count"]), p["requests"],
+                                              node_selector=p.get("node_selector") or {},
+                                              tolerations=tuple(p.get("tolerations") or ()))
+                                       for p in d["podsets"]],
                     priority=int(d.get("priority") or 0), created=float(d.get("created") or 0.0))
 
 
@@ -85,14 +88,36 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
                     if "lending_limit" in q:
                         llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
         cohorts.append(Cohort(c["name"], quota, parent=c.get("parent"),
-                              borrowing_limit=blim or None, lending_limit=llim or None))
+                              borrowing_limit=blim or None, lending_limit=llim or None,
+                              fair_weight=float(c.get("fair_weight", 1.0))))
     names = {c["name"] for c in cqs}
     queues = []
     for d in cqs:
         spec = _queue(d)
         spec.local_queues = tuple(q["name"] for q in lqs if q["cluster_queue"] == d["name"])
         queues.append(spec)
-    eng = Engine(queues, cohorts, priorities={}, default_priority=0)
+    oracle = None
+    if case["source"]["test"] == "TestAssignFlavors":
+        # the upstream test mocks the preemption simulation: "Preempt" (borrowing 0) unless
+        # its simulationResult says otherwise for a flavor/resource
+        sim = {(s["flavor"], s["resource"]): (s["possibility"], int(s["borrow"] or 0))
+               for s in case.get("simulation", [])}
+
+        def oracle(cq, fr, amount):
+            return sim.get(tuple(fr), ("Preempt", 0))
+    flavors = None
+    if "resourceFlavors" in fixtures:  # the test's ResourceFlavor objects (labels, taints)
+        flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
+                                  tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
+    eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
+                 flavors=flavors, fair_sharing=bool(case.get("fair_sharing")),
+                 fair_sharing_strategies=tuple(case.get("strategies") or
+                                               ("LessThanOrEqualToFinalShare", "LessThanInitialShare")))
+    for cq_name, items in (case.get("usage") or {}).items():  # usage put on the queue directly
+        for i, u in enumerate(items):
+            w = Workload(f"usage-{cq_name}-{i}", cq_name, [PodSet("main", 1, {u["resource"]: u["amount"]})],
+                         priority=1 << 30)
+            eng.restore_admitted(w, {"main": {u["resource"]: u["flavor"]}}, check=False)
     for d in case.get("admitted", []):
         w = _workload(d, d["cluster_queue"])
         eng.restore_admitted(w, d.get("flavors"), reserved_at=d.get("reserved_at"), check=False)
@@ -120,6 +145,8 @@ def run_case(fixtures: dict, case: dict) -> dict[str, Any]:
     TestPreemption cases are unit tests of Kueue's preemptor with an assignment chosen by the
     test: they go through :meth:`Engine.preemption_targets` with that same assignment."""
     eng, unqueued, never = build(fixtures, case)
+    if case["source"]["test"] == "TestAssignFlavors":
+        return {"assignment": eng.flavor_assignment(case["incoming"]["name"])}
     if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions
         inc = case["incoming"]
         asg = {ps["name"]: {r: fa["flavor"] for r, fa in ps["flavors"].items()}
@@ -146,6 +173,17 @@ def compare(case: dict, got: dict[str, Any]) -> list[str]:
     """Differences between the upstream expectation and what the engine did ([] = same)."""
     exp = case["expect"]
     diffs = []
+    if case["source"]["test"] == "TestAssignFlavors":
+        got_a = got["assignment"]
+        if got_a["mode"] != exp["mode"]:
+            diffs.append(f"mode: want {exp['mode']}, got {got_a['mode']}")
+        if exp["mode"] != "NoFit":
+            if int(exp.get("borrowing") or 0) != got_a["borrowing"]:
+                diffs.append(f"borrowing: want {exp.get('borrowing')}, got {got_a['borrowing']}")
+            want_ps = {ps: fl for ps, fl in exp["podsets"].items() if fl}
+            if want_ps != got_a["podsets"]:
+                diffs.append(f"flavors: want {want_ps}, got {got_a['podsets']}")
+        return diffs
     if sorted(exp.get("preempted", [])) != got["preempted"]:
         diffs.append(f"preempted: want {sorted(exp.get('preempted', []))}, got {got['preempted']}")
     if "incoming" in case:  # TestPreemption, TestHierarchicalPreemptions

@@ -1,0 +1,100 @@
+"""`gpujobs plan` and the START column of `gpujobs queue` ([plan-eta])."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import psutil
+import pytest
+
+from gpujobs.cli import output
+from gpujobs.status import JobStatus, Plan
+
+
+
+@pytest.fixture
+def jobs_cli(cli):
+    """The cli; on teardown the agent is stopped and no process of this home may survive."""
+    yield cli
+    stop = cli("agent", "stop", timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and any(str(cli.home) in v for v in p.environ().values()):
+                left.append(p)
+        except (psutil.Error, OSError):
+            continue
+    for p in left:
+        p.kill()
+    assert not left, f"processes survived the test: {[p.pid for p in left]}"
+
+WORK = '''
+import time
+
+def nap(s="120"):
+    time.sleep(float(s))
+'''
+
+
+def test_start_column_forecast_for_queued_actual_for_running():
+    now = time.time()
+    jobs = [JobStatus("r", "running", queue="a", started_at=now - 60, submitted_at=now - 70),
+            JobStatus("q1", "queued", queue="a", queue_position=1, submitted_at=now - 5,
+                      expected_start=now + 600, reason="needs 2 GPUs, 0 free in a"),
+            JobStatus("q2", "queued", queue="a", queue_position=2, submitted_at=now - 4)]
+    headers, rows = output.job_rows(output.sort_jobs(jobs), wide=False, now=now)
+    col = headers.index("START")
+    assert headers[col + 1] == "REASON"
+    starts = {r[0]: r[col] for r in rows}
+    assert starts["q1"] == "~" + time.strftime("%H:%M:%S", time.localtime(now + 600)) or \
+        starts["q1"].startswith("~")  # another day: 'Dec 02 14:05'
+    assert starts["q2"] == "N/A"  # nothing to go on: as squeue --start
+    assert starts["r"] == time.strftime("%H:%M:%S", time.localtime(now - 60)) or len(starts["r"]) > 8
+
+
+def test_plan_lines_and_summary():
+    now = time.time()
+    p = Plan(admit_now=False, position=3, preempts=(), expected_start=now + 720,
+             reason="needs 4 GPUs, 2 free in team-a", basis="expected ends from declared limit",
+             blocked_by=("exp-7",), queue="team-a")
+    text = output.plan_lines("train", p)
+    assert text.startswith("train: would wait 3rd in team-a, starts in ~12 min")
+    assert "Blocked by: exp-7" in text and "Basis:" in text
+    never = Plan(False, None, (), None, "workload x can never be admitted", basis="never: …")
+    assert never.summary().startswith("can never start")
+    assert Plan(True, None, (), now, "fits now").summary() == "would be admitted now: fits now"
+
+
+@pytest.mark.slow
+def test_cli_plan_and_queue_start(jobs_cli):
+    cli = jobs_cli
+    (cli.cwd / "nap.py").write_text(WORK)
+    env = {"GPUJOBS_LOCAL_GPUS": "2"}
+    first = cli("plan", "nap.py:nap", "--gpus", "2", "--time", "600", "-o", "json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["admit_now"] is True
+    r = cli("submit", "nap.py:nap", "--gpus", "2", "--time", "600", "--name", "holder", env=env)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 120
+    while json.loads(cli("queue", "-o", "json", env=env).stdout)[0]["phase"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    p = cli("plan", "nap.py:nap", "--gpus", "1", "--time", "60", "-o", "json", env=env)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["admit_now"] is False and d["position"] == 1 and d["preempts"] == []
+    assert d["expected_start"] > time.time() + 500  # holder's 600 s limit
+    assert d["reason"].startswith("needs 1 GPU, 0 free in default; ahead: holder (running, ~10 min left)")
+    human = cli("plan", "nap.py:nap", "--gpus", "1", env=env).stdout
+    assert human.startswith("nap: would wait 1st in default, starts in ~10 min")
+    assert len(json.loads(cli("queue", "-o", "json", env=env).stdout)) == 1  # nothing submitted
+    q = cli("submit", "nap.py:nap", "--gpus", "1", "--time", "60", "--name", "waiter", env=env)
+    assert q.returncode == 0, q.stderr
+    table = cli("queue", env=env).stdout.splitlines()
+    waiter = next(line for line in table if "waiter" in line)
+    assert " ~" in waiter and "needs 1 GPU" in waiter
+    st = json.loads(cli("status", q.stdout.split()[-1], "-o", "json", env=env).stdout)
+    assert st["expected_start_basis"] == "expected ends from declared limit"
+    assert len(st["blocked_by"]) == 1 and st["blocked_by"][0].startswith("holder-")

@@ -1,0 +1,35 @@
+"""The public surface of [plan-eta]: JobStatus forecast fields, gpujobs.Plan, .max_runtime(),
+.plan() on a backend that cannot plan (no cluster needed)."""
+from __future__ import annotations
+
+import pytest
+
+import gpujobs
+from gpujobs.backends.local.store import status_from_dict
+from gpujobs.errors import SpecError
+from gpujobs.status import JobStatus
+
+
+def f():
+    return 1
+
+
+def test_status_forecast_fields_default_empty_and_survive_json():
+    st = JobStatus("j", "queued")
+    assert (st.reason, st.blocked_by, st.expected_start, st.expected_start_basis) == ("", (), None, "")
+    st = st.with_(blocked_by=("a", "b"), expected_start=123.0, expected_start_basis="declared limit")
+    back = status_from_dict(st.to_dict())  # to_dict turns the tuple into a list
+    assert back.blocked_by == ("a", "b") and back == st
+
+
+def test_max_runtime_sets_the_spec_field_and_is_checked():
+    assert gpujobs.job(f).max_runtime(3600).spec().max_runtime_s == 3600
+    with pytest.raises(SpecError, match="max_runtime_s"):
+        gpujobs.job(f).max_runtime(-1).spec()
+
+
+def test_plan_is_exported_and_kubernetes_says_it_cannot_plan_yet():
+    assert gpujobs.Plan.__name__ == "Plan" and "Plan" in gpujobs.__all__
+    with pytest.raises(SpecError, match="cannot plan a job yet") as err:
+        gpujobs.job(f).on("kubernetes").plan()
+    assert ".on('local')" in err.value.fix

@@ -1,0 +1,218 @@
+"""Reasons, blocked_by and expected starts of queued local jobs, and plan(), with the agent
+driven in this process and real (sleeping) rank processes. Queues come from a config file."""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+import pytest
+
+import gpujobs
+from gpujobs.backends.local.agent import Agent
+from gpujobs.backends.local.gang import save_submitter_env
+from gpujobs.backends.local.jobdir import JobDir
+from gpujobs.errors import QuotaError
+from ray_mpi.helpers import alive
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+[[local.queues]]
+name = "solo"
+gpus = 2
+preemption = "Never"
+
+[[local.queues]]
+name = "team-a"
+gpus = 2
+cohort = "lab"
+
+[[local.queues]]
+name = "team-b"
+gpus = 2
+cohort = "lab"
+
+[[local.queues]]
+name = "strict"
+gpus = 2
+strategy = "StrictFIFO"
+"""
+
+
+def nap(seconds):
+    import time as _t
+    _t.sleep(seconds)
+
+
+@pytest.fixture
+def agent(gpujobs_home, monkeypatch):
+    """An Agent in this process (no socket, no zygote) with CONFIG's queues; its gangs are
+    ended on teardown and none of their processes may survive."""
+    (gpujobs_home / "config.toml").write_text(CONFIG)
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "8")
+    (gpujobs_home / "jobs").mkdir(exist_ok=True)
+    ag = Agent(gpujobs_home)
+    ag.seen = set()
+    yield ag
+    with ag.lock:
+        for rec in ag.recs.values():
+            if rec.gang is not None:
+                ag.seen.update(rec.gang.pids)
+    ag._shutdown()
+    ag.store.close()
+    deadline = time.monotonic() + 10
+    while alive(ag.seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(ag.seen), f"processes survived: {alive(ag.seen)}"
+
+
+def submit(agent: Agent, builder) -> tuple[str, JobDir]:
+    """What LocalBackend.submit does, straight into the in-process agent."""
+    spec = builder.spec()
+    jid = f"{spec.display_name}-{secrets.token_hex(3)}"
+    jd = JobDir(agent.home / "jobs" / jid)
+    jd.create(spec.to_dict(), spec.payload())
+    save_submitter_env(jd.root)
+    with agent.lock:
+        agent.submit({"id": jid, "spec": spec.to_dict(), "name": spec.display_name,
+                      "job_dir": str(jd.root), "cwd": os.getcwd(), "user": "test"})
+    return jid, jd
+
+
+def drive(agent: Agent, until, timeout: float = 60.0) -> None:
+    """Run loop rounds until ``until()`` (called under the lock) holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        agent.step()
+        with agent.lock:
+            for rec in agent.recs.values():
+                if rec.gang is not None:
+                    agent.seen.update(rec.gang.pids)
+            if until():
+                return
+        assert time.monotonic() < deadline, "the agent loop did not get there in time"
+        time.sleep(0.05)
+
+
+def job(name, queue, gpus, limit=None, prio=None, grace=None):
+    b = gpujobs.job(nap, 120).ddp(gpus_per_node=gpus).queue(queue).name(name)  # slots (CPU ranks)
+    if limit:
+        b = b.max_runtime(limit)
+    if prio:
+        b = b.priority(prio)
+    if grace is not None:
+        b = b.options(grace_period_s=grace)
+    return b
+
+
+def running(agent, *jids):
+    drive(agent, lambda: all(agent.recs[j].status.phase == "running" for j in jids), timeout=120)
+
+
+def status(agent, jid):
+    with agent.lock:
+        return agent.status(jid)
+
+
+def test_no_quota_left_and_a_higher_priority_job_ahead(agent):
+    r, _ = submit(agent, job("r", "solo", 2, limit=600))
+    running(agent, r)
+    started = agent.recs[r].status.started_at
+    mine, _ = submit(agent, job("mine", "solo", 2, limit=60))
+    urgent, _ = submit(agent, job("urgent", "solo", 2, limit=60, prio="high"))
+    agent.step()
+    st = status(agent, mine)
+    assert st.phase == "queued" and st.queue_position == 2
+    assert st.reason.startswith("needs 2 GPUs, 0 free in solo; ahead: r (running, ~10 min left), "
+                                "urgent (1st, high, 2 GPUs)"), st.reason
+    assert st.blocked_by == (r, urgent)
+    assert st.expected_start == pytest.approx(started + 600 + 60, abs=2)
+    assert st.expected_start_basis == "expected ends from declared limit (2)"
+    assert "starts in ~11 min" in st.summary()
+    up = status(agent, urgent)
+    assert up.expected_start == pytest.approx(started + 600, abs=2) and up.blocked_by == (r,)
+
+
+def test_quota_held_by_a_borrower_of_another_queue(agent):
+    big, _ = submit(agent, job("b-big", "team-b", 4, limit=300))  # team-b borrows team-a's 2
+    running(agent, big)
+    a, _ = submit(agent, job("exp-1", "team-a", 1))
+    agent.step()
+    st = status(agent, a)
+    assert "needs 1 GPU, 0 free in team-a (cohort lab lends 0)" in st.reason, st.reason
+    assert "team-b borrows 2 from cohort lab: b-big (running, ~5 min left)" in st.reason
+    assert "reclaim_within_cohort=Never" in st.reason
+    assert st.blocked_by == (big,)
+    assert st.expected_start == pytest.approx(agent.recs[big].status.started_at + 300, abs=2)
+
+
+def test_strict_fifo_head_blocks(agent):
+    r, _ = submit(agent, job("r", "strict", 1, limit=100))
+    running(agent, r)
+    big, _ = submit(agent, job("big", "strict", 2, limit=50))
+    small, _ = submit(agent, job("small", "strict", 1, limit=50))
+    agent.step()
+    st = status(agent, small)
+    assert st.phase == "queued"
+    assert "it would fit now, but strict is StrictFIFO: its head big (2 GPUs) must start first" in st.reason
+    assert st.blocked_by[0] == big
+    t0 = agent.recs[r].status.started_at
+    assert st.expected_start == pytest.approx(t0 + 150, abs=2)
+
+
+def test_waiting_for_victims_to_stop(agent):
+    low, _ = submit(agent, job("low", "strict", 2, limit=3600, prio="low", grace=30))
+    running(agent, low)
+    hi, _ = submit(agent, job("hi", "strict", 2, limit=60, prio="high"))
+    drive(agent, lambda: agent.recs[low].status.phase == "preempted")
+    st = status(agent, hi)
+    assert st.phase == "queued"
+    assert "waiting for low to stop (preempted for it)" in st.reason, st.reason
+    assert st.blocked_by[0] == low
+    assert st.expected_start_basis == "victims' grace periods"
+    assert time.time() < st.expected_start <= time.time() + 31
+
+
+def test_can_never_fit_and_plan(agent):
+    with pytest.raises(QuotaError, match="can never be admitted"):
+        submit(agent, job("huge", "team-a", 5))
+    with agent.lock:
+        p = agent.forecasts.plan(job("huge", "team-a", 5).spec().to_dict(), "huge")
+    assert not p.admit_now and p.expected_start is None and p.position is None
+    assert "can never be admitted: needs 5 gpu" in p.reason and p.summary().startswith("can never start")
+    r, _ = submit(agent, job("r", "solo", 2, limit=120))
+    running(agent, r)
+    with agent.lock:
+        now_ = agent.forecasts.plan(job("x", "team-a", 2, limit=60).spec().to_dict(), "x")
+        later = agent.forecasts.plan(job("y", "solo", 1, limit=60).spec().to_dict(), "y")
+    assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in team-a)"
+    assert not later.admit_now and later.position == 1 and later.blocked_by == (r,)
+    assert later.expected_start == pytest.approx(agent.recs[r].status.started_at + 120, abs=2)
+    assert agent.engine.pending() == []  # nothing was queued
+
+
+def stepper():
+    import time as _t
+    import gpujobs as _g
+    ctx = _g.context()
+    for i in range(1200):
+        ctx.progress(i, total=1200)
+        _t.sleep(0.1)
+
+
+def test_progress_rate_beats_the_declared_limit(agent):
+    """A running job that reports progress ends when its rate says, not at its limit."""
+    r, _ = submit(agent, gpujobs.job(stepper).ddp(gpus_per_node=2).queue("solo").name("r")
+                  .max_runtime(3600))
+    w, _ = submit(agent, job("w", "solo", 2, limit=60))
+
+    def has_rate():
+        p = agent.recs[r].status.progress
+        return p is not None and p.expected_end is not None
+    drive(agent, has_rate, timeout=120)
+    st = status(agent, w)
+    end = agent.recs[r].status.progress.expected_end
+    assert st.expected_start_basis == "expected ends from progress rate", st
+    assert st.expected_start == pytest.approx(end, abs=5)
+    assert st.expected_start < agent.recs[r].status.started_at + 600  # not the 3600 s limit
