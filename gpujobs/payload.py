@@ -502,30 +502,34 @@ def _user_file(name: str, installed: tuple[str, ...]) -> bool:
 
 def collect_sources(fn: Any, modules: list[Any] = ()) -> dict[str, Any]:
     """What a rank needs for tracebacks that name the user's files and show their lines:
-    ``{"sources": {file: text}, "files": {code key: file}}`` for the user's code ``fn``
-    runs (notebook cells included, read from linecache). cloudpickle replaces the file name
+    ``{"sources": {file: [[first line number, text], ...]}, "files": {code key: file}}``:
+    the source of each user function ``fn`` reaches (notebook cells included, read through
+    linecache), not whole files, so the call stays small. cloudpickle replaces the file name
     of code it ships by value with ``<dynamic-code>``; ``files`` puts it back."""
-    import linecache
+    import inspect
     installed = _installed_prefixes()
     files: dict[str, str] = {}
+    blocks: dict[str, dict[int, str]] = {}
+    size = 0
     try:
         for f in _functions(fn):
-            if _user_file(f.__code__.co_filename, installed):
-                files[_code_key(f.__code__)] = f.__code__.co_filename
+            name = f.__code__.co_filename
+            if not _user_file(name, installed):
+                continue
+            files[_code_key(f.__code__)] = name
+            try:
+                lines, start = inspect.getsourcelines(f)
+            except (OSError, TypeError):
+                continue
+            text = "".join(lines)
+            if size + len(text) > SOURCES_LIMIT:
+                continue
+            blocks.setdefault(name, {})[max(1, start)] = text
+            size += len(text)
     except Exception:  # noqa: BLE001 - sources are a nicety; never fail a submit on them
         pass
-    names = set(files.values()) | {m.__file__ for m in modules if getattr(m, "__file__", None)}
-    sources: dict[str, str] = {}
-    size = 0
-    for name in sorted(names):
-        if not _user_file(name, installed):
-            continue
-        text = "".join(linecache.getlines(name))
-        if not text or size + len(text) > SOURCES_LIMIT:
-            continue
-        sources[name] = text
-        size += len(text)
-    return {"sources": sources, "files": files} if files or sources else {}
+    sources = {name: sorted([start, text] for start, text in b.items()) for name, b in blocks.items()}
+    return {"sources": sources, "files": files} if files else {}
 
 
 def _with_filename(code: Any, name: str) -> Any:
@@ -546,14 +550,21 @@ def restore_filenames(fn: Any, files: dict[str, str]) -> None:
                 pass
 
 
-def register_sources(sources: dict[str, str]) -> None:
-    """Put shipped source text into linecache (no mtime: it is never re-read from disk)."""
+def register_sources(sources: dict[str, Any]) -> None:
+    """Put shipped source lines into linecache (no mtime: never re-read from disk). Lines
+    that were not shipped read as empty."""
     import linecache
-    for name, text in (sources or {}).items():
-        lines = text.splitlines(keepends=True)
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        linecache.cache[name] = (len(text), None, lines, name)
+    for name, blocks in (sources or {}).items():
+        if isinstance(blocks, str):
+            blocks = [[1, blocks]]
+        lines: list[str] = []
+        for start, text in blocks:
+            chunk = text.splitlines(keepends=True)
+            end = int(start) - 1 + len(chunk)
+            if len(lines) < end:
+                lines.extend("\n" for _ in range(end - len(lines)))
+            lines[int(start) - 1:end] = [c if c.endswith("\n") else c + "\n" for c in chunk]
+        linecache.cache[name] = (sum(map(len, lines)), None, lines, name)
 
 
 def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, backend: str | None = None) -> bytes:
