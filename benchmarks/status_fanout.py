@@ -31,7 +31,7 @@ API = "kubeflow.org/v1"
 
 
 def server_main(n: int, rate: float, conn) -> None:
-    from gpujobs.sim import FakeApiServer
+    from gpujobs_sim import FakeApiServer
 
     srv = FakeApiServer(crds=["kubeflow.org"], history_limit=50000).start()
     for i in range(n):

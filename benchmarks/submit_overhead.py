@@ -1,7 +1,7 @@
 """Submit overhead: gpujobs' Kubernetes submit vs kubeflow-training's TrainingClient.create_job.
 
 Both create an equivalent 2-worker PyTorchJob (1 GPU per worker, Kueue queue label)
-against the same fake kube-apiserver over real HTTP (gpujobs.sim.apiserver), one
+against the same fake kube-apiserver over real HTTP (gpujobs_sim.apiserver), one
 after the other in the same run. Reported per submit: median / p90 latency and
 HTTP requests. gpujobs ships the closure by value (cloudpickle, HMAC-sealed) inside the
 job object, so a submit is one create; it also checks more on purpose (preflight: CRD
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import gpujobs  # noqa: E402
 from gpujobs.backends.kubernetes import KubernetesBackend  # noqa: E402
-from gpujobs.sim.apiserver import FakeApiServer  # noqa: E402
+from gpujobs_sim.apiserver import FakeApiServer  # noqa: E402
 
 NS = "bench"
 

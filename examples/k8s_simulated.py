@@ -1,4 +1,4 @@
-"""The Kubernetes path without a cluster: gpujobs against the simulated cluster in gpujobs.sim.
+"""The Kubernetes path without a cluster: gpujobs against the simulated cluster in gpujobs_sim.
 
     .venv/bin/python examples/k8s_simulated.py
 
@@ -8,13 +8,16 @@ real gpujobs runner as local processes. The client side is exactly what runs aga
 cluster: KUBECONFIG, the official kubernetes client, manifests, watches, the log channel.
 """
 import os
+import sys
 import tempfile
 import time
 
 import yaml
 
-import gpujobs
-from gpujobs.sim import SimCluster
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # gpujobs_sim: repo root
+
+import gpujobs  # noqa: E402
+from gpujobs_sim import SimCluster  # noqa: E402
 
 
 def estimate_pi(samples: int) -> float:

@@ -30,6 +30,10 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
     [kubernetes]
     namespace = "team-a"
     queue = "team-a"
+    kubeconfig = "~/.kube/config"  # also: context; else $KUBECONFIG, ~/.kube/config, in-cluster
+    trainjob_runtime = "torch-distributed"          # the ClusterTrainingRuntime DDP/FSDP TrainJobs use
+    trainjob_volcano_runtime = "torch-distributed-volcano"   # the one for volcano="gang"
+    volcano_queue = "default"      # the Volcano Queue of jobs that name none
 """
 from __future__ import annotations
 

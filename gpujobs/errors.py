@@ -139,3 +139,8 @@ class ResultAuthError(GpuJobsError):
 
 class WaitTimeout(GpuJobsError, TimeoutError):
     """``result()`` / ``wait()`` ran out of time; the job is still running."""
+
+
+class DeprecatedPathWarning(FutureWarning):
+    """gpujobs was asked for something upstream deprecates (shown by default, unlike
+    DeprecationWarning); the message names the supported path."""

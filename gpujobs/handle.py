@@ -210,7 +210,10 @@ def _fold_peers(exc: BaseException, others: list[Outcome]) -> BaseException:
 
 
 def attach(job_id: str, backend: str | None = None) -> Job:
-    """A handle to an existing job (e.g. after a kernel restart)."""
+    """A handle to an existing job (e.g. after a kernel restart). A ``namespace/name`` id is a
+    Kubernetes job (as in the CLI), whatever the default backend."""
+    if backend is None and "/" in job_id:
+        backend = "kubernetes"
     be = get_backend(backend)
     be.status(job_id)  # raises if unknown
     return Job(job_id, be)

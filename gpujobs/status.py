@@ -78,6 +78,26 @@ class Progress:
         return " · ".join(parts)
 
 
+    def short_text(self, now: float | None = None) -> str:
+        """Coarse, for one-line summaries that print when they change: '40% · ~3 min left'
+        (whole percent, whole minutes), or 'step ~1.2k' without a total."""
+        if not self.total:
+            return f"step ~{_sig2(self.step)}"
+        parts = [f"{100 * (self.fraction or 0):.0f}%"]
+        if self.expected_end is not None:
+            left = max(0.0, self.expected_end - (time.time() if now is None else now))
+            parts.append("<1 min left" if left < 60 else f"~{round(left / 60)} min left"
+                         if left < 5400 else f"~{left / 3600:.1f} h left")
+        return " · ".join(parts)
+
+
+def _sig2(x: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.2g}{unit}"
+    return f"{x:.2g}" if abs(x) >= 10 else f"{x:g}"
+
+
 def _num_text(x: float | None) -> str:
     if x is None:
         return "?"
@@ -174,7 +194,7 @@ class JobStatus:
         if self.cpu_ranks:
             parts.append("ranks on CPU")
         if self.progress is not None:
-            parts.append(self.progress.text())
+            parts.append(self.progress.short_text())
         if self.stalled_since is not None and self.extra.get("stall"):
             parts.append(str(self.extra["stall"]))
         if self.message:
@@ -203,8 +223,14 @@ def start_text(when: float | None, now: float | None = None) -> str:
     left = when - now
     if left <= 30:
         return "starts now"
-    from .admission.forecast import duration
-    return f"starts in ~{duration(left)} ({time.strftime('%H:%M', time.localtime(when))})"
+    # coarse on purpose (whole minutes): progress lines print when this text changes
+    if left < 5400:
+        text = f"{max(1, round(left / 60))} min"
+    elif left < 2 * 86400:
+        text = f"{left / 3600:.1f} h"
+    else:
+        text = f"{left / 86400:.1f} d"
+    return f"starts in ~{text} ({time.strftime('%H:%M', time.localtime(when))})"
 
 
 @dataclass(frozen=True)

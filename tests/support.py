@@ -18,7 +18,7 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05
 
 def unpack_pod(r: Any, template: dict, root: Any) -> dict[str, str]:
     """A rendered job's pod volumes written as the kubelet would; mount path -> local folder."""
-    from gpujobs.sim.volumes import materialize
+    from gpujobs_sim.volumes import materialize
 
     objs = {(o["kind"], o["metadata"]["name"]): o for o in r.objects}
     return {k: str(v) for k, v in materialize(template, lambda kind, n: objs.get((kind, n)),

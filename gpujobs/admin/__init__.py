@@ -16,16 +16,7 @@ from .slurm_conf import SlurmConfWarning, expand_hostlist, table_from_slurm_conf
 from .table import QueueTable, load_table, parse_table
 
 __all__ = ["render_queues", "queues_yaml", "load_table", "parse_table", "table_from_slurm_conf",
-           "render_table", "QueueTable", "SlurmConfWarning", "expand_hostlist", "validate_objects"]
-
-
-def validate_objects(objs: list[dict[str, Any]]) -> None:
-    """Check each object against its CRD (gpujobs.crds) when the CRD folder is present."""
-    from .. import crds
-    if not crds.crds_available():
-        return
-    for obj in objs:
-        crds.validate(obj)
+           "render_table", "QueueTable", "SlurmConfWarning", "expand_hostlist"]
 
 
 def render_queues(table: str | Path | Mapping[str, Any] | None = None, *,
@@ -37,9 +28,7 @@ def render_queues(table: str | Path | Mapping[str, Any] | None = None, *,
                         "gpujobs admin queues TABLE.yaml  |  gpujobs admin queues --slurm-conf slurm.conf")
     model = (load_table(table) if table is not None else
              parse_table(table_from_slurm_conf(slurm_conf, namespace, cohort), str(slurm_conf)))
-    objs = render_table(model)
-    validate_objects(objs)
-    return objs
+    return render_table(model)
 
 
 def queues_yaml(table: Any = None, **kwargs: Any) -> str:

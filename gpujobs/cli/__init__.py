@@ -124,8 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: hints written for Python, and what to run instead at the command line
 CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
-             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
-             ".on('kubernetes', kind='PyTorchJob') (CLI: --kind PyTorchJob)": "--kind PyTorchJob"}
+             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`"}
 
 
 def cli_message(msg: str) -> str:

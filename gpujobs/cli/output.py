@@ -110,8 +110,8 @@ def status_lines(st: JobStatus) -> str:
             ("Queue", st.queue), ("Priority", st.priority or "-"), ("User", st.user), ("GPUs", str(st.gpus))]
     if st.phase == "queued":
         rows.append(("Position", st.position_text() or "-"))
-        rows.append(("Start", (clock(st.expected_start, time.time()) + f" ({start_text(st.expected_start)})"
-                               if st.expected_start is not None else "unknown")
+        rows.append(("Start", (start_text(st.expected_start) if st.expected_start is not None
+                               else "unknown")
                      + (f" · {st.expected_start_basis}" if st.expected_start_basis else "")))
         if st.blocked_by:
             rows.append(("Blocked by", ", ".join(st.blocked_by)))
@@ -153,8 +153,7 @@ def plan_lines(name: str, p: Plan) -> str:
     rows = [("Admit now", "yes" if p.admit_now else "no"),
             ("Position", str(p.position) if p.position else "-"),
             ("Preempts", ", ".join(p.preempts) or "-"),
-            ("Start", (clock(p.expected_start, now) + f" ({start_text(p.expected_start, now)})")
-             if p.expected_start is not None else
+            ("Start", start_text(p.expected_start, now) if p.expected_start is not None else
              ("never" if p.basis.startswith("never") else "unknown")
              + (f", not before {clock(p.not_before, now)}" if p.not_before else "")),
             ("Basis", p.basis or "-"), ("Reason", p.reason or "-")]

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 RESULT_MARKER = "GPUJOBS-RESULT"
+STACKS_MARKER = "GPUJOBS-STACKS"
 
 
 def read_key() -> bytes:
@@ -126,6 +127,49 @@ def enable_faulthandler(rank: int) -> None:
         pass
 
 
+def watch_stack_requests(rank: int, key: bytes, path: str, interval: float = 0.25) -> None:
+    """Kubernetes: answer ``job.stacks()`` without exec. The client writes a nonce into a pod
+    annotation that a downwardAPI volume projects at ``path``; on each new nonce this thread
+    dumps every thread's stack and prints ``GPUJOBS-STACKS <rank> <nonce> <base64>`` on
+    stdout (the pod log), the stacks sealed with the job's key like results."""
+    import threading
+
+    def loop() -> None:
+        import faulthandler
+        import tempfile
+        from ..payload import seal
+        last = ""
+        while True:
+            try:
+                with open(path) as fh:
+                    nonce = fh.read().strip()
+            except OSError:
+                nonce = ""
+            if nonce and nonce != last and len(nonce) <= 64:
+                last = nonce
+                try:
+                    with tempfile.TemporaryFile("w+") as fh:
+                        faulthandler.dump_traceback(file=fh, all_threads=True)
+                        fh.seek(0)
+                        text = _without_this_thread(fh.read())
+                    blob = seal({"nonce": nonce, "rank": rank, "stacks": text}, key)
+                    sys.stdout.write(f"\n{STACKS_MARKER} {rank} {nonce} "
+                                     f"{base64.b64encode(blob).decode()}\n")
+                    sys.stdout.flush()
+                except Exception:  # noqa: BLE001 - never disturb the rank
+                    pass
+            time.sleep(interval)
+
+    import time
+    threading.Thread(target=loop, daemon=True, name="gpujobs-stacks").start()
+
+
+def _without_this_thread(dump: str) -> str:
+    import re
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip())
+    return "\n".join(b for b in blocks if "watch_stack_requests" not in b) + "\n"
+
+
 def _created() -> float | None:
     """This process's start time as psutil reports it (so a reused pid is never signalled)."""
     try:
@@ -170,6 +214,8 @@ def main() -> int:
     _set_current(ctx)
     set_title(f"gpujobs {ctx.job_id} rank {rank}", f"r{rank} {ctx.job_id}")
     enable_faulthandler(rank)
+    if result_dir() is None and env.get("GPUJOBS_STACK_REQUEST"):
+        watch_stack_requests(rank, key, env["GPUJOBS_STACK_REQUEST"])
 
     if env.get("GPUJOBS_COMMAND"):
         return _run_command(json.loads(env["GPUJOBS_COMMAND"]), ctx, key)

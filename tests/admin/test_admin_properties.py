@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpujobs import admin, crds
+from gpujobs import admin
+from gpujobs_sim import crds
 from gpujobs.errors import SpecError
 
 pytestmark = pytest.mark.skipif(not crds.crds_available(), reason="CRD folder missing")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpujobs import admin, crds
+from gpujobs import admin
+from gpujobs_sim import crds
 from gpujobs.errors import SpecError
 
 DATA = Path(__file__).parent / "data"

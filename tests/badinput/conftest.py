@@ -29,7 +29,7 @@ def seed(store) -> None:
 @pytest.fixture(scope="module")
 def apiserver():
     """One fake apiserver for the module (only Kueue and Kubeflow training CRDs installed)."""
-    from gpujobs.sim.apiserver import FakeApiServer
+    from gpujobs_sim.apiserver import FakeApiServer
     s = FakeApiServer(crds=["kueue.x-k8s.io", "kubeflow.org"]).start()
     seed(s.store)
     yield s

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpujobs import crds
+from gpujobs_sim import crds
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "slurm" / "corpus"

@@ -33,3 +33,14 @@ def test_plan_is_exported_and_kubernetes_says_it_cannot_plan_yet():
     with pytest.raises(SpecError, match="cannot plan a job yet") as err:
         gpujobs.job(f).on("kubernetes").plan()
     assert ".on('local')" in err.value.fix
+
+
+def test_start_text_is_coarse_so_progress_lines_do_not_change_every_second():
+    from gpujobs.status import start_text
+    now = 1_000_000.0
+    assert start_text(None) == "start unknown"
+    assert start_text(now + 10, now) == "starts now"
+    texts = {start_text(now + s, now).split(" (")[0] for s in range(61, 89)}
+    assert texts == {"starts in ~1 min"}  # not '61 s', '62 s', …
+    assert start_text(now + 720, now).startswith("starts in ~12 min (")
+    assert start_text(now + 3 * 3600, now).startswith("starts in ~3.0 h")

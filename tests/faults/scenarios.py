@@ -1,7 +1,7 @@
 """Fault scenarios shared by tests/faults and benchmarks/fault_report.py.
 
 Each scenario runs real jobs (real runner processes; Kubernetes ones through the fake
-apiserver + simulated controllers of gpujobs.sim), injects faults, and returns a row::
+apiserver + simulated controllers of gpujobs_sim), injects faults, and returns a row::
 
     {"scenario", "faults_injected", "jobs", "jobs_lost", "results_lost", "transitions_lost",
      "seconds", "note"}
@@ -81,7 +81,7 @@ def allreduce_sum():
 # ----------------------------------------------------------------------------- Kubernetes
 def _k8s(gpus: int = 4):
     from gpujobs.backends.kubernetes import KubernetesBackend
-    from gpujobs.sim import SimCluster
+    from gpujobs_sim import SimCluster
     sim = SimCluster(gpus=gpus).start()
     be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q",
                            request_timeout=5.0)

@@ -97,7 +97,7 @@ def test_local_submit_kill_kernel_attach(gpujobs_home):
 
 
 def test_kubernetes_submit_kill_kernel_attach(gpujobs_home, tmp_path):
-    from gpujobs.sim import SimCluster
+    from gpujobs_sim import SimCluster
     sim = SimCluster(gpus=2).start()
     try:
         kubeconfig = tmp_path / "kubeconfig"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import gpujobs
-from gpujobs import crds
+from gpujobs_sim import crds
 from gpujobs.backends.kubernetes import naming, render_yaml
 from gpujobs.backends.kubernetes.kinds import resolve_kind
 from gpujobs.backends.kubernetes.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR

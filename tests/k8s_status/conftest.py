@@ -3,7 +3,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from gpujobs.sim import SimCluster
+from gpujobs_sim import SimCluster
 
 
 @pytest.fixture

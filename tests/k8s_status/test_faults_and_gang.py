@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gpujobs.backends.kubernetes.watch import StatusHub
-from gpujobs.sim import SimCluster
+from gpujobs_sim import SimCluster
 
 
 def pytorchjob(name, workers=1, seconds=1.0, queue="q"):

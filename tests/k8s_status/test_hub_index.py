@@ -12,7 +12,7 @@ from kubernetes import client
 from gpujobs.backends.kubernetes import status_map
 from gpujobs.backends.kubernetes.naming import LABEL_JOB
 from gpujobs.backends.kubernetes.watch import INDEXERS, PODS, WL, Informer, StatusHub
-from gpujobs.sim import FakeApiServer
+from gpujobs_sim import FakeApiServer
 
 WL_API = "kueue.x-k8s.io/v1beta2"
 

@@ -27,18 +27,19 @@ def train(n, pause):
 
 def test_progress_on_the_simulated_cluster(make_cluster):
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(train, 30, 0.15).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
+    spec = gpujobs.job(train, 60, 0.2).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
         .kubernetes(kind="PyTorchJob").queue("q") \
         .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.3").spec()
     job = Job(be.submit(spec), be)
-    live = wait_for(lambda: (lambda s: s if s.progress is not None and not s.terminal else None)(
-        job.status()), timeout=90.0, every=0.2)
-    assert live.progress.total == 30 and live.progress.step < 30 and "loss" in live.progress.metrics
-    assert job.result(timeout=120) == 30
+    live = wait_for(lambda: (lambda s: s if s.progress is not None or s.terminal else None)(
+        job.status()), timeout=120.0, every=0.2)
+    assert not live.terminal, "the job ended before any progress was seen while it ran"
+    assert live.progress.total == 60 and live.progress.step < 60 and "loss" in live.progress.metrics
+    assert job.result(timeout=120) == 60
     final = job.status()
-    assert final.phase == "succeeded" and final.progress.step == 30
+    assert final.phase == "succeeded" and final.progress.step == 60
     df = job.progress()
-    assert len(df) >= 2 and df["step"].iloc[-1] == 30 and set(df["rank"]) == {0}
+    assert len(df) >= 2 and df["step"].iloc[-1] == 60 and set(df["rank"]) == {0}
     assert PROGRESS_MARKER not in job.logs()  # status, not output
 
 
@@ -145,3 +146,58 @@ def test_trainjob_trainer_status_is_read_as_progress():
     assert with_trainer_status(JobStatus(job_id="ns/j", phase="running"),
                                {"kind": "TrainJob", "status": {}}).progress is None
     assert trainer_progress({"kind": "PyTorchJob"}) is None
+
+
+def sleeping_in_a_named_function(seconds):
+    import time as t
+    t.sleep(seconds)
+
+
+def sleeper():
+    sleeping_in_a_named_function(120)
+
+
+def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
+    """The request goes in as a pod annotation (downwardAPI volume), the answer comes out as
+    an HMAC-sealed GPUJOBS-STACKS pod-log line; no exec."""
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(sleeper).ddp(nodes=3, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    try:
+        wait_for(lambda: job.status().phase == "running" or None, timeout=90.0, every=0.2)
+        stacks: dict = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # ranks start their watcher as they start
+            t0 = time.monotonic()
+            stacks = job.stacks(timeout=10)
+            took = time.monotonic() - t0
+            if len(stacks) == 3 and all("sleeping_in_a_named_function" in s for s in stacks.values()):
+                break
+            time.sleep(0.3)
+        assert sorted(stacks) == [0, 1, 2], stacks
+        for rank, text in stacks.items():
+            assert "sleeping_in_a_named_function" in text and "in sleeper" in text, (rank, text)
+            assert "watch_stack_requests" not in text  # the answering thread is left out
+        assert took < 10.0
+        assert list(job.stacks(rank=2, timeout=10)) == [2]
+        from gpujobs.runner import STACKS_MARKER
+        assert STACKS_MARKER not in job.logs()
+        assert job.status().phase == "running"
+    finally:
+        job.cancel()
+
+
+def test_forged_stack_answers_are_dropped():
+    from gpujobs.backends.kubernetes.stacks import answers
+    from gpujobs.payload import new_key, seal
+    import base64
+    key, other = new_key(), new_key()
+    good = seal({"nonce": "n1", "rank": 0, "stacks": "Thread 0x1\n  File x"}, key)
+    forged = seal({"nonce": "n1", "rank": 1, "stacks": "evil"}, other)
+    replay = seal({"nonce": "n0", "rank": 2, "stacks": "old"}, key)
+    lines = [f"GPUJOBS-STACKS 0 n1 {base64.b64encode(good).decode()}",
+             f"GPUJOBS-STACKS 1 n1 {base64.b64encode(forged).decode()}",
+             f"GPUJOBS-STACKS 2 n1 {base64.b64encode(replay).decode()}",  # body's nonce differs
+             "GPUJOBS-STACKS 3 n1 not-base64!!", "hello"]
+    assert answers(lines, "n1", key) == {0: "Thread 0x1\n  File x"}

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from gpujobs import crds
+from gpujobs_sim import crds
 from gpujobs.backends.kubernetes import status_map as sm
 
 EX = crds.crds_dir() / "examples"

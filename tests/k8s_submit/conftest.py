@@ -1,4 +1,4 @@
-"""A fake kube-apiserver over real HTTP (gpujobs.sim.apiserver) seeded with a small Kueue setup."""
+"""A fake kube-apiserver over real HTTP (gpujobs_sim.apiserver) seeded with a small Kueue setup."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,7 @@ import kubernetes
 import pytest
 
 from gpujobs.backends.kubernetes import KubernetesBackend
-from gpujobs.sim.apiserver import FakeApiServer
+from gpujobs_sim.apiserver import FakeApiServer
 
 NS = "ml"
 

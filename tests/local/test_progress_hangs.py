@@ -257,3 +257,42 @@ def test_the_cause_comes_first_and_the_peers_noise_is_one_line(no_leftovers):
     assert "Traceback" in job.logs(rank=1) and "label column missing" in job.logs(rank=1)
     assert "rank 1" in job.status().message
     no_leftovers(job.id)
+
+
+# ----------------------------------------------------------- waiting with a bar
+def test_wait_with_progress_shows_the_reports(capsys):
+    from gpujobs.views.terminal import ProgressDisplay, wait_with_bar
+    import io
+    job = (gpujobs.job(train, 40, 0.1).ddp(gpus=1).env(GPUJOBS_PROGRESS_INTERVAL="0.2").submit())
+    out = io.StringIO()
+    st = wait_with_bar(job.backend, job.id, timeout=120, display=ProgressDisplay(out, live=False))
+    assert st.phase == "succeeded"
+    text = out.getvalue()
+    assert "running" in text and "%" in text and "100%" in text, text
+    assert job.wait(progress=True, timeout=30).phase == "succeeded"  # done: returns at once
+
+
+SCRIPT = '''\
+import time
+
+import gpujobs
+
+
+def main(n):
+    ctx = gpujobs.context()
+    for i in range(int(n)):
+        ctx.progress(i + 1, total=int(n))
+        time.sleep(0.1)
+    return int(n)
+'''
+
+
+def test_cli_submit_wait_shows_progress(capsys, tmp_path, monkeypatch):
+    (tmp_path / "prog_script.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUJOBS_PROGRESS_INTERVAL", "0.2")
+    code, out, err = cli(capsys, "submit", "prog_script.py:main", "20", "--gpus", "1", "--wait",
+                         "--progress", "plain")
+    assert code == 0, err
+    assert "result: 20" in out
+    assert "100%" in err and "succeeded" in err, err

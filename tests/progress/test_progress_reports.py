@@ -103,7 +103,17 @@ def test_status_round_trip_keeps_progress_and_stall():
                    stalled_since=12.0, extra={"stall": "stalled? rank 1 quiet"})
     back = status_from_dict(json.loads(json.dumps(st.to_dict())))
     assert back.progress == st.progress and back.stalled_since == 12.0
-    assert "step 3/10 (30%)" in back.summary() and "rank 1 quiet" in back.summary()
+    assert "30%" in back.summary() and "rank 1 quiet" in back.summary()
+    assert back.progress.text(now=4.0) == "step 3/10 (30%) · 1.5 steps/s · 5 s left"
+
+
+def test_summary_progress_is_coarse_so_plain_wait_lines_stay_few():
+    """A plain (non-terminal) wait prints a line whenever the summary changes."""
+    base = dict(total=1000, rate=10.0, updated=0.0)
+    texts = {Progress(step=s, expected_end=(1000 - s) / 10, **base).short_text(now=0.0)
+             for s in range(300, 310)}  # ten reports, two texts: whole percent, whole minutes
+    assert texts == {"30% · ~1 min left", "31% · ~1 min left"}
+    assert Progress(step=12_345).short_text() == "step ~12k"
 
 
 def test_frame_has_one_column_per_metric():

@@ -66,8 +66,8 @@ def test_plain_lines_off_a_terminal_carry_progress_text():
     out = io.StringIO()
     wait_with_bar(ScriptedBackend(), "j", timeout=30, display=ProgressDisplay(stream=out, live=False))
     text = out.getvalue()
-    assert "queued" in text and "step 50/100 (50%)" in text and "20 steps/s" in text
-    assert "left" in text and "succeeded" in text
+    assert "queued" in text and "50%" in text and "<1 min left" in text
+    assert "100%" in text and "succeeded" in text
 
 
 def test_cli_live_wait_switches_to_a_bar_when_progress_comes():

@@ -119,7 +119,7 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
     from gpujobs.backends.kubernetes.naming import record_path
     from gpujobs.handle import Job
-    from gpujobs.sim import SimCluster
+    from gpujobs_sim import SimCluster
 
     sim = SimCluster(gpus=2).start()
     try:
@@ -145,12 +145,16 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         forged = base64.b64encode(forged_envelope(marker, key=os.urandom(32))).decode()
         for pod in pods:  # the last GPUJOBS-RESULT line of a rank wins: forge it
             sim.server.logs.append(ns, pod, f"\nGPUJOBS-RESULT 0 {forged}\n")
+        # a process that reads the results now (this one read and archived them when wait() saw
+        # the job end, before the forgery)
+        other = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q")
         with pytest.raises(ResultAuthError):
-            Job(jid, be).result()
+            Job(jid, other).result()
         assert not marker.exists(), "a forged log line was unpickled"
     finally:
-        for hub in be.__dict__.get("_status_hubs", {}).values():
-            hub.stop()
+        for b in (be, locals().get("other")):
+            for hub in (b.__dict__.get("_status_hubs", {}).values() if b is not None else ()):
+                hub.stop()
         sim.stop()
 
 
@@ -201,7 +205,7 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
     """Every matrix case, with the secret's value present in the submitter's environment under
     the very name the job asks for: the value appears in no rendered object (payload included),
     no pod is privileged, uses host namespaces or hostPath, or adds capabilities."""
-    from gpujobs import crds
+    from gpujobs_sim import crds
     if not crds.crds_available():
         pytest.skip("upstream CRDs not available")
     from gpujobs.backends.kubernetes.render import RenderOptions, render_job

@@ -7,7 +7,7 @@ import time
 import pytest
 from kubernetes import client, dynamic, watch
 
-from gpujobs.sim import FakeApiServer
+from gpujobs_sim import FakeApiServer
 
 G, V, P = "kubeflow.org", "v2beta1", "mpijobs"
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from support import wait_for as until
 
-from gpujobs.sim import SimCluster
+from gpujobs_sim import SimCluster
 
 N = 30
 

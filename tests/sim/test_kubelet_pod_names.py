@@ -10,9 +10,9 @@ import time
 import psutil
 from support import wait_for
 
-from gpujobs.sim import SimCluster
-from gpujobs.sim.apiserver import FakeApiServer
-from gpujobs.sim.kubelet import ANN_SECONDS, Kubelet
+from gpujobs_sim import SimCluster
+from gpujobs_sim.apiserver import FakeApiServer
+from gpujobs_sim.kubelet import ANN_SECONDS, Kubelet
 
 
 def pod(seconds: float) -> dict:

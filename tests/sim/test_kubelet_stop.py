@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from gpujobs.sim.apiserver import FakeApiServer
-from gpujobs.sim.kubelet import Kubelet
+from gpujobs_sim.apiserver import FakeApiServer
+from gpujobs_sim.kubelet import Kubelet
 
 
 def test_process_started_after_stop_took_its_list_is_killed():
@@ -28,7 +28,7 @@ def test_process_started_after_stop_took_its_list_is_killed():
 
 def test_a_pod_whose_volume_source_vanished_waits_instead_of_failing():
     """Like the real kubelet (FailedMount, retried): the pod stays Pending until it can mount."""
-    from gpujobs.sim.volumes import MissingSource, volume_files
+    from gpujobs_sim.volumes import MissingSource, volume_files
 
     server = FakeApiServer()
     kubelet = Kubelet(server)

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from gpujobs.sim import FakeApiServer
+from gpujobs_sim import FakeApiServer
 
 REQUEST = b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client, watch
 
-from gpujobs.sim import FakeApiServer
-from gpujobs.sim.store import Store
+from gpujobs_sim import FakeApiServer
+from gpujobs_sim.store import Store
 
 
 def cm(name: str, **md) -> dict:

@@ -11,7 +11,7 @@ from test_controllers_changes import pytorchjob as one_pod_job
 from test_controllers_changes import settle
 
 from gpujobs.backends.kubernetes.status_map import parse_time
-from gpujobs.sim import SimCluster
+from gpujobs_sim import SimCluster
 
 WL = "kueue.x-k8s.io/v1beta2"
 

@@ -65,6 +65,8 @@ class KubernetesBackend:
                                      default_queue=default_queue or cfg.get("queue"))
         if trainjob_runtime or cfg.get("trainjob_runtime"):
             self.options.trainjob_runtime = trainjob_runtime or cfg["trainjob_runtime"]
+        if cfg.get("volcano_queue"):
+            self.options.default_volcano_queue = cfg["volcano_queue"]
         if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
             self.options.trainjob_volcano_runtime = (trainjob_volcano_runtime
                                                      or cfg["trainjob_volcano_runtime"])
@@ -113,9 +115,12 @@ class KubernetesBackend:
             elif os.environ.get("KUBERNETES_SERVICE_HOST"):
                 kconfig.load_incluster_config(client_configuration=cfg)
             else:
+                from ...config import config_path
                 raise BackendUnavailable(
                     f"no Kubernetes configuration: no kubeconfig at {path} and not running in a "
-                    "cluster; set KUBECONFIG or pass KubernetesBackend(host=...)")
+                    "cluster; fix: export KUBECONFIG=/path/to/kubeconfig, or set kubeconfig = "
+                    f"\"/path/to/kubeconfig\" under [kubernetes] in {config_path()} "
+                    "(Python: KubernetesBackend(kubeconfig=... or host=...))")
         except BackendUnavailable:
             raise
         except Exception as exc:
@@ -161,7 +166,8 @@ class KubernetesBackend:
                                 "[kubernetes] namespace in the config file, or the kubeconfig "
                                 "context) is not a valid namespace name",
                                 "set a Kubernetes name (lowercase letters, digits, '-') there, "
-                                "or pass .kubernetes(namespace=...)")
+                                "or give one: gpujobs <verb> -n NAMESPACE ... (Python: "
+                                ".kubernetes(namespace=...))")
         key = self.signing_key(spec.namespace or self.namespace) if for_submit else None
         return render_job(spec, kind, opts=self.options, submission_id=submission_id, key=key)
 
@@ -208,6 +214,11 @@ class KubernetesBackend:
         """The ranks' ``ctx.progress`` reports (GPUJOBS-PROGRESS lines of the pod logs)."""
         from . import live
         return live.progress_history(self, job_id)
+
+    def stacks(self, job_id: str, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
+        """{rank: Python stacks of all threads} of a running job, without exec (see .stacks)."""
+        from .stacks import stacks
+        return stacks(self, job_id, rank=rank, timeout=timeout)
 
     def cancel(self, job_id: str) -> None:
         from . import live

@@ -28,7 +28,8 @@ line to the pod log every ``$GPUJOBS_METRICS_INTERVAL`` seconds (default 2; 0 tu
 off): NVML for the GPUs the container sees, else the ranks' CPU/RSS via psutil
 (``source="psutil"``). The ranks' stdout is forwarded line by line through this process so
 a metrics line never splits a rank's line (a ``GPUJOBS-RESULT`` line is longer than one
-atomic pipe write). Without pynvml and psutil in the image it logs one line and runs the
+atomic pipe write). Forwarded lines (several ranks in a pod, or an MPI rank, whose output all
+lands in the launcher's log) carry ``[rank R] `` with the global rank; gpujobs' marker lines do not. Without pynvml and psutil in the image it logs one line and runs the
 job without metrics. Ray drivers and MPI ranks are exec'd as before (no sampler).
 """
 import json
@@ -43,6 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(os.path.dirname(HERE), "job")
+CONTROL = os.path.join(os.path.dirname(HERE), "control")  # downwardAPI: requests (job.stacks())
 EXIT_SETUP = 3
 
 
@@ -103,6 +105,8 @@ def base_env(cfg):
     env.setdefault("GPUJOBS_FRAMEWORK", cfg["framework"])
     env.setdefault("GPUJOBS_CHECKPOINT_DIR", cfg["checkpoint_dir"])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if os.path.isdir(CONTROL):
+        env.setdefault("GPUJOBS_STACK_REQUEST", os.path.join(CONTROL, "stack-request"))
     if cfg.get("return_all"):
         env["GPUJOBS_RETURN_ALL"] = "1"
     if cfg.get("command"):
@@ -158,14 +162,36 @@ def make_sampler(lock):
     return sampler, gpus
 
 
-def forward(pipe, lock):
-    """Copy a rank's stdout to ours a whole line at a time (metrics lines go between lines)."""
+def forward(pipe, lock, rank=None):
+    """Copy a rank's stdout to ours a whole line at a time (metrics lines go between lines),
+    each line but gpujobs' marker lines prefixed ``[rank R] `` with the rank's global rank, so
+    the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several."""
     out = getattr(sys.stdout, "buffer", sys.stdout)
+    tag = ("[rank %d] " % rank).encode() if rank is not None else b""
     for line in iter(pipe.readline, b""):
         with lock:
-            out.write(line)
+            out.write(line if not tag or line.lstrip().startswith(b"GPUJOBS-") else tag + line)
             out.flush()
     pipe.close()
+
+
+def mpi_world_rank():
+    """This MPI rank's number from the launcher's environment (Open MPI, PMIx, MPICH/Hydra), or None."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def run_prefixed(argv, env, rank):
+    """Run one rank as a child whose output is forwarded with its ``[rank R]`` prefix; signals
+    are passed on; returns its exit code."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _f: p.poll() is None and p.send_signal(s))
+    forward(p.stdout, threading.Lock(), rank)
+    rc = p.wait()
+    return rc if rc >= 0 else 128 - rc
 
 
 def env_int(names, default=None):
@@ -189,7 +215,7 @@ def run_torch(cfg):
                LOCAL_WORLD_SIZE=str(nproc))
     lock = threading.Lock()
     sampler, gpus = make_sampler(lock)
-    if nproc == 1 and sampler is None:
+    if nproc == 1 and sampler is None:  # one rank: the pod's log is that rank's (node rank = rank)
         env.update(RANK=str(node_rank), LOCAL_RANK="0")
         os.execvpe(rank_argv(cfg)[0], rank_argv(cfg), env)
     procs, ranks, pumps = [], {}, []
@@ -197,14 +223,12 @@ def run_torch(cfg):
     for local in range(nproc):
         rank = node_rank * nproc + local
         e = dict(env, RANK=str(rank), LOCAL_RANK=str(local))
-        p = subprocess.Popen(rank_argv(cfg), env=e,
-                             stdout=subprocess.PIPE if sampler is not None else None)
+        p = subprocess.Popen(rank_argv(cfg), env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         procs.append(p)
         ranks[rank] = (p.pid, gpus[local * per:(local + 1) * per] if per else [])
-        if sampler is not None:
-            t = threading.Thread(target=forward, args=(p.stdout, lock), daemon=True)
-            t.start()
-            pumps.append(t)
+        t = threading.Thread(target=forward, args=(p.stdout, lock, rank), daemon=True)
+        t.start()
+        pumps.append(t)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: [p.send_signal(s) for p in procs if p.poll() is None])
     if sampler is not None:
@@ -300,6 +324,9 @@ def main(argv=None):
         env = base_env(cfg)
         if cfg["framework"] == "ray":
             env.setdefault("GPUJOBS_RAY_ADDRESS", "auto")
+        rank = mpi_world_rank() if role == "mpi-rank" else None
+        if rank is not None:  # the launcher's log holds every rank's output: say whose it is
+            return run_prefixed(rank_argv(cfg), env, rank)
         os.execvpe(rank_argv(cfg)[0], rank_argv(cfg), env)
     return run_torch(cfg)
 

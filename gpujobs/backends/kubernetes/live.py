@@ -1,7 +1,12 @@
 """KubernetesBackend's live half: status, wait, subscribe, jobs, logs, outcomes, cancel.
 
 Everything reads from one :class:`~.watch.StatusHub` per namespace (shared informers),
-so asking for the status of 1,000 jobs costs no extra requests.
+so asking for the status of 1,000 jobs costs no extra requests. A job seen ending is archived
+locally (:mod:`.archive`: final status, result/exception envelopes, logs), so status, logs,
+results and ``queue -a`` still answer after the job object or its pods are gone. A failed job's
+``message`` starts with its remote exception (``ValueError: ... (rank 0)``). A queued job's
+position is asked of Kueue's visibility API at once when the watch has not fetched it yet (a
+short-lived CLI call would otherwise exit first).
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...errors import KubernetesError
 from ...status import JobStatus
+from . import archive
 from . import logs as _logs
 from . import naming, pod_metrics, results
 from .kinds import KINDS
@@ -74,17 +80,92 @@ def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
     return hub, name
 
 
+def _final(backend: Any, job_id: str, st: JobStatus | None) -> JobStatus | None:
+    """The status to show: the archived one when the cluster has forgotten the job (or only knows
+    it was deleted); a queued job's position filled in; an ended job archived (once) and, when it
+    failed, its remote exception's summary first in its message."""
+    arch = archive.status(backend.home, job_id) if st is None or st.reason == "Deleted" else None
+    if arch is not None:
+        return arch
+    if st is None:
+        return None
+    if st.phase == "queued" and st.queue_position is None and st.position_available and st.queue:
+        ns, name = naming.parse_job_id(job_id)
+        hub = hub_for(backend, ns)
+        if hub.ensure_positions(st.queue):
+            st = hub.compute(name) or st
+    if st.terminal:
+        st = _with_exception(backend, job_id, st)
+        _archive(backend, job_id, st)
+    return st
+
+
+def _with_exception(backend: Any, job_id: str, st: JobStatus) -> JobStatus:
+    if st.phase != "failed":
+        return st
+    cache = backend.__dict__.setdefault("_exception_summaries", {})
+    if job_id not in cache:
+        cache[job_id] = exception_summary(backend, job_id)
+    summary = cache[job_id]
+    if not summary or st.message.startswith(summary):
+        return st
+    return st.with_(message=summary + (f"; {st.message}" if st.message else ""))
+
+
+def exception_summary(backend: Any, job_id: str) -> str:
+    """``ValueError: bad input (rank 0)`` from the job's result envelopes ('' when none failed or
+    the job's key is not here): the cause first, as ``Job.exception()`` picks it."""
+    from ...payload import open_envelope
+    try:
+        key = backend.job_key(job_id)
+        found = [open_envelope(blob, key) for blob in outcomes(backend, job_id).values()]
+    except Exception:  # noqa: BLE001 - no key, no envelope, a bad one: the status stays as it was
+        return ""
+    failed = sorted((o for o in found if not getattr(o, "ok", True)), key=lambda o: (o.collateral, o.rank))
+    if not failed:
+        return ""
+    o = failed[0]
+    kind = o.exc_type.removeprefix("builtins.").rsplit(".", 1)[-1] if o.exc_type else "Exception"
+    text = (o.exc_message or "").strip().splitlines()
+    msg = text[0][:200] if text else ""
+    return f"{kind}: {msg} (rank {o.rank})" if msg else f"{kind} (rank {o.rank})"
+
+
+def _archive(backend: Any, job_id: str, st: JobStatus, *, force: bool = False) -> None:
+    """Archive an ended job once per process (its logs and envelopes read now, while they exist)."""
+    done = backend.__dict__.setdefault("_archived", set())
+    if job_id in done and not force:
+        return
+    done.add(job_id)
+    try:
+        text = "".join(logs(backend, job_id, _live_only=True))
+    except Exception:  # noqa: BLE001 - the pods may be gone already: keep what the archive has
+        text = None
+    try:
+        found = outcomes(backend, job_id)
+    except Exception:  # noqa: BLE001
+        found = {}
+    try:
+        archive.save(backend.home, st, logs=text or None, outcomes=found or None)
+    except OSError:
+        pass
+
+
 def status(backend: Any, job_id: str) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
-    st = hub.status(name)
+    st = _final(backend, job_id, hub.status(name))
     if st is None:
-        raise KubernetesError(f"job {job_id} not found (no such object in the cluster)", status=404)
+        raise KubernetesError(f"job {job_id} not found (no such object in the cluster, none archived)",
+                              status=404)
     return pod_metrics.for_backend(backend).with_metrics(st)
 
 
 def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
-    st = hub.wait(name, timeout, lambda s: s.terminal)
+    if not hub.known(name) and archive.has(backend.home, job_id):
+        st = archive.status(backend.home, job_id)
+    else:
+        st = _final(backend, job_id, hub.wait(name, timeout, lambda s: s.terminal))
     if st is None:
         raise KubernetesError(f"job {job_id} not found", status=404)
     return pod_metrics.for_backend(backend).with_metrics(st)
@@ -114,7 +195,9 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
 
     def with_known_metrics(st: JobStatus) -> Any:
         latest = pm.latest(st.job_id)
-        return cb(st.with_(metrics=latest) if latest and not st.metrics else st)
+        st = st.with_(metrics=latest) if latest and not st.metrics else st
+        known = pm.known_progress(st.job_id)  # [progress] as read, no log read here
+        return cb(st.with_(progress=known) if known is not None else st)
 
     return hub.subscribe(name, with_known_metrics)
 
@@ -128,7 +211,16 @@ def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:
         if kind:
             hub.track_kind(kind)
     hub.wait_synced()
-    return [s for s in hub.all() if queue is None or s.queue == queue]
+    live = hub.all()
+    for q in {s.queue for s in live if s.phase == "queued" and s.queue_position is None and s.queue}:
+        if hub.ensure_positions(q):
+            live = hub.all()
+    archived = {a.job_id: a for a in archive.all_statuses(backend.home, ns)}
+    # the cluster's word for what it still has; the archive's for what it forgot or only knows deleted
+    out = [archived.pop(s.job_id, s) if s.reason == "Deleted" else s for s in live]
+    seen = {s.job_id for s in out}
+    out += [a for jid, a in archived.items() if jid not in seen]
+    return [s for s in out if queue is None or s.queue == queue]
 
 
 def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
@@ -137,8 +229,10 @@ def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
     if job_id in cache:
         return cache[job_id]
     found = results.outcomes(backend.api_client, ns, name)
+    if not found:
+        found = archive.outcomes(backend.home, job_id)
     st = _hub_status(backend, job_id)
-    if st is not None and st.terminal:
+    if (st is not None and st.terminal) or (st is None and found):
         cache[job_id] = found
     return found
 
@@ -149,7 +243,9 @@ def _hub_status(backend: Any, job_id: str) -> JobStatus | None:
     return hub.status(name)
 
 
-def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = False,
+         _live_only: bool = False) -> Iterator[str]:
+    """The job's logs from its pods; once its pods are gone, from the archive."""
     ns, name = naming.parse_job_id(job_id)
 
     def finished() -> bool:
@@ -157,9 +253,25 @@ def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = Fals
         return st is None or st.terminal
 
     pm = pod_metrics.for_backend(backend)
-    return _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow,
+    live = _logs.logs(backend.api_client, ns, name, rank=rank, follow=follow,
                       is_done=finished if follow else None,
                       metrics_sink=lambda line: pm.feed(job_id, line))
+    if _live_only:
+        return live
+    return _or_archived(backend, job_id, live, rank)
+
+
+def _or_archived(backend: Any, job_id: str, live: Iterator[str], rank: int | None) -> Iterator[str]:
+    any_line = False
+    for line in live:
+        any_line = True
+        yield line
+    if any_line:
+        return
+    text = archive.logs(backend.home, job_id)
+    for line in (text or "").splitlines(keepends=True):
+        if rank is None or line.startswith(f"[rank {rank}] "):
+            yield line
 
 
 def cancel(backend: Any, job_id: str) -> None:
@@ -169,7 +281,9 @@ def cancel(backend: Any, job_id: str) -> None:
     if kind is None:
         return
     info = KINDS[kind]
-    hub_for(backend, ns).track_kind(kind)
+    hub = hub_for(backend, ns)
+    hub.track_kind(kind)
+    _archive_before_delete(backend, job_id, hub, name)
     try:
         backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
                                     "DELETE", query_params=[("propagationPolicy", "Foreground")],
@@ -180,3 +294,19 @@ def cancel(backend: Any, job_id: str) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise KubernetesError(f"cannot cancel {job_id}: {exc.reason}", exc.status) from None
+
+
+def _archive_before_delete(backend: Any, job_id: str, hub: StatusHub, name: str) -> None:
+    """What a cancel is about to delete, kept: the final status (cancelled, unless it had ended
+    already), its logs and envelopes so far."""
+    import time
+    hub.wait_synced()
+    st = hub.status(name) or hub.compute(name)
+    if st is None:
+        return
+    if not st.terminal:
+        st = st.with_(phase="cancelled", message="cancelled (the job was deleted)", reason="Cancelled",
+                      finished_at=time.time())
+    else:
+        st = _with_exception(backend, job_id, st)
+    _archive(backend, job_id, st, force=True)

@@ -1,7 +1,10 @@
 """All ranks' logs with ``[rank N]`` prefixes; ``follow`` streams every pod at once.
 
-A pod's rank is its node rank: pods sorted with the launcher/master/head first, then by
-the index at the end of their name. Memory is bounded: followed lines pass through a
+N is the global rank: the pod bootstrap writes ``[rank R] `` before each line of a rank it
+forwards (several ranks in a pod; MPI ranks, whose output all lands in the launcher's log), and
+those lines are kept as they are. Other lines (a one-rank pod's own output) get the pod's node
+rank: pods sorted with the launcher/master/head first, then by the index at the end of their
+name. Memory is bounded: followed lines pass through a
 bounded queue (producers block when the reader is slow). Result lines
 (``GPUJOBS-RESULT``, large base64) and metrics lines (``GPUJOBS-METRICS``, written by
 the pod bootstrap) are not shown; metrics lines go to ``metrics_sink`` instead
@@ -20,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...metrics import METRICS_MARKER
 from ...progress import PROGRESS_MARKER
-from ...runner import RESULT_MARKER
+from ...runner import RESULT_MARKER, STACKS_MARKER
 from .results import job_pods, read_pod_log
 
 _FIRST = ("launcher", "master", "head")
@@ -35,9 +38,20 @@ def pod_rank_order(pods: list[dict]) -> list[dict]:
     return sorted(pods, key=key)
 
 
+_RANK_PREFIX = re.compile(r"^\[rank (\d+)\] ")
+
+
+def _prefixed(line: str, pod_rank: int) -> tuple[int, str]:
+    """(global rank, ``[rank N] text\n``) of a visible pod log line."""
+    m = _RANK_PREFIX.match(line)
+    if m:
+        return int(m.group(1)), line + "\n"
+    return pod_rank, f"[rank {pod_rank}] {line}\n"
+
+
 def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str | None:
     """The text users see of a pod log line: None for result/metrics lines."""
-    if line.lstrip().startswith(RESULT_MARKER + " "):
+    if line.lstrip().startswith((RESULT_MARKER + " ", STACKS_MARKER + " ")):
         return None
     i = line.find(METRICS_MARKER + " ")
     if i < 0:
@@ -59,17 +73,21 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
 
     if not follow:
         for r, pod in enumerate(pod_rank_order(job_pods(api_client, namespace, name))):
-            if rank is not None and r != rank:
-                continue
             for line in read_pod_log(api_client, namespace, pod["metadata"]["name"]).splitlines():
                 text = show(line)
                 if text is not None:
-                    yield f"[rank {r}] {text}\n"
+                    who, out = _prefixed(text, r)
+                    if rank is None or who == rank:
+                        yield out
         return
     q: queue.Queue = queue.Queue(maxsize=max_buffered_lines)
     started: set[str] = set()
     threads: list[threading.Thread] = []
     stop = threading.Event()
+
+    def put(who: int, line: str) -> None:
+        if rank is None or who == rank:
+            q.put(line)
 
     def stream(pod: str, r: int) -> None:
         try:
@@ -83,12 +101,12 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
                 for line in lines:
                     text = show(line.decode("utf-8", "replace"))
                     if text is not None:
-                        q.put(f"[rank {r}] {text}\n")
+                        put(*_prefixed(text, r))
                 if stop.is_set():
                     break
             text = show(buf.decode("utf-8", "replace")) if buf else None
             if text is not None:
-                q.put(f"[rank {r}] {text}\n")
+                put(*_prefixed(text, r))
         except (ApiException, OSError, ValueError):
             started.discard(pod)  # not started yet (400) or dropped: try again later
         finally:
@@ -100,7 +118,7 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
             pods = pod_rank_order(job_pods(api_client, namespace, name))
             for r, pod in enumerate(pods):
                 pname = pod["metadata"]["name"]
-                if (rank is not None and r != rank) or pname in started:
+                if pname in started:  # every pod: one may hold several ranks
                     continue
                 if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
                     continue

@@ -40,6 +40,10 @@ from . import naming
 RUNTIME_DIR = "/opt/gpujobs/runtime"
 JOB_DIR = "/opt/gpujobs/job"
 KEY_DIR = "/var/run/gpujobs/key"
+CONTROL_DIR = "/opt/gpujobs/control"
+"""Requests to running ranks (``job.stacks()``): pod annotations projected by a downwardAPI
+volume, which the kubelet refreshes when they change (no exec, no port)."""
+ANN_STACK_REQUEST = "gpujobs.dev/stack-request"
 KEY_FILE = f"{KEY_DIR}/key"
 OBJECT_LIMIT = 1024 * 1024
 """kube-apiserver refuses a Secret/ConfigMap whose keys + values exceed 1 MiB (MaxSecretSize)."""
@@ -268,9 +272,13 @@ def pod_volumes(name: str, files: JobFiles, runtime: dict, key_secret: dict) -> 
             job_vol,
             {"name": "gpujobs-key", "secret": {
                 "secretName": key_secret["metadata"]["name"],
-                "items": [{"key": "key", "path": "key"}], "defaultMode": 0o440}}]
+                "items": [{"key": "key", "path": "key"}], "defaultMode": 0o440}},
+            {"name": "gpujobs-control", "downwardAPI": {"defaultMode": 0o444, "items": [
+                {"path": "stack-request",
+                 "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_STACK_REQUEST}']"}}]}}]
 
 
 POD_MOUNTS = [{"name": "gpujobs-runtime", "mountPath": RUNTIME_DIR, "readOnly": True},
               {"name": "gpujobs-job", "mountPath": JOB_DIR, "readOnly": True},
-              {"name": "gpujobs-key", "mountPath": KEY_DIR, "readOnly": True}]
+              {"name": "gpujobs-key", "mountPath": KEY_DIR, "readOnly": True},
+              {"name": "gpujobs-control", "mountPath": CONTROL_DIR, "readOnly": True}]

@@ -117,7 +117,7 @@ class PodMetrics:
             for line in self._tail(ns, pname).splitlines():
                 if METRICS_MARKER in line or PROGRESS_MARKER in line:
                     self.feed(job_id, line)
-                elif line.strip():
+                elif line.strip() and not line.startswith("GPUJOBS-"):
                     last_output = line
             series.stall.output(pname, last_output)
         if terminal:
@@ -139,6 +139,10 @@ class PodMetrics:
 
     def latest(self, job_id: str) -> tuple[GpuSample, ...]:
         return self._series(job_id).history.latest()
+
+    def known_progress(self, job_id: str):
+        """The latest progress already read (no log read)."""
+        return summarize(self._series(job_id).progress[-160:])
 
     def progress(self, job_id: str) -> list[dict]:
         return sorted(self._series(job_id).progress, key=lambda r: r["time"])

@@ -51,6 +51,10 @@ def _path_get(obj: Any, path: str) -> Any:
     return obj
 
 
+RAY_SUBMITTER_TEMPLATE = {"spec": {"containers": [{"name": "ray-job-submitter", "resources": {
+    "requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
 def pod_sets(job: dict) -> list[PodSet]:
     kind, spec = job["kind"], job["spec"]
     if kind == "TrainJob":
@@ -66,8 +70,12 @@ def pod_sets(job: dict) -> list[PodSet]:
     if kind == "RayJob":
         rc = spec["rayClusterSpec"]
         out = [_ps("head", 1, rc["headGroupSpec"]["template"])]
-        out += [_ps(g["groupName"], g.get("replicas", 1), g["template"])
+        out += [_ps(g["groupName"], int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1) or 1), g["template"])
                 for g in rc.get("workerGroupSpecs", [])]
+        if spec.get("submissionMode", "K8sJobMode") == "K8sJobMode":
+            # Kueue counts the submitter Job's pod too (rayjob_controller.go#L286-330), with
+            # KubeRay's default submitter template: requests cpu 500m, memory 200Mi
+            out.append(_ps("submitter", 1, spec.get("submitterPodTemplate") or RAY_SUBMITTER_TEMPLATE))
         return out
     if kind == "Job" and job["apiVersion"].startswith("batch.volcano.sh/"):
         return [_ps(t["name"], t.get("replicas", 1), t["template"]) for t in spec["tasks"]]

@@ -147,7 +147,7 @@ def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
         raise PreflightError(f"CRD {info.crd_name}",
                              f"the {kind} API ({info.api_version}) is not installed in this cluster; "
                              f"install its operator (see scripts/kind-e2e-setup.sh) or choose another "
-                             f"kind with .kubernetes(kind=...)")
+                             f"kind: gpujobs submit --kind KIND ... (Python: .kubernetes(kind=...))")
 
 
 def check_access(backend: Any, cache: _Cache, namespace: str, group: str, resource: str) -> None:
@@ -230,9 +230,14 @@ def check_fits(cq: dict, r: Rendered) -> None:
             continue
         flavors = caps.get(resource)
         if not flavors:
+            who = [ps.name for ps in sets if ps.requests.get(resource)]
+            why = (" (only its submitter pod asks for it: KubeRay's default submitter requests 500m CPU "
+                   "and 200Mi memory, and Kueue counts that pod)" if who == ["submitter"] else "")
             raise QuotaError(f"ClusterQueue {name} has no quota for {resource} (it covers "
-                             f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount} "
-                             f"and could never be admitted. Use a queue that offers {resource}.")
+                             f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount}{why} "
+                             f"and could never be admitted (Kueue: 'resource {resource} unavailable in "
+                             f"ClusterQueue'). Use a queue that offers {resource}, or have its admin add "
+                             f"{resource} to the ClusterQueue's coveredResources.")
         if any(c is None for c in flavors.values()):
             continue
         biggest_flavor, biggest = max(flavors.items(), key=lambda kv: kv[1])
@@ -247,17 +252,23 @@ def check_fits(cq: dict, r: Rendered) -> None:
 
 
 def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
+    from ...config import config_path
     if r.kind == "TrainJob":
         rt = r.job["spec"]["runtimeRef"]["name"]
+        key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
+            rt != backend.options.trainjob_runtime else "trainjob_runtime"
         _require(backend, cache, f"ClusterTrainingRuntime {rt}", "trainer.kubeflow.org",
                  "v1alpha1", "clustertrainingruntimes", rt, f"the TrainJob runtime {rt!r} is not "
-                 "installed; install Kubeflow Trainer's runtimes, or submit another kind: "
-                 ".on('kubernetes', kind='PyTorchJob') (CLI: --kind PyTorchJob)")
+                 "installed (kubectl get clustertrainingruntimes lists those that are); fix: install "
+                 f"Kubeflow Trainer's runtimes, or name an installed one with {key} = \"NAME\" under "
+                 f"[kubernetes] in {config_path()} (Python: KubernetesBackend({key}=...)), or use "
+                 "another kind: gpujobs submit --kind PyTorchJob ...")
     if r.kind == "VolcanoJob":
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",
-                 q, f"no Volcano queue {q!r}; list them with "
-                 "`kubectl get queues.scheduling.volcano.sh` and pass volcano_queue=")
+                 q, f"no Volcano queue {q!r}; list them with `kubectl get queues.scheduling.volcano.sh`, "
+                 f"then set volcano_queue = \"NAME\" under [kubernetes] in {config_path()} "
+                 "(Python: .options(volcano_queue=\"NAME\"))")
 
 
 _POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="gpujobs-preflight")

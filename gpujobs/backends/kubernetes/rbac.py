@@ -19,6 +19,7 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("workload.codeflare.dev", ("appwrappers",), JOB_VERBS),
     ("", ("configmaps", "secrets"), ("create", "get", "delete")),
     ("", ("pods", "pods/log", "events"), ("get", "list", "watch")),
+    ("", ("pods",), ("patch",)),  # job.stacks(): a request annotation, no exec
     ("batch", ("jobs",), ("get", "list", "watch")),
     ("jobset.x-k8s.io", ("jobsets",), ("get", "list", "watch")),
     ("scheduling.volcano.sh", ("podgroups",), ("get", "list", "watch")),

@@ -33,6 +33,7 @@ class RenderOptions:
     default_queue: str | None = None
     trainjob_runtime: str = kf.TRAINJOB_RUNTIME
     trainjob_volcano_runtime: str = kf.TRAINJOB_VOLCANO_RUNTIME
+    default_volcano_queue: str | None = None  # [kubernetes] volcano_queue: for specs that name none
     extra_labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -87,6 +88,13 @@ def _check(spec: JobSpec, kind: str) -> None:
                         "pass one of them")
     if kind == "MPIJob" and spec.nodes < 1:
         raise SpecError("nodes", "an MPIJob needs at least one worker", "pass ranks >= 1")
+    if spec.name and not spec.name[0].isalpha():
+        # TrainJob's CRD rule (x-kubernetes-validations: metadata.name matches RFC 1035), and the
+        # Services the operators name after the job (Volcano svc plugin, MPI launcher) are DNS-1035
+        # labels: the API server refuses a name that starts with a digit
+        raise SpecError("name", f"{spec.name!r} starts with a digit; on Kubernetes a job name must start "
+                        "with a letter (RFC 1035 label: TrainJob's CRD rule, the operators' Services)",
+                        f".name('j-{spec.name}') or gpujobs submit --name j-{spec.name} ...")
 
 
 def _gang_pods(kind: str, spec: JobSpec) -> int:
@@ -102,6 +110,9 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
                submission_id: str | None = None, key: bytes | None = None) -> Rendered:
     """Render ``spec``; raises SpecError/PayloadError on bad input (nothing is created)."""
     opts = opts or RenderOptions()
+    if spec.volcano_queue is None and opts.default_volcano_queue:
+        import dataclasses
+        spec = dataclasses.replace(spec, volcano_queue=opts.default_volcano_queue)
     kind = resolve_kind(spec, kind)
     _check(spec, kind)
     namespace = spec.namespace or opts.namespace

@@ -73,7 +73,17 @@ def _run_policy(ctx: RenderCtx, pods: int) -> dict:
 
 
 def pytorchjob(ctx: RenderCtx, meta: dict) -> dict:
-    """PyTorchJob: Master (node rank 0) + Worker (nodes - 1); container 'pytorch' with its port."""
+    """PyTorchJob: Master (node rank 0) + Worker (nodes - 1); container 'pytorch' with its port.
+    Rendered for Kueue it warns: Kueue v0.20 deprecates its Trainer v1 (PyTorchJob) integration
+    (kueue #12601, #14504; off in the default configuration), TrainJob is the supported path."""
+    if ctx.kueue:
+        import warnings
+        from ...errors import DeprecatedPathWarning
+        warnings.warn("PyTorchJob under Kueue: Kueue v0.20 deprecates its Kubeflow Trainer v1 (PyTorchJob) "
+                      "integration (kueue #12601, #14504; kubeflow.org/pytorchjob is off in its default "
+                      "configuration and due to be removed), so the job may never be admitted. The supported "
+                      "path is TrainJob, the default for ddp/fsdp: drop kind='PyTorchJob' (.kubernetes(kind="
+                      "'TrainJob'), gpujobs submit --kind TrainJob)", DeprecatedPathWarning, stacklevel=2)
     spec = ctx.spec
     sched = "volcano" if spec.volcano == "gang" else None
     ports = [{"name": "pytorchjob-port", "containerPort": PYTORCH_PORT, "protocol": "TCP"}]

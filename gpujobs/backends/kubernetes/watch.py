@@ -417,6 +417,19 @@ class StatusHub:
                     pass
 
     # ------------------------------------------------------------ API
+    def ensure_positions(self, queue: str) -> bool:
+        """Ask the visibility API for ``queue``'s positions now, unless the watch already has them
+        (or knows the API is not served): a short-lived caller (the CLI) exits before the flusher's
+        first fetch. True when positions were fetched (compute again to see them)."""
+        with self._lock:
+            if queue in self._positions:
+                return False
+        if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
+            return False
+        self._fetch_positions({queue})
+        with self._lock:
+            return queue in self._positions
+
     def status(self, name: str) -> JobStatus | None:
         with self._lock:
             st = self._status.get(name)

@@ -5,7 +5,8 @@ The agent holds one :class:`LocalForecasts`. It turns the agent's live records i
 limit, progress-based end and, while preempted, their stop deadline; queued jobs in order;
 the runtimes of this machine's finished jobs as history), runs the forecast for every
 queued job, and keeps the result until something changes (any status update) or
-``REFRESH_S`` passes. Everything here runs under the agent's lock and only reads.
+``REFRESH_S`` passes, at most once per ``MIN_INTERVAL_S`` (unless a queued job is new to
+it). Everything here runs under the agent's lock and only reads.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ...admission.forecast import Forecast, History, Job, Snapshot, forecast, pl
 from ...spec import JobSpec
 from ...status import JobStatus, Plan
 
-REFRESH_S = 5.0
+REFRESH_S = 5.0  # recompute at least this often while asked (time-left texts move)
+MIN_INTERVAL_S = 1.0  # at most once a second after changes (progress reports change often)
 
 
 def progress_end(st: JobStatus) -> float | None:
@@ -37,6 +39,7 @@ class LocalForecasts:
         self.adm = admission_config
         self._history: History | None = None
         self._cache: dict[str, Forecast] = {}
+        self._misses: set[str] = set()
         self._at = 0.0
         self._stale = True
 
@@ -94,7 +97,9 @@ class LocalForecasts:
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
         """JobStatus fields for a queued job: reason, blocked_by, expected_start(+_basis)."""
-        if self._stale or time.monotonic() - self._at > REFRESH_S or jid not in self._cache:
+        age = time.monotonic() - self._at
+        new = jid not in self._cache and jid not in self._misses
+        if new or age > REFRESH_S or (self._stale and age >= MIN_INTERVAL_S):
             try:
                 self._cache = forecast(self.snapshot())
             except Exception:  # noqa: BLE001 - a forecast never breaks a status reply
@@ -103,8 +108,10 @@ class LocalForecasts:
                 self._cache = {}
             self._at = time.monotonic()
             self._stale = False
+            self._misses = set()
         fc = self._cache.get(jid)
         if fc is None:
+            self._misses.add(jid)  # not in the engine's queue: do not recompute for it again
             return {}
         return {"reason": fc.reason, "blocked_by": fc.blocked_by,
                 "expected_start": fc.expected_start, "expected_start_basis": fc.basis}

@@ -3,7 +3,7 @@
 Thread-safe. Every change bumps a global resourceVersion and emits one watch event
 (kept in a bounded history so watches can resume; older ones answer 410 Gone).
 Controllers use it directly (``get/list/create/update/patch/mutate/delete`` and
-``subscribe``); the HTTP layer in :mod:`gpujobs.sim.apiserver` translates requests to it.
+``subscribe``); the HTTP layer in :mod:`gpujobs_sim.apiserver` translates requests to it.
 """
 from __future__ import annotations
 
@@ -67,6 +67,9 @@ class Store:
     _compacted: int = 0  # events with rv <= this are gone
     _watchers: list = field(default_factory=list)
     _subscribers: list = field(default_factory=list)
+    # admission(res, new, old): raises ApiError to refuse a write (old None on create); the fake
+    # apiserver sets it to enforce the CRDs' CEL rules, as a real API server does on every write
+    admission: Callable[[Resource, dict, dict | None], None] | None = None
 
     def __post_init__(self) -> None:
         for r in BUILTIN:
@@ -200,6 +203,8 @@ class Store:
                 obj.pop("status", None)
             if res.kind == "Pod" and not res.group:
                 obj.setdefault("status", {}).setdefault("phase", "Pending")
+            if self.admission is not None:
+                self.admission(res, obj, None)
             if res.key == CRD_RESOURCE.key:
                 self._install_from_crd(obj)
             self._bump(obj)
@@ -269,6 +274,8 @@ class Store:
         md = new["metadata"]
         if md.get("deletionTimestamp") and not md.get("finalizers"):
             return self._remove(res, key, new, "Background")
+        if self.admission is not None:
+            self.admission(res, new, self._objs[res.key].get(key))
         self._bump(new)
         self._objs[res.key][key] = new
         self._emit("MODIFIED", res, new)

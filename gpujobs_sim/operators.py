@@ -4,9 +4,11 @@ templates, then each kind's own status written from the pods' phases.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .controllers import _cond, get_suspend
+from .rules import outcome
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD
 from .store import now_iso
 
@@ -14,8 +16,79 @@ OWNER = "sim.gpujobs.dev/owner-uid"
 PG_API = "scheduling.volcano.sh/v1beta1"
 
 
-def _template_pods(job: dict) -> list[tuple[str, dict, str]]:
-    """(pod name, pod template, role) for every pod the operator would create."""
+def _merge_named(base: list[dict], patch: list[dict]) -> list[dict]:
+    """Lists of containers / volumes / env merged by ``name`` (their list-map key in the pod
+    schema, x-kubernetes-list-map-keys / patchMergeKey: name); a patch entry's fields win."""
+    out = [copy.deepcopy(x) for x in base]
+    for p in patch:
+        cur = next((x for x in out if x.get("name") == p.get("name")), None)
+        if cur is None:
+            out.append(copy.deepcopy(p))
+        else:
+            for k, v in p.items():
+                cur[k] = _merge_named(cur.get(k) or [], v) if k in _NAMED_LISTS and isinstance(v, list) else \
+                    copy.deepcopy(v)
+    return out
+
+
+_NAMED_LISTS = ("containers", "initContainers", "volumes", "env", "volumeMounts")
+
+
+def _merge_pod_spec(base: dict, patch: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if k in _NAMED_LISTS and isinstance(v, list):
+            out[k] = _merge_named(out.get(k) or [], v)
+        elif k == "metadata" or (isinstance(v, dict) and isinstance(out.get(k), dict)):
+            out[k] = {**(out.get(k) or {}), **copy.deepcopy(v)}
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def trainjob_node_template(job: dict, runtime: dict | None) -> dict:
+    """The pod template of a TrainJob node as Kubeflow Trainer builds it (trainer@8c0f505
+    pkg/apis/trainer/v1alpha1/trainjob_types.go): the runtime's replicated job ``node`` pod template,
+    then each of ``spec.runtimePatches[].trainingRuntimeSpec`` (merged by name, as the list-map keys
+    of the pod schema say), then ``trainer`` overriding the ``node`` container's image, command,
+    args, env and resources (resourcesPerNode); the torch plugin adds the PET_* variables
+    (PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR, PET_MASTER_PORT; PET_NODE_RANK per node)
+    (shared/crds/examples/trainer/trainjob-multi-node.yaml header)."""
+    spec = job.get("spec") or {}
+    t = spec.get("trainer") or {}
+
+    def node_template(rt_spec: dict) -> dict:
+        for rj in ((rt_spec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or []:
+            if rj.get("name") == "node":
+                return ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+        return {}
+
+    base = node_template((runtime or {}).get("spec") or {})
+    tmpl = {"metadata": copy.deepcopy(base.get("metadata") or {}), "spec": copy.deepcopy(base.get("spec") or {})}
+    if not any(c.get("name") == "node" for c in tmpl["spec"].get("containers") or []):
+        tmpl["spec"]["containers"] = [*(tmpl["spec"].get("containers") or []), {"name": "node"}]
+    for patch in spec.get("runtimePatches") or []:
+        p = node_template(patch.get("trainingRuntimeSpec") or {})
+        for k in ("labels", "annotations"):
+            if (p.get("metadata") or {}).get(k):
+                tmpl["metadata"].setdefault(k, {}).update(p["metadata"][k])
+        tmpl["spec"] = _merge_pod_spec(tmpl["spec"], p.get("spec") or {})
+    c = next(c for c in tmpl["spec"]["containers"] if c.get("name") == "node")
+    for k, field in (("image", "image"), ("command", "command"), ("args", "args"), ("resourcesPerNode", "resources")):
+        if t.get(k) is not None:
+            c[field] = copy.deepcopy(t[k])
+    nnodes = t.get("numNodes") or (((runtime or {}).get("spec") or {}).get("mlPolicy") or {}).get("numNodes") or 1
+    pet = [{"name": "PET_NNODES", "value": str(nnodes)},
+           {"name": "PET_NPROC_PER_NODE", "value": str(t.get("numProcPerNode", "auto"))},
+           {"name": "PET_MASTER_ADDR", "value": f"{job['metadata']['name']}-node-0-0.{job['metadata']['name']}"},
+           {"name": "PET_MASTER_PORT", "value": "29400"}]
+    c["env"] = _merge_named(c.get("env") or [], [*(t.get("env") or []), *pet])
+    return tmpl
+
+
+def _template_pods(job: dict, lookup: Any = None) -> list[tuple[str, dict, str]]:
+    """(pod name, pod template, role) for every pod the operator would create; ``lookup(job)``
+    reads a TrainJob's runtime."""
     name, spec, kind = job["metadata"]["name"], job.get("spec") or {}, job["kind"]
     out: list[tuple[str, dict, str]] = []
     if kind == "MPIJob":
@@ -32,10 +105,16 @@ def _template_pods(job: dict) -> list[tuple[str, dict, str]]:
                 out.append((f"{name}-{rtype.lower()}-{i}", reps[rtype].get("template") or {}, "rank"))
     elif kind == "TrainJob":
         t = spec.get("trainer") or {}
-        c = {"name": "node", "image": t.get("image", ""), "command": t.get("command"), "env": t.get("env", []),
-             "resources": t.get("resourcesPerNode", {})}
-        for i in range(int(t.get("numNodes", 1))):
-            out.append((f"{name}-node-0-{i}", {"spec": {"containers": [c]}}, "rank"))
+        runtime = lookup(job) if lookup is not None else None
+        nodes = int(t.get("numNodes") or ((((runtime or {}).get("spec") or {}).get("mlPolicy") or {})
+                                          .get("numNodes")) or 1)
+        tmpl = trainjob_node_template(job, runtime)
+        for i in range(nodes):
+            pod = copy.deepcopy(tmpl)
+            c = next(c for c in pod["spec"]["containers"] if c["name"] == "node")
+            c["env"] = [e for e in c.get("env") or [] if e["name"] != "PET_NODE_RANK"] + [
+                {"name": "PET_NODE_RANK", "value": str(i)}]
+            out.append((f"{name}-node-0-{i}", pod, "rank"))
     elif kind == "RayJob":
         rc = spec.get("rayClusterSpec") or {}
         out.append((f"{name}-head", (rc.get("headGroupSpec") or {}).get("template") or {}, "rank"))
@@ -61,9 +140,7 @@ def operate(ctrl: Any, job: dict) -> None:
     if job["kind"] == "AppWrapper":
         return _appwrapper(ctrl, job)
     pods = ctrl._pods_of(job)
-    from ..backends.kubernetes.status_map import kind_state
-    state = kind_state(job).phase
-    if state in ("succeeded", "failed"):
+    if outcome(job).finished:
         for p in pods:  # stop idle helpers (MPI workers, Ray workers)
             if (p["metadata"].get("annotations") or {}).get(ANN_IDLE) == "true":
                 store.patch("v1", "Pod", p["metadata"]["name"], md["namespace"],
@@ -74,7 +151,7 @@ def operate(ctrl: Any, job: dict) -> None:
             store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
         _write_status(ctrl, job, [], suspended=True)
         return
-    wanted = _template_pods(job)
+    wanted = _template_pods(job, lambda j: _runtime_of(ctrl, j))
     if not pods and wanted:
         _podgroup(ctrl, job, len(wanted), [])
         port = str(ctrl.next_port())
@@ -104,6 +181,15 @@ def operate(ctrl: Any, job: dict) -> None:
         pods = ctrl._pods_of(job)
     _podgroup(ctrl, job, len(wanted), pods)
     _write_status(ctrl, job, pods)
+
+
+def _runtime_of(ctrl: Any, job: dict) -> dict | None:
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    if not ref.get("name"):
+        return None
+    return ctrl.store.get("trainer.kubeflow.org/v1alpha1", ref.get("kind", "ClusterTrainingRuntime"), ref["name"],
+                          None if ref.get("kind", "ClusterTrainingRuntime") == "ClusterTrainingRuntime"
+                          else job["metadata"]["namespace"])
 
 
 def _uses_volcano(job: dict) -> bool:
@@ -228,7 +314,6 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
 
 def _appwrapper(ctrl: Any, aw: dict) -> None:
     """AppWrapper: create the wrapped components once unsuspended; mirror their outcome."""
-    from ..backends.kubernetes.status_map import kind_state
     store, md = ctrl.store, aw["metadata"]
     comps = []
     for c in (aw.get("spec") or {}).get("components") or []:
@@ -251,8 +336,8 @@ def _appwrapper(ctrl: Any, aw: dict) -> None:
             t["metadata"].setdefault("labels", {}).update(
                 {k: v for k, v in (md.get("labels") or {}).items() if k.startswith("gpujobs.dev/")})
             cur = store.create(t)
-        phases.append(kind_state(cur).phase)
-    phase = "Failed" if "failed" in phases else ("Succeeded" if phases and all(p == "succeeded" for p in phases)
-                                                 else "Running")
+        phases.append(outcome(cur))
+    phase = "Failed" if any(o.finished and not o.succeeded for o in phases) else (
+        "Succeeded" if phases and all(o.succeeded for o in phases) else "Running")
     store.mutate(aw["apiVersion"], "AppWrapper", md["name"], md["namespace"],
                  lambda o: o.setdefault("status", {}).update(phase=phase))

@@ -1,7 +1,7 @@
 """The fake apiserver's non-resource endpoints: ``/version``, discovery (``/api``, ``/apis``,
 group versions), SelfSubjectAccessReview and Kueue's visibility API (pending workloads).
 
-A mixin of the request handler in :mod:`gpujobs.sim.apiserver`.
+A mixin of the request handler in :mod:`gpujobs_sim.apiserver`.
 """
 from __future__ import annotations
 

@@ -25,12 +25,11 @@ import threading
 import time
 from typing import Any
 
-from ..quantity import parse_quantity
+from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
+from gpujobs.errors import GpuJobsError
 
-from ..admission import ClusterQueue, Cohort, Engine, PodSet, Workload
-from ..backends.kubernetes.podsets import container_requests
-from ..backends.kubernetes.status_map import conditions, kind_state, parse_time
-from ..errors import GpuJobsError
+from . import rules
+from .rules import parse_time, quantity
 from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from .store import ApiError, Event, now_iso
@@ -55,7 +54,7 @@ def _cond(obj: dict, type_: str, status: str, reason: str, message: str = "") ->
 
 def _condition(obj: dict, type_: str) -> dict:
     """The object's condition of that type ({} when it has none)."""
-    return conditions(obj).get(type_, {})
+    return rules.condition(obj, type_)
 
 
 def _is_true(obj: dict, type_: str) -> bool:
@@ -85,7 +84,7 @@ def set_suspend(job: dict, value: bool) -> None:
 
 class SimControllers:
     """All simulated controllers in one reconcile thread, driven by store events: a pass looks
-    only at what the events since the last one marked (:class:`~gpujobs.sim.changes.Changes`),
+    only at what the events since the last one marked (:class:`~gpujobs_sim.changes.Changes`),
     and the thread sleeps while nothing changes (no timer rescans or copies the store)."""
 
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
@@ -230,10 +229,10 @@ class SimControllers:
                 group: dict[str, dict[str, float]] = {}
                 for fl in rg.get("flavors") or []:
                     for r in fl.get("resources") or []:
-                        group.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        group.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
                         for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
                             if r.get(key) is not None:
-                                lim.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r[key], key))
+                                lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
                 groups.append(group)
             pre = spec.get("preemption") or {}
             bwc = pre.get("borrowWithinCohort") or {}
@@ -260,10 +259,10 @@ class SimControllers:
             for rg in spec.get("resourceGroups") or []:
                 for fl in rg.get("flavors") or []:
                     for r in fl.get("resources") or []:
-                        own.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r["nominalQuota"], "nominalQuota"))
+                        own.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
                         for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
                             if r.get(key) is not None:
-                                lim.setdefault(fl["name"], {})[r["name"]] = float(parse_quantity(r[key], key))
+                                lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
             cohorts.append(Cohort(co["metadata"]["name"], own, parent=spec.get("parentName") or None,
                                   borrowing_limit=blim or None, lending_limit=llim or None))
         self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0)
@@ -326,20 +325,17 @@ class SimControllers:
             return
         if _is_true(wl, "Admitted") and not _is_true(wl, "PodsReady"):
             pods = self._pods_of(job)
-            if pods and len(pods) >= sum(int(p.get("count", 1)) for p in wl["spec"]["podSets"]) and \
-                    all(p["status"].get("phase") in ("Running", "Succeeded") for p in pods):
+            expected = sum(int(p.get("count", 1)) for p in wl["spec"]["podSets"] if p["name"] != "submitter")
+            if pods and rules.pods_ready(job, pods, expected):
                 self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], ns,
                                   lambda o: _cond(o, "PodsReady", "True", "Started", "All pods reached readiness"))
                 self.changes.cancel(_wkey(wl), "ready")
 
     def _create_workload(self, job: dict) -> None:
-        from ..backends.kubernetes.podsets import pod_sets
         md = job["metadata"]
         labels = md.get("labels") or {}
         prio_name = labels.get(PRIO_LABEL)
-        prio = 0
-        spec: dict[str, Any] = {"queueName": labels[QUEUE_LABEL], "active": True, "podSets": [
-            {"name": ps.name, "count": ps.count, "template": ps.template} for ps in pod_sets(job)]}
+        prio = None
         if prio_name:
             wpc = self.store.get(WL_API, "WorkloadPriorityClass", prio_name)
             if wpc is None:
@@ -350,16 +346,7 @@ class SimControllers:
                     "involvedObject": {"kind": job["kind"], "name": md["name"], "uid": md["uid"]}})
                 return
             prio = int(wpc.get("value", 0))
-            spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                        "name": prio_name}
-        spec["priority"] = prio
-        wl = {"apiVersion": WL_API, "kind": "Workload", "metadata": {
-            "name": f"{job['kind'].lower()}-{md['name']}-{md['uid'][:5]}", "namespace": md["namespace"],
-            "labels": {JOB_UID: md["uid"]},
-            "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
-                                 "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
-            "spec": spec}
-        wl = self.store.create(wl)
+        wl = self.store.create(workload_for(job, prio, lambda api, kind, name: self.store.get(api, kind, name)))
         w = self._engine_workload(wl)
         reason, msg = "Misconfigured", f"LocalQueue {labels[QUEUE_LABEL]} doesn't exist"
         if w is not None:
@@ -556,8 +543,33 @@ class SimControllers:
         operate(self, job)
 
     def next_port(self) -> int:
-        self._ports += 1
-        return self._ports
+        """A free local port for a job's rendezvous (pods share this machine; so may other test runs)."""
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+
+def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> dict:
+    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name
+    ``<kind>-<job>-<hash>``, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
+    from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
+    class's value as ``priority`` (k8s-semantics.md §1.1))."""
+    md = job["metadata"]
+    labels = md.get("labels") or {}
+    uid = md.get("uid") or "00000000-0000-0000-0000-000000000000"
+    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "active": True, "podSets": [
+        {"name": ps.name, "count": ps.count, "template": ps.template} for ps in rules.pod_sets(job, lookup)]}
+    if labels.get(PRIO_LABEL) and priority is not None:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                    "name": labels[PRIO_LABEL]}
+    spec["priority"] = priority or 0
+    return {"apiVersion": WL_API, "kind": "Workload", "metadata": {
+        "name": f"{job['kind'].lower()}-{md['name']}-{uid[:5]}", "namespace": md.get("namespace", "default"),
+        "labels": {JOB_UID: uid},
+        "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
+                             "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
+        "spec": spec}
 
 
 def _wkey(wl: dict) -> str:
@@ -606,16 +618,15 @@ _PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
 
 
 def _pod_requests(template: dict) -> dict[str, float]:
-    containers = (template.get("spec") or {}).get("containers") or []
-    return {k: float(v) for k, v in container_requests(containers).items()}
+    return {k: float(v) for k, v in rules.pod_requests(template).items()}
 
 
 def _is_finished(job: dict) -> bool:
-    return kind_state(job).phase in ("succeeded", "failed")
+    return rules.outcome(job).finished
 
 
 def _kind_succeeded(job: dict) -> bool:
-    return kind_state(job).phase == "succeeded"
+    return rules.outcome(job).succeeded
 
 
 __all__ = ["SimControllers", "get_suspend", "set_suspend", "ANN_IDLE", "ANN_PORT", "ANN_RANK", "ANN_ROLE",

@@ -1,7 +1,7 @@
 """The fake apiserver's streaming responses: watches (chunked JSON lines, resourceVersion
 resume, bookmarks, 410 Gone, injected drops) and pod logs (``follow``).
 
-A mixin of the request handler in :mod:`gpujobs.sim.apiserver`.
+A mixin of the request handler in :mod:`gpujobs_sim.apiserver`.
 """
 from __future__ import annotations
 

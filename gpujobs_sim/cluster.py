@@ -15,6 +15,24 @@ from .controllers import SimControllers
 WL_API = "kueue.x-k8s.io/v1beta2"
 
 
+def trainer_runtime() -> dict:
+    """Kubeflow Trainer's ``torch-distributed`` ClusterTrainingRuntime: the upstream manifest from the
+    CRD folder's examples (trainer@8c0f505 manifests/base/runtimes/torch_distributed.yaml), else its
+    essentials (mlPolicy.torch, one replicated job 'node' with a container 'node')."""
+    from . import crds
+    if crds.crds_available():
+        for _, obj in crds.iter_examples("trainer"):
+            if obj.get("kind") == "ClusterTrainingRuntime" and obj["metadata"]["name"] == "torch-distributed":
+                return obj
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch-distributed", "labels": {"trainer.kubeflow.org/framework": "torch"}},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
+                "name": "node", "template": {"metadata": {"labels": {
+                    "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [{
+                        "name": "node", "image": "pytorch/pytorch", "command": ["/bin/bash", "-c"]}]}}}}}]}}}}
+
+
 class SimCluster:
     """A running fake cluster: ``server`` (HTTP), ``store`` (direct access), ``controllers``."""
 
@@ -22,12 +40,16 @@ class SimCluster:
                  namespace: str = "default", priorities: dict[str, int] | None = None,
                  preemption: str = "LowerPriority", pod_slots: int | None = None,
                  run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
-                 bootstrap: bool = False, pods_ready_timeout_s: float | None = None,
+                 bootstrap: bool = True, runtimes: bool = True, pods_ready_timeout_s: float | None = None,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
                  backoff_limit: int | None = None, **server_kw: Any):
         """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
         Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
-        (backoffBaseSeconds, backoffMaxSeconds, backoffLimitCount: None = requeue forever)."""
+        (backoffBaseSeconds, backoffMaxSeconds, backoffLimitCount: None = requeue forever).
+        ``bootstrap`` (default): torch pods run their real container command (the runtime files'
+        check, then bootstrap.py, which starts one rank per process of the pod), as in a real pod;
+        False runs the runner directly, one process per pod. ``runtimes`` installs Kubeflow
+        Trainer's default ClusterTrainingRuntime ``torch-distributed`` (as its install does)."""
         self.server = FakeApiServer(crds=crds, **server_kw)
         self.store = self.server.store
         self.namespace, self.queue = namespace, queue
@@ -42,10 +64,12 @@ class SimCluster:
             self.store.create({"apiVersion": WL_API, "kind": "WorkloadPriorityClass",
                                "metadata": {"name": name}, "value": value})
         self.server.set_visibility(visibility)
+        if runtimes and any(r.kind == "ClusterTrainingRuntime" for r in self.store.resources()):
+            self.store.create(trainer_runtime())
         self._clients: list = []
 
     def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,
-                  cpus: float | None = 64, cluster_queue: str | None = None,
+                  cpus: float | None = 64, memory: str | None = "1Ti", cluster_queue: str | None = None,
                   preemption: str = "LowerPriority", cohort: str | None = None) -> None:
         """A ClusterQueue (default flavor) with a LocalQueue ``namespace/name`` pointing at it."""
         cqn = cluster_queue or f"cq-{name}"
@@ -54,6 +78,8 @@ class SimCluster:
             resources.append({"name": "nvidia.com/gpu", "nominalQuota": str(gpus)})
         if cpus is not None:
             resources.append({"name": "cpu", "nominalQuota": str(cpus)})
+        if memory is not None and cpus is not None:  # Kueue refuses requests for uncovered resources
+            resources.append({"name": "memory", "nominalQuota": memory})
         if self.store.get(WL_API, "ResourceFlavor", "default-flavor") is None:
             self.store.create({"apiVersion": WL_API, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})
         if self.store.get(WL_API, "ClusterQueue", cqn) is None:

@@ -13,11 +13,12 @@ A pod runs one of two ways:
   exits with ``sim.gpujobs.dev/exit-code``. Idle pods (MPI workers, Ray workers) run
   until their job ends.
 
-With ``run_bootstrap`` (``SimCluster(bootstrap=True)``), torch ``rank`` pods whose container
+With ``run_bootstrap`` (the default of ``SimCluster``), torch ``rank`` pods
 run their real container command instead (check the runtime files' digest, then
 ``bootstrap.py``), on the runtime ConfigMap and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
-sampler writes ``GPUJOBS-METRICS`` lines into the pod log).
+sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPI launcher runs ``mpirun`` of the
+real ``bootstrap.py mpi-rank`` command locally (the real launcher reaches its workers over ssh).
 """
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .rules import parse_time
 from .store import now_iso
-from .volumes import MissingSource, local_path, materialize
+from .volumes import MissingSource, local_path, materialize, refresh_downward
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
@@ -42,7 +44,7 @@ ANN_IDLE = "sim.gpujobs.dev/idle"
 
 
 class Kubelet:
-    """Runs the pods of a :class:`~gpujobs.sim.apiserver.FakeApiServer` store."""
+    """Runs the pods of a :class:`~gpujobs_sim.apiserver.FakeApiServer` store."""
 
     def __init__(self, server: Any, slots: int | None = None, start_delay: float = 0.05,
                  default_seconds: float = 0.3, grace_s: float = 2.0):
@@ -57,11 +59,13 @@ class Kubelet:
         self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
         self.stopping = threading.Event()
         self.run_bootstrap = False
+        self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
-        """Start pending pods that fit the slots."""
+        """Start pending pods that fit the slots; refresh running pods' downwardAPI files."""
         pods = self.store.list("v1", "Pod")
+        self._refresh_volumes(pods)
         running = sum(1 for p in pods if p["status"].get("phase") == "Running" or
                       (p["status"].get("phase") == "Pending" and p["metadata"]["uid"] in self._threads))
         for pod in sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"])):
@@ -78,6 +82,18 @@ class Kubelet:
             t = threading.Thread(target=self._run, args=(pod,), daemon=True, name=f"pod-{md['name']}")
             self._threads[key] = t
             t.start()
+
+    def _refresh_volumes(self, pods: list[dict]) -> None:
+        live = {p["metadata"]["uid"]: p for p in pods}
+        for uid, root in list(self._mounted.items()):
+            pod = live.get(uid)
+            if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
+                self._mounted.pop(uid, None)
+            elif pod["status"].get("phase") == "Running":
+                try:
+                    refresh_downward(pod, root)
+                except OSError:
+                    pass
 
     def _volumes_ready(self, pod: dict) -> bool:
         """Like the real kubelet: a pod stays in ContainerCreating until its ConfigMaps/Secrets exist."""
@@ -219,6 +235,7 @@ class Kubelet:
         ns = md["namespace"]
         d = Path(self._tmp.name) / ns / md["name"]
         mounts = materialize(pod, lambda kind, n: self.store.get("v1", kind, n, ns), d)
+        self._mounted[md["uid"]] = d
         c0 = (pod["spec"].get("containers") or [{}])[0]
         pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
         payload = local_path(pod_env.get("GPUJOBS_PAYLOAD", ""), mounts)
@@ -243,15 +260,18 @@ class Kubelet:
                     "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
         runner = [sys.executable, "-m", "gpujobs.runner"]
         boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
-        if boot is not None:
+        if boot is not None and ann.get(ANN_ROLE) == "rank":
             return boot, env
         if ann.get(ANN_ROLE) == "mpi-launcher":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                        OMPI_MCA_rmaps_base_oversubscribe="1")
             exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_KEY_CONTEXT", "GPUJOBS_PAYLOAD",
-                                   "GPUJOBS_FRAMEWORK",
+                                   "GPUJOBS_FRAMEWORK", "GPUJOBS_CHECKPOINT_DIR",
                                    "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
-            return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *runner], _no_rank_env(env)
+            # the real launcher waits for the workers' sshd and runs mpirun of `bootstrap.py mpi-rank`
+            # over ssh; here mpirun starts the same mpi-rank command locally (no sshd)
+            ranks = boot[:-1] + ["mpi-rank"] if boot is not None else runner
+            return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *ranks], _no_rank_env(env)
         return runner, env
 
 
@@ -262,7 +282,7 @@ def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
     script moved to the local folders), else None."""
     import json
     argv = [*(c0.get("command") or []), *(c0.get("args") or [])]
-    if ann.get(ANN_ROLE) != "rank" or argv[:2] != ["python3", "-c"] or len(argv) < 3:
+    if ann.get(ANN_ROLE) not in ("rank", "mpi-launcher") or argv[:2] != ["python3", "-c"] or len(argv) < 3:
         return None
     script = argv[2]
     runtime = next((local for mount, local in mounts.items() if repr(mount + "/") in script), None)
@@ -287,7 +307,6 @@ def _no_rank_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def _created(pod: dict) -> float:
-    from ..backends.kubernetes.status_map import parse_time
     return parse_time(pod["metadata"].get("creationTimestamp")) or 0.0
 
 

@@ -83,6 +83,35 @@ def materialize(pod: dict, lookup: Lookup, root: Path) -> dict[str, Path]:
     return out
 
 
+def refresh_downward(pod: dict, root: Path) -> int:
+    """Re-project a running pod's downwardAPI volumes (its annotations/labels changed), as the
+    kubelet does on its sync loop ("the kubelet updates downwardAPI volume files when the
+    fields change", Kubernetes docs, Downward API: volume files); the number of files changed.
+    Each file is replaced atomically (the kubelet swaps a ``..data`` symlink)."""
+    import os
+    vols = {v["name"]: v for v in (pod.get("spec") or {}).get("volumes") or []}
+    c0: dict[str, Any] = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    changed = 0
+    for m in c0.get("volumeMounts") or []:
+        vol = vols.get(m["name"])
+        if vol is None or "downwardAPI" not in vol:
+            continue
+        d = root / m["mountPath"].lstrip("/")
+        for rel, data in volume_files(pod, vol, lambda *_: None).items():
+            path = d / rel
+            try:
+                if path.read_bytes() == data:
+                    continue
+            except OSError:
+                pass
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+            changed += 1
+    return changed
+
+
 def local_path(path: str, mounts: dict[str, Path]) -> str:
     """``path`` inside the container -> the local file (unchanged when under no mount)."""
     for mount, d in sorted(mounts.items(), key=lambda kv: -len(kv[0])):

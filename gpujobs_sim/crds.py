@@ -9,8 +9,9 @@ handing it to python-jsonschema (Draft 7) we map:
 
 - ``x-kubernetes-int-or-string: true`` -> ``anyOf: [integer, string]``
 - ``nullable: true`` -> the type also admits ``null``
-- CEL rules (``x-kubernetes-validations``) are ignored (plain validators cannot run CEL);
-  ``format`` is not asserted (the apiserver's formats are not JSON-schema formats).
+- CEL rules (``x-kubernetes-validations``) are not JSON schema: :func:`cel_errors` evaluates them
+  (:mod:`gpujobs_sim.cel`, with cel-python); ``format`` is not asserted (the apiserver's formats
+  are not JSON-schema formats).
 
 Compiled validators are cached per (apiVersion, kind).
 """
@@ -25,7 +26,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from .errors import SpecError
+from gpujobs.errors import SpecError
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -148,9 +149,17 @@ def unknown_fields(obj: dict) -> list[str]:
     return out
 
 
+def cel_errors(obj: dict, old: dict | None = None) -> list[str]:
+    """Every CEL rule (``x-kubernetes-validations``) of the CRD that ``obj`` breaks, as
+    'path: Invalid value: "type": message'; ``old`` (the stored object) runs the transition rules."""
+    from . import cel
+    return [str(v) for v in cel.validate(obj, old)]
+
+
 def validate(obj: dict) -> None:
     """Raise SpecError listing the violations when ``obj`` does not match its CRD."""
-    errs = schema_errors(obj) + [f"{p}: unknown field (would be pruned)" for p in unknown_fields(obj)]
+    errs = (schema_errors(obj) + [f"{p}: unknown field (would be pruned)" for p in unknown_fields(obj)]
+            + cel_errors(obj))
     if errs:
         raise SpecError(f"{obj['kind']} {obj.get('metadata', {}).get('name', '')}".strip(),
                         "does not match its CRD schema: " + "; ".join(errs[:5]),

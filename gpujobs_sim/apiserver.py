@@ -7,7 +7,7 @@ The official ``kubernetes`` client (35.x) talks to it unmodified::
     ...
     server.stop()
 
-Serves core/v1, batch/v1, every CRD group in :data:`gpujobs.sim.store.CRDS` (installed as
+Serves core/v1, batch/v1, every CRD group in :data:`gpujobs_sim.store.CRDS` (installed as
 CRD objects, so "is the CRD installed" preflights work; ``uninstall_crd`` removes one),
 apiextensions CRDs, SelfSubjectAccessReview (``deny(...)``), discovery, pod ``/log``
 (``follow``), and Kueue's visibility API through a provider (``set_visibility``).
@@ -19,8 +19,8 @@ Faults: :meth:`inject` (429 + Retry-After, 5xx), :meth:`inject_watch_gone`,
 counted (``counts``), never logged; a client dropping its connection is not reported.
 
 This module holds the server, routing and CRUD; watch and log streams are in
-:mod:`gpujobs.sim.streams`, discovery/access-review/visibility in :mod:`gpujobs.sim.nonresource`,
-log buffers in :mod:`gpujobs.sim.podlogs`.
+:mod:`gpujobs_sim.streams`, discovery/access-review/visibility in :mod:`gpujobs_sim.nonresource`,
+log buffers in :mod:`gpujobs_sim.podlogs`.
 """
 from __future__ import annotations
 
@@ -69,12 +69,30 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def _cel_admission(res: Resource, new: dict, old: dict | None) -> None:
+    """Refuse a write that breaks a CEL rule of its CRD: 422 Invalid, one cause per rule, as the
+    API server answers (``<Kind>.<group> "<name>" is invalid: <field>: Invalid value: ...``)."""
+    if not res.group or "apiVersion" not in new:
+        return
+    from . import cel
+    violations = cel.validate(new, old)
+    if violations:
+        raise ApiError(422, "Invalid", cel.invalid_message(new, violations, res.group), {
+            "name": (new.get("metadata") or {}).get("name", ""), "group": res.group, "kind": res.kind,
+            "causes": [{"reason": v.reason, "message": str(v).split(": ", 1)[1], "field": v.field}
+                       for v in violations]})
+
+
 class FakeApiServer:
     """The fake apiserver: a :class:`Store`, an HTTP front end, fault hooks, counters."""
 
     def __init__(self, crds: bool | list[str] = True, host: str = "127.0.0.1", port: int = 0,
-                 history_limit: int = 20000, bookmark_interval: float = 5.0):
+                 history_limit: int = 20000, bookmark_interval: float = 5.0, cel: bool = True):
+        """``cel``: enforce the CRDs' CEL rules (x-kubernetes-validations, from the CRD folder) on
+        every create and update, transition rules (oldSelf) on update, as a real API server does."""
         self.store = Store(history_limit=history_limit)
+        if cel:
+            self.store.admission = _cel_admission
         self.logs = PodLogs()
         self.host, self._port = host, port
         self.bookmark_interval = bookmark_interval
@@ -84,7 +102,7 @@ class FakeApiServer:
         self._fault_lock = threading.Lock()
         self._denied: list[tuple[str, str, str, str | None]] = []
         self.visibility: VisibilityProvider | None = None
-        self.visibility_versions: set[str] = {"v1beta2", "v1beta1"}
+        self.visibility_versions: set[str] = {"v1beta2"}  # Kueue v0.20 serves only v1beta2 (kueue #14558)
         self._drop_epoch = 0
         self._stopping = threading.Event()
         self._httpd: _Server | None = None

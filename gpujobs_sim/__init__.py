@@ -1,0 +1,14 @@
+"""A simulated Kubernetes cluster for tests and benchmarks (no real cluster needed).
+
+- :mod:`gpujobs_sim.store`: objects, resourceVersions, watch events, garbage collection
+  (with :mod:`~gpujobs_sim.resources`, :mod:`~gpujobs_sim.selectors`, :mod:`~gpujobs_sim.patches`).
+- :mod:`gpujobs_sim.apiserver`: :class:`FakeApiServer`, real HTTP the official client talks to
+  (with :mod:`~gpujobs_sim.streams`, :mod:`~gpujobs_sim.nonresource`, :mod:`~gpujobs_sim.podlogs`).
+- :mod:`gpujobs_sim.controllers`: simulated Kueue, Volcano, operators and kubelet, driven by store events
+  (:mod:`~gpujobs_sim.changes` says what to look at again).
+- :mod:`gpujobs_sim.cluster`: :class:`SimCluster`, the one-call fixture.
+"""
+from .apiserver import FakeApiServer
+from .cluster import SimCluster
+
+__all__ = ["FakeApiServer", "SimCluster"]

@@ -1,0 +1,77 @@
+"""The simulator's own upstream rules (gpujobs_sim.rules), checked against upstream facts, and
+kept apart from the code they judge."""
+from __future__ import annotations
+
+import ast
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gpujobs_sim import rules
+
+SIM = Path(rules.__file__).resolve().parent
+
+
+def test_the_simulator_never_calls_gpujobs_status_mapping_or_pod_sets():
+    """Its controllers derive state from rules of their own; it may use the admission engine and
+    gpujobs' error types only."""
+    allowed = {"gpujobs.admission", "gpujobs.errors"}
+    used = set()
+    for path in SIM.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gpujobs":
+                used.add(node.module)
+            elif isinstance(node, ast.Import):
+                used |= {a.name for a in node.names if a.name.split(".")[0] == "gpujobs"}
+    assert used <= allowed, used - allowed
+
+
+@pytest.mark.parametrize("text,value", [
+    # kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/ and
+    # /docs/concepts/configuration/manage-resources-containers/#meaning-of-cpu (0.1 == 100m)
+    ("100m", Decimal("0.1")), ("0.1", Decimal("0.1")), ("1Gi", Decimal(2 ** 30)), ("128974848", Decimal(128974848)),
+    ("129e6", Decimal(129000000)), ("129M", Decimal(129000000)), ("123Mi", Decimal(123 * 2 ** 20)), (2, Decimal(2)),
+])
+def test_quantities(text, value):
+    assert rules.quantity(text) == value
+
+
+@pytest.mark.parametrize("bad", ["", "1.2.3", "1Kb", "Gi", "one"])
+def test_bad_quantities(bad):
+    assert not rules.is_quantity(bad)
+
+
+def test_pod_requests_follow_kubernetes():
+    # limits stand in for missing requests; init containers count by their max; overhead adds
+    tmpl = {"spec": {"containers": [{"resources": {"limits": {"cpu": "2", "nvidia.com/gpu": 1}}},
+                                    {"resources": {"requests": {"cpu": "500m"}}}],
+                     "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
+                     "overhead": {"cpu": "250m"}}}
+    assert rules.pod_requests(tmpl) == {"cpu": Decimal("4.25"), "nvidia.com/gpu": Decimal(1)}
+
+
+def test_rayjob_pod_sets_count_the_submitter_and_hosts():
+    job = {"kind": "RayJob", "spec": {"rayClusterSpec": {
+        "headGroupSpec": {"template": {}},
+        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "numOfHosts": 2, "template": {}}]}}}
+    assert [(p.name, p.count) for p in rules.pod_sets(job)] == [("head", 1), ("gpu", 4), ("submitter", 1)]
+    assert rules.pod_requests(rules.pod_sets(job)[-1].template) == {"cpu": Decimal("0.5"),
+                                                                    "memory": Decimal(200 * 2 ** 20)}
+    job["spec"]["submissionMode"] = "HTTPMode"
+    assert [p.name for p in rules.pod_sets(job)] == ["head", "gpu"]
+
+
+@pytest.mark.parametrize("job,finished,ok", [
+    ({"kind": "TrainJob", "status": {"conditions": [{"type": "Complete", "status": "True"}]}}, True, True),
+    ({"kind": "TrainJob", "status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}, False, False),
+    ({"kind": "MPIJob", "status": {"conditions": [{"type": "Failed", "status": "True"}]}}, True, False),
+    ({"kind": "PyTorchJob", "status": {"conditions": [{"type": "Running", "status": "True"}]}}, False, False),
+    ({"kind": "RayJob", "status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}, True, True),
+    ({"kind": "RayJob", "status": {"jobDeploymentStatus": "Running", "jobStatus": "SUCCEEDED"}}, False, False),
+    ({"kind": "Job", "status": {"state": {"phase": "Aborted"}}}, True, False),
+    ({"kind": "AppWrapper", "status": {"phase": "Succeeded"}}, True, True),
+])
+def test_finished_rules(job, finished, ok):
+    out = rules.outcome(job)
+    assert (out.finished, out.succeeded) == (finished, ok)
