@@ -37,7 +37,7 @@ if __name__ == "__main__":
 K8S_SCRIPT = """\
 import os, tempfile
 import gpujobs
-from gpujobs.sim import SimCluster
+from gpujobs_sim import SimCluster
 from mylib import load
 def f(n):
     return load(n)
