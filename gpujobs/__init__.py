@@ -53,4 +53,6 @@ def queue(name: str | None = None, backend: str | None = None):
     from .backends import get_backend
     from .views.table import QueueView
     be = get_backend(backend)
+    if name is not None and hasattr(be, "check_queue"):
+        be.check_queue(name)  # a misspelt queue: an error now, not an empty table
     return QueueView(lambda: be.jobs(name), name=name)

@@ -208,7 +208,58 @@ def job(fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> JobB
     return JobBuilder(fn, *args, **kwargs)
 
 
-_SUBMIT_OPTIONS = ("framework", "nodes", "queue", "priority", "image", "name", "backend", "env")
+_SUBMIT_OPTIONS = ("gpus", "framework", "nodes", "queue", "priority", "image", "name", "backend", "env")
+#: builder-only options people also type into submit(...)
+_BUILDER_HINTS = {"gpus_per_node": "gpujobs.job(fn).ddp(gpus_per_node=N)",
+                  "procs_per_node": "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N)",
+                  "ranks": "gpujobs.job(fn).mpi(ranks=N)", "workers": "gpujobs.job(fn).ray(workers=N)"}
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _kw_text(kwargs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
+               options: tuple[str, ...] = ()) -> None:
+    """Refuse a call ``fn(*args, **kwargs)`` that cannot bind to ``fn``'s signature, or a keyword
+    that looks like a misspelt submit option (``gpu=2`` for ``gpus=2``), before anything runs."""
+    import difflib
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins and C callables without a signature
+        return
+    named = {n for n, p in sig.parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    name = _fn_name(fn)
+    for k in kwargs:
+        if k in named:
+            continue
+        close = difflib.get_close_matches(k, [*options, *_BUILDER_HINTS] if options else [],
+                                          n=1, cutoff=0.75)
+        if close:
+            opt = close[0]
+            how = (f"use {_BUILDER_HINTS[opt]}" if opt in _BUILDER_HINTS else
+                   f"write {opt}={kwargs[k]!r}")
+            takes_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+            raise SpecError(k, f"is not a submit option (did you mean {opt}=?); as written it "
+                            f"would be passed to {name}() as a keyword argument"
+                            + ("" if takes_kw else ", which it does not accept"),
+                            how + (f"; to pass {k}= to {name} itself use gpujobs.job({name}, "
+                                   f"{k}={kwargs[k]!r}).submit()" if takes_kw else ""))
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        params = ", ".join(str(p) for p in sig.parameters.values()) or "no arguments"
+        raise SpecError("args", f"{name}() cannot be called with ({', '.join(map(repr, args))}"
+                        f"{', ' if args and kwargs else ''}{_kw_text(kwargs)}): {exc}",
+                        f"{name} takes ({params}); pass arguments that match it"
+                        + (f" (submit options are {', '.join(f'{o}=' for o in options)})"
+                           if options else "")) from None
 
 
 def submit(fn: Callable[..., Any], *args: Any, gpus: int = 1, nodes: int = 1,
@@ -219,6 +270,7 @@ def submit(fn: Callable[..., Any], *args: Any, gpus: int = 1, nodes: int = 1,
     check_count("gpus", gpus, fix="pass gpus=N with N >= 1 (for CPU-only gangs use "
                 "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")
     check_count("nodes", nodes)
+    check_call(fn, args, kwargs, _SUBMIT_OPTIONS)
     b = JobBuilder(fn, *args, **kwargs)
     if framework in ("ddp", "fsdp"):
         b = b._torch(framework, nodes, None, gpus, None)

@@ -7,7 +7,7 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
 
     [local]
     gpus = 4                       # GPU slots (default: what NVML finds)
-    cpus = 8                       # CPU quota for ranks asking 0 GPUs (default: CPU count;
+    cpus = 8                       # CPU quota for ranks asking 0 GPUs (default: CPU count, at least 4;
                                    # env GPUJOBS_LOCAL_CPUS)
     idle_timeout_s = 600           # the agent exits after this long with nothing to do
     default_priority = "normal"
@@ -100,6 +100,17 @@ _QUEUE_CHOICES = {
 }
 
 
+def local_queue_names(cfg: dict[str, Any] | None = None) -> list[str]:
+    """The queue names a local submit may use: each [[local.queues]] name and its local_queues."""
+    cfg = load_config() if cfg is None else cfg
+    queues = (cfg.get("local") or {}).get("queues") or [{"name": "default"}]
+    names = {str(q["name"]) for q in queues if isinstance(q, dict) and "name" in q}
+    for q in queues:
+        if isinstance(q, dict):
+            names.update(str(n) for n in q.get("local_queues") or ())
+    return sorted(names)
+
+
 def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
                            cpus: float | None = None) -> dict[str, Any]:
     """Queues, cohorts and priority classes for the local agent's admission engine.
@@ -156,12 +167,14 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
     if total > slots:
         raise SpecError("[[local.queues]] gpus",
                         f"the queues' GPU quotas add up to {total:g} but this machine has {slots} slots",
-                        "lower the quotas (use a cohort to share idle slots) or set [local] gpus")
+                        f"lower the quotas in {config_path()} (use a cohort to share idle slots), "
+                        "or raise gpus = N under [local] there")
     explicit = sum(q.quota["cpu"] for q, raw in zip(queues, local.get("queues") or []) if "cpus" in raw)
     if explicit > cpus:
         raise SpecError("[[local.queues]] cpus",
                         f"the queues' CPU quotas add up to {explicit:g} but this machine has {cpus:g} CPUs",
-                        "lower the quotas or set [local] cpus (GPUJOBS_LOCAL_CPUS)")
+                        f"lower the quotas in {config_path()}, or raise cpus = N under [local] there "
+                        "(or export GPUJOBS_LOCAL_CPUS=N)")
     cohorts = [Cohort(name) for name in sorted({q.cohort for q in queues if q.cohort})]
     return {"queues": queues, "cohorts": cohorts, "priorities": dict(prios),
             "default_priority": default}

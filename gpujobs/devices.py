@@ -11,7 +11,23 @@ from .errors import SpecError
 _notice_lock = threading.Lock()
 _notice_shown = False
 CPU_NOTICE = ("gpujobs: no GPU found on this machine; each requested GPU runs as a CPU rank "
-              "(torch.distributed with gloo). Set GPUJOBS_LOCAL_GPUS or [local] gpus to override.")
+              "({how}). {slots}")
+
+
+def cpu_notice_text(framework: str = "ddp") -> str:
+    """The notice for a job whose GPUs run as CPU ranks: how they run, and how to change how
+    many run at once (naming the variable's current value when it is already set)."""
+    from .config import config_path
+    how = {"mpi": "MPI on CPU", "ray": "Ray workers on CPU"}.get(framework,
+                                                                 "torch.distributed with gloo")
+    override = os.environ.get("GPUJOBS_LOCAL_GPUS")
+    if override:
+        slots = (f"GPUJOBS_LOCAL_GPUS={override} sets how many run at once; it cannot make a "
+                 "GPU appear.")
+    else:
+        slots = (f"To change how many run at once: export GPUJOBS_LOCAL_GPUS=N, or put "
+                 f"gpus = N under [local] in {config_path()}.")
+    return CPU_NOTICE.format(how=how, slots=slots)
 
 
 def nvml_gpu_count() -> int:
@@ -74,7 +90,8 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
 def local_cpus(cfg: dict[str, Any] | None = None) -> float:
     """The CPU quota of the local queues, charged by ranks that ask for 0 GPUs:
     ``GPUJOBS_LOCAL_CPUS``, else ``[local] cpus`` of the config file, else the machine's CPU
-    count. Not a positive number: SpecError naming where it came from."""
+    count with the same floor of 4 as CPU-rank GPU slots (so the 4-rank examples run on a 2-core
+    laptop, ranks sharing cores). Not a positive number: SpecError naming where it came from."""
     from .config import load_config
 
     env = os.environ.get("GPUJOBS_LOCAL_CPUS")
@@ -84,7 +101,7 @@ def local_cpus(cfg: dict[str, Any] | None = None) -> float:
     value = cfg.get("local", {}).get("cpus")
     if value is not None:
         return _cpu_count(value, "[local] cpus", "e.g. cpus = 8, or remove it to use every CPU")
-    return float(os.cpu_count() or 1)
+    return float(max(os.cpu_count() or 1, 4))
 
 
 def _cpu_count(value: Any, field: str, fix: str) -> float:
@@ -97,10 +114,21 @@ def _cpu_count(value: Any, field: str, fix: str) -> float:
     return number
 
 
-def cpu_notice() -> None:
-    """Print the CPU-rank notice once per process."""
+def _in_kernel() -> bool:
+    """Inside a Jupyter kernel, where stderr is drawn as a red error box."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:  # noqa: BLE001
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def cpu_notice(framework: str = "ddp") -> None:
+    """Print the CPU-rank notice once per process (information: on stdout in a notebook, where
+    the job's widget also shows it as an info chip; on stderr elsewhere)."""
     global _notice_shown
     with _notice_lock:
         if not _notice_shown:
-            print(CPU_NOTICE, file=sys.stderr)
+            print(cpu_notice_text(framework), file=sys.stdout if _in_kernel() else sys.stderr)
             _notice_shown = True

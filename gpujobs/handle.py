@@ -13,6 +13,13 @@ from .status import JobStatus
 _UNSET = object()
 
 
+def interrupted_line(job_ids: str | list[str], cancel: str) -> str:
+    """The one line shown when Ctrl-C stops a wait (Python, CLI and magic alike)."""
+    ids = [job_ids] if isinstance(job_ids, str) else list(job_ids)
+    jobs = f"job {ids[0]} keeps" if len(ids) == 1 else f"jobs {' '.join(ids)} keep"
+    return f"gpujobs: interrupted; {jobs} running (cancel: {cancel})"
+
+
 class Job:
     """A submitted job. ``result()`` blocks; ``status()`` never does."""
 
@@ -38,15 +45,26 @@ class Job:
         """Block until the job ends; raise WaitTimeout (the job keeps running) after ``timeout``.
 
         ``progress=True`` shows a terminal progress bar while waiting (tqdm when installed,
-        else rich) once the job reports ``ctx.progress``, and a spinner with the phase before."""
-        if progress:
-            from .views.terminal import wait_with_bar
-            st = wait_with_bar(self._backend, self.id, timeout)
-        else:
-            st = self._backend.wait(self.id, timeout)
+        else rich) once the job reports ``ctx.progress``, and a spinner with the phase before.
+        Ctrl-C stops waiting, not the job: one line says how to cancel it, then
+        KeyboardInterrupt is re-raised."""
+        try:
+            if progress:
+                from .views.terminal import wait_with_bar
+                st = wait_with_bar(self._backend, self.id, timeout)
+            else:
+                st = self._backend.wait(self.id, timeout)
+        except KeyboardInterrupt as exc:
+            if not getattr(exc, "gpujobs_reported", False):
+                import sys
+                sys.stderr.write(interrupted_line(self.id, f"gpujobs.attach({self.id!r}).cancel()")
+                                 + "\n")
+                sys.stderr.flush()
+                exc.gpujobs_reported = True  # type: ignore[attr-defined]
+            raise
         if not st.terminal:
             raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running "
-                              f"(job.cancel() stops it)")
+                              f"(gpujobs.attach({self.id!r}).cancel() stops it)")
         return st
 
     # --------------------------------------------------------------- results

@@ -179,9 +179,14 @@ class JobSpec:
         if not _GPU_RESOURCE_RE.match(self.gpu_resource):
             raise SpecError("gpu_resource", f"{self.gpu_resource!r} is not a resource name",
                             "use 'nvidia.com/gpu' or a MIG profile such as 'nvidia.com/mig-1g.10gb'")
-        if self.name is not None and (len(self.name) > 40 or not _NAME_RE.match(self.name)):
-            raise SpecError("name", f"{self.name!r} is not a valid job name",
-                            "use at most 40 lowercase letters, digits and '-', starting and ending "
+        if self.name is not None and (not isinstance(self.name, str) or len(self.name) > 40
+                                      or not _NAME_RE.match(self.name)):
+            why = ("job names become Kubernetes object names (DNS-1123 labels: lower case), on "
+                   "every backend, so a job keeps its name wherever it runs")
+            suggestion = slug(str(self.name))
+            raise SpecError("name", f"{self.name!r} is not a valid job name: {why}",
+                            (f"use {suggestion!r}, or " if suggestion else "use ")
+                            + "at most 40 lowercase letters, digits and '-', starting and ending "
                             "with a letter or digit")
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
@@ -220,7 +225,7 @@ class JobSpec:
             from .payload import pack_call  # late import: payload imports cloudpickle
             object.__setattr__(self, "_payload",
                                pack_call(self.fn, tuple(self.args), dict(self.kwargs),
-                                         limit=self.max_payload_bytes))
+                                         limit=self.max_payload_bytes, backend=self.backend))
 
     def _check_placement(self) -> None:
         """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""

@@ -129,3 +129,35 @@ def compile_cell(cell: str, namespace: Mapping[str, Any], *, shell: Any | None =
     fn.__qualname__ = name
     return CellFunction(fn=fn, source=src, captured=captured, reads=reads, assigned=assigned,
                         returns=tuple(returns))
+
+
+def cell_job_name(cell: str, count: int, returns: tuple[str, ...] = ()) -> str:
+    """A job name that says what the cell does: its first comment line, else the names it
+    returns (``--return``), else the first function it calls, else the last name it assigns
+    (at least 2 characters); ``cell-N`` when nothing fits. Always a valid job name."""
+    from gpujobs.spec import slug
+
+    def ok(text: str) -> str:
+        s = slug(text.replace("_", "-"), 30)
+        return s if len(s) >= 2 and s[0].isalpha() else ""
+
+    lines = [ln.strip() for ln in cell.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("%"):
+            continue
+        if ln.startswith("#") and ok(ln.lstrip("#")):
+            return ok(ln.lstrip("#"))
+        break
+    if returns and ok("-".join(returns)):
+        return ok("-".join(returns))
+    try:
+        tree = ast.parse("\n".join(ln for ln in cell.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return f"cell-{count}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                not hasattr(builtins, node.func.id) and ok(node.func.id):
+            return ok(node.func.id)
+    assigned = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name) and ok(t.id)]
+    return ok(assigned[-1]) if assigned else f"cell-{count}"

@@ -13,7 +13,7 @@ import gpujobs
 from gpujobs.errors import GpuJobsError
 from gpujobs.spec import FRAMEWORKS
 
-from .cell import compile_cell
+from .cell import cell_job_name, compile_cell
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -45,7 +45,8 @@ class GpuJobMagics(Magics):
     @magic_arguments.argument("-o", "--out", default=None, metavar="NAME",
                               help="store the Job handle in this variable")
     @magic_arguments.argument("--wait", action="store_true",
-                              help="block until the job ends (Ctrl-C cancels it)")
+                              help="block until the job ends (Ctrl-C stops waiting; the job "
+                                   "keeps running)")
     @magic_arguments.argument("--name", default=None, help="job name")
     @magic_arguments.argument("--backend", default=None, help="backend (local, kubernetes)")
     @cell_magic
@@ -66,7 +67,8 @@ class GpuJobMagics(Magics):
         try:
             job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
                                  framework=args.framework, queue=args.queue,
-                                 priority=args.priority, name=args.name,
+                                 priority=args.priority,
+                                 name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created
             raise UsageError(f"%%gpujob: {exc}") from None
@@ -80,10 +82,12 @@ class GpuJobMagics(Magics):
         from IPython.display import display
         try:
             display(job)
-            status = job.wait()
-        except KeyboardInterrupt:
-            job.cancel()
-            print(f"%%gpujob: interrupted; job {job.id} cancelled", file=sys.stderr)
+            status = job.backend.wait(job.id, None)
+        except KeyboardInterrupt:  # the job keeps running: one line, no traceback
+            from gpujobs.handle import interrupted_line
+            cancel = (f"{args.out}.cancel()" if args.out else
+                      f"import gpujobs; gpujobs.attach({job.id!r}).cancel()")
+            print(interrupted_line(job.id, cancel), file=sys.stderr)
             return None
         from gpujobs.views import display_mode
         if display_mode() == "text":  # a terminal shows no live view: say how it ended

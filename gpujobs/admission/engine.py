@@ -302,7 +302,8 @@ class Engine:
         """The ClusterQueue a LocalQueue (or ClusterQueue) name points to; SpecError if unknown."""
         if queue not in self._lq:
             raise SpecError("queue", f"unknown queue {queue!r}; known: {', '.join(sorted(self._lq))}",
-                            "use a known queue or configure it (gpujobs config: [[local.queues]])")
+                            "use a known queue, or define it in a [[local.queues]] table of the config "
+                            "file (docs/configuration.md)")
         return self._lq[queue]
 
     @property

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         _job_options(p)
         _common(p)
         p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless it succeeded")
+        p.add_argument("-f", "--follow", action="store_true",
+                       help="print the job's logs (all ranks) until it ends; implies --wait")
         p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
                        help="progress display while waiting (auto: live on a terminal)")
 
@@ -96,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", help="print the Kubernetes objects submit would create", epilog=EPILOG)
     _job_options(p)
+    p.add_argument("--job-only", action="store_true",
+                   help="print only the job (not the shared runtime ConfigMap and key Secret; "
+                        "stderr names them)")
     _common(p, outputs=("yaml", "json"))
 
     p = sub.add_parser("admin", help="administrator tools", epilog=EPILOG)
@@ -115,6 +120,23 @@ def build_parser() -> argparse.ArgumentParser:
     agsub.required = True
     agsub.add_parser("stop", help="stop the local agent (running jobs are cancelled by it)")
     return parser
+
+
+#: hints written for Python, and what to run instead at the command line
+CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
+             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`"}
+
+
+def cli_message(msg: str) -> str:
+    """An error line with its Python hints replaced by the command to run here."""
+    import re
+    for python, cli in CLI_HINTS.items():
+        if "JOB" in python:
+            pattern = re.escape(python).replace("JOB", r"([^'\s]+)")
+            msg = re.sub(pattern, cli.replace("JOB", r"\1"), msg)
+        else:
+            msg = msg.replace(python, cli)
+    return msg
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -148,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         if not isinstance(exc, GpuJobsError):  # an unexpected error: name its type
             msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-        sys.stderr.write(f"gpujobs: {msg}\n")
+        sys.stderr.write(f"gpujobs: {cli_message(msg)}\n")
         return exitcodes.exit_code_for(exc)
 
 

@@ -99,6 +99,16 @@ def wait_for(backend, job_id: str, progress: output.Progress) -> JobStatus:
                 pass
 
 
+def follow_logs(backend, job_id: str) -> None:
+    """Print the job's log lines as they come, until it ends (to stdout, like ``logs -f``)."""
+    try:
+        for line in backend.logs(job_id, follow=True):
+            sys.stdout.write(line if line.endswith("\n") else line + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+
+
 def _jsonable(value: Any) -> Any:
     try:
         json.dumps(value)
@@ -114,6 +124,8 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
     specs = [b.spec() for b in builders]          # every spec checked before anything is created
     backend = backend_for(specs[0].backend)
     ids = [backend.submit(s) for s in specs]
+    if args.follow:
+        args.wait = True
     if not args.wait:
         if args.output in ("json", "yaml"):
             output.dump([backend.status(i).to_dict() for i in ids] if len(ids) > 1
@@ -122,15 +134,23 @@ def cmd_submit(args: argparse.Namespace, force_sbatch: bool = False) -> int:
             for i in ids:
                 print(i if args.output == "name" else f"submitted {i}")
         return exitcodes.OK
-    progress = output.Progress(live=None if args.progress == "auto" else args.progress == "live")
+    for i in ids:  # the id first, on stderr (stdout stays the result / -o output)
+        sys.stderr.write(f"submitted {i}" + ("" if args.follow else f" (logs: gpujobs logs {i} -f)")
+                         + "\n")
+    sys.stderr.flush()
+    progress = output.Progress(live=False if args.follow else
+                               None if args.progress == "auto" else args.progress == "live")
     finals: list[JobStatus] = []
     results: dict[str, Any] = {}
     try:
         for job_id in ids:
+            if args.follow:
+                follow_logs(backend, job_id)
             finals.append(wait_for(backend, job_id, progress))
     except KeyboardInterrupt:
         progress.close()
-        sys.stderr.write(f"interrupted; the job keeps running (gpujobs cancel {' '.join(ids)})\n")
+        from ..handle import interrupted_line
+        sys.stderr.write(interrupted_line(ids, f"gpujobs cancel {' '.join(ids)}") + "\n")
         return exitcodes.INTERRUPTED
     finally:
         progress.close()
@@ -230,6 +250,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
     except BrokenPipeError:
         pass
+    except KeyboardInterrupt:
+        from ..handle import interrupted_line
+        sys.stderr.write(interrupted_line(job_id, f"gpujobs cancel {job_id}") + "\n")
+        return exitcodes.INTERRUPTED
     return exitcodes.OK
 
 
@@ -265,19 +289,33 @@ def cmd_render(args: argparse.Namespace) -> int:
     args.wait, args.backend = False, None
     _, builders = make_builders(args)
     specs = [b.spec() for b in builders]
+    job_only = getattr(args, "job_only", False)
+    notes: list[str] = []
     if args.output == "json":
         objs = [o for b in builders for o in b.render(args.kind)]
+        if job_only:
+            shared = [o for o in objs if "gpujobs.dev/shared" in (o["metadata"].get("labels") or {})]
+            objs = [o for o in objs if o not in shared]
+            if shared:
+                notes.append("also needed: " + ", ".join(sorted({
+                    f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
+                    for o in shared})) + " (`gpujobs submit` creates them once, or print them with "
+                    "`gpujobs render` without --job-only)")
         output.dump(objs, "json")
-        return exitcodes.OK
-    try:
-        from ..backends.kubernetes import render_yaml
-    except ImportError:
-        render_yaml = None
-    if render_yaml is not None:
-        sys.stdout.write("---\n".join(render_yaml(s, args.kind) for s in specs))
     else:
-        import yaml
-        sys.stdout.write(yaml.safe_dump_all([o for b in builders for o in b.render(args.kind)], sort_keys=False))
+        try:
+            from ..backends.kubernetes import render_yaml
+        except ImportError:
+            render_yaml = None
+        if render_yaml is not None:
+            sys.stdout.write("---\n".join(render_yaml(s, args.kind, job_only=job_only, notes=notes)
+                                          for s in specs))
+        else:
+            import yaml
+            sys.stdout.write(yaml.safe_dump_all([o for b in builders for o in b.render(args.kind)],
+                                                sort_keys=False))
+    for line in dict.fromkeys(notes):
+        sys.stderr.write(f"gpujobs: {line}\n")
     return exitcodes.OK
 
 
@@ -316,9 +354,17 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
         print("no local agent to stop (this local backend runs jobs without one)")
         return exitcodes.OK
     result = stop()
+    from ..backends.local.backend import STOPPED_MARKER
+    from ..config import gpujobs_home
+    home = gpujobs_home()
+    if home.is_dir():
+        (home / STOPPED_MARKER).write_text("stopped by `gpujobs agent stop`\n")
     if result is False or result == 0:
         print("no local agent was running")
     else:
         print("stopped the local agent" + (f" (pid {result})" if isinstance(result, int) and
-                                            not isinstance(result, bool) else ""))
+                                            not isinstance(result, bool) else "")
+              + "; its running jobs were cancelled")
+    print("it stays stopped: open views (notebook widgets, `gpujobs status`) show the saved "
+          "state and queued jobs wait; the next `gpujobs submit` (or gpujobs.submit) starts it")
     return exitcodes.OK

@@ -97,7 +97,14 @@ def builders_for(target: str, args: list[str], *, mapping: str | None = None,
                 sys.stderr.write(f"warning: {w.message}\n")
         return "sbatch", builders
     if ":" in target and not path.is_file():
-        return "function", [job(load_function(target), *args)]
+        from ..builder import check_call
+        fn = load_function(target)
+        values, as_strings = convert_args(fn, args)
+        check_call(fn, tuple(values), {})
+        if as_strings:
+            sys.stderr.write(f"gpujobs: passing {', '.join(as_strings)} to {fn.__name__} as "
+                             f"str (no int/float/bool/Path/str type hint to convert with)\n")
+        return "function", [job(fn, *values)]
     if path.is_file():
         cmd = ("python", target, *args) if path.suffix == ".py" else (target, *args)
         b = JobBuilder(None).options(command=cmd)
@@ -105,6 +112,71 @@ def builders_for(target: str, args: list[str], *, mapping: str | None = None,
         return "script", [b.name(stem) if stem else b]
     raise SpecError("target", f"{target!r} is neither MODULE:FUNCTION nor an existing file",
                     "give train.py:main, mypkg.mod:main, a script or an sbatch file")
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "y", "on"), ("0", "false", "no", "n", "off")
+
+
+def _convert(raw: str, hint: Any, param: str) -> Any:
+    if hint is bool:
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        raise SpecError(f"argument {param}", f"{raw!r} is not a bool", "write true or false")
+    if hint in (int, float):
+        try:
+            return hint(raw)
+        except ValueError:
+            raise SpecError(f"argument {param}", f"{raw!r} is not {'an int' if hint is int else 'a float'}",
+                            f"pass a number, e.g. {'15' if hint is int else '0.5'}") from None
+    if hint is Path or hint is os.PathLike:
+        return Path(raw)
+    return raw
+
+
+def _plain_hint(hint: Any) -> Any:
+    """``X``, ``Optional[X]`` / ``X | None`` -> X when X is one of the convertible types."""
+    import typing
+    if isinstance(hint, str):  # an annotation get_type_hints could not resolve
+        text = re.sub(r"^(typing\.)?Optional\[(.*)\]$", r"\2", hint.replace(" ", ""))
+        text = re.sub(r"^(.*)\|None$|^None\|(.*)$", lambda m: m.group(1) or m.group(2), text)
+        return {"int": int, "float": float, "bool": bool, "str": str, "Path": Path,
+                "pathlib.Path": Path}.get(text)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)) \
+            and len(args) == 1:
+        hint = args[0]
+    return hint if hint in (int, float, bool, str, Path, os.PathLike) else None
+
+
+def convert_args(fn: Callable[..., Any], raw: list[str]) -> tuple[list[Any], list[str]]:
+    """Command-line strings -> the function's parameter types (int, float, bool, Path, str, by
+    type hint); returns (values, descriptions of the ones left as strings without a hint)."""
+    import inspect
+    import typing
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return list(raw), [repr(r) for r in raw]
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: use what is plain
+        hints = dict(getattr(fn, "__annotations__", {}))
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p for p in params if p.kind is p.VAR_POSITIONAL), None)
+    values: list[Any] = []
+    as_strings: list[str] = []
+    for i, item in enumerate(raw):
+        p = positional[i] if i < len(positional) else star
+        if p is None:  # too many: check_call says so
+            values.append(item)
+            continue
+        hint = _plain_hint(hints.get(p.name))
+        if hint is None:
+            as_strings.append(f"{p.name}={item!r}")
+        values.append(_convert(item, hint, p.name))
+    return values, as_strings
 
 
 def shape(builder: JobBuilder, framework: str, gpus: int, nodes: int, procs_per_node: int | None) -> JobBuilder:

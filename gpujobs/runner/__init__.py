@@ -85,6 +85,22 @@ def _write_failure_marker(outcome) -> None:
             pass
 
 
+def set_title(title: str, short: str | None = None) -> None:
+    """Show ``title`` in ps/top (Linux): the comm name (prctl PR_SET_NAME: ``short``, 15 bytes) and the
+    command line (the process's own argv area, as setproctitle does; /proc/self/stat says
+    where it is). Best effort: nothing happens elsewhere."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p((short or title).encode()[:15]), 0, 0, 0)
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
+        text = title.encode()[:end - start - 1]
+        ctypes.memmove(start, text + b"\0" * (end - start - len(text)), end - start)
+    except Exception:  # noqa: BLE001 - a title is cosmetic
+        pass
+
+
 _KEEP: list = []  # files faulthandler writes to (they must stay open)
 
 
@@ -196,6 +212,7 @@ def main() -> int:
     # Preemption / cancel: SIGTERM only announces; the launcher kills after the grace period.
     signal.signal(signal.SIGTERM, lambda *_: ctx.request_stop())
     _set_current(ctx)
+    set_title(f"gpujobs {ctx.job_id} rank {rank}", f"r{rank} {ctx.job_id}")
     enable_faulthandler(rank)
     if result_dir() is None and env.get("GPUJOBS_STACK_REQUEST"):
         watch_stack_requests(rank, key, env["GPUJOBS_STACK_REQUEST"])

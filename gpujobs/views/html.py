@@ -58,9 +58,15 @@ def gang_html(status: JobStatus) -> str:
             f'background:#1a7f37"></span></span>')
 
 
-def header_html(status: JobStatus) -> str:
-    """Name, phase badge, queue position, gang, timing and the CPU-ranks notice on one line."""
-    bits = [f"<b>{esc(status.name or status.job_id)}</b>", phase_badge(status.phase)]
+CPU_CHIP_TITLE = ("no GPU on this machine: each requested GPU runs as a CPU rank "
+                  "(GPUJOBS_LOCAL_GPUS sets how many run at once)")
+
+
+def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) -> str:
+    """Name, phase badge, queue position, gang, timing and the CPU-ranks chip on one line
+    (``gang=False``: the caller shows the gang itself; ``phase``: the badge's text instead of
+    the status's, e.g. "cancelling…")."""
+    bits = [f"<b>{esc(status.name or status.job_id)}</b>", phase_badge(phase or status.phase)]
     pos = status.position_text()
     if pos:
         bits.append(f'<span class="gpujobs-position">{esc(pos)}</span>')
@@ -68,20 +74,20 @@ def header_html(status: JobStatus) -> str:
         from ..status import start_text
         bits.append(f'<span class="gpujobs-start" title="{esc(status.expected_start_basis)}">'
                     f'{esc(start_text(status.expected_start))}</span>')
-    gang = gang_html(status)
-    if gang:
-        bits.append(gang)
+    gang_bits = gang_html(status) if gang else ""
+    if gang_bits:
+        bits.append(gang_bits)
     if status.elapsed is not None:
         verb = "ran" if status.terminal else "running"
         bits.append(f'<span class="gpujobs-elapsed">{verb} {fmt_duration(status.elapsed)}</span>')
     elif status.waited is not None and not status.terminal:
         bits.append(f'<span class="gpujobs-elapsed">waiting {fmt_duration(status.waited)}</span>')
-    if status.cpu_ranks:
-        bits.append('<span class="gpujobs-cpu" title="no GPU on this machine" style="border:1px '
-                    'solid #999;border-radius:4px;padding:0 4px">ranks on CPU</span>')
+    if status.cpu_ranks and status.gpus:  # an info chip, not an error (0-GPU jobs asked for none)
+        bits.append(f'<span class="gpujobs-cpu gpujobs-info" title="{esc(CPU_CHIP_TITLE)}" '
+                    'style="background:#ddf4ff;color:#0969da;border:1px solid #54aeff;'
+                    'border-radius:10px;padding:0 6px;font-size:90%">&#9432; ranks on CPU</span>')
     meta = f"{status.job_id} · {status.backend}" + (f" · queue {status.queue}" if status.queue else "")
-    if status.priority:
-        meta += f" · priority {status.priority}"
+    meta += f" · priority {status.priority or 'default'}"
     line2 = esc(meta)
     if status.message:
         line2 += f" · {esc(status.message)}"
@@ -127,6 +133,8 @@ def progress_html(status: JobStatus, now: float | None = None) -> str:
 def metrics_html(status: JobStatus, history: History | None = None) -> str:
     """A table row per (rank, device): busy % and memory sparklines, latest values."""
     if not status.metrics:
+        if status.phase == "running":  # the first samples come a few seconds in
+            return '<div class="gpujobs-metrics gpujobs-sampling" style="color:#57606a">sampling…</div>'
         return ""
     rows = []
     for s in sorted(status.metrics, key=lambda m: (m.rank, m.device)):
@@ -134,7 +142,7 @@ def metrics_html(status: JobStatus, history: History | None = None) -> str:
         if not hist:
             hist = [(s.util, _mem_frac(s))]
         busy = "CPU busy %" if s.is_cpu else "GPU busy %"
-        util = "?" if s.util is None else f"{s.util:.0f}%"
+        util = "sampling…" if s.util is None else f"{s.util:.0f}%"
         mem = fmt_bytes(s.mem_used) + (f" / {fmt_bytes(s.mem_total)}" if s.mem_total else "")
         rows.append(
             f"<tr><td>{esc(device_label(s))}</td><td title='{busy}'>{sparkline_svg(h[0] for h in hist)}"
@@ -169,8 +177,20 @@ def logs_html(logs_tail: str, lines: int = 12) -> str:
     if not logs_tail:
         return ""
     tail = "\n".join(logs_tail.rstrip("\n").splitlines()[-lines:])
-    return (f'<pre class="gpujobs-logs" style="max-height:14em;overflow:auto;font-size:85%;'
-            f'background:#f6f8fa;margin:2px 0">{esc(tail)}</pre>')
+    # column-reverse keeps the box scrolled to its end: the newest line is always in view
+    return (f'<div class="gpujobs-logs" style="max-height:14em;overflow:auto;font-size:85%;'
+            f'background:#f6f8fa;margin:2px 0;display:flex;flex-direction:column-reverse">'
+            f'<pre style="margin:0">{esc(tail)}</pre></div>')
+
+
+def last_line_html(logs_tail: str) -> str:
+    """The newest log line, for the compact widget."""
+    lines = [ln for ln in logs_tail.rstrip("\n").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    return (f'<div class="gpujobs-last-line" style="font-family:monospace;font-size:85%;'
+            f'color:#57606a;white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
+            f'{esc(lines[-1])}</div>')
 
 
 def result_html(result_text: str) -> str:

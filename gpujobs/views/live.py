@@ -147,7 +147,13 @@ class JobUpdater:
                 last_render = self.clock()
                 if st.terminal:
                     self.final_status = st
-                    break
+                    ending = getattr(self.view, "ending", None)
+                    try:
+                        still = bool(ending(st)) if ending is not None else False
+                    except Exception:  # noqa: BLE001
+                        still = False
+                    if not still:  # e.g. a cancelled job's ranks still exiting: poll on
+                        break
         finally:
             if self._unsubscribe is not None:
                 try:

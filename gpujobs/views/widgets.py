@@ -20,32 +20,64 @@ from typing import Any, Callable
 import ipywidgets as W
 
 from ..status import JobStatus
-from .html import (header_html, logs_html, metrics_html, progress_html, render_job_html, result_html,
-                   timeline_html)
+from .html import (header_html, last_line_html, logs_html, metrics_html, progress_html,
+                   render_job_html, result_html, timeline_html)
 from .table import frame_html, jobs_frame
 
 from .live import JobUpdater, StatusSource  # noqa: F401  (re-exported)
 
 
+def ranks_alive(status: JobStatus) -> bool:
+    """True while a process the (local) job started still runs: a cancelled job's ranks take
+    up to the grace period to exit. Other backends report no pids: False."""
+    pids = status.extra.get("pids") or ()
+    if not pids:
+        return False
+    try:
+        import psutil
+    except ImportError:
+        return False
+    for pid in pids:
+        try:
+            if psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (psutil.Error, ValueError, TypeError):
+            continue
+    return False
+
+
 class JobWidget(W.VBox):
-    """Phase badge, queue position, gang bar k/N, metric sparklines, result, timeline, log tail
-    and a Cancel button. ``update(status)`` is the only way it changes."""
+    """Compact: phase badge, queue position, gang bar k/N, Cancel, the ``ctx.progress`` bar, the
+    newest log line and the result; "details" expands the metric sparklines, the timeline and the log tail.
+    ``update(status)`` is the only way it changes."""
+
+    #: a cancelled job shows "cancelling…" while its ranks exit, at most this long
+    CANCEL_SETTLE_S = 60.0
 
     def __init__(self, status: JobStatus | None = None, on_cancel: Callable[[], Any] | None = None,
                  history_len: int = 120):
         self.header = W.HTML()
-        self.gang = W.IntProgress(value=0, min=0, max=1, description="gang",
-                                  layout=W.Layout(width="220px"))
+        self.gang = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="160px"))
         self.gang_label = W.Label()
         self.cancel_button = W.Button(description="Cancel", button_style="danger", icon="stop",
                                       tooltip="cancel this job", layout=W.Layout(width="100px"))
+        self.details_button = W.Button(description="details", icon="chevron-down",
+                                       tooltip="metrics, timeline and logs",
+                                       layout=W.Layout(width="90px"))
+        self.expanded = False
+        self.progress = W.HTML()
         self.metrics = W.HTML()
         self.result = W.HTML()
         self.timeline = W.HTML()
         self.logs = W.HTML()
+        self.last_line = W.HTML()
         self.error = W.HTML()
+        self.details = W.VBox([self.metrics, self.timeline, self.logs],
+                              layout=W.Layout(display="none"))
         self._on_cancel = on_cancel
+        self._cancelled_seen: float | None = None
         self.cancel_button.on_click(self._cancel_clicked)
+        self.details_button.on_click(lambda _b: self.toggle_details())
         self._history: dict[tuple[int, int, str], deque] = {}
         self._last_sample_time: dict[tuple[int, int, str], float] = {}
         self._history_len = history_len
@@ -54,9 +86,9 @@ class JobWidget(W.VBox):
         self.result_text = ""
         self.renders = 0
         super().__init__(children=[
-            self.header, W.HBox([self.gang, self.gang_label, self.cancel_button]),
-            self.metrics, self.result, self.error, self.timeline, self.logs],
-            layout=W.Layout(border="1px solid #d0d7de", padding="4px"))
+            self.header, W.HBox([self.gang, self.gang_label, self.cancel_button, self.details_button]),
+            self.progress, self.last_line, self.result, self.error, self.details],
+            layout=W.Layout(border="1px solid #d0d7de", padding="2px 4px"))
         self.add_class("gpujobs-job-widget")
         if status is not None:
             self.update(status)
@@ -92,29 +124,54 @@ class JobWidget(W.VBox):
         if result_text is not None:
             self.result_text = result_text
         self._record_metrics(status)
-        parts = [self, self.header, self.gang, self.gang_label, self.cancel_button, self.metrics,
-                 self.result, self.timeline, self.logs]
+        parts = [self, self.header, self.gang, self.gang_label, self.cancel_button, self.progress,
+                 self.metrics, self.result, self.timeline, self.logs, self.last_line]
+        cancelling = self.ending(status)
         with contextlib.ExitStack() as stack:
             for w in parts:
                 stack.enter_context(w.hold_sync())
-            self.header.value = header_html(status)
+            self.header.value = header_html(status, gang=False,
+                                            phase="cancelling…" if cancelling else None)
             size = max(status.gang_size, 1)
             self.gang.max = size
             self.gang.value = min(status.gang_ready, size)
             self.gang.bar_style = ("success" if status.gang_size and status.gang_ready >= status.gang_size
                                    else "info")
-            self.gang_label.value = (f"{status.gang_ready}/{status.gang_size} ready"
+            self.gang_label.value = (f"gang {status.gang_ready}/{status.gang_size} ready"
                                      if status.gang_size else "")
-            self.cancel_button.disabled = status.terminal
-            if status.terminal:
+            self.cancel_button.disabled = status.terminal or cancelling
+            if cancelling:
+                self.cancel_button.description = "cancelling…"
+            elif status.terminal:
                 self.cancel_button.description = "ended"
                 self.cancel_button.button_style = ""
                 self.cancel_button.icon = ""
-            self.metrics.value = progress_html(status) + metrics_html(status, self._history)
+            self.progress.value = progress_html(status)  # compact too: the bar is always shown
+            self.metrics.value = metrics_html(status, self._history)
             self.result.value = result_html(self.result_text)
             self.timeline.value = timeline_html(status)
             self.logs.value = logs_html(self.logs_tail)
+            self.last_line.value = "" if self.expanded else last_line_html(self.logs_tail)
         self.renders += 1
+
+    def ending(self, status: JobStatus) -> bool:
+        """A cancelled job whose ranks have not exited yet (the updater keeps polling while
+        this is True, so the widget says "cancelling…" until they have)."""
+        if status.phase != "cancelled" or (
+                status.finished_at and time.time() - status.finished_at > self.CANCEL_SETTLE_S):
+            self._cancelled_seen = None  # an old cancelled job: its pids may belong to others now
+            return False
+        now = time.monotonic()
+        if self._cancelled_seen is None:
+            self._cancelled_seen = now
+        return now - self._cancelled_seen < self.CANCEL_SETTLE_S and ranks_alive(status)
+
+    def toggle_details(self, expanded: bool | None = None) -> None:
+        """Show (or hide) the sparklines, the timeline and the log tail."""
+        self.expanded = (not self.expanded) if expanded is None else bool(expanded)
+        self.details.layout.display = "" if self.expanded else "none"
+        self.details_button.icon = "chevron-up" if self.expanded else "chevron-down"
+        self.last_line.value = "" if self.expanded else last_line_html(self.logs_tail)
 
     def to_html(self) -> str:
         """The current state as static HTML (same renderer as ``text/html``)."""

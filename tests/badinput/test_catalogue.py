@@ -70,7 +70,7 @@ CASES: list[Case] = [
     Case("submit-not-callable", "api", lambda: gpujobs.submit(42), SpecError, ("fn", "not callable"), ("function itself",)),
     Case("submit-none", "api", lambda: gpujobs.submit(None), SpecError, ("fn",), ("pass a callable",)),
     Case("submit-unknown-backend", "api", lambda: gpujobs.submit(train, backend="slurm"), SpecError, ("backend", "slurm"), ("kubernetes", "local")),
-    Case("local-unknown-queue", "api", lambda: gpujobs.submit(train, queue="gpu-big"), SpecError, ("queue", "gpu-big"), ("configure",)),
+    Case("local-unknown-queue", "api", lambda: gpujobs.submit(train, queue="gpu-big"), SpecError, ("queue", "gpu-big"), ("[[local.queues]]", "config.toml")),
     Case("local-never-fits", "api", lambda: B(train).ddp(gpus=64).submit(), QuotaError, ("64", "gpu", "default"), ("fewer",)),
     Case("builder-name", "api", lambda: B(train).name("Bad_Name").submit(), SpecError, ("name", "Bad_Name"), ("lowercase",)),
     Case("builder-queue-name", "api", lambda: B(train).queue("Team A").submit(), SpecError, ("queue", "Team A"), ("lowercase",)),
@@ -122,7 +122,7 @@ CASES: list[Case] = [
     Case("magic-uneven", "magic", ("--gpus 3 --nodes 2 -o j", "x = 1"), "UsageError", ("gpus", "2 nodes"), ("multiple of nodes",)),
     Case("magic-unpicklable-global", "magic", ("-o j", "with lock:\n    x = 1"), "UsageError", ("global 'lock'",), ("inside the function",)),
     Case("magic-unknown-backend", "magic", ("--backend slurm -o j", "x = 1"), "UsageError", ("backend", "slurm"), ("kubernetes, local",)),
-    Case("magic-local-queue", "magic", ("--queue gpu-big -o j", "x = 1"), "UsageError", ("queue", "gpu-big"), ("configure",)),
+    Case("magic-local-queue", "magic", ("--queue gpu-big -o j", "x = 1"), "UsageError", ("queue", "gpu-big"), ("[[local.queues]]",)),
     Case("magic-line-backend", "magic", ("%backend slurm", None), "UsageError", ("backend", "slurm"), ("kubernetes, local",)),
     # ---------------------------------------------------------------- CLI (installed entry point)
     Case("cli-missing-file", "cli", ["submit", "nonexist.py:main"], 2, ("target", "nonexist.py"), ("path of the Python file",)),
@@ -135,7 +135,7 @@ CASES: list[Case] = [
     Case("cli-framework", "cli", ["submit", "train.py:main", "--framework", "jax"], 2, ("--framework", "jax"), ("choose from",)),
     Case("cli-backend", "cli", ["submit", "train.py:main", "--backend", "slurm"], 2, ("backend", "slurm"), ("kubernetes, local",)),
     Case("cli-never-fits", "cli", ["submit", "train.py:main", "--gpus", "64"], 2, ("64", "gpu", "default"), ("fewer",)),
-    Case("cli-status-unknown", "cli", ["status", "no-such-job"], 4, ("job_id", "no-such-job"), ("gpujobs.jobs()",)),
+    Case("cli-status-unknown", "cli", ["status", "no-such-job"], 4, ("job_id", "no-such-job"), ("gpujobs queue -a",)),
     Case("cli-sbatch-args", "cli", ["submit", "job.sbatch", "extra"], 2, ("args", "sbatch"), ("launch line",)),
     # ---------------------------------------------------------------- sbatch files
     Case("sbatch-unknown-directive", "sbatch", H + "#SBATCH --frobnicate=1\nsrun python t.py\n", SpecError, (":2", "--frobnicate"), ("man sbatch",)),

@@ -174,3 +174,45 @@ def test_queue_json_is_a_list(cli):
 def test_agent_stop_without_agent_is_fine(cli):
     r = cli("agent", "stop")
     assert r.returncode == 0, r.stderr
+
+
+def test_function_arguments_are_converted_by_type_hint():
+    from pathlib import Path
+
+    from gpujobs.cli.targets import convert_args
+
+    def f(n: int, x: float, flag: bool, p: Path, s: str | None, plain, *rest: int):
+        pass  # annotations are strings here (from __future__ import annotations)
+    values, as_str = convert_args(f, ["15", "0.5", "no", "/tmp", "s", "raw", "7", "8"])
+    assert values == [15, 0.5, False, Path("/tmp"), "s", "raw", 7, 8]
+    assert as_str == ["plain='raw'"]
+
+
+def test_bad_typed_argument_and_too_many_are_usage_errors(cli):
+    (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
+    r = cli("submit", "t.py:f", "fifteen", "--gpus", "0")
+    assert r.returncode == 2 and "argument n: 'fifteen' is not an int" in r.stderr, r.stderr
+    r = cli("submit", "t.py:f", "1", "2", "--gpus", "0")
+    assert r.returncode == 2 and "too many positional arguments" in r.stderr, r.stderr
+    assert not (cli.home / "jobs").exists() or not list((cli.home / "jobs").iterdir())
+
+
+def test_queue_with_an_unknown_name_is_a_usage_error_naming_the_known_queues(cli):
+    r = cli("queue", "-q", "typo")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "unknown queue 'typo'" in r.stderr and "known: default" in r.stderr
+    assert r.stdout == ""
+
+
+def test_render_job_only_prints_the_job_and_names_what_else_must_exist(cli):
+    import yaml
+    (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
+    full = cli("render", "t.py:f", "3", "--gpus", "2", "--kind", "PyTorchJob")
+    only = cli("render", "t.py:f", "3", "--gpus", "2", "--kind", "PyTorchJob", "--job-only")
+    assert full.returncode == 0 and only.returncode == 0, only.stderr
+    kinds = [d["kind"] for d in yaml.safe_load_all(only.stdout) if d]
+    assert kinds == ["PyTorchJob"]
+    assert [d["kind"] for d in yaml.safe_load_all(full.stdout) if d][-1] == "PyTorchJob"
+    assert len(only.stdout) < len(full.stdout) / 2
+    assert "also needed in namespace default: ConfigMap gpujobs-runtime-" in only.stderr
+    assert "Secret gpujobs-key-" in only.stderr

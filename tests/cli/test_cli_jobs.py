@@ -143,3 +143,63 @@ def test_ctrl_c_while_waiting_exits_130_and_cancel_stops_the_job(jobs_cli):
     deadline = time.time() + 30  # the agent kills the rank; the fixture then checks survivors
     while survivors(cli.home) and time.time() < deadline:
         time.sleep(0.5)
+
+
+TYPED = '''
+from pathlib import Path
+
+def typed(n: int, scale: float = 1.0, loud: bool = False, out: Path = Path("."), tag="x"):
+    print(f"typed n={n!r}", flush=True)
+    return [sum(range(n)) * scale, loud, type(out).__name__, tag]
+'''
+
+
+@pytest.mark.slow
+def test_submit_follow_prints_the_id_the_logs_and_converts_arguments(jobs_cli):
+    cli = jobs_cli
+    (cli.cwd / "typed.py").write_text(TYPED)
+    r = cli("submit", "typed.py:typed", "15", "2", "yes", "/tmp", "t1", "--gpus", "1", "--follow",
+            timeout=240)
+    assert r.returncode == 0, r.stderr
+    job_id = r.stderr.split("submitted ", 1)[1].split()[0]
+    assert job_id.startswith("typed-")
+    assert "[rank 0] typed n=15" in r.stdout          # the logs, followed
+    assert "result: [210.0, True, 'PosixPath', 't1']" in r.stdout
+    assert "passing tag='t1' to typed as str" in r.stderr  # no hint: said so
+    w = cli("submit", "typed.py:typed", "3", "--gpus", "1", "--wait", timeout=240)
+    assert w.returncode == 0, w.stderr
+    assert "submitted typed-" in w.stderr and "gpujobs logs typed-" in w.stderr
+    assert "result: [3.0, False, 'PosixPath', 'x']" in w.stdout
+
+
+@pytest.mark.slow
+def test_agent_stop_stays_stopped_while_views_read_until_the_next_submit(jobs_cli):
+    from gpujobs.backends.local.backend import HELD_MESSAGE, LocalBackend
+    cli = jobs_cli
+    (cli.cwd / "sleepy.py").write_text(SLEEPY)
+    one_slot = {"GPUJOBS_LOCAL_GPUS": "1"}
+    ids = []
+    for _ in range(2):  # the first holds the only slot, the second queues behind it
+        r = cli("submit", "sleepy.py:sleepy", "--gpus", "1", "-o", "name", env=one_slot)
+        assert r.returncode == 0, r.stderr
+        ids.append(r.stdout.strip())
+    be = LocalBackend(home=cli.home)
+    deadline = time.time() + 120
+    while be.status(ids[0]).phase != "running" and time.time() < deadline:
+        time.sleep(0.2)
+    stop = cli("agent", "stop", env=one_slot)
+    assert stop.returncode == 0 and "stays stopped" in stop.stdout, stop.stdout
+    # what a notebook's live views do: poll status, list the queue, subscribe, wait
+    assert be.status(ids[0]).phase == "cancelled"
+    queued = be.status(ids[1])
+    assert queued.phase == "queued" and queued.message == HELD_MESSAGE
+    assert {s.job_id for s in be.jobs()} == set(ids)
+    assert be.wait(ids[1], timeout=1.0).phase == "queued"
+    with pytest.raises(Exception):
+        be.subscribe(ids[1], lambda st: None)
+    time.sleep(1.0)
+    assert not be.client.running(), "a read started the stopped agent again"
+    r = cli("submit", "work.py:double", "1", "--gpus", "1", "-o", "name", env=one_slot)
+    assert r.returncode == 0, r.stderr
+    assert be.client.running()          # the next submit starts it
+    assert cli("cancel", ids[1], r.stdout.strip(), env=one_slot).returncode == 0

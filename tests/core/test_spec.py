@@ -128,3 +128,48 @@ def test_attach_unknown_job_is_job_not_found():
         gpujobs.attach("no-such-job-123")
     assert isinstance(err.value, LookupError) and isinstance(err.value, SpecError)
     assert err.value.field == "job_id" and "gpujobs.jobs()" in err.value.fix
+
+
+def takes_x(x, lr=0.1):
+    return x
+
+
+def takes_any(**kw):
+    return kw
+
+
+@pytest.mark.parametrize("fn, call, opt", [
+    (takes_x, dict(gpu=2), "gpus"), (takes_any, dict(gpu=2), "gpus"),
+    (takes_x, dict(queu="a"), "queue"), (takes_x, dict(node=2), "nodes"),
+    (takes_x, dict(gpus_per_nod=2), "gpus_per_node"),
+])
+def test_misspelt_submit_option_is_refused_with_did_you_mean(fn, call, opt):
+    args = (1,) if fn is takes_x else ()
+    with pytest.raises(SpecError) as err:
+        gpujobs.submit(fn, *args, **call)
+    assert err.value.field == next(iter(call))
+    assert f"did you mean {opt}=?" in err.value.problem and err.value.fix
+
+
+def test_keywords_the_function_does_not_accept_are_refused():
+    with pytest.raises(SpecError, match="unexpected keyword argument 'lrr'") as err:
+        gpujobs.submit(takes_x, 1, lrr=0.2)
+    assert err.value.field == "args" and "takes_x takes (x, lr=0.1)" in err.value.fix
+    with pytest.raises(SpecError, match="missing a required argument: 'x'"):
+        gpujobs.submit(takes_x)
+
+
+def test_a_parameter_named_like_an_option_is_passed_on():
+    def wants_gpu(gpu):
+        return gpu
+    job = gpujobs.job(wants_gpu, gpu=3)
+    from gpujobs.builder import _SUBMIT_OPTIONS, check_call
+    check_call(wants_gpu, (), {"gpu": 3}, _SUBMIT_OPTIONS)  # its own parameter: accepted
+    assert job.spec().kwargs == {"gpu": 3}
+
+
+def test_upper_case_job_name_is_explained_with_a_lower_case_suggestion():
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).name("Exp_1").spec()
+    assert "DNS-1123" in err.value.problem and "lower case" in err.value.problem
+    assert "use 'exp-1'" in err.value.fix

@@ -55,7 +55,13 @@ def test_more_cpu_ranks_than_cpus_is_refused_with_the_cpu_numbers(agent):
 def test_cpu_quota_from_env_config_and_machine(gpujobs_home, monkeypatch):
     monkeypatch.delenv("GPUJOBS_LOCAL_CPUS", raising=False)
     import os
-    assert local_cpus({}) == float(os.cpu_count() or 1)
+    assert local_cpus({}) == float(max(os.cpu_count() or 1, 4))
+    # a 2-core laptop still runs the 4-rank CPU examples (examples/mpi_pi.py): floor of 4, as the
+    # CPU-rank GPU slots
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert local_cpus({}) == 4.0
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert local_cpus({}) == 16.0
     assert local_cpus({"local": {"cpus": 6}}) == 6.0
     monkeypatch.setenv("GPUJOBS_LOCAL_CPUS", "3")
     assert local_cpus({"local": {"cpus": 6}}) == 3.0

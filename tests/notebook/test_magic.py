@@ -214,7 +214,7 @@ def test_remote_error_with_wait_is_raised_as_its_own_type(shell, no_leftovers):
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_wait_cancels_the_job(shell, no_leftovers):
+def test_ctrl_c_during_wait_leaves_the_job_running_and_says_how_to_cancel(shell, no_leftovers):
     import os
     import signal
     import threading
@@ -233,8 +233,12 @@ def test_ctrl_c_during_wait_cancels_the_job(shell, no_leftovers):
     finally:
         stop.set()
     job = shell.user_ns["job"]
-    assert res.error_in_exec is None
-    assert f"job {job.id} cancelled" in cap.stderr
+    assert res.error_in_exec is None                      # no traceback: one line
+    lines = [ln for ln in cap.stderr.splitlines() if "interrupted" in ln]
+    assert lines == [f"gpujobs: interrupted; job {job.id} keeps running "
+                     "(cancel: job.cancel())"], cap.stderr
+    assert job.status().phase == "running"                # Ctrl-C stopped the wait, not the job
+    shell.run_cell(lines[0].split("(cancel: ", 1)[1][:-1])  # the line's call, run as written
     assert job.wait(15).phase == "cancelled"
     no_leftovers(job.id, within=10)
 
@@ -271,3 +275,16 @@ def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recordin
     with capture_output() as cap:
         assert display_job(job) is None
     assert set(cap.outputs[0].data) == {"text/html", "text/plain"}
+
+
+def test_job_names_are_derived_from_the_cell():
+    from gpujobs_magic.cell import cell_job_name
+    assert cell_job_name("# Train ResNet on CIFAR\nx = 1", 3) == "train-resnet-on-cifar"
+    assert cell_job_name("t = f()\ntotal = t", 3, returns=("total",)) == "total"
+    assert cell_job_name("import torch\nmodel = build()\ntrain_model(model)\n", 3) == "build"
+    assert cell_job_name("import torch\nloss_value = torch.zeros(1)\n", 3) == "loss-value"
+    assert cell_job_name("print(1)\n", 7) == "cell-7"
+    assert cell_job_name("x = (", 2) == "cell-2"
+    import gpujobs
+    for cell in ("# Ünïcödé!!", "# " + "x" * 80, "# 9 lives"):
+        gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name

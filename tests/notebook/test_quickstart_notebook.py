@@ -41,12 +41,13 @@ def test_quickstart_notebook_runs_and_saves_the_final_widget_state(nb_env, tmp_p
     assert box["_model_name"] == "VBoxModel"
     kids = [state[ref.removeprefix("IPY_MODEL_")]["state"] for ref in box["children"]]
     header = kids[0]["value"]
-    assert 'gpujobs-phase-succeeded' in header and "gang 2/2" in header
+    assert 'gpujobs-phase-succeeded' in header and "gang 2/2" not in header  # said once, below
     row = [state[ref.removeprefix("IPY_MODEL_")]["state"] for ref in kids[1]["children"]]
-    progress, label, button = row
-    assert (progress["value"], progress["max"], label["value"]) == (2, 2, "2/2 ready")
+    progress, label, button, details = row
+    assert details["description"] == "details"  # compact: metrics, timeline, logs expand
+    assert (progress["value"], progress["max"], label["value"]) == (2, 2, "gang 2/2 ready")
     assert button["disabled"] is True
-    result = kids[3]["value"]
+    result = kids[4]["value"]
     assert "{&#x27;total&#x27;: 21.0, &#x27;world&#x27;: 2}" in result
 
 

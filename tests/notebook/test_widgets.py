@@ -15,13 +15,13 @@ def test_job_widget_follows_a_scripted_sequence(recording_comm):
     seq = script()
     w = JobWidget(seq[0])
     assert "2nd in team-a" in w.header.value and 'gpujobs-phase-queued' in w.header.value
-    assert (w.gang.value, w.gang.max, w.gang_label.value) == (0, 2, "0/2 ready")
+    assert (w.gang.value, w.gang.max, w.gang_label.value) == (0, 2, "gang 0/2 ready")
     w.update(seq[3])  # starting, 1 of 2 ranks ready
-    assert (w.gang.value, w.gang_label.value, w.gang.bar_style) == (1, "1/2 ready", "info")
+    assert (w.gang.value, w.gang_label.value, w.gang.bar_style) == (1, "gang 1/2 ready", "info")
     assert "2nd in" not in w.header.value and "starting" in w.header.value
     w.update(seq[4])
     w.update(seq[5])
-    assert w.gang_label.value == "2/2 ready" and w.gang.bar_style == "success"
+    assert w.gang_label.value == "gang 2/2 ready" and w.gang.bar_style == "success"
     assert w.history[(0, 0, "nvml")] == [(50, 1 / 16), (90, 3 / 16)]
     assert w.metrics.value.count("<polyline") == 4  # util + memory per rank
     assert not w.cancel_button.disabled
@@ -159,3 +159,66 @@ def test_seeded_history_feeds_the_sparklines(recording_comm):
     w.seed_history([sample(3.0, 0, 30, 2**30), sample(1.0, 0, 10, 2**30), sample(2.0, 0, 20, 2**30)])
     w.update(status("running", metrics=(sample(3.0, 0, 30, 2**30), sample(4.0, 0, 40, 2**30))))
     assert [u for u, _ in w.history[(0, 0, "nvml")]] == [10, 20, 30, 40]
+
+
+def test_newest_log_line_stays_in_view(recording_comm):
+    tail = "".join(f"[rank 0] step {i}\n" for i in range(40))
+    w = JobWidget(status("running", gang_ready=2))
+    w.update(status("running", gang_ready=2), logs_tail=tail)
+    # compact: the newest line is shown on its own
+    assert "step 39" in w.last_line.value and "step 38" not in w.last_line.value
+    # expanded: the tail box is anchored at its end (column-reverse scrolls to the bottom)
+    w.toggle_details(True)
+    assert w.details.layout.display == "" and w.last_line.value == ""
+    assert "flex-direction:column-reverse" in w.logs.value and "step 39" in w.logs.value
+    w.toggle_details(False)
+    assert w.details.layout.display == "none" and "step 39" in w.last_line.value
+
+
+def test_cancelled_shows_cancelling_until_the_ranks_exit(recording_comm):
+    import os
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    w = JobWidget(status("running", gang_ready=2, backend="local"), on_cancel=lambda: None)
+    w.cancel_button.click()
+    alive = status("cancelled", gang_ready=2, backend="local", extra={"pids": [os.getpid()]})
+    w.update(alive)  # the agent says cancelled, a rank is still in its grace period
+    assert "cancelling…" in w.header.value and w.cancel_button.description == "cancelling…"
+    assert w.cancel_button.disabled and w.ending(alive)
+    gone = status("cancelled", gang_ready=2, backend="local", extra={"pids": [dead.pid]})
+    w.update(gone)
+    assert ">cancelled<" in w.header.value and w.cancel_button.description == "ended"
+    assert not w.ending(gone)
+
+
+def test_updater_keeps_polling_while_a_cancelled_job_is_ending(recording_comm):
+    job = ScriptedJob([status("cancelled", gang_ready=2)])
+    w = JobWidget(job.current)
+    w.ending = lambda st: job.polls < 3  # the ranks exit after two more polls
+    JobUpdater(job, w, min_interval=0.0, poll_s=0.01).start().join(timeout=10)
+    assert job.polls >= 3
+
+
+def test_no_gpu_is_an_info_chip_and_sampling_is_said(recording_comm):
+    w = JobWidget(status("running", gang_ready=2, cpu_ranks=True))
+    assert "gpujobs-info" in w.header.value and "ranks on CPU" in w.header.value
+    assert "color:#cf222e" not in w.header.value                # not styled as an error
+    assert "sampling…" in w.metrics.value and "?" not in w.metrics.value
+    zero = JobWidget(status("running", gang_ready=2, cpu_ranks=True, gpus=0))
+    assert "ranks on CPU" not in zero.header.value            # a 0-GPU job asked for no GPU
+
+
+def test_default_priority_is_shown(recording_comm):
+    assert "priority default" in JobWidget(status("queued")).header.value
+    assert "priority high" in JobWidget(status("queued", priority="high")).header.value
+
+
+def test_gang_is_said_once_and_the_widget_is_compact(recording_comm):
+    w = JobWidget(status("running", gang_ready=2, metrics=(sample(1.0, 0, 20, 2**29),)))
+    texts = [w.header.value, w.gang_label.value, w.last_line.value, w.result.value]
+    assert sum(t.count("2/2") for t in texts) == 1
+    assert w.details.layout.display == "none" and w.metrics in w.details.children
+    w.details_button.click()
+    assert w.details.layout.display == "" and w.expanded

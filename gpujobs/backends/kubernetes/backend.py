@@ -166,8 +166,8 @@ class KubernetesBackend:
                                 "[kubernetes] namespace in the config file, or the kubeconfig "
                                 "context) is not a valid namespace name",
                                 "set a Kubernetes name (lowercase letters, digits, '-') there, "
-                                "or give one: gpujobs <verb> -n NAMESPACE ... (Python: "
-                                ".kubernetes(namespace=...))")
+                                "or give one with -n: `gpujobs submit TARGET -n NAMESPACE` "
+                                "(Python: .kubernetes(namespace=...))")
         key = self.signing_key(spec.namespace or self.namespace) if for_submit else None
         return render_job(spec, kind, opts=self.options, submission_id=submission_id, key=key)
 

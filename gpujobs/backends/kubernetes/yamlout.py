@@ -23,8 +23,13 @@ def to_yaml(objects: list[dict]) -> str:
                          width=120)
 
 
-def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True) -> str:
+def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True,
+                job_only: bool = False, notes: list[str] | None = None) -> str:
     """The objects ``submit`` would create, as a multi-document YAML string.
+
+    ``job_only``: only the job's own objects (the job, and its payload Secret when the call is
+    too big for the annotations); a line saying which shared objects must already exist in
+    the namespace is appended to ``notes``.
 
     With ``save_key`` (default) the job's HMAC key is also stored locally (as submit
     does), so ``gpujobs.attach("<namespace>/<name>")`` can read the results of a job
@@ -37,4 +42,11 @@ def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True
     rendered = backend.render_job(spec, kind)
     if save_key:
         _save(rendered.namespace, rendered.name, rendered.key, backend.home)
-    return to_yaml(rendered.objects)
+    if not job_only:
+        return to_yaml(rendered.objects)
+    if notes is not None:
+        shared = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in rendered.shared)
+        notes.append(f"also needed in namespace {rendered.namespace}: {shared} (shared by every "
+                     f"gpujobs job there; `gpujobs submit` creates them once, or print them with "
+                     f"`gpujobs render` without --job-only)")
+    return to_yaml([o for o in rendered.objects if o not in rendered.shared])

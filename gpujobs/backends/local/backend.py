@@ -30,12 +30,28 @@ from .private import check_home as check_state
 from .store import Store, status_from_dict
 
 
+#: written by ``gpujobs agent stop``: reads (views, status, waits) do not start the agent
+#: again while it exists; the next submit removes it
+STOPPED_MARKER = "agent.stopped"
+HELD_MESSAGE = ("the local agent was stopped (gpujobs agent stop); this job waits, and the next "
+                "submit starts the agent again")
+
+
 class LocalBackend:
     name = "local"
 
     def __init__(self, home: Path | None = None):
         self.home = Path(home) if home else gpujobs_home()
         self.client = AgentClient(self.home)
+
+    def held(self) -> bool:
+        """True after ``gpujobs agent stop`` until the next submit: reads use the saved state
+        and do not start an agent (open notebook views would otherwise undo the stop)."""
+        return (self.home / STOPPED_MARKER).exists() and not self.client.running()
+
+    def _held_status(self, st: JobStatus) -> JobStatus:
+        import dataclasses
+        return st if st.terminal else dataclasses.replace(st, message=HELD_MESSAGE)
 
     def _dir(self, job_id: str) -> JobDir:
         check_state(self.home)  # keys and results come from here: no one else may write it
@@ -44,14 +60,18 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
-        from ...config import local_admission_config
-        local_admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
+        from ...config import load_config, local_admission_config
+        cfg = load_config()
+        local_admission_config(slots=1 << 30, cfg=cfg)  # config errors here, as SpecError, not in the agent
+        if spec.queue is not None:
+            self.check_queue(spec.queue, cfg, submitting=True)
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
         jd = self._dir(job_id)
         jd.create(spec.to_dict(), spec.payload())
         try:
+            (self.home / STOPPED_MARKER).unlink(missing_ok=True)  # a submit starts the agent
             save_submitter_env(jd.root)
             reply = self.client.request({
                 "op": "submit", "id": job_id, "spec": spec.to_dict(), "name": spec.display_name,
@@ -60,8 +80,8 @@ class LocalBackend:
         except BaseException:
             shutil.rmtree(jd.root, ignore_errors=True)  # nothing half-created
             raise
-        if reply.get("cpu_ranks"):
-            cpu_notice()
+        if reply.get("cpu_ranks") and spec.gpus_per_proc > 0:  # a 0-GPU job asked for none
+            cpu_notice(spec.framework)
         return reply["id"]
 
     # ------------------------------------------------------------------ status
@@ -82,6 +102,8 @@ class LocalBackend:
                 raise JobNotFound("job_id", f"no local job {job_id!r}", "list jobs with gpujobs.jobs()")
             if st.terminal:
                 return st  # no need to start an agent to read a finished job
+            if self.held():
+                return self._held_status(st)
         reply = self.client.request({"op": "status", "id": job_id})
         return status_from_dict(reply["status"])
 
@@ -92,6 +114,12 @@ class LocalBackend:
                 return st
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self.held():  # stopped on purpose: wait for the next submit, do not restart it
+                st = self.status(job_id)
+                if deadline is not None and time.monotonic() >= deadline:
+                    return st
+                time.sleep(0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic())))
+                continue
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = 60.0 if left is None else min(left, 60.0)
             try:
@@ -132,7 +160,30 @@ class LocalBackend:
     def cancel(self, job_id: str) -> None:
         self.client.request({"op": "cancel", "id": job_id})
 
+    def check_queue(self, queue: str, cfg: dict | None = None, submitting: bool = False) -> None:
+        """SpecError for a queue the config does not define (and, listing, no job ever used)."""
+        from ...config import config_path, local_queue_names
+        known = local_queue_names(cfg)
+        if queue in known:
+            return
+        if not submitting and (self.home / "state.db").exists():
+            store = Store(self.home / "state.db", readonly=True)
+            try:
+                if store.all(queue):
+                    return  # a queue since removed from the config still lists its jobs
+            finally:
+                store.close()
+        import difflib
+        close = difflib.get_close_matches(queue, known, n=1)
+        raise SpecError("queue", f"unknown queue {queue!r}" + (f" (did you mean {close[0]!r}?)"
+                                                              if close else "")
+                        + f"; known: {', '.join(known)}",
+                        f"use one of them, or define {queue!r} in a [[local.queues]] table of "
+                        f"{config_path()} (docs/configuration.md)")
+
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
+        if queue is not None:
+            self.check_queue(queue)
         if not self.client.running():
             db = self.home / "state.db"
             if not db.exists():
@@ -142,6 +193,8 @@ class LocalBackend:
                 rows = store.all(queue)
             finally:
                 store.close()
+            if self.held():
+                return [self._held_status(st) for _, _, st, _, _ in rows][::-1]
             if not any(not st.terminal for _, _, st, _, _ in rows):
                 return [st for _, _, st, _, _ in rows][::-1]
         reply = self.client.request({"op": "jobs", "queue": queue})
@@ -163,6 +216,8 @@ class LocalBackend:
 
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
         """Status changes pushed by the agent (no polling); returns an unsubscribe function."""
+        if self.held():  # views fall back to reading the saved state
+            raise BackendUnavailable(HELD_MESSAGE)
         sock = self.client.connect(timeout=None)
         protocol.send(sock, {"op": "subscribe", "id": job_id})
         stop = threading.Event()

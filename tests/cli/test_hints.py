@@ -1,0 +1,133 @@
+"""Every fix hint can be run as written where it is shown: CLI commands named in hints parse
+with the CLI's own argparse, Python hints name real gpujobs functions, and the CLI shows the
+command (not the Python call) for hints written for Python."""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from gpujobs.cli import CLI_HINTS, build_parser, cli_message
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted((ROOT / "gpujobs").rglob("*.py")) + sorted((ROOT / "gpujobs_magic").rglob("*.py"))
+#: a CLI command in hint position: in backticks, in parentheses, or after "use", "run", ": " …
+COMMAND = re.compile(r"(?:`|\(|\buse |\brun |\bwith |\btry |: )(gpujobs [^`)|;,\n\"']*)")
+PYTHON = re.compile(r"(?<![%\w.])gpujobs\.([a-z_][a-z_0-9.]*)\(")
+#: placeholders in hints -> values argparse accepts
+PLACEHOLDERS = {"JOB": "job-1", "N": "1", "FILE": "job.sbatch", "X1": "job-1", "QUEUE": "q",
+                "NAME": "n", "NS": "ml", "TARGET": "train.py:main"}
+
+
+def hint_strings() -> list[tuple[str, int, str]]:
+    """(file, line, text) of every string literal that is not a docstring; f-string values
+    become X1."""
+    out = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        docs, parts = set(), set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                    isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+            if isinstance(node, ast.JoinedStr):
+                parts.update(id(v) for v in node.values)
+                text = "".join(v.value if isinstance(v, ast.Constant) else "X1" for v in node.values)
+                out.append((str(path.relative_to(ROOT)), node.lineno, text))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    id(node) not in docs and id(node) not in parts:
+                out.append((str(path.relative_to(ROOT)), node.lineno, node.value))
+    return out
+
+
+#: "gpujobs <verb>" in sentences about gpujobs, not commands
+PROSE = {"places", "gives", "sets", "runs", "keeps", "sends", "knows", "needs", "announces",
+         "renders", "would", "rendered"}
+
+
+def cli_commands() -> list[tuple[str, str]]:
+    found = []
+    for where, line, text in hint_strings():
+        for m in COMMAND.finditer(text):
+            words = m.group(1).split()
+            if len(words) > 1 and words[1] not in PROSE:
+                found.append((f"{where}:{line}", m.group(1).strip()))
+    return found
+
+
+def parses(command: str) -> str | None:
+    """None when ``command`` is a real CLI command (missing required arguments are fine: the
+    hint names the verb), else argparse's complaint."""
+    argv = [PLACEHOLDERS.get(w, w) for w in command.split()[1:]]
+    parser = build_parser()
+    complaints = []
+    parser.exit = lambda status=0, message=None: complaints.append(message or "") or (_ for _ in ()).throw(SystemExit(status))  # noqa: E501
+    for p in _all_parsers(parser):
+        p.exit = parser.exit
+    try:
+        parser.parse_args(argv)
+    except SystemExit:
+        msg = " ".join(complaints)
+        return None if "required" in msg and "unrecognized" not in msg else msg
+    return None
+
+
+def _all_parsers(parser):
+    import argparse
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _all_parsers(sub)
+
+
+def test_the_scan_finds_the_hints_it_should():
+    commands = {c for _, c in cli_commands()}
+    assert any(c.startswith("gpujobs cancel") for c in commands)      # sanity: the scan works
+    assert any(c.startswith("gpujobs logs") for c in commands)
+    assert parses("gpujobs config") is not None                       # and would catch a bogus one
+    assert parses("gpujobs logs JOB --rank N") is None
+
+
+@pytest.mark.parametrize("where, command", cli_commands())
+def test_every_cli_command_in_a_hint_parses(where, command):
+    problem = parses(command)
+    assert problem is None, f"{where}: hint `{command}` is not a gpujobs command: {problem}"
+
+
+def python_hints() -> list[tuple[str, str]]:
+    found = []
+    for where, line, text in hint_strings():
+        for m in PYTHON.finditer(text):
+            found.append((f"{where}:{line}", m.group(1)))
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("where, dotted", python_hints())
+def test_every_python_hint_names_a_real_function(where, dotted):
+    obj = importlib.import_module("gpujobs")
+    for i, part in enumerate(dotted.split(".")):
+        if not hasattr(obj, part):
+            obj = importlib.import_module("gpujobs." + ".".join(dotted.split(".")[:i + 1]))
+        else:
+            obj = getattr(obj, part)
+    assert callable(obj), f"{where}: gpujobs.{dotted} is not callable"
+
+
+@pytest.mark.parametrize("python, cli", sorted(CLI_HINTS.items()))
+def test_python_hints_become_commands_in_the_cli(python, cli):
+    assert cli_message(f"x (fix: {python})") == f"x (fix: {cli})"
+    command = cli.strip("`")
+    if command.startswith("gpujobs "):
+        assert parses(command) is None
+
+
+def test_unknown_job_in_the_cli_suggests_the_command(cli):
+    r = cli("status", "nope-123")
+    assert r.returncode == 4
+    assert "gpujobs queue -a" in r.stderr and "gpujobs.jobs()" not in r.stderr, r.stderr
