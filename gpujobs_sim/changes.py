@@ -54,6 +54,10 @@ class Changes:
         if kind in OWNED_KINDS or kind in self.job_kinds:  # pods, workloads, AppWrapper components
             for o in md.get("ownerReferences") or ():
                 self._mark(o.get("apiVersion", ""), o.get("kind", ""), ns, o.get("name", ""))
+        labels = md.get("labels") or {}
+        if kind == ("", "Pod") and labels.get("ray.io/originated-from-crd") == "RayJob":
+            # a KubeRay submitter Job's pod: KubeRay owns the Job (whose status follows the pod)
+            self._mark("ray.io/v1", "RayJob", ns, labels.get("ray.io/originated-from-cr-name", ""))
         if kind in KUBELET_KINDS:
             self.kubelet = True
         if kind == ("", "Pod"):

@@ -41,6 +41,7 @@ ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", 
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
                                              "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
 ANN_IDLE = "sim.gpujobs.dev/idle"
+RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see operators._ray_submitter
 
 
 class Kubelet:
@@ -184,10 +185,18 @@ class Kubelet:
             return
         if not self._set_phase(pod, "Running"):
             return
+        submitter = ann.get(ANN_ROLE) == RAY_SUBMITTER
+        if submitter:  # what `ray job submit --no-wait` prints before `ray job logs --follow`
+            self.server.logs.append(ns, name, f"Job submission server address: http://{ann.get(ANN_RAY_HEAD)}"
+                                    f"-svc:8265\n-------------------------------------------------------\n"
+                                    f"Job 'raysubmit_sim' submitted successfully\n"
+                                    f"-------------------------------------------------------\n")
         if cmd is None:
             code = self._scripted(pod, ann)
         else:
             code = self._exec(ns, name, cmd, env, uid=md["uid"])
+        if submitter and not self.stopping.is_set():
+            self.server.logs.append(ns, name, f"Job 'raysubmit_sim' {'succeeded' if code == 0 else 'failed'}\n")
         if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
 
@@ -229,14 +238,22 @@ class Kubelet:
     def _command(self, pod: dict) -> tuple[list[str] | None, dict[str, str]]:
         """The runner command and env for a payload pod, or (None, {}) for a scripted one."""
         md, ann = pod["metadata"], pod["metadata"].get("annotations") or {}
-        job = md.get("labels", {}).get("gpujobs.dev/job")
+        src = pod
+        if ann.get(ANN_ROLE) == RAY_SUBMITTER:
+            # `ray job submit` runs the entrypoint on the head (the Ray job supervisor), so it sees
+            # the head pod's volumes and env; its output reaches this pod's log through `ray job
+            # logs --follow`
+            src = self.store.get("v1", "Pod", ann.get(ANN_RAY_HEAD, ""), md["namespace"])
+            if src is None:
+                return None, {}
+        job = src["metadata"].get("labels", {}).get("gpujobs.dev/job")
         if ann.get(ANN_IDLE) == "true" or not job:
             return None, {}
         ns = md["namespace"]
         d = Path(self._tmp.name) / ns / md["name"]
-        mounts = materialize(pod, lambda kind, n: self.store.get("v1", kind, n, ns), d)
+        mounts = materialize(src, lambda kind, n: self.store.get("v1", kind, n, ns), d)
         self._mounted[md["uid"]] = d
-        c0 = (pod["spec"].get("containers") or [{}])[0]
+        c0 = (src["spec"].get("containers") or [{}])[0]
         pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
         payload = local_path(pod_env.get("GPUJOBS_PAYLOAD", ""), mounts)
         key_file = local_path(pod_env.get("GPUJOBS_KEY_FILE", ""), mounts)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .controllers import _cond, get_suspend
 from .rules import outcome
-from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD
+from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_RAY_HEAD, ANN_ROLE, ANN_WORLD, RAY_SUBMITTER
 from .store import now_iso
 
 OWNER = "sim.gpujobs.dev/owner-uid"
@@ -116,8 +116,12 @@ def _template_pods(job: dict, lookup: Any = None) -> list[tuple[str, dict, str]]
                 {"name": "PET_NODE_RANK", "value": str(i)}]
             out.append((f"{name}-node-0-{i}", pod, "rank"))
     elif kind == "RayJob":
+        # the RayCluster's pods: the head runs `ray start --head --block` and the workers `ray start
+        # --block` (KubeRay builds their commands); the entrypoint is not run here but in the
+        # submitter Job (kuberay@v1.7.0 ray-operator/controllers/ray/rayjob_controller.go
+        # createK8sJobIfNeed), see _ray_submitter
         rc = spec.get("rayClusterSpec") or {}
-        out.append((f"{name}-head", (rc.get("headGroupSpec") or {}).get("template") or {}, "rank"))
+        out.append((f"{name}-head", (rc.get("headGroupSpec") or {}).get("template") or {}, "idle"))
         for g in rc.get("workerGroupSpecs") or []:
             for i in range(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1))):
                 out.append((f"{name}-{g.get('groupName', 'worker')}-{i}", g.get("template") or {}, "idle"))
@@ -139,6 +143,8 @@ def operate(ctrl: Any, job: dict) -> None:
         return
     if job["kind"] == "AppWrapper":
         return _appwrapper(ctrl, job)
+    if job["kind"] == "RayJob" and _ray_invalid(ctrl, job):
+        return
     pods = ctrl._pods_of(job)
     if outcome(job).finished:
         for p in pods:  # stop idle helpers (MPI workers, Ray workers)
@@ -147,6 +153,9 @@ def operate(ctrl: Any, job: dict) -> None:
                             {"metadata": {"annotations": {ANN_IDLE: "false"}}})
         return
     if get_suspend(job):
+        if job["kind"] == "RayJob":  # suspending deletes the RayCluster and the submitter Job
+            pods = pods + store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
+            store.delete("batch/v1", "Job", md["name"], md["namespace"])
         for p in pods:
             store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
         _write_status(ctrl, job, [], suspended=True)
@@ -157,6 +166,8 @@ def operate(ctrl: Any, job: dict) -> None:
         port = str(ctrl.next_port())
         ranks = [w for w in wanted if w[2] == "rank"]
         world = len(ranks)
+        if job["kind"] == "RayJob":
+            world = 1  # one driver
         if any(w[2] == "mpi-launcher" for w in wanted):
             world = max(1, len(wanted) - 1) * max(1, int((job.get("spec") or {}).get("slotsPerWorker", 1)))
         rank = 0
@@ -180,7 +191,112 @@ def operate(ctrl: Any, job: dict) -> None:
                 "spec": tmpl.get("spec") or {"containers": [{"name": "main", "image": "sim"}]}})
         pods = ctrl._pods_of(job)
     _podgroup(ctrl, job, len(wanted), pods)
+    if job["kind"] == "RayJob":
+        pods = pods + _ray_submitter(ctrl, job, pods)
     _write_status(ctrl, job, pods)
+
+
+# kuberay@v1.7.0 ray-operator/controllers/ray/utils/constant.go: MaxRayClusterNameLength = 53,
+# MaxRayJobNameLength = MaxRayClusterNameLength - 6
+RAY_MAX_JOB_NAME = 47
+
+
+def _ray_invalid(ctrl: Any, job: dict) -> bool:
+    """KubeRay validates the RayJob at the start of every reconcile, suspended or not, and on an
+    error only writes the status (rayjob_controller.go Reconcile)."""
+    md, st = job["metadata"], job.get("status") or {}
+    if st.get("jobDeploymentStatus") == "ValidationFailed":
+        return True
+    err = kuberay_validation_error(job)
+    if err:
+        ctrl.store.mutate(job["apiVersion"], "RayJob", md["name"], md["namespace"], lambda o: o.setdefault(
+            "status", {}).update(jobDeploymentStatus="ValidationFailed", reason="ValidationFailed", message=err))
+    return bool(err)
+
+
+def kuberay_validation_error(job: dict) -> str:
+    """The first of KubeRay's own RayJob checks that ``job`` fails ('' if none): KubeRay validates in
+    its controller, not a webhook, and writes jobDeploymentStatus ValidationFailed, reason
+    ValidationFailed, message = the error (kuberay@v1.7.0 ray-operator/controllers/ray/
+    rayjob_controller.go Reconcile -> validateRayJob; checks from controllers/ray/utils/validation.go
+    ValidateRayJobMetadata / ValidateRayJobSpec / ValidateRayClusterSpec; a subset)."""
+    name, spec = job["metadata"]["name"], job.get("spec") or {}
+    if len(name) > RAY_MAX_JOB_NAME:
+        return f"The RayJob metadata is invalid: RayJob name should be no more than {RAY_MAX_JOB_NAME} characters"
+    if not spec.get("shutdownAfterJobFinishes") and spec.get("suspend"):
+        return ("The RayJob spec is invalid: a RayJob with shutdownAfterJobFinishes set to false is not "
+                "allowed to be suspended")
+    if spec.get("activeDeadlineSeconds") is not None and int(spec["activeDeadlineSeconds"]) <= 0:
+        return "The RayJob spec is invalid: activeDeadlineSeconds must be a positive integer"
+    if spec.get("backoffLimit") is not None and int(spec["backoffLimit"]) < 0:
+        return "The RayJob spec is invalid: backoffLimit must be a positive integer"
+    if spec.get("ttlSecondsAfterFinished") is not None and int(spec["ttlSecondsAfterFinished"]) < 0:
+        return "The RayJob spec is invalid: TTLSecondsAfterFinished must be a non-negative integer"
+    rc = spec.get("rayClusterSpec") or {}
+    head = (((rc.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    if not head:
+        return "The RayJob spec is invalid: headGroupSpec should have at least one container"
+    if any(e.get("name") == "RAY_REDIS_ADDRESS" for e in head[0].get("env") or []) and \
+            not rc.get("gcsFaultToleranceOptions"):
+        return ("The RayJob spec is invalid: RAY_REDIS_ADDRESS is set which implicitly enables GCS fault "
+                "tolerance, but GcsFaultToleranceOptions is not set. Please set GcsFaultToleranceOptions "
+                "to enable GCS fault tolerance")
+    for g in rc.get("workerGroupSpecs") or []:
+        if g.get("minReplicas") is None or g.get("maxReplicas") is None:
+            if not rc.get("enableInTreeAutoscaling"):
+                return (f"The RayJob spec is invalid: worker group {g.get('groupName')} must set both "
+                        "minReplicas and maxReplicas when autoscaling is disabled")
+    return ""
+
+
+def _ray_submitter(ctrl: Any, job: dict, cluster_pods: list[dict]) -> list[dict]:
+    """KubeRay's K8sJobMode: once the RayCluster is up, a batch/v1 Job named after the RayJob runs
+    ``ray job submit --no-wait -- <entrypoint>; ray job logs --follow`` (kuberay@v1.7.0
+    controllers/ray/common/job.go BuildJobSubmitCommand). Its pod template is
+    ``spec.submitterPodTemplate`` or KubeRay's default (common/job.go GetSubmitterTemplate: one
+    ``ray-job-submitter`` container, the head's image), to whose labels KubeRay adds only
+    ``ray.io/originated-from-cr-name``, ``ray.io/originated-from-crd`` and
+    ``app.kubernetes.io/created-by`` (rayjob_controller.go getSubmitterTemplate); the Job controller
+    names its pod ``<job>-<5 random chars>`` and adds ``batch.kubernetes.io/job-name``. The pod's log
+    is the driver's output (`ray job logs --follow`). Returns the submitter pods."""
+    import secrets as _secrets
+    store, md, spec = ctrl.store, job["metadata"], job.get("spec") or {}
+    if (spec.get("submissionMode") or "K8sJobMode") != "K8sJobMode":
+        return []
+    mine = store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
+    if mine:
+        return mine
+    if not cluster_pods or not all(p["status"].get("phase") == "Running" for p in cluster_pods):
+        return []
+    head = next((p for p in cluster_pods if p["metadata"]["name"].endswith("-head")), cluster_pods[0])
+    tmpl = copy.deepcopy(spec.get("submitterPodTemplate") or {"spec": {
+        "containers": [{"name": "ray-job-submitter", "image": head["spec"]["containers"][0].get("image", ""),
+                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"},
+                                      "requests": {"cpu": "500m", "memory": "200Mi"}}}],
+        "restartPolicy": "Never"}})
+    kr = {"ray.io/originated-from-cr-name": md["name"], "ray.io/originated-from-crd": "RayJob",
+          "app.kubernetes.io/created-by": "kuberay-operator"}
+    bjob = store.get("batch/v1", "Job", md["name"], md["namespace"])
+    if bjob is None:
+        bjob = store.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": md["name"], "namespace": md["namespace"], "labels": dict(kr),
+            "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": "RayJob", "name": md["name"],
+                                 "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"backoffLimit": int((spec.get("submitterConfig") or {}).get("backoffLimit", 2)),
+                     "template": tmpl}})
+    tmd = tmpl.get("metadata") or {}
+    labels = {**(tmd.get("labels") or {}), **kr, "batch.kubernetes.io/job-name": md["name"],
+              "job-name": md["name"], OWNER: f"{md['uid']}-submitter"}
+    ann = {**(tmd.get("annotations") or {}), ANN_ROLE: RAY_SUBMITTER, ANN_RAY_HEAD: head["metadata"]["name"],
+           ANN_WORLD: "1"}
+    pod_spec = copy.deepcopy(tmpl.get("spec") or {})
+    store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{md['name']}-{_secrets.token_hex(3)[:5]}", "namespace": md["namespace"], "labels": labels,
+        "annotations": ann, "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": md["name"],
+                                                 "uid": bjob["metadata"]["uid"], "controller": True,
+                                                 "blockOwnerDeletion": True}]},
+        "spec": pod_spec})
+    return store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
 
 
 def _runtime_of(ctrl: Any, job: dict) -> dict | None:
@@ -280,23 +396,32 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
                 if st.get("jobDeploymentStatus"):
                     st["jobDeploymentStatus"] = "Suspended"
                 return
-            ready = sum(ph == "Running" for ph in phases)
-            workers = len(pods) - 1
+            sub = [p for p in pods if ann(p).get(ANN_ROLE) == RAY_SUBMITTER]
+            cluster = [p for p in pods if p not in sub]
+            cphases = [p["status"].get("phase") for p in cluster]
+            up = bool(cluster) and all(ph in ("Running", "Succeeded") for ph in cphases)
+            # the Ray job's status is the driver's (the dashboard's job status), read here from the
+            # submitter pod that followed it
+            done_ok = bool(sub) and all(p["status"].get("phase") == "Succeeded" for p in sub)
+            broke = any(p["status"].get("phase") == "Failed" for p in sub) or \
+                any(ph == "Failed" for ph in cphases)
+            ready = sum(ph == "Running" for ph in cphases)
+            workers = len(cluster) - 1
             rcs = {"desiredWorkerReplicas": max(workers, 0), "readyWorkerReplicas": max(ready - 1, 0),
                    "conditions": [{"type": "HeadPodReady", "status": "True" if ready else "False"},
-                                  {"type": "RayClusterProvisioned", "status": "True" if all_running else "False"}]}
-            if all_running:
+                                  {"type": "RayClusterProvisioned", "status": "True" if up else "False"}]}
+            if up:
                 rcs["state"] = "ready"
             st["rayClusterStatus"] = rcs
             st.setdefault("startTime", now)
             st["rayClusterName"] = f"{md['name']}-raycluster"
-            if failed:
+            if broke:
                 st.update(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed",
                           message="the Ray job failed", endTime=now)
-            elif head_ok:
+            elif done_ok:
                 st.update(jobStatus="SUCCEEDED", jobDeploymentStatus="Complete", endTime=now,
                           message="Job finished successfully.")
-            elif all_running:
+            elif up:
                 st.update(jobStatus="RUNNING", jobDeploymentStatus="Running")
             else:
                 st.update(jobStatus="PENDING", jobDeploymentStatus="Initializing")

@@ -3,8 +3,8 @@
 N is the global rank: the pod bootstrap writes ``[rank R] `` before each line of a rank it
 forwards (several ranks in a pod; MPI ranks, whose output all lands in the launcher's log), and
 those lines are kept as they are. Other lines (a one-rank pod's own output) get the pod's node
-rank: pods sorted with the launcher/master/head first, then by the index at the end of their
-name. Memory is bounded: followed lines pass through a
+rank: pods sorted with the submitter/launcher/master/head first, then by the index their
+operator wrote in a label or annotation (see pod_rank_order; never the pod name). Memory is bounded: followed lines pass through a
 bounded queue (producers block when the reader is slow). Result lines
 (``GPUJOBS-RESULT``, large base64) and metrics lines (``GPUJOBS-METRICS``, written by
 the pod bootstrap) are not shown; metrics lines go to ``metrics_sink`` instead
@@ -24,18 +24,55 @@ from kubernetes.client.exceptions import ApiException
 from ...metrics import METRICS_MARKER
 from ...progress import PROGRESS_MARKER
 from ...runner import RESULT_MARKER, STACKS_MARKER
+from .naming import LABEL_ROLE
 from .results import job_pods, read_pod_log
 
-_FIRST = ("launcher", "master", "head")
+_FIRST = ("submitter", "launcher", "master", "head")
+# Where each operator writes a pod's index (never the pod name: JobSet's and the batch Job
+# controller's pod names end in a random suffix):
+# - Training Operator v1 and MPI Operator: label training.kubeflow.org/replica-index
+#   (to@4445c12 pkg/apis/kubeflow.org/v1/common_types.go ReplicaIndexLabel; mpi@caa3c47
+#   pkg/controller/mpi_job_controller.go replica-index label)
+# - JobSet (TrainJob): the Indexed Job's batch.kubernetes.io/job-completion-index (kubernetes.io
+#   docs, Job "Completion mode"), with jobset.sigs.k8s.io/job-index for the replicated job's copy
+# - Volcano: annotation volcano.sh/task-index (volcano@ed72c7c pkg/controllers/job/job_controller_util.go)
+_INDEX_KEYS = ("training.kubeflow.org/replica-index", "jobset.sigs.k8s.io/job-index",
+               "batch.kubernetes.io/job-completion-index", "volcano.sh/task-index")
+_RANK_ENV = ("PET_NODE_RANK", "RANK", "JOB_COMPLETION_INDEX")
 _DONE = object()
 
 
+def _pod_index(p: dict) -> tuple[int, ...]:
+    md = p.get("metadata") or {}
+    keys = {**(md.get("annotations") or {}), **(md.get("labels") or {})}
+    out = [int(keys[k]) for k in _INDEX_KEYS if str(keys.get(k, "")).isdigit()]
+    if out:
+        return tuple(out)
+    for c in ((p.get("spec") or {}).get("containers") or [])[:1]:
+        for e in c.get("env") or []:
+            if e.get("name") in _RANK_ENV and str(e.get("value", "")).isdigit():
+                return (int(e["value"]),)
+    return (0,)
+
+
 def pod_rank_order(pods: list[dict]) -> list[dict]:
+    """Pods in node-rank order: the submitter/launcher/master/head first (gpujobs' role label),
+    then by the index the operator wrote in labels/annotations (or the literal rank env), the
+    name breaking ties only."""
     def key(p: dict) -> tuple:
-        name = p["metadata"]["name"]
-        m = re.search(r"(\d+)$", name)
-        return (not any(f"-{r}" in name for r in _FIRST), int(m.group(1)) if m else -1, name)
+        md = p["metadata"]
+        role = (md.get("labels") or {}).get(LABEL_ROLE, "")
+        return (role not in _FIRST, _FIRST.index(role) if role in _FIRST else 0, _pod_index(p), md["name"])
     return sorted(pods, key=key)
+
+
+def user_pods(pods: list[dict]) -> list[dict]:
+    """The pods whose logs hold the job's output: for a RayJob only its submitter (the driver's
+    output, which Ray also forwards the workers' prints to); head and worker logs are Ray's own."""
+    roles = [((p.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE) for p in pods]
+    if "submitter" in roles or "head" in roles:  # a RayJob (its head's role is "head")
+        return [p for p, r in zip(pods, roles) if r == "submitter"]
+    return pods
 
 
 _RANK_PREFIX = re.compile(r"^\[rank (\d+)\] ")
@@ -72,7 +109,7 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
         return _visible(line, metrics_sink)
 
     if not follow:
-        for r, pod in enumerate(pod_rank_order(job_pods(api_client, namespace, name))):
+        for r, pod in enumerate(pod_rank_order(user_pods(job_pods(api_client, namespace, name)))):
             for line in read_pod_log(api_client, namespace, pod["metadata"]["name"]).splitlines():
                 text = show(line)
                 if text is not None:
@@ -115,7 +152,7 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
     active = 0
     try:
         while True:
-            pods = pod_rank_order(job_pods(api_client, namespace, name))
+            pods = pod_rank_order(user_pods(job_pods(api_client, namespace, name)))
             for r, pod in enumerate(pods):
                 pname = pod["metadata"]["name"]
                 if pname in started:  # every pod: one may hold several ranks

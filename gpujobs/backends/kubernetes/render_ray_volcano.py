@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import copy
+import math
 import shlex
 from typing import Any
 
-from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_template,
-                      ray_image)
+from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
+                      pod_spec_extras, ray_image, security_context, pod_template)
 from .render_kubeflow import PYTORCH_PORT
 
 RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
@@ -45,6 +46,7 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,
         "backoffLimit": 0,
+        "submitterPodTemplate": submitter_template(ctx, image),
         "rayClusterSpec": {
             "rayVersion": image_ray_version(image),
             "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
@@ -59,8 +61,32 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
     if ctx.kueue:
         body["suspend"] = True
     if spec.max_runtime_s:
-        body["activeDeadlineSeconds"] = int(spec.max_runtime_s)
+        # KubeRay refuses activeDeadlineSeconds <= 0 (ValidationFailed; kuberay@v1.7.0
+        # ray-operator/controllers/ray/utils/validation.go ValidateRayJobSpec)
+        body["activeDeadlineSeconds"] = max(1, math.ceil(spec.max_runtime_s))
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": body}
+
+
+# KubeRay's default submitter container (kuberay@v1.7.0 ray-operator/controllers/ray/common/job.go
+# GetDefaultSubmitterContainer): the head's image, requests cpu 500m / memory 200Mi, limits 1 / 1Gi.
+SUBMITTER_CONTAINER = "ray-job-submitter"
+SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+def submitter_template(ctx: RenderCtx, image: str) -> dict:
+    """``spec.submitterPodTemplate``: in K8sJobMode KubeRay runs the entrypoint from a separate
+    batch/v1 Job (``ray job submit --no-wait -- <entrypoint>; ray job logs --follow``,
+    kuberay@v1.7.0 ray-operator/controllers/ray/common/job.go BuildJobSubmitCommand) whose pod
+    log is the driver's output, result line included. Its pod gets only this template's labels plus
+    KubeRay's own (rayjob_controller.go getSubmitterTemplate), so the template carries gpujobs'
+    pod labels (role ``submitter``) for gpujobs to find and read it. No command: KubeRay fills in
+    the submit command when the container has none (configureSubmitterContainer)."""
+    spec = pod_spec_extras(ctx)
+    spec.update(restartPolicy="Never", containers=[{
+        "name": SUBMITTER_CONTAINER, "image": image, "resources": copy.deepcopy(SUBMITTER_RESOURCES),
+        "securityContext": security_context()}])
+    spec.pop("terminationGracePeriodSeconds", None)
+    return {"metadata": {"labels": pod_labels(ctx, "submitter")}, "spec": spec}
 
 
 def image_ray_version(image: str) -> str:

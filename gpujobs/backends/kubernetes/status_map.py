@@ -233,6 +233,12 @@ def kind_state(job: dict) -> KindState:
         dep, js = st.get("jobDeploymentStatus", ""), st.get("jobStatus", "")
         msg, reason = st.get("message", ""), st.get("reason", "")
         start, end = parse_time(st.get("startTime")), parse_time(st.get("endTime"))
+        if dep == "ValidationFailed":
+            # KubeRay refused the spec in its controller and stops there (kuberay@v1.7.0
+            # ray-operator/apis/ray/v1/rayjob_types.go JobDeploymentStatusValidationFailed,
+            # reason ValidationFailed, message = the error; rayjob_controller.go Reconcile)
+            return KindState("failed", "ValidationFailed", msg or "KubeRay refused the RayJob",
+                             started_at=start, finished_at=end)
         if dep == "Complete" or dep == "Failed" or js in ("SUCCEEDED", "FAILED", "STOPPED"):
             if js == "SUCCEEDED" and dep != "Failed":
                 return KindState("succeeded", "SUCCEEDED", msg, started_at=start, finished_at=end)

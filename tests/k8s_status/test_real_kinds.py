@@ -1,0 +1,55 @@
+"""Stories of each kind as the real controllers run it (issue [real-kinds]): the simulated
+operators follow upstream (KubeRay's submitter Job, ...), and gpujobs must cope."""
+from __future__ import annotations
+
+import pytest
+from support import wait_for
+
+import gpujobs
+from gpujobs.handle import Job
+
+pytestmark = pytest.mark.slow
+
+
+def _driver(x):
+    print("hello from the driver", flush=True)
+    return x * 2
+
+
+def test_rayjob_output_and_result_come_from_the_submitter_job(make_cluster):
+    """KubeRay (K8sJobMode) runs the entrypoint from a separate submitter Job whose pod carries
+    only the labels of spec.submitterPodTemplate plus KubeRay's own: gpujobs must label it and read
+    it, or every Ray job ends in JobLostError with no user output."""
+    sim, be = make_cluster(gpus=2)
+    job = Job(be.submit(gpujobs.job(_driver, 21).ray(workers=1, gpus_per_worker=1).queue("q").spec()), be)
+    assert job.result(timeout=90) == 42
+    pods = sim.store.list("v1", "Pod", "default")
+    sub = [p for p in pods if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name")]
+    assert len(sub) == 1 and sub[0]["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayJob"
+    assert sub[0]["metadata"]["labels"].get("gpujobs.dev/job") == job.id.split("/")[-1]
+    out = "".join(job.logs())
+    assert "[rank 0] hello from the driver" in out
+    assert "hello from" not in out.replace("hello from the driver", "")  # no head/worker pod chatter
+    assert job.status().phase == "succeeded"
+
+
+def test_rayjob_validation_failed_is_a_failure_with_kuberays_message(make_cluster):
+    """KubeRay validates in its controller and writes jobDeploymentStatus ValidationFailed (not
+    Failed): gpujobs must report it as failed with the message, not wait forever."""
+    sim, be = make_cluster(gpus=2)
+    b = gpujobs.job(_driver, 1).ray(workers=1, gpus_per_worker=1).queue("q").env(RAY_REDIS_ADDRESS="redis:6379")
+    job = Job(be.submit(b.spec()), be)
+    wait_for(lambda: job.status().phase == "failed", timeout=30)
+    st = job.status()
+    assert "RAY_REDIS_ADDRESS" in st.message and "GcsFaultToleranceOptions" in st.message
+
+
+def test_rayjob_subsecond_max_runtime_is_not_refused_by_kuberay(make_cluster):
+    """max_runtime(0.5) rendered activeDeadlineSeconds 0, which KubeRay refuses (must be positive)."""
+    sim, be = make_cluster(gpus=2)
+    b = gpujobs.job(_driver, 2).ray(workers=1, gpus_per_worker=1).queue("q").max_runtime(0.5)
+    job = Job(be.submit(b.spec()), be)
+    rj = sim.store.get("ray.io/v1", "RayJob", job.id.split("/")[-1], "default")
+    assert rj["spec"]["activeDeadlineSeconds"] >= 1
+    wait_for(lambda: job.status().phase not in ("pending", "queued"), timeout=30)
+    assert "ValidationFailed" not in (job.status().reason or "")
