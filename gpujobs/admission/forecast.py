@@ -301,7 +301,7 @@ class _Sim:
                 item = heapq.heappop(events)
                 if version.get(item[3]) == item[4]:
                     batch.append(item)
-            for _, _, kind, wid, ver in batch:
+            for _, _, kind, wid, _ver in batch:
                 if kind == "end":
                     eng.finish(wid)
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
@@ -536,7 +536,7 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                 parts.append(msg)
                 blocked.append(head)
             if borrow and not fits_alone:
-                for b, over in borrow:
+                for b, _over in borrow:
                     rec = cq.reclaim_within_cohort
                     parts.append(borrow_txt[b]
                                  + (f" ({name} does not reclaim: reclaim_within_cohort=Never)"

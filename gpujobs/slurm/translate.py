@@ -117,7 +117,7 @@ class _Translator:
                              "has no launch line", "end the script with srun, torchrun, mpirun or python")
         if len(launches) > 1:
             raise self.error(launches[1][0], "body",
-                             f"has {len(launches)} launch lines (lines {', '.join(str(l) for l, _ in launches)})",
+                             f"has {len(launches)} launch lines (lines {', '.join(str(line) for line, _ in launches)})",
                              "gpujobs runs one program per rank: split the steps into separate jobs, "
                              "or call them from one script")
         try:

@@ -777,7 +777,7 @@ class Agent:
                                  message=asked, finished_at=time.time())
                 rec.gang = None
             self._flush_safely()
-            for key, qs in self.subs.items():
+            for qs in self.subs.values():
                 for q in qs:
                     q.put(None)
         if self.zygote is not None and asked is None:
