@@ -438,7 +438,7 @@ class Engine(FlavorAssignment):
                 continue
             self._admit(e, asg)
             e.in_pass = True
-            out.admitted.append(e.admission)  # type: ignore[arg-type]
+            out.admitted.append(e.admission)
             progress = True
         for cq, res in held:
             self._charge(cq, res, -1)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Engine
+    from .preemption import Preemption
     from .quota import _CQ, _Cohort, _Entry
 
 EPS = 1e-9
@@ -251,7 +252,7 @@ def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS)
     return compare(preemptor_new, target_old) < 0
 
 
-def fair_targets(eng: "Engine", e: "_Entry", need: set, requests: Mapping):
+def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
     """Kueue fairPreemptions: victims chosen by the fair-sharing strategies (rules S2-a, S2-b
     of KEP-1714), fill-back minimised; [] when they do not make ``requests`` fit."""
     from .preemption import _cand_key, _Targets
