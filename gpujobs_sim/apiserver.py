@@ -25,6 +25,7 @@ log buffers in :mod:`gpujobs_sim.podlogs`.
 from __future__ import annotations
 
 import base64
+import copy
 import collections
 import json
 import re
@@ -91,8 +92,13 @@ class FakeApiServer:
         """``cel``: enforce the CRDs' CEL rules (x-kubernetes-validations, from the CRD folder) on
         every create and update, transition rules (oldSelf) on update, as a real API server does."""
         self.store = Store(history_limit=history_limit)
-        if cel:
-            self.store.admission = _cel_admission
+        self.pruned: list[tuple[str, str, list[str]]] = []  # (kind, name, paths) the schema dropped
+
+        def admit(res: Resource, new: dict, old: dict | None) -> None:
+            self._prune(res, new)
+            if cel:
+                _cel_admission(res, new, old)
+        self.store.admission = admit
         self.logs = PodLogs()
         self.host, self._port = host, port
         self.bookmark_interval = bookmark_interval
@@ -174,6 +180,30 @@ class FakeApiServer:
                                           "subresources": {"status": {}} if res.status_sub else {}}
                                          for i, v in enumerate(res.versions)]}}
         self.store.create(res)
+
+    def _prune(self, res: Resource, new: dict) -> None:
+        """A custom resource written under a CRD installed with its schema (install_crd of an
+        upstream manifest) loses the fields that schema does not declare, as on a real API server
+        (structural pruning). CRDs installed from a bare :class:`Resource` have no schema: nothing
+        is pruned. Called with the store's lock held."""
+        if not res.group or res.key == CRD_RESOURCE.key:
+            return
+        crd = self.store._objs.get(CRD_RESOURCE.key, {}).get((None, res.crd_name()))
+        version = (new.get("apiVersion") or "").rpartition("/")[2]
+        schema = next(((v.get("schema") or {}).get("openAPIV3Schema") for v in ((crd or {}).get("spec") or {})
+                       .get("versions") or [] if v.get("name") == version), None)
+        if schema:
+            from .crds import prune
+            paths = prune(new, schema)
+            if paths:
+                self.pruned.append((res.kind, (new.get("metadata") or {}).get("name", ""), paths))
+
+    def install_crd_manifest(self, manifest: dict) -> None:
+        """Install an upstream CRD manifest (with its schema: writes are pruned by it), replacing an
+        installed CRD of the same name; its objects go with the old one."""
+        name = manifest["metadata"]["name"]
+        self.uninstall_crd(name)
+        self.install_crd(copy.deepcopy(manifest))
 
     def uninstall_crd(self, name: str) -> None:
         """Remove ``<plural>.<group>`` (its objects go with it)."""

@@ -42,15 +42,21 @@ class SimCluster:
                  run_seconds: float = 0.3, visibility: bool = True, crds: bool | list[str] = True,
                  bootstrap: bool = True, runtimes: bool = True, pods_ready_timeout_s: float | None = None,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
-                 backoff_limit: int | None = None, **server_kw: Any):
+                 backoff_limit: int | None = None, crd_manifests: list[dict] | None = None,
+                 **server_kw: Any):
         """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
         Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
         (backoffBaseSeconds, backoffMaxSeconds, backoffLimitCount: None = requeue forever).
         ``bootstrap`` (default): torch pods run their real container command (the runtime files'
         check, then bootstrap.py, which starts one rank per process of the pod), as in a real pod;
         False runs the runner directly, one process per pod. ``runtimes`` installs Kubeflow
-        Trainer's default ClusterTrainingRuntime ``torch-distributed`` (as its install does)."""
+        Trainer's default ClusterTrainingRuntime ``torch-distributed`` (as its install does).
+        ``crd_manifests``: upstream CRD manifests installed in place of the default ones of the same
+        name, schema included, so writes are pruned by it (e.g. Kubeflow Trainer v2.1.0's TrainJob
+        CRD, which has no ``runtimePatches``: see :func:`gpujobs_sim.crds.prune`)."""
         self.server = FakeApiServer(crds=crds, **server_kw)
+        for m in crd_manifests or ():
+            self.server.install_crd_manifest(m)
         self.store = self.server.store
         self.namespace, self.queue = namespace, queue
         self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds,

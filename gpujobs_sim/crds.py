@@ -149,6 +149,40 @@ def unknown_fields(obj: dict) -> list[str]:
     return out
 
 
+def prune(obj: dict, schema: dict) -> list[str]:
+    """Drop, in place, every field of ``obj`` (metadata aside) that the structural ``schema`` does
+    not declare, as the API server does on every write to a custom resource
+    (kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/
+    #field-pruning: unknown fields are removed unless x-kubernetes-preserve-unknown-fields; an
+    x-kubernetes-embedded-resource keeps apiVersion/kind/metadata). Returns the pruned paths."""
+    out: list[str] = []
+
+    def walk(value: Any, node: Any, path: str) -> None:
+        if not isinstance(node, dict) or node.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        if isinstance(value, dict):
+            props, extra = node.get("properties"), node.get("additionalProperties")
+            keep = ("apiVersion", "kind", "metadata") if node.get("x-kubernetes-embedded-resource") else ()
+            for k in list(value):
+                sub = f"{path}.{k}" if path else k
+                if props is not None and k in props:
+                    walk(value[k], props[k], sub)
+                elif isinstance(extra, dict):
+                    walk(value[k], extra, sub)
+                elif (props is not None or extra is False) and k not in keep:
+                    del value[k]
+                    out.append(sub)
+        elif isinstance(value, list) and isinstance(node.get("items"), dict):
+            for i, v in enumerate(value):
+                walk(v, node["items"], f"{path}[{i}]")
+
+    rest = {k: v for k, v in obj.items() if k != "metadata"}
+    walk(rest, schema, "")
+    for k in [k for k in obj if k != "metadata" and k not in rest]:
+        del obj[k]
+    return out
+
+
 def cel_errors(obj: dict, old: dict | None = None) -> list[str]:
     """Every CEL rule (``x-kubernetes-validations``) of the CRD that ``obj`` breaks, as
     'path: Invalid value: "type": message'; ``old`` (the stored object) runs the transition rules."""

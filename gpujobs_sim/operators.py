@@ -114,7 +114,14 @@ def _template_pods(job: dict, lookup: Any = None) -> list[tuple[str, dict, str]]
             c = next(c for c in pod["spec"]["containers"] if c["name"] == "node")
             c["env"] = [e for e in c.get("env") or [] if e["name"] != "PET_NODE_RANK"] + [
                 {"name": "PET_NODE_RANK", "value": str(i)}]
-            out.append((f"{name}-node-0-{i}", pod, "rank"))
+            # JobSet -> Indexed Job <trainjob>-node-0 -> pods <job>-<index>-<random 5>, labelled with
+            # batch.kubernetes.io/job-completion-index (kubernetes.io docs, Job completion mode) and
+            # jobset.sigs.k8s.io/replicatedjob-name / job-index (jobset api/jobset/v1alpha2 labels)
+            import secrets as _secrets
+            pod.setdefault("metadata", {}).setdefault("labels", {}).update({
+                "batch.kubernetes.io/job-completion-index": str(i), "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/jobset-name": name})
+            out.append((f"{name}-node-0-{i}-{_secrets.token_hex(3)[:5]}", pod, "rank"))
     elif kind == "RayJob":
         # the RayCluster's pods: the head runs `ray start --head --block` and the workers `ray start
         # --block` (KubeRay builds their commands); the entrypoint is not run here but in the

@@ -53,3 +53,48 @@ def test_rayjob_subsecond_max_runtime_is_not_refused_by_kuberay(make_cluster):
     assert rj["spec"]["activeDeadlineSeconds"] >= 1
     wait_for(lambda: job.status().phase not in ("pending", "queued"), timeout=30)
     assert "ValidationFailed" not in (job.status().reason or "")
+
+
+# ------------------------------------------------------------------ Kubeflow Trainer versions
+def _crd(name):
+    import gzip
+    from pathlib import Path
+
+    import yaml
+    # upstream manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml at that tag (tests/data/crds/README.md)
+    return yaml.safe_load(gzip.decompress((Path(__file__).parent.parent / "data" / "crds" / name).read_bytes()))
+
+
+def _ddp_rank():
+    import gpujobs as g
+    return g.context().rank
+
+
+def test_trainjob_on_trainer_v21_is_refused_with_the_version_needed(make_cluster):
+    """Trainer v2.1's TrainJob CRD has podTemplateOverrides, no runtimePatches: the API server
+    prunes gpujobs' patch and the TrainJob can never run; gpujobs must refuse before creating it."""
+    from gpujobs.errors import PreflightError
+    sim, be = make_cluster(gpus=2, crd_manifests=[_crd("trainer-v2.1.0-trainjobs.yaml.gz")])
+    with pytest.raises(PreflightError, match=r"Trainer v2\.1.*v2\.2 or newer"):
+        be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q").spec())
+    assert sim.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob", "default") == []
+
+
+def test_trainjob_on_trainer_v22_has_nothing_pruned_and_runs(make_cluster):
+    """Trainer v2.2 has runtimePatches but no terminationGracePeriodSeconds in the patch (v2.3+):
+    rendered for it, nothing of the TrainJob is silently dropped by the API server."""
+    sim, be = make_cluster(gpus=2, crd_manifests=[_crd("trainer-v2.2.0-trainjobs.yaml.gz")])
+    job = Job(be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q").spec()), be)
+    assert job.result(timeout=90) == 0
+    assert [p for p in sim.server.pruned if p[0] == "TrainJob"] == []
+
+
+def test_sim_prunes_what_the_installed_crd_does_not_declare(make_cluster):
+    """The simulated API server prunes by the installed CRD's schema, as a real one does."""
+    sim, be = make_cluster(gpus=2, crd_manifests=[_crd("trainer-v2.1.0-trainjobs.yaml.gz")])
+    sim.store.create({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                      "metadata": {"name": "t", "namespace": "default"},
+                      "spec": {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [{"manager": "x"}]}})
+    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", "t", "default")
+    assert "runtimePatches" not in tj["spec"] and tj["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    assert ("TrainJob", "t", ["spec.runtimePatches"]) in sim.server.pruned

@@ -251,9 +251,31 @@ def check_fits(cq: dict, r: Rendered) -> None:
                 f"Ask for fewer, or use a bigger queue.")
 
 
+def check_trainer_api(backend: Any, cache: _Cache, r: Rendered) -> None:
+    """Refuse a TrainJob on Kubeflow Trainer v2.1 (its CRD would prune the runtime patch and the
+    job would never start) and drop what v2.2 lacks; see trainer_api. A user who may not read CRDs
+    (cluster-scoped) gets a warning and the v2.3 rendering."""
+    from . import trainer_api as ta
+    crd = cache.get(("crd", ta.TRAINJOB_CRD), lambda: _get_custom(
+        backend, "apiextensions.k8s.io", "v1", "customresourcedefinitions", ta.TRAINJOB_CRD))
+    if crd == "forbidden":
+        _skip(f"CRD {ta.TRAINJOB_CRD} (to tell the Kubeflow Trainer version)")
+        return
+    api = ta.trainer_api(crd) if isinstance(crd, dict) else ta.UNKNOWN
+    if api == ta.V21:
+        raise PreflightError(
+            f"CRD {ta.TRAINJOB_CRD}",
+            "this cluster serves Kubeflow Trainer v2.1 (its TrainJob has podTemplateOverrides, not "
+            "runtimePatches); gpujobs needs Trainer v2.2 or newer (v2.3+ recommended): upgrade it "
+            "(kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/"
+            "manager?ref=v2.3.0\"), or use another kind: gpujobs submit --kind PyTorchJob ...")
+    ta.adapt(r.job, api)
+
+
 def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
     from ...config import config_path
     if r.kind == "TrainJob":
+        check_trainer_api(backend, cache, r)
         rt = r.job["spec"]["runtimeRef"]["name"]
         key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
             rt != backend.options.trainjob_runtime else "trainjob_runtime"

@@ -1,7 +1,7 @@
 """The namespaced permissions gpujobs uses (kept equal to docs/rbac.yaml by a test).
 
 Nothing here is cluster-wide. Cluster-scoped reads the preflight would like
-(ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue,
+(ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue, the TrainJob CRD,
 PriorityClass) are optional: on 403 that check is skipped with a warning.
 Discovery and SelfSubjectAccessReview are open to every authenticated user by
 Kubernetes' default ``system:discovery`` / ``system:basic-user`` ClusterRoles.
