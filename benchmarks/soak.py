@@ -116,7 +116,7 @@ def _agent_procs(home: Path) -> int:
     n = 0
     for p in psutil.process_iter(["cmdline", "status"]):
         cmd = " ".join(p.info["cmdline"] or ())
-        if "gpujobs.backends.local.agent" in cmd and str(home) in cmd and \
+        if "gpujobs.backends.local.daemon" in cmd and str(home) in cmd and \
                 p.info["status"] != psutil.STATUS_ZOMBIE:
             n += 1
     return n

@@ -8,7 +8,9 @@ from __future__ import annotations
 from . import errors
 from .builder import JobBuilder, job, submit
 from .context import JobContext, context
-from .errors import SpecError
+from .errors import (BackendError, BackendUnavailable, GpuJobsError, JobCancelledError, JobError,
+                     JobFailedError, JobLostError, JobNotFound, PreflightError, QuotaError, RemoteError,
+                     ResultAuthError, SpecError, SubmitError, WaitTimeout)
 from .handle import Job, attach
 from .spec import JobSpec, SecretRef, Volume
 from .status import GpuSample, JobEvent, JobStatus, Plan
@@ -16,8 +18,11 @@ from .status import GpuSample, JobEvent, JobStatus, Plan
 __version__ = "0.1.0"
 
 __all__ = ["submit", "job", "JobBuilder", "JobSpec", "Job", "JobStatus", "JobEvent", "GpuSample",
-           "Plan", "attach", "jobs", "usage", "context", "JobContext", "errors", "SpecError", "SecretRef",
-           "Volume"]
+           "Plan", "attach", "jobs", "usage", "context", "JobContext", "SecretRef", "Volume",
+           # the errors a caller catches (the whole tree: gpujobs.errors)
+           "errors", "GpuJobsError", "SpecError", "JobNotFound", "SubmitError", "PreflightError",
+           "QuotaError", "BackendError", "BackendUnavailable", "JobError", "JobFailedError",
+           "JobCancelledError", "JobLostError", "RemoteError", "ResultAuthError", "WaitTimeout"]
 
 
 def jobs(queue: str | None = None, backend: str | None = None):

@@ -6,26 +6,33 @@ Every method returns a new builder (builders are immutable and reusable);
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .errors import SpecError
 from .spec import JobSpec, SecretRef, Volume, check_count
 
+if TYPE_CHECKING:
+    from .handle import Job
+    from .status import Plan
 
-class JobBuilder:
+#: what the user's function returns, hence what ``job.result()`` gives back
+R = TypeVar("R")
+
+
+class JobBuilder(Generic[R]):
     """Collects job options; nothing is checked against a backend until submit()."""
 
-    def __init__(self, fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any):
+    def __init__(self, fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any):
         self._fields: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs}
 
-    def _with(self, **changes: Any) -> "JobBuilder":
+    def _with(self, **changes: Any) -> "JobBuilder[R]":
         new = JobBuilder.__new__(JobBuilder)
         new._fields = {**self._fields, **changes}
         return new
 
     # ------------------------------------------------------------ frameworks
     def ddp(self, nodes: int = 1, gpus_per_node: int | None = None, *, gpus: int | None = None,
-            procs_per_node: int | None = None) -> "JobBuilder":
+            procs_per_node: int | None = None) -> "JobBuilder[R]":
         """torch.distributed DDP: one rank per GPU. ``gpus`` = total (split over ``nodes``).
 
         CPU-only gangs: ``gpus_per_node=0, procs_per_node=N``.
@@ -33,12 +40,12 @@ class JobBuilder:
         return self._torch("ddp", nodes, gpus_per_node, gpus, procs_per_node)
 
     def fsdp(self, nodes: int = 1, gpus_per_node: int | None = None, *, gpus: int | None = None,
-             procs_per_node: int | None = None) -> "JobBuilder":
+             procs_per_node: int | None = None) -> "JobBuilder[R]":
         """FSDP2: the same gang as ddp; shard with :func:`gpujobs.fsdp.shard`."""
         return self._torch("fsdp", nodes, gpus_per_node, gpus, procs_per_node)
 
     def _torch(self, framework: str, nodes: int, gpus_per_node: int | None, gpus: int | None,
-               procs_per_node: int | None) -> "JobBuilder":
+               procs_per_node: int | None) -> "JobBuilder[R]":
         check_count("nodes", nodes)
         if gpus is not None and gpus_per_node is not None:
             raise SpecError("gpus", "both gpus and gpus_per_node were given", "pass one of them")
@@ -61,14 +68,14 @@ class JobBuilder:
         return self._with(framework=framework, nodes=nodes, procs_per_node=gpus_per_node,
                           gpus_per_proc=1)
 
-    def ray(self, workers: int = 1, gpus_per_worker: int = 1, cpus_per_worker: float = 1.0) -> "JobBuilder":
+    def ray(self, workers: int = 1, gpus_per_worker: int = 1, cpus_per_worker: float = 1.0) -> "JobBuilder[R]":
         """A Ray cluster of ``workers`` workers; ``fn`` runs as the driver."""
         check_count("workers", workers)
         check_count("gpus_per_worker", gpus_per_worker, minimum=0)
         return self._with(framework="ray", nodes=workers, procs_per_node=1,
                           gpus_per_proc=gpus_per_worker, cpus_per_proc=cpus_per_worker)
 
-    def mpi(self, ranks: int = 1, gpus_per_rank: int = 1, ranks_per_node: int | None = None) -> "JobBuilder":
+    def mpi(self, ranks: int = 1, gpus_per_rank: int = 1, ranks_per_node: int | None = None) -> "JobBuilder[R]":
         """MPI (mpi4py): ``fn`` runs in every rank with COMM_WORLD ready."""
         check_count("ranks", ranks)
         check_count("gpus_per_rank", gpus_per_rank, minimum=0)
@@ -81,24 +88,24 @@ class JobBuilder:
                           gpus_per_proc=gpus_per_rank)
 
     # ------------------------------------------------------------- placement
-    def queue(self, name: str) -> "JobBuilder":
+    def queue(self, name: str) -> "JobBuilder[R]":
         return self._with(queue=name)
 
-    def priority(self, name: str) -> "JobBuilder":
+    def priority(self, name: str) -> "JobBuilder[R]":
         return self._with(priority=name)
 
-    def image(self, image: str) -> "JobBuilder":
+    def image(self, image: str) -> "JobBuilder[R]":
         return self._with(image=image)
 
-    def name(self, name: str) -> "JobBuilder":
+    def name(self, name: str) -> "JobBuilder[R]":
         return self._with(name=name)
 
-    def env(self, **variables: str) -> "JobBuilder":
+    def env(self, **variables: str) -> "JobBuilder[R]":
         merged = dict(self._fields.get("env", ()))
         merged.update(variables)
         return self._with(env=tuple(merged.items()))
 
-    def secret_env(self, **refs: tuple[str, str]) -> "JobBuilder":
+    def secret_env(self, **refs: tuple[str, str]) -> "JobBuilder[R]":
         """Environment from Secrets, by reference only: ``.secret_env(TOKEN=("hf", "token"))``."""
         merged = dict(self._fields.get("secret_env", ()))
         for k, ref in refs.items():
@@ -109,7 +116,7 @@ class JobBuilder:
         return self._with(secret_env=tuple(merged.items()))
 
     def resources(self, cpus_per_proc: float | None = None, memory: str | None = None,
-                  gpu_resource: str | None = None) -> "JobBuilder":
+                  gpu_resource: str | None = None) -> "JobBuilder[R]":
         changes: dict[str, Any] = {}
         if cpus_per_proc is not None:
             changes["cpus_per_proc"] = cpus_per_proc
@@ -119,38 +126,39 @@ class JobBuilder:
             changes["gpu_resource"] = gpu_resource
         return self._with(**changes)
 
-    def mig(self, profile: str) -> "JobBuilder":
+    def mig(self, profile: str) -> "JobBuilder[R]":
         """Request a MIG slice per rank, e.g. ``.mig("1g.10gb")`` → ``nvidia.com/mig-1g.10gb``."""
         return self._with(gpu_resource=f"nvidia.com/mig-{profile}")
 
-    def on(self, backend: str, **options: Any) -> "JobBuilder":
+    def on(self, backend: str, **options: Any) -> "JobBuilder[R]":
         """Choose the backend ("local", "kubernetes"); options: namespace=, kind=, volcano=."""
         return self._with(backend=backend, **options)
 
     def kubernetes(self, *, namespace: str | None = None, kind: str | None = None,
-                   volcano: str | None = None, volcano_queue: str | None = None) -> "JobBuilder":
+                   volcano: str | None = None, volcano_queue: str | None = None) -> "JobBuilder[R]":
         opts = {k: v for k, v in dict(namespace=namespace, kind=kind, volcano=volcano,
                                        volcano_queue=volcano_queue).items() if v is not None}
         return self._with(backend="kubernetes", **opts)
 
-    def topology(self, required: str | None = None, preferred: str | None = None) -> "JobBuilder":
+    def topology(self, required: str | None = None, preferred: str | None = None) -> "JobBuilder[R]":
         """Keep the gang in one topology domain (a node label such as a rack or block)."""
         return self._with(topology_required=required, topology_preferred=preferred)
 
-    def node_selector(self, **labels: str) -> "JobBuilder":
+    def node_selector(self, **labels: str) -> "JobBuilder[R]":
         return self._with(node_selector=tuple({**dict(self._fields.get("node_selector", ())),
                                                **labels}.items()))
 
-    def tolerations(self, *tolerations: Mapping[str, Any]) -> "JobBuilder":
+    def tolerations(self, *tolerations: Mapping[str, Any]) -> "JobBuilder[R]":
         return self._with(tolerations=tuple(tolerations))
 
-    def volume(self, claim: str, mount_path: str = "/mnt/data") -> "JobBuilder":
+    def volume(self, claim: str, mount_path: str = "/mnt/data") -> "JobBuilder[R]":
         return self._with(volume=Volume(claim, mount_path))
 
-    def return_all(self, value: bool = True) -> "JobBuilder":
+    def return_all(self, value: bool = True) -> "JobBuilder[Any]":
+        """``result()`` gives every rank's value, a list by rank (so the result type is no longer R)."""
         return self._with(return_all=value)
 
-    def options(self, **fields: Any) -> "JobBuilder":
+    def options(self, **fields: Any) -> "JobBuilder[R]":
         """Set any JobSpec field directly (e.g. grace_period_s=60, max_payload_bytes=…)."""
         known = {f.name for f in dataclasses.fields(JobSpec)}
         for k in fields:
@@ -168,7 +176,7 @@ class JobBuilder:
         from .backends import get_backend
         return get_backend("kubernetes").render(self.spec(), kind=kind)
 
-    def plan(self):
+    def plan(self) -> "Plan":
         """What :meth:`submit` would do now, without submitting: a :class:`gpujobs.Plan`
         (``admit_now``, ``position``, ``preempts``, ``expected_start``, ``reason``)."""
         from .backends import get_backend
@@ -181,12 +189,12 @@ class JobBuilder:
                             "job.status().reason")
         return planner(spec)
 
-    def max_runtime(self, seconds: float) -> "JobBuilder":
+    def max_runtime(self, seconds: float) -> "JobBuilder[R]":
         """Declared run-time limit (like sbatch --time); forecasts use it as an upper bound
         of the job's end (Kubernetes: activeDeadlineSeconds)."""
         return self._with(max_runtime_s=seconds)
 
-    def submit(self):
+    def submit(self) -> "Job[R]":
         from .backends import get_backend
         from .handle import Job
         spec = self.spec()
@@ -203,7 +211,7 @@ def _per_node(gpus: int, nodes: int) -> int:
     return gpus // nodes
 
 
-def job(fn: Callable[..., Any] | None = None, *args: Any, **kwargs: Any) -> JobBuilder:
+def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBuilder[R]:
     """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank."""
     return JobBuilder(fn, *args, **kwargs)
 
@@ -262,10 +270,10 @@ def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
                            if options else "")) from None
 
 
-def submit(fn: Callable[..., Any], *args: Any, gpus: int = 1, nodes: int = 1,
+def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,
            framework: str = "ddp", queue: str | None = None, priority: str | None = None,
            image: str | None = None, name: str | None = None, backend: str | None = None,
-           env: Mapping[str, str] | None = None, **kwargs: Any):
+           env: Mapping[str, str] | None = None, **kwargs: Any) -> "Job[R]":
     """Run ``fn(*args, **kwargs)`` as a gang of ``gpus`` ranks; returns a :class:`Job`."""
     check_count("gpus", gpus, fix="pass gpus=N with N >= 1 (for CPU-only gangs use "
                 "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")

@@ -25,12 +25,25 @@ Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
 
 A remote exception is re-raised as *its own type*; gpujobs adds ``rank`` and
 ``remote_traceback`` attributes and a note with the remote traceback.
+
+Every error can be rebuilt from :meth:`GpuJobsError.init_args` (its constructor's arguments):
+pickling uses them, and so does the local agent's socket (:mod:`gpujobs.backends.local.protocol`),
+so a ``PreflightError`` raised in the agent arrives with its ``obj``, a ``KubernetesError`` with its
+``status``. The common ones are exported from ``gpujobs`` itself (``gpujobs.JobNotFound`` …).
 """
 from __future__ import annotations
 
 
 class GpuJobsError(Exception):
     """Base class of every error gpujobs raises on purpose."""
+
+    def init_args(self) -> tuple:
+        """The arguments that rebuild this error as ``type(self)(*init_args())``; subclasses with
+        a structured constructor return their fields."""
+        return tuple(self.args)
+
+    def __reduce__(self):
+        return (type(self), self.init_args())
 
 
 class SpecError(GpuJobsError, ValueError):
@@ -45,8 +58,8 @@ class SpecError(GpuJobsError, ValueError):
             msg += f" (fix: {fix})"
         super().__init__(msg)
 
-    def __reduce__(self):
-        return (type(self), (self.field, self.problem, self.fix))
+    def init_args(self) -> tuple:
+        return (self.field, self.problem, self.fix)
 
 
 class PayloadError(SpecError):
@@ -66,10 +79,11 @@ class PreflightError(SubmitError):
 
     def __init__(self, obj: str, message: str):
         self.obj = obj
+        self.detail = message
         super().__init__(f"{obj}: {message}")
 
-    def __reduce__(self):
-        return (type(self), (self.obj, str(self).split(": ", 1)[-1]))
+    def init_args(self) -> tuple:
+        return (self.obj, self.detail)
 
 
 class QuotaError(SubmitError):
@@ -92,9 +106,13 @@ class KubernetesError(BackendError):
     """A Kubernetes API call failed."""
 
     def __init__(self, message: str, status: int | None = None, reason: str | None = None):
+        self.message = message
         self.status = status
         self.reason = reason
         super().__init__(message)
+
+    def init_args(self) -> tuple:
+        return (self.message, self.status, self.reason)
 
 
 class JobError(GpuJobsError):
@@ -105,9 +123,13 @@ class JobFailedError(JobError):
     """A rank exited with a non-zero code or was killed by a signal."""
 
     def __init__(self, message: str, rank: int | None = None, exit_code: int | None = None):
+        self.message = message
         self.rank = rank
         self.exit_code = exit_code
         super().__init__(message)
+
+    def init_args(self) -> tuple:
+        return (self.message, self.rank, self.exit_code)
 
 
 class JobCancelledError(JobError):
@@ -124,9 +146,13 @@ class RemoteError(JobError):
     def __init__(self, type_name: str, message: str, rank: int | None = None,
                  remote_traceback: str = ""):
         self.type_name = type_name
+        self.message = message
         self.rank = rank
         self.remote_traceback = remote_traceback
         super().__init__(f"{type_name}: {message}")
+
+    def init_args(self) -> tuple:
+        return (self.type_name, self.message, self.rank, self.remote_traceback)
 
 
 class JobStateError(JobError):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .backends import get_backend
 from .backends.base import Backend
@@ -12,6 +12,9 @@ from .status import JobStatus
 
 _UNSET = object()
 
+#: what the job's function returns (``gpujobs.submit(fn)`` gives a ``Job[<fn's return type>]``)
+R = TypeVar("R")
+
 
 def interrupted_line(job_ids: str | list[str], cancel: str) -> str:
     """The one line shown when Ctrl-C stops a wait (Python, CLI and magic alike)."""
@@ -20,7 +23,7 @@ def interrupted_line(job_ids: str | list[str], cancel: str) -> str:
     return f"gpujobs: interrupted; {jobs} running (cancel: {cancel})"
 
 
-class Job:
+class Job(Generic[R]):
     """A submitted job. ``result()`` blocks; ``status()`` never does."""
 
     def __init__(self, job_id: str, backend: Backend | str | None = None, spec: Any = None):
@@ -98,8 +101,9 @@ class Job:
         return JobFailedError(f"job {self.id} failed: {st.message or 'no result'}",
                               exit_code=st.exit_code)
 
-    def result(self, timeout: float | None = None) -> Any:
-        """Rank 0's return value (a list by rank with ``return_all``); re-raises remote errors."""
+    def result(self, timeout: float | None = None) -> R:
+        """Rank 0's return value (a list by rank with ``return_all``, typed ``Job[Any]`` then);
+        re-raises remote errors."""
         exc = self.exception(timeout)
         if exc is not None:
             raise exc
@@ -209,7 +213,7 @@ def _fold_peers(exc: BaseException, others: list[Outcome]) -> BaseException:
     return exc
 
 
-def attach(job_id: str, backend: str | None = None) -> Job:
+def attach(job_id: str, backend: str | None = None) -> Job[Any]:
     """A handle to an existing job (e.g. after a kernel restart). A ``namespace/name`` id is a
     Kubernetes job (as in the CLI), whatever the default backend."""
     if backend is None and "/" in job_id:

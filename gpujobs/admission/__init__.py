@@ -16,8 +16,17 @@ Kueue controller, and by ``benchmarks/admission.py``::
 Semantics and where they differ from Kueue: docs/admission.md.
 """
 from .engine import DEFAULT_PRIORITIES, Engine
-from .model import (DEFAULT_FLAVOR, Admission, ClusterQueue, Cohort, Decisions, PodSet,
-                    ResourceFlavor, Workload, normalize_quota)
+from .model import (
+                    DEFAULT_FLAVOR,
+                    Admission,
+                    ClusterQueue,
+                    Cohort,
+                    Decisions,
+                    PodSet,
+                    ResourceFlavor,
+                    Workload,
+                    normalize_quota,
+)
 
 __all__ = ["Engine", "ClusterQueue", "Cohort", "Workload", "PodSet", "Decisions", "Admission",
            "ResourceFlavor", "DEFAULT_PRIORITIES", "DEFAULT_FLAVOR", "normalize_quota"]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Engine, _CQ, _Cohort, _Entry
+    from .engine import Engine
+    from .quota import _CQ, _Cohort, _Entry
 
 EPS = 1e-9
 
@@ -57,7 +58,7 @@ def compare(a: DRS, b: DRS) -> int:
 
 
 def _parent(node):
-    from .engine import _CQ
+    from .quota import _CQ
     return node.cohort if isinstance(node, _CQ) else node.parent
 
 
@@ -188,7 +189,7 @@ class _Ordering:
                 yield t
 
     def _next(self, cohort):
-        from .engine import _cand_key
+        from .preemption import _cand_key
         eng = self.eng
         best_q, best_d = None, NEGATIVE
         for q in cohort.members:
@@ -253,7 +254,7 @@ def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS)
 def fair_targets(eng: "Engine", e: "_Entry", need: set, requests: Mapping):
     """Kueue fairPreemptions: victims chosen by the fair-sharing strategies (rules S2-a, S2-b
     of KEP-1714), fill-back minimised; [] when they do not make ``requests`` fit."""
-    from .engine import _cand_key, _Targets
+    from .preemption import _cand_key, _Targets
     cq, spec = e.cq, e.cq.spec
     cands = []
     if spec.within_queue != "Never":

@@ -7,7 +7,7 @@ import time
 import pytest
 from test_faults_and_gang import pytorchjob
 
-from gpujobs.errors import KubernetesError
+from gpujobs.errors import JobNotFound
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def test_status_of_a_job_created_while_its_watch_reconnects(make_cluster):
     sim.store.create(pytorchjob("second", workers=0, seconds=30, queue=None))
     st = be.status("default/second")
     assert st.job_id == "default/second" and st.phase in ("admitted", "starting", "running")
-    with pytest.raises(KubernetesError, match="not found"):
+    with pytest.raises(JobNotFound, match="not found"):
         be.status("default/nope")
 
 
@@ -43,6 +43,6 @@ def test_a_job_without_gpujobs_label_is_not_waited_for(make_cluster, monkeypatch
     monkeypatch.setattr(StatusHub, "wait", lambda self, name, *a, **k: (
         waits.append(name), real_wait(self, name, *a, **k))[1])
     monkeypatch.setattr(live, "_kind_of", lambda backend, ns, name: "PyTorchJob")
-    with pytest.raises(KubernetesError, match="not found"):
+    with pytest.raises(JobNotFound, match="not found"):
         be.status("default/foreign")
     assert waits == []

@@ -42,7 +42,7 @@ def agent_processes(home: Path) -> set[int]:
     out = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or ())
-        if "gpujobs.backends.local.agent" in cmd and str(home) in cmd:
+        if "gpujobs.backends.local.daemon" in cmd and str(home) in cmd:
             out.add(p.pid)
     return out
 

@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from gpujobs.backends.local.agent import Adopted, exit_from_files
+from gpujobs.backends.local.adoption import Adopted, exit_from_files
 
 
 def write_exits(result_dir, codes, collateral=()):

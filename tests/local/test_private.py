@@ -102,7 +102,7 @@ def test_the_peer_checked_server_keeps_a_deep_listen_queue(tmp_path):
     import socket
     import socketserver
 
-    from gpujobs.backends.local.agent import LISTEN_BACKLOG, PeerCheckedServer
+    from gpujobs.backends.local.server import LISTEN_BACKLOG, PeerCheckedServer
     path = tmp_path / "s.sock"
     server = PeerCheckedServer(str(path), socketserver.BaseRequestHandler)  # listening, not serving
     clients = []

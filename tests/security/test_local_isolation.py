@@ -349,7 +349,7 @@ def test_a_state_folder_others_can_write_is_refused_with_the_chmod(tmp_path, mon
         assert f"chmod 700 {folder}" in str(err.value)
         with pytest.raises(StateError, match="chmod 700"):
             AgentClient(home).connect(start=True)
-        from gpujobs.backends.local.agent import main
+        from gpujobs.backends.local.daemon import main
         assert main(["--home", str(home)]) == 1  # the agent does not start either
         assert not (home / "agent.lock").exists()
         os.chmod(folder, 0o700)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import KubernetesError
+from ...errors import JobNotFound, KubernetesError
 from ...status import JobStatus
 from . import archive
 from . import logs as _logs
@@ -151,12 +151,16 @@ def _archive(backend: Any, job_id: str, st: JobStatus, *, force: bool = False) -
         pass
 
 
+def _not_found(job_id: str) -> JobNotFound:
+    return JobNotFound("job_id", f"job {job_id} not found (no such object in the cluster, none archived)",
+                       "list jobs with gpujobs.jobs(backend='kubernetes')")
+
+
 def status(backend: Any, job_id: str) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     st = _final(backend, job_id, hub.status(name))
     if st is None:
-        raise KubernetesError(f"job {job_id} not found (no such object in the cluster, none archived)",
-                              status=404)
+        raise _not_found(job_id)
     return pod_metrics.for_backend(backend).with_metrics(st)
 
 
@@ -164,10 +168,12 @@ def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     if not hub.known(name) and archive.has(backend.home, job_id):
         st = archive.status(backend.home, job_id)
+    elif not hub.known(name) and _kind_of(backend, *naming.parse_job_id(job_id)) is None:
+        raise _not_found(job_id)  # nothing to wait for: it would wait for ever
     else:
         st = _final(backend, job_id, hub.wait(name, timeout, lambda s: s.terminal))
     if st is None:
-        raise KubernetesError(f"job {job_id} not found", status=404)
+        raise _not_found(job_id)
     return pod_metrics.for_backend(backend).with_metrics(st)
 
 
@@ -279,7 +285,9 @@ def cancel(backend: Any, job_id: str) -> None:
     ns, name = naming.parse_job_id(job_id)
     kind = _kind_of(backend, ns, name)
     if kind is None:
-        return
+        if archive.has(backend.home, job_id):
+            return  # ended and deleted already: a no-op, as for a finished local job
+        raise _not_found(job_id)
     info = KINDS[kind]
     hub = hub_for(backend, ns)
     hub.track_kind(kind)

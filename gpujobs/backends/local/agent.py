@@ -1,24 +1,21 @@
 """The local agent: a detached one-machine batch scheduler that owns this machine's GPUs.
 
-Started on demand by the first client call (``python -m gpujobs.backends.local.agent
---home H --daemonize``: double fork, own session), so jobs outlive the notebook or
-script that submitted them. It keeps jobs in SQLite (:mod:`.store`), admits them with
+Started on demand by the first client call (its process: :mod:`.daemon`), so jobs outlive
+the notebook or script that submitted them; it answers clients on a Unix socket
+(:mod:`.server`). It keeps jobs in SQLite (:mod:`.store`), admits them with
 the admission engine (queues, quota, priorities, preemption, gangs), gives each rank its
 own device indices (CUDA_VISIBLE_DEVICES), launches gangs through
 :func:`.launchers.make_gang` (ranks forked from a warm :mod:`.zygote`), pushes status
 changes to subscribers, and exits after ``GPUJOBS_AGENT_IDLE_S`` seconds with nothing to
-do, or on ``{"op": "stop"}``. A new agent re-adopts live ranks of a crashed one, or marks
-their jobs failed with reason "lost".
+do, or on ``{"op": "stop"}``. A new agent re-adopts live ranks of a crashed one
+(:mod:`.adoption`), or marks their jobs failed with reason "lost".
 """
 from __future__ import annotations
 
-import argparse
-import fcntl
 import json
 import os
 import queue as queue_mod
 import signal
-import socketserver
 import sys
 import threading
 import time
@@ -30,19 +27,20 @@ from typing import Any
 from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
 from ...devices import local_gpu_slots
-from ...errors import JobNotFound, GpuJobsError, SpecError
+from ...errors import GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private, protocol
+from .adoption import EXIT_FILE_GRACE_S, Adopted, exit_from_files
 from .forecasting import LocalForecasts
-from .gang import GangExit, describe_returncode, first_failed
+from .gang import GangExit
 from .launchers import make_gang
+from .server import PeerCheckedServer, make_handler
 from .store import Store
 from .zygote import Zygote
 
 CANCEL_GRACE_S = 3.0
 ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
-LISTEN_BACKLOG = 1024  # capped by net.core.somaxconn
 MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
 STOP_MESSAGES = {  # exit_reason -> what a job still running is told (idle: none are running)
     "stop": "the agent was stopped (gpujobs agent stop)",
@@ -65,96 +63,6 @@ class Rec:
     metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
     ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
     watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
-
-
-EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
-
-
-class Adopted:
-    """Ranks of a previous agent still running: watched by pid, ended by signal.
-
-    A rank's pid vanishes when the zygote reaps it, a moment before the zygote writes its
-    exit file; so a gang whose ranks are all gone but whose exit files are missing waits up
-    to ``grace`` seconds for them before it is called lost.
-    """
-
-    def __init__(self, pids: list[int], result_dir: Path, world_size: int,
-                 grace: float = EXIT_FILE_GRACE_S):
-        import psutil
-        self.grace = grace
-        self._gone_at: float | None = None  # when no rank was alive any more
-        self.procs = {}
-        for r, pid in enumerate(pids):
-            try:
-                self.procs[r] = psutil.Process(pid)
-            except psutil.NoSuchProcess:
-                pass
-        self.world_size = world_size  # ranks (exit files), not launcher pids (mpirun, a driver)
-        self.result_dir = result_dir
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs.values()]
-
-    def _alive(self) -> bool:
-        import psutil
-        for p in self.procs.values():
-            try:
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    return True
-            except psutil.NoSuchProcess:
-                pass
-        return False
-
-    def all_exited(self) -> bool:
-        return not self._alive()
-
-    def ended(self) -> bool:
-        return self.poll() is not None
-
-    def poll(self) -> GangExit | None:
-        """None while a rank lives, or while exit files may still be on their way."""
-        if self._alive():
-            return None
-        done = exit_from_files(self.result_dir, self.world_size)
-        if done.message != "lost":
-            return done
-        now = time.monotonic()
-        if self._gone_at is None:
-            self._gone_at = now
-        return done if now - self._gone_at >= self.grace else None
-
-    def signal_all(self, sig: int) -> None:
-        for p in self.procs.values():
-            try:
-                os.killpg(p.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def terminate(self, grace: float = 0.0) -> None:
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.signal_all(signal.SIGKILL)
-        deadline = time.monotonic() + 5.0  # gone before their slots are handed out again
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-
-def exit_from_files(result_dir: Path, world: int) -> GangExit:
-    """How ranks ended, from the exit files the zygote writes; missing ones are 'lost'."""
-    codes: dict[int, int] = {}
-    for r in range(world):
-        try:
-            codes[r] = int((result_dir / f"exit-{r}").read_text())
-        except (OSError, ValueError):
-            return GangExit(False, codes, r, "lost")
-    bad = [r for r, c in codes.items() if c != 0]
-    if bad:
-        first = first_failed(result_dir, bad)
-        return GangExit(False, codes, first, f"rank {first} {describe_returncode(codes[first])}")
-    return GangExit(True, codes)
 
 
 PREEMPTED_TYPES = ("gpujobs.checkpoint.Preempted",)
@@ -892,162 +800,3 @@ def _create_time(pid: int) -> float:
         return psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:
         return 0.0
-
-
-class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
-    """Serves only its own user: a connection from any other uid (SO_PEERCRED) is closed at
-    accept, before a byte of it is read (the socket's 0700 folder should already keep
-    others out; this holds even when it does not)."""
-    daemon_threads = True
-    request_queue_size = LISTEN_BACKLOG  # the default (5) refused bursts of clients (EAGAIN)
-
-    def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
-        try:
-            uid = private.peer_uid(request)
-        except OSError:
-            return False
-        if uid != os.geteuid():
-            print(f"gpujobs agent: refused a connection from uid {uid}", file=sys.stderr, flush=True)
-            return False
-        return True
-
-
-def make_handler(agent: Agent):
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            reader = protocol.LineReader(self.request)
-            with agent.lock:
-                agent.clients += 1
-            try:
-                while True:
-                    msg = reader.read()
-                    if msg is None:
-                        return
-                    if msg.get("op") == "subscribe":
-                        self._subscribe(msg)
-                        return
-                    try:
-                        reply = self._do(msg)
-                    except Exception as exc:  # noqa: BLE001
-                        reply = protocol.error_reply(exc)
-                    protocol.send(self.request, reply)
-            except (BrokenPipeError, ConnectionResetError):
-                return
-            finally:
-                with agent.lock:
-                    agent.clients -= 1
-                    agent.last_active = time.monotonic()
-
-        def _do(self, msg: dict) -> dict:
-            op = msg.get("op")
-            if op == "wait":
-                return self._wait(msg["id"], msg.get("timeout"))
-            with agent.lock:
-                if op == "ping":
-                    return {"ok": True, "pid": os.getpid(), "slots": agent.slots}
-                if op == "submit":
-                    return agent.submit(msg)
-                if op == "status":
-                    return {"ok": True, "status": agent.status(msg["id"]).to_dict()}
-                if op == "jobs":
-                    return {"ok": True, "jobs": [s.to_dict() for s in agent.jobs(msg.get("queue"))]}
-                if op == "plan":  # read-only: nothing is queued
-                    plan = agent.forecasts.plan(msg["spec"], msg.get("name", ""), msg.get("user", ""))
-                    return {"ok": True, "plan": plan.to_dict()}
-                if op == "cancel":
-                    agent.cancel(msg["id"])
-                    return {"ok": True}
-                if op == "pids":
-                    rec = agent.recs.get(msg["id"])
-                    return {"ok": True, "pids": rec.gang.pids if rec and rec.gang else []}
-                if op == "agent_pids":
-                    z = agent.zygote
-                    return {"ok": True, "agent": os.getpid(), "zygote": z.proc.pid if z else None}
-                if op == "stop":
-                    agent.request_stop()
-                    return {"ok": True, "pid": os.getpid()}
-            raise SpecError("op", f"unknown agent operation {op!r}", "update gpujobs on both sides")
-
-        def _wait(self, jid: str, timeout: float | None) -> dict:
-            deadline = None if timeout is None else time.monotonic() + float(timeout)
-            with agent.cond:
-                while True:
-                    st = agent.status(jid)
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if st.terminal or agent.stopping or (left is not None and left <= 0):
-                        return {"ok": True, "status": st.to_dict()}
-                    agent.cond.wait(1.0 if left is None else min(left, 1.0))
-
-        def _subscribe(self, msg: dict) -> None:
-            key = msg.get("id") or "*"
-            q: queue_mod.Queue = queue_mod.Queue()
-            with agent.lock:
-                if key != "*":
-                    st = agent.status(key)
-                    protocol.send(self.request, {"status": st.to_dict()})
-                    if st.terminal:  # nothing more will come
-                        return
-                agent.subs.setdefault(key, []).append(q)
-            try:
-                while True:
-                    rec = q.get()
-                    if rec is None:
-                        return
-                    with agent.lock:
-                        st = agent._view(rec)
-                    protocol.send(self.request, {"status": st.to_dict()})
-                    if key != "*" and st.terminal:
-                        return
-            finally:
-                with agent.lock:
-                    qs = agent.subs.get(key, [])
-                    qs.remove(q)
-                    if not qs:  # no key per job ever watched: the loop walks live ones only
-                        del agent.subs[key]
-
-    return Handler
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="gpujobs-agent")
-    ap.add_argument("--home", required=True)
-    ap.add_argument("--daemonize", action="store_true")
-    args = ap.parse_args(argv)
-    home = Path(args.home)
-    try:
-        private.make_home(home)  # ours, writable by no one else (else nothing is started)
-    except (GpuJobsError, OSError) as exc:
-        print(f"gpujobs agent: {exc}", file=sys.stderr)
-        return 1
-    if args.daemonize and os.fork() > 0:
-        os._exit(0)  # the client reaps this parent at once; the agent is re-parented
-    if args.daemonize:
-        os.setsid()
-    lock = private.open_private(home / "agent.lock", "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another agent holds this home
-    _log(f"agent started for {home}")
-    err = home / "agent.error"
-    try:
-        err.unlink()
-    except OSError:
-        pass
-    try:
-        agent = Agent(home)
-    except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
-        name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
-        text = str(exc) or f"{type(exc).__name__} while starting the agent"
-        _log(f"cannot start: {name}: {text}")
-        try:
-            private.write_private(err, f"{name}\n{text}")
-        except OSError:  # a full disk: the client says so itself (never an empty error)
-            pass
-        return 1
-    agent.run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

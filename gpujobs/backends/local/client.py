@@ -18,6 +18,9 @@ from . import private, protocol
 START_TIMEOUT_S = 30.0
 CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
 
+AGENT_MODULE = "gpujobs.backends.local.daemon"  # the agent's process: python -m AGENT_MODULE
+OLD_AGENT_MODULE = "gpujobs.backends.local.agent"  # what agents of earlier versions run as
+
 
 def _busy(exc: BaseException | None) -> bool:
     """The agent is there but its listen queue is full (EAGAIN on a Unix socket)."""
@@ -150,7 +153,7 @@ class AgentClient:
                     pass
                 log = private.open_private(self.home / "agent.log", "ab")
                 try:
-                    p = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.agent",
+                    p = subprocess.Popen([sys.executable, "-m", AGENT_MODULE,
                                           "--home", str(self.home), "--daemonize"],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True, cwd=str(self.home))
@@ -228,7 +231,7 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
         try:
             pid = int(pid_file.read_text())
             proc = psutil.Process(pid)
-            if "gpujobs.backends.local.agent" in " ".join(proc.cmdline()):
+            if any(m in " ".join(proc.cmdline()) for m in (AGENT_MODULE, OLD_AGENT_MODULE)):
                 proc.terminate()
                 proc.wait(timeout)
                 return True

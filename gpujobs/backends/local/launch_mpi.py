@@ -54,7 +54,39 @@ def job_processes(job_id: str) -> list[psutil.Process]:
 
 
 def kill_tree(root_pid: int | None, job_id: str, sig: int = signal.SIGKILL) -> None:
-    """Signal ``root_pid``'s process group and descendants, then every process of ``job_id``."""
+    """Signal ``root_pid``'s process group and descendants, then every process of ``job_id``.
+
+    Swept until a look finds nothing running (at most 5 s): a rank that mpirun's daemon was
+    forking during the first sweep is caught by the next one.
+    """
+    deadline = time.monotonic() + 5.0
+    while True:
+        victims = _tree(root_pid, job_id)
+        if root_pid is not None:
+            try:
+                os.killpg(root_pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in victims:
+            try:
+                p.send_signal(sig)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        # Wait until they are gone or zombies (an orphan's zombie may wait long for its reaper).
+        # No wait() here: it would reap our own children and hide exit codes from their Popen.
+        pending = victims
+        while pending and time.monotonic() < deadline:
+            pending = [p for p in pending if _running(p)]
+            if pending:
+                time.sleep(0.01)
+        if not victims or time.monotonic() >= deadline:
+            return
+        if not any(_running(p) for p in _tree(root_pid, job_id)):
+            return
+
+
+def _tree(root_pid: int | None, job_id: str) -> list[psutil.Process]:
+    """The running processes of ``root_pid``'s tree and of ``job_id`` (by environment)."""
     victims: dict[int, psutil.Process] = {}
     if root_pid is not None:
         try:
@@ -62,24 +94,8 @@ def kill_tree(root_pid: int | None, job_id: str, sig: int = signal.SIGKILL) -> N
             victims.update({p.pid: p for p in [root, *root.children(recursive=True)]})
         except psutil.NoSuchProcess:
             pass
-        try:
-            os.killpg(root_pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     victims.update({p.pid: p for p in job_processes(job_id)})
-    for p in victims.values():
-        try:
-            p.send_signal(sig)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    # Wait until they are gone or zombies (an orphan's zombie may wait long for its reaper).
-    # No wait() here: it would reap our own children and hide exit codes from their Popen.
-    deadline = time.monotonic() + 2.0
-    pending = list(victims.values())
-    while pending and time.monotonic() < deadline:
-        pending = [p for p in pending if _running(p)]
-        if pending:
-            time.sleep(0.01)
+    return [p for p in victims.values() if _running(p)]
 
 
 def _running(p: psutil.Process) -> bool:

@@ -1,0 +1,135 @@
+"""Flavor assignment (Kueue's ``flavorassigner``): for each pod set and resource group, the
+flavors in order, each judged Fit / Preempt / NoFit against quota (preemption simulated, or
+asked of a ``preemption_oracle``), chosen by ``flavorFungibility``."""
+from __future__ import annotations
+
+from .model import ClusterQueue
+from .preemption import Preemption
+from .quota import EPS, FIT, FR, NOCAND, NOFIT, PREEMPT, RECLAIM, _Asg, _Entry
+
+
+class FlavorAssignment(Preemption):
+    # ------------------------------------------------ flavor assignment (flavorassigner)
+    @staticmethod
+    def _preferred(a: tuple, b: tuple, spec: ClusterQueue) -> bool:
+        """Whether (mode, borrow) ``a`` is better than ``b`` (Kueue isPreferred)."""
+        if a[0] == NOFIT:
+            return False
+        if b[0] == NOFIT:
+            return True
+        if (a[0] == NOCAND) != (b[0] == NOCAND):
+            return a[0] != NOCAND
+        if spec.preference == "PreemptionOverBorrowing":
+            if a[1] != b[1]:
+                return a[1] < b[1]
+            return a[0] > b[0]
+        if a[0] != b[0]:
+            return a[0] > b[0]
+        return a[1] < b[1]
+
+    @staticmethod
+    def _try_next(rep: tuple, spec: ClusterQueue) -> bool:
+        if rep[0] in (NOFIT, NOCAND):
+            return True
+        if rep[0] in (PREEMPT, RECLAIM) and spec.when_can_preempt == "TryNextFlavor":
+            return True
+        return rep[1] > 0 and spec.when_can_borrow == "TryNextFlavor"
+
+    def _fits_quota(self, e: _Entry, fr: FR, val: float) -> tuple[int, int]:
+        """Kueue fitsResourceQuota: (mode, borrowing level) of taking ``val`` of ``fr``."""
+        cq = e.cq
+        n = cq.nominal.get(fr)
+        if n is None or val > cq.potential[fr] + EPS:
+            return NOFIT, 0
+        if cq.cohort is None:
+            borrow, may_reclaim = 0, False
+        elif cq.usage[fr] + val <= n + EPS:
+            borrow, may_reclaim = 0, True
+        elif cq.cohort.parent is None:  # flat cohort: the root holds it or nothing does
+            borrow, may_reclaim = cq.cohort.height, False
+        else:
+            borrow, may_reclaim = self._borrow_level(cq, fr, val)
+        if val <= self._available(cq, fr) + EPS:
+            return FIT, borrow
+        if n + EPS >= val or may_reclaim or cq.bwc or (
+                self.fair_sharing and cq.spec.reclaim_within_cohort != "Never"):
+            if self._oracle_hook is not None:
+                poss, after = self._oracle_hook(cq.name, fr, val)
+                return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
+            targets = self._targets(e, {fr}, {fr: val})
+            self._oracle = (e, fr, val, targets)
+            if not targets:
+                return NOCAND, self._borrow_level(cq, fr, val)[0]
+            for t in targets:
+                self._charge(t.cq, t.usage, -1)
+            after = self._borrow_level(cq, fr, val)[0]
+            for t in targets:
+                self._charge(t.cq, t.usage, +1)
+            return (PREEMPT if any(t.cq is cq for t in targets) else RECLAIM), after
+        return NOFIT, borrow
+
+    def _assign(self, e: _Entry) -> _Asg:
+        cq, spec = e.cq, e.cq.spec
+        asg = _Asg()
+        worst = FIT
+        for ps_name, reqs in e.podsets:
+            flavors: dict[str, str] = {}
+            for r in (reqs if len(reqs) == 1 else sorted(reqs)):
+                if r in flavors:
+                    continue
+                rg = cq.rg_of.get(r)
+                if rg is None:
+                    if reqs[r] == 0:
+                        continue
+                    asg.mode = NOFIT
+                    return asg
+                group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
+                best, best_mode = None, (NOFIT, 1 << 30)
+                for f in rg.flavors:
+                    if self._flavors is not None and (f not in self._flavors
+                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                        continue  # an untolerated taint or a node selector it does not match
+                    rep = (FIT, 0)
+                    per = {}
+                    for rr, val in group.items():
+                        fr = (f, rr)
+                        mode = self._fits_quota(e, fr, asg.usage.get(fr, 0.0) + val)
+                        if self._preferred(rep, mode, spec):
+                            rep = mode
+                        if rep[0] == NOFIT:
+                            break
+                        per[rr] = mode
+                    if rep[0] == NOFIT:
+                        continue
+                    if not self._try_next(rep, spec):
+                        best, best_mode = (f, per), rep
+                        break
+                    if self._preferred(rep, best_mode, spec):
+                        best, best_mode = (f, per), rep
+                if best is None:
+                    asg.mode = NOFIT
+                    return asg
+                f, per = best
+                for rr, (mode, borrow) in per.items():
+                    flavors[rr] = f
+                    asg.modes[(ps_name, rr)] = mode
+                    fr = (f, rr)
+                    asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
+                    asg.borrow = max(asg.borrow, borrow)
+                    if mode != FIT:
+                        asg.need.add(fr)
+                        worst = PREEMPT
+            asg.podsets.append((ps_name, flavors))
+        asg.mode = worst
+        return asg
+
+    def flavor_assignment(self, wid: str) -> dict:
+        """The flavor assignment the pending workload ``wid`` would get now (Kueue
+        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
+        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        e = self._entries[wid]
+        asg = self._assign(e)
+        names = {FIT: "Fit", PREEMPT: "Preempt", NOFIT: "NoFit"}
+        return {"mode": names[asg.mode], "borrowing": asg.borrow if asg.mode != NOFIT else 0,
+                "podsets": {ps: {r: {"flavor": f, "mode": "Fit" if asg.modes[(ps, r)] == FIT else "Preempt"}
+                                 for r, f in fl.items()} for ps, fl in asg.podsets}}

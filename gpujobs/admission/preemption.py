@@ -1,0 +1,186 @@
+"""Preemption (Kueue's classical preemptor): which admitted workloads would have to make room
+for a pending one, within its queue and by reclaiming quota lent in its cohort tree; fair
+sharing's variant is in :mod:`.fairsharing`."""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from . import fairsharing
+from .quota import (
+    EPS,
+    FR,
+    HIER_RECLAIM,
+    REASON,
+    RECLAIM_NO_BORROW,
+    RECLAIM_WHILE_BORROW,
+    WITHIN_CQ,
+    Quota,
+    _Cohort,
+    _Entry,
+)
+
+
+class Preemption(Quota):
+    # ------------------------------------------------------ preemption (classical)
+    def _may(self, e: _Entry, c: _Entry, policy: str) -> bool:
+        if policy == "LowerPriority":
+            return c.prio < e.prio
+        if policy == "LowerOrNewerEqualPriority":
+            return c.prio < e.prio or (c.prio == e.prio and e.key[1] < c.key[1])
+        return policy == "Any"
+
+    def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
+        minimised), or [] when no set of allowed candidates does."""
+        if self.fair_sharing:
+            return self._fair_targets(e, need, requests)
+        cq, spec = e.cq, e.cq.spec
+        cands: list[tuple] = []  # (sort key, entry, variant)
+        within, reclaim = spec.within_queue, spec.reclaim_within_cohort
+        if within != "Never" and cq.admitted_prios and (
+                min(cq.admitted_prios) < e.prio or (within != "LowerPriority" and min(cq.admitted_prios) == e.prio)):
+            for c in cq.admitted.values():
+                if need.isdisjoint(c.usage) or not self._may(e, c, spec.within_queue):
+                    continue
+                cands.append((_cand_key(c, 2), c, WITHIN_CQ, None))
+        n_other = n_hier = 0
+        coh = cq.cohort
+        if coh is not None and spec.reclaim_within_cohort != "Never":
+            # Kueue collectCandidatesForHierarchicalReclaim: walk up from the queue's cohort;
+            # in each subtree, queues (and child cohorts) above nominal in a resource that
+            # needs preemption give candidates. Once the request fits in the quota of the
+            # queue or of a cohort on the way, candidates from there up are "hierarchy"
+            # candidates (any priority the reclaim policy allows).
+            adv = True
+            remaining = {}
+            for fr, v in requests.items():
+                u = cq.usage.get(fr, 0.0)
+                if u + v > cq.nominal.get(fr, 0.0) + EPS:
+                    adv = False
+                remaining[fr] = max(0.0, v - max(0.0, cq.guaranteed.get(fr, 0.0) - u))
+            thr = spec.max_priority_threshold
+            prev, node = None, coh
+            while node is not None:
+                for other, lca in self._subtree_cqs(node, prev, need):
+                    if other is cq or not other.admitted:
+                        continue
+                    if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
+                        continue
+                    if self._within_nominal(other, need):
+                        continue
+                    for c in other.admitted.values():
+                        if need.isdisjoint(c.usage) or not self._may(e, c, reclaim):
+                            continue
+                        if adv:
+                            var = HIER_RECLAIM
+                            n_hier += 1
+                        elif not cq.bwc or c.prio >= e.prio or (thr is not None and c.prio > thr):
+                            var = RECLAIM_NO_BORROW
+                        else:
+                            var = RECLAIM_WHILE_BORROW
+                        n_other += 1
+                        cands.append((_cand_key(c, 0 if var == HIER_RECLAIM else 1), c, var, lca))
+                if node.parent is not None:
+                    fits = True
+                    for fr, v in list(remaining.items()):
+                        nu = node.usage.get(fr, 0.0)
+                        if nu + v > node.subtree.get(fr, 0.0) + EPS:
+                            fits = False
+                        remaining[fr] = max(0.0, v - max(0.0, node.lq.get(fr, 0.0) - nu))
+                    adv = adv or fits
+                prev, node = node, node.parent
+        if not cands:
+            return _Targets()
+        # Kueue NewCandidateIterator: evicted ones first; then hierarchy, priority and
+        # same-queue candidates, each by CandidatesOrdering (priority, newest admission)
+        cands.sort(key=lambda t: t[0])
+        forbidden = not cq.bwc
+        if n_other == 0 or (forbidden and not all(cq.usage.get(fr, 0.0) < cq.nominal.get(fr, 0.0) - EPS
+                                                  for fr in need)):
+            attempts: tuple = (True,)
+        elif forbidden and n_hier == 0:
+            attempts = (False, True)
+        else:
+            attempts = (True, False)
+        for borrow in attempts:
+            removed: list[tuple] = []
+            fitted = False
+            for _, c, var, lca in cands:
+                if c.cq is not cq:
+                    if borrow and var == RECLAIM_NO_BORROW:
+                        continue
+                    if self._within_nominal(c.cq, need):
+                        continue
+                    up = c.cq.cohort
+                    while up is not None and up is not lca:  # Kueue candidateIsValid
+                        if self._within_nominal(up, need):
+                            break
+                        up = up.parent
+                    if up is not None and up is not lca:
+                        continue
+                self._charge(c.cq, c.usage, -1)
+                removed.append((c, var))
+                if self._fits(cq, requests, borrow):
+                    fitted = True
+                    break
+            if fitted:
+                for i in range(len(removed) - 2, -1, -1):  # fill back, last choice kept
+                    c = removed[i][0]
+                    self._charge(c.cq, c.usage, +1)
+                    if self._fits(cq, requests, borrow):
+                        removed[i] = removed[-1]
+                        removed.pop()
+                    else:
+                        self._charge(c.cq, c.usage, -1)
+            for c, _ in removed:
+                self._charge(c.cq, c.usage, +1)
+            if fitted:
+                out = _Targets(c for c, _ in removed)
+                out.reasons = {c.w.id: REASON[var] for c, var in removed}
+                return out
+        return _Targets()
+
+    def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
+        return fairsharing.fair_targets(self, e, need, requests)
+
+    def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
+        """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
+        that are above nominal in a resource that needs preemption (Kueue
+        collectCandidatesInSubtree)."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                if child is not skip and not self._within_nominal(child, need):
+                    stack.append(child)
+            for q in node.members:
+                yield q, root
+
+    def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
+                           preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
+        evict with the given flavor assignment ({pod set: {resource: flavor}}) when the
+        (flavor, resource) pairs in ``preempt`` need preemption: Kueue's
+        ``Preemptor.GetTargets`` (the conformance suite replays TestPreemption through it)."""
+        e = self._entries[wid]
+        usage: dict[FR, float] = {}
+        for ps_name, reqs in e.podsets:
+            for r, a in reqs.items():
+                f = (flavors.get(ps_name) or {}).get(r)
+                if f is not None:
+                    self._ensure_fr(e.cq, (f, r))
+                    usage[(f, r)] = usage.get((f, r), 0.0) + a
+        targets = self._targets(e, set(preempt), usage)
+        return {t.w.id: targets.reasons[t.w.id] for t in targets}
+
+
+class _Targets(list):
+    """Preemption victims, with Kueue's Preempted reason for each."""
+    reasons: dict = {}
+
+
+def _cand_key(c: _Entry, group: int) -> tuple:
+    """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
+    1 other queues, 2 own queue), lower priority first, most recently admitted first, then by
+    id (Kueue: UID)."""
+    return (c.state != "evicting", group, c.prio, -c.reserved[0], c.w.id)

@@ -1,0 +1,61 @@
+"""The agent's process: ``python -m gpujobs.backends.local.daemon --home H --daemonize``
+(started on demand by :mod:`.client`): detach (double fork, own session), take the home's
+lock (one agent per home), build the :class:`~.agent.Agent` and run it. A failure to start
+is left in ``H/agent.error`` for the client to raise.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import sys
+from pathlib import Path
+
+from ...errors import GpuJobsError
+from . import private
+from .agent import Agent, _log
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="gpujobs-agent")
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--daemonize", action="store_true")
+    args = ap.parse_args(argv)
+    home = Path(args.home)
+    try:
+        private.make_home(home)  # ours, writable by no one else (else nothing is started)
+    except (GpuJobsError, OSError) as exc:
+        print(f"gpujobs agent: {exc}", file=sys.stderr)
+        return 1
+    if args.daemonize and os.fork() > 0:
+        os._exit(0)  # the client reaps this parent at once; the agent is re-parented
+    if args.daemonize:
+        os.setsid()
+    lock = private.open_private(home / "agent.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another agent holds this home
+    _log(f"agent started for {home}")
+    err = home / "agent.error"
+    try:
+        err.unlink()
+    except OSError:
+        pass
+    try:
+        agent = Agent(home)
+    except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
+        name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
+        text = str(exc) or f"{type(exc).__name__} while starting the agent"
+        _log(f"cannot start: {name}: {text}")
+        try:
+            private.write_private(err, f"{name}\n{text}")
+        except OSError:  # a full disk: the client says so itself (never an empty error)
+            pass
+        return 1
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
