@@ -43,6 +43,7 @@ class SimCluster:
                  bootstrap: bool = True, runtimes: bool = True, pods_ready_timeout_s: float | None = None,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
                  backoff_limit: int | None = None, crd_manifests: list[dict] | None = None,
+                 disabled_integrations: tuple[str, ...] = (),
                  **server_kw: Any):
         """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
         Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
@@ -53,7 +54,9 @@ class SimCluster:
         Trainer's default ClusterTrainingRuntime ``torch-distributed`` (as its install does).
         ``crd_manifests``: upstream CRD manifests installed in place of the default ones of the same
         name, schema included, so writes are pruned by it (e.g. Kubeflow Trainer v2.1.0's TrainJob
-        CRD, which has no ``runtimePatches``: see :func:`gpujobs_sim.crds.prune`)."""
+        CRD, which has no ``runtimePatches``: see :func:`gpujobs_sim.crds.prune`).
+        ``disabled_integrations``: Kueue frameworks missing from its integrations.frameworks (e.g.
+        ``("kubeflow.org/pytorchjob",)``): Kueue ignores such jobs, which stay suspended."""
         self.server = FakeApiServer(crds=crds, **server_kw)
         for m in crd_manifests or ():
             self.server.install_crd_manifest(m)
@@ -62,7 +65,8 @@ class SimCluster:
         self.controllers = SimControllers(self.server, pod_slots=pod_slots, run_seconds=run_seconds,
                                           pods_ready_timeout_s=pods_ready_timeout_s,
                                           backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s,
-                                          backoff_limit=backoff_limit)
+                                          backoff_limit=backoff_limit,
+                                          disabled_integrations=disabled_integrations)
         self.controllers.kubelet.run_bootstrap = bootstrap  # pods run the real bootstrap.py
         if gpus is not None or cpus is not None:
             self.add_queue(queue, namespace, gpus=gpus, cpus=cpus, preemption=preemption)

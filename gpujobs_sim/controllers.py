@@ -40,6 +40,11 @@ WL_API = "kueue.x-k8s.io/v1beta2"
 JOB_KINDS = {("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("trainer.kubeflow.org", "TrainJob"),
              ("ray.io", "RayJob"), ("batch.volcano.sh", "Job"), ("workload.codeflare.dev", "AppWrapper")}
 KUEUE_KINDS = JOB_KINDS - {("batch.volcano.sh", "Job")}
+# Kueue's integration (framework) names, as integrations.frameworks lists them
+# (kueue@ff69552 apis/config/v1beta2/configuration_types.go Integrations.Frameworks)
+FRAMEWORKS = {("kubeflow.org", "MPIJob"): "kubeflow.org/mpijob", ("kubeflow.org", "PyTorchJob"): "kubeflow.org/pytorchjob",
+              ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob", ("ray.io", "RayJob"): "ray.io/rayjob",
+              ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper"}
 
 
 def _cond(obj: dict, type_: str, status: str, reason: str, message: str = "") -> None:
@@ -90,8 +95,13 @@ class SimControllers:
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
                  requeue_delay: float = 0.05, new_pending_reasons: bool = True,
                  pods_ready_timeout_s: float | None = None, backoff_base_s: float = 60.0,
-                 backoff_max_s: float = 3600.0, backoff_limit: int | None = None):
+                 backoff_max_s: float = 3600.0, backoff_limit: int | None = None,
+                 disabled_integrations: tuple[str, ...] = ()):
         self.server, self.store = server, server.store
+        # Kueue frameworks left out of integrations.frameworks: Kueue neither suspends those jobs
+        # nor makes their Workloads (e.g. "kubeflow.org/pytorchjob", off in Kueue's default
+        # configuration, kueue@ff69552 config/components/manager/controller_manager_config.yaml)
+        self.disabled_integrations = set(disabled_integrations)
         # Kueue's waitForPodsReady (timeout; requeuingStrategy backoff*); None: off
         self.pods_ready_timeout_s = pods_ready_timeout_s
         self.backoff_base_s, self.backoff_max_s, self.backoff_limit = backoff_base_s, backoff_max_s, backoff_limit
@@ -205,6 +215,8 @@ class SimControllers:
             job = self.store.get(ref[0], ref[1], ref[3], ref[2])
             if job is None or kueue and not ((_group(job), job["kind"]) in KUEUE_KINDS and
                                              (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)):
+                return
+            if kueue and FRAMEWORKS.get((_group(job), job["kind"])) in self.disabled_integrations:
                 return
             fn(job)
         except (ApiError, GpuJobsError, KeyError, ValueError) as exc:

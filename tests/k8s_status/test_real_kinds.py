@@ -98,3 +98,21 @@ def test_sim_prunes_what_the_installed_crd_does_not_declare(make_cluster):
     tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", "t", "default")
     assert "runtimePatches" not in tj["spec"] and tj["spec"]["runtimeRef"]["name"] == "torch-distributed"
     assert ("TrainJob", "t", ["spec.runtimePatches"]) in sim.server.pruned
+
+
+# ------------------------------------------------------------------ Kueue integration off
+def test_pytorchjob_with_kueue_integration_off_says_how_to_enable_it(make_cluster, monkeypatch):
+    """Kueue v0.19's default configuration leaves kubeflow.org/pytorchjob out of
+    integrations.frameworks: the job stays suspended with no Workload, and status must say why."""
+    from gpujobs.backends.kubernetes import status_map
+    from gpujobs.errors import DeprecatedPathWarning
+    monkeypatch.setattr(status_map, "NO_WORKLOAD_HINT_S", 1.0, raising=False)
+    sim, be = make_cluster(gpus=2, disabled_integrations=("kubeflow.org/pytorchjob",))
+    with pytest.warns(DeprecatedPathWarning):
+        b = gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).kubernetes(kind="PyTorchJob").queue("q")
+        job = Job(be.submit(b.spec()), be)
+    st = wait_for(lambda: (s := job.status()).phase == "queued" and "integrations.frameworks" in s.message and s,
+                  timeout=30)
+    assert '"kubeflow.org/pytorchjob"' in st.message and st.reason == "NoWorkload"
+    assert sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", "default") == []
+    job.cancel()

@@ -342,7 +342,7 @@ def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
 
 def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup: dict | None = None,
                pods: Iterable[dict] = (), position: int | None = None, position_available: bool = True,
-               deleted: bool = False) -> JobStatus:
+               deleted: bool = False, now: float | None = None) -> JobStatus:
     """Everything known about one job, as a JobStatus."""
     md = job.get("metadata") or {}
     labels, ann = md.get("labels") or {}, md.get("annotations") or {}
@@ -414,8 +414,11 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
         if ks.phase == "suspended":
             return out("admitted", f"admitted to {ws.cluster_queue}; starting the job", "Admitted")
     if ks.phase == "suspended":
-        msg = "waiting for Kueue to create its Workload" if labels.get(QUEUE_LABEL) else "suspended"
-        return out("queued", msg, ks.reason, position_available=position_available)
+        if not labels.get(QUEUE_LABEL):
+            return out("queued", "suspended", ks.reason, position_available=position_available)
+        hint = integration_hint(job, now)
+        return out("queued", hint or "waiting for Kueue to create its Workload", "NoWorkload" if hint else ks.reason,
+                   position_available=position_available)
     if podgroup and not ws:
         pg_phase = (podgroup.get("status") or {}).get("phase", "Pending")
         if pg_phase == "Pending" and not ready:
@@ -436,8 +439,36 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
         return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
                    "Admitted")
-    return out("queued", "waiting for Kueue to create its Workload", "NoWorkload",
+    return out("queued", integration_hint(job, now) or "waiting for Kueue to create its Workload", "NoWorkload",
                position_available=position_available)
+
+
+NO_WORKLOAD_HINT_S = 30.0
+"""How long a queued job may have no Workload before status says Kueue may not manage its kind
+(Kueue makes the Workload within a reconcile, well under a second, when the integration is on)."""
+KUEUE_FRAMEWORKS = {"MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
+                    "TrainJob": "trainer.kubeflow.org/trainjob", "RayJob": "ray.io/rayjob",
+                    "AppWrapper": "workload.codeflare.dev/appwrapper"}
+"""Kueue's integration names (kueue v0.19 apis/config/v1beta2/configuration_types.go
+Integrations.Frameworks); kubeflow.org/pytorchjob is not in its default configuration
+(config/components/manager/controller_manager_config.yaml)."""
+
+
+def integration_hint(job: dict, now: float | None = None) -> str:
+    """'' while a queued job is young; after NO_WORKLOAD_HINT_S without a Workload, what to check."""
+    import time as _time
+    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    fw = KUEUE_FRAMEWORKS.get(job.get("kind", ""))
+    if not fw or created is None:
+        return ""
+    age = (now if now is not None else _time.time()) - created
+    if age < NO_WORKLOAD_HINT_S:
+        return ""
+    return (f"no Kueue Workload {int(NO_WORKLOAD_HINT_S)} s after submit: Kueue's integration for {fw} may be off (Kueue "
+            f"manages only the kinds in its Configuration's integrations.frameworks). Ask the cluster admin "
+            f"to add \"{fw}\" to integrations.frameworks in the kueue-manager-config ConfigMap (namespace "
+            f"kueue-system) and restart the kueue-controller-manager Deployment; or check that the LocalQueue "
+            f"exists and Kueue is running (kubectl -n kueue-system get pods)")
 
 
 def positions_from_summary(summary: dict) -> dict[str, int]:
