@@ -154,11 +154,15 @@ class Kubelet:
                 "containerStatuses": [{"name": c0, "ready": True, "restartCount": 0,
                                        "state": {"running": {"startedAt": now}}}]}
         else:
+            term = {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
+                    "reason": "Completed" if not exit_code else "Error"}
+            msg = self._termination_message(pod, exit_code)
+            if msg:
+                term["message"] = msg
             status = {"phase": phase, "conditions": [{"type": "Ready", "status": "False",
                                                       "reason": "PodCompleted"}],
                       "containerStatuses": [{"name": c0, "ready": False, "restartCount": 0, "state": {
-                          "terminated": {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
-                                         "reason": "Completed" if not exit_code else "Error"}}}]}
+                          "terminated": term}}]}
         mine = []
 
         def write(o: dict) -> None:
@@ -167,6 +171,26 @@ class Kubelet:
                 mine.append(True)
         self.store.mutate("v1", "Pod", md["name"], md["namespace"], write)
         return bool(mine)
+
+    def _termination_message(self, pod: dict, exit_code: int | None) -> str:
+        """What the kubelet puts in state.terminated.message: the container's terminationMessagePath
+        file (here the local file its GPUJOBS_TERMINATION_LOG points to), at most 4096 bytes; with
+        terminationMessagePolicy FallbackToLogsOnError and an empty file after a failure, the last
+        80 lines / 2048 bytes of its log (kubernetes.io/docs/tasks/debug/debug-application/
+        determine-reason-pod-failure/#customizing-the-termination-message)."""
+        md = pod["metadata"]
+        c0 = (pod["spec"].get("containers") or [{}])[0]
+        d = self._mounted.get(md["uid"]) or (Path(self._tmp.name) / md["namespace"] / md["name"])
+        path = d / "termination-log"
+        text = ""
+        try:
+            text = path.read_bytes()[:4096].decode("utf-8", "replace")
+        except OSError:
+            pass
+        if not text and exit_code and c0.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            data, _ = self.server.logs.read(md["namespace"], md["name"])
+            text = b"".join(data.splitlines(keepends=True)[-80:])[-2048:].decode("utf-8", "replace")
+        return text
 
     def _run(self, pod: dict) -> None:
         md = pod["metadata"]
@@ -272,9 +296,12 @@ class Kubelet:
         env.update({"GPUJOBS_PAYLOAD": payload, "GPUJOBS_RESULT_SINK": "log",
                     "GPUJOBS_KEY_FILE": key_file,
                     "GPUJOBS_DEVICE": "cpu", "PYTHONUNBUFFERED": "1", "HOME": str(d),
+                    "GPUJOBS_TERMINATION_LOG": str(d / "termination-log"),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500"),
                     "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
+        if src is not pod:  # the Ray driver runs on the head, not in the submitter's container
+            env.pop("GPUJOBS_TERMINATION_LOG", None)
         runner = [sys.executable, "-m", "gpujobs.runner"]
         boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
         if boot is not None and ann.get(ANN_ROLE) == "rank":

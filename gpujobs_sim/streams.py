@@ -116,7 +116,15 @@ class StreamingHandler:
         api = self.api
         pod = api.store.get_res(api.store.resource("", "pods"), name, ns)
         phase = (pod.get("status") or {}).get("phase", "Pending")
-        container = q.get("container") or (pod.get("spec", {}).get("containers") or [{}])[0].get("name", "main")
+        names = [c.get("name", "main") for c in (pod.get("spec", {}).get("containers") or [{}])]
+        if not q.get("container") and len(names) > 1:
+            # the API server's answer to an unqualified pods/log of a pod with several containers
+            # (e.g. an injected istio-proxy sidecar): 400, not the first container's log
+            raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, "
+                           f"choose one of: [{' '.join(names)}]")
+        container = q.get("container") or names[0]
+        if container not in names:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
         if phase == "Pending":
             raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to '
                            "start: ContainerCreating")

@@ -68,9 +68,39 @@ def write_outcome(blob: bytes, rank: int) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     else:
-        sys.stdout.write(f"\n{RESULT_MARKER} {rank} {base64.b64encode(blob).decode()}\n")
+        line = f"{RESULT_MARKER} {rank} {base64.b64encode(blob).decode()}\n"
+        sys.stdout.write("\n" + line)
+        _termination_message(line)
     sys.stdout.flush()
     sys.stderr.flush()
+
+
+TERMINATION_MESSAGE_LIMIT = 4096
+"""The kubelet keeps at most 4096 bytes of a container's termination message (and 12 KiB for all
+of a pod's containers; kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/
+#customizing-the-termination-message)."""
+
+
+def _termination_message(line: str) -> None:
+    """Also append the result line to the container's termination message file
+    ($GPUJOBS_TERMINATION_LOG, /dev/termination-log in a pod) when the file stays within the
+    kubelet's 4096 bytes: the kubelet copies it into the pod's status, where it outlives the log
+    (rotation, a lost node's logs, a sidecar). A larger result is only in the log."""
+    path = os.environ.get("GPUJOBS_TERMINATION_LOG")
+    if not path:
+        return
+    data = line.encode()
+    try:
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        if size + len(data) > TERMINATION_MESSAGE_LIMIT:
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)  # one small write with O_APPEND: ranks of a pod do not interleave
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _write_failure_marker(outcome) -> None:

@@ -116,3 +116,52 @@ def test_pytorchjob_with_kueue_integration_off_says_how_to_enable_it(make_cluste
     assert '"kubeflow.org/pytorchjob"' in st.message and st.reason == "NoWorkload"
     assert sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", "default") == []
     job.cancel()
+
+
+# ------------------------------------------------------------------ durable results
+def _small(x):
+    print("working", flush=True)
+    return {"answer": x}
+
+
+def _ddp_job(be, fn, *args, kind="PyTorchJob"):
+    import warnings
+
+    from gpujobs.errors import DeprecatedPathWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecatedPathWarning)
+        return Job(be.submit(gpujobs.job(fn, *args).ddp(nodes=1, gpus_per_node=1).kubernetes(kind=kind)
+                             .queue("q").spec()), be)
+
+
+def test_small_result_survives_the_loss_of_the_pod_log(make_cluster):
+    """Log rotation, or a node's logs gone with the node: a small result is also in the container's
+    termination message (pod status), and is read from there."""
+    sim, be = make_cluster(gpus=2)
+    job = _ddp_job(be, _small, 7)
+    wait_for(lambda: job.status().phase == "succeeded", timeout=60)
+    pods = sim.store.list("v1", "Pod", "default")
+    assert pods
+    for p in pods:
+        sim.server.logs.forget("default", p["metadata"]["name"])  # the log is gone, the pod object stays
+    from gpujobs.backends.kubernetes.results import outcomes
+    # what any client (another process, no local archive of this job) reads from the cluster
+    assert list(outcomes(sim.api_client(), "default", job.id.split("/")[-1])) == [0]
+    assert job.result(timeout=30) == {"answer": 7}
+
+
+def test_logs_and_result_with_an_injected_sidecar(make_cluster):
+    """With a sidecar (Istio's istio-proxy) an unqualified pods/log request is 400: gpujobs must
+    name its container."""
+    sim, be = make_cluster(gpus=2)
+    admit = sim.store.admission
+
+    def inject(res, new, old):  # a mutating webhook adding a sidecar to every new pod
+        if res.kind == "Pod" and not res.group and old is None:
+            new["spec"].setdefault("containers", []).append({"name": "istio-proxy", "image": "istio/proxyv2"})
+        if admit is not None:
+            admit(res, new, old)
+    sim.store.admission = inject
+    job = _ddp_job(be, _small, 3)
+    assert job.result(timeout=60) == {"answer": 3}
+    assert "[rank 0] working" in "".join(job.logs())

@@ -25,7 +25,7 @@ from ...metrics import METRICS_MARKER
 from ...progress import PROGRESS_MARKER
 from ...runner import RESULT_MARKER, STACKS_MARKER
 from .naming import LABEL_ROLE
-from .results import job_pods, read_pod_log
+from .results import job_pods, main_container, read_pod_log
 
 _FIRST = ("submitter", "launcher", "master", "head")
 # Where each operator writes a pod's index (never the pod name: JobSet's and the batch Job
@@ -110,7 +110,7 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
 
     if not follow:
         for r, pod in enumerate(pod_rank_order(user_pods(job_pods(api_client, namespace, name)))):
-            for line in read_pod_log(api_client, namespace, pod["metadata"]["name"]).splitlines():
+            for line in read_pod_log(api_client, namespace, pod).splitlines():
                 text = show(line)
                 if text is not None:
                     who, out = _prefixed(text, r)
@@ -126,10 +126,11 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
         if rank is None or who == rank:
             q.put(line)
 
-    def stream(pod: str, r: int) -> None:
+    def stream(pod: str, r: int, container: str | None = None) -> None:
         try:
+            query = [("follow", "true")] + ([("container", container)] if container else [])
             resp = api_client.call_api(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", "GET",
-                                       query_params=[("follow", "true")], auth_settings=["BearerToken"],
+                                       query_params=query, auth_settings=["BearerToken"],
                                        _return_http_data_only=True, _preload_content=False)
             buf = b""
             for chunk in resp.stream(4096):
@@ -160,7 +161,7 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
                 if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
                     continue
                 started.add(pname)
-                t = threading.Thread(target=stream, args=(pname, r), daemon=True)
+                t = threading.Thread(target=stream, args=(pname, r, main_container(pod)), daemon=True)
                 threads.append(t)
                 t.start()
                 active += 1

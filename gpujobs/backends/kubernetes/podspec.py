@@ -23,6 +23,7 @@ from .payload_objects import KEY_FILE, POD_MOUNTS, JobFiles, pod_volumes, verifi
 DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 """Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
 NON_ROOT_UID = 1000
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE"]
 
 
@@ -86,6 +87,7 @@ def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
     spec = ctx.spec
     env = {"GPUJOBS_JOB_ID": ctx.job_id, "GPUJOBS_FRAMEWORK": spec.framework,
            "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_KEY_FILE": KEY_FILE,
+           "GPUJOBS_TERMINATION_LOG": TERMINATION_LOG,
            "GPUJOBS_KEY_CONTEXT": ctx.job_id,  # the runner derives this job's key from the file's
            "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
     if ctx.files.payload_file:
@@ -133,7 +135,11 @@ def container(ctx: RenderCtx, name: str, command: list[str], *, procs: int, gpus
     vols, mounts = volumes_and_mounts(ctx, shm)
     c: dict[str, Any] = {"name": name, "image": image or ctx.image, "command": command,
                          "env": env_list(ctx, env), "resources": resources(ctx.spec, procs, gpus, cpus),
-                         "volumeMounts": mounts, "securityContext": security_context(mode)}
+                         "volumeMounts": mounts, "securityContext": security_context(mode),
+                         # small results also in the termination message (gpujobs.runner), and
+                         # the log's tail when the container fails without one
+                         "terminationMessagePath": TERMINATION_LOG,
+                         "terminationMessagePolicy": "FallbackToLogsOnError"}
     if ctx.spec.working_dir:
         c["workingDir"] = ctx.spec.working_dir
     if ports:

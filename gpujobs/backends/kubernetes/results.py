@@ -42,12 +42,30 @@ def job_pods(api_client: Any, namespace: str, name: str) -> list[dict]:
     return data.get("items") or []
 
 
-def read_pod_log(api_client: Any, namespace: str, pod: str) -> str:
-    """A pod's whole log ('' when it has not started or is gone)."""
-    path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+# gpujobs' own container in each pod it renders (render_kubeflow, render_ray_volcano); another
+# container (an injected sidecar such as istio-proxy) is never the job's
+OUR_CONTAINERS = ("node", "pytorch", "launcher", "worker", "master", "ray-head", "ray-worker",
+                  "ray-job-submitter")
+
+
+def main_container(pod: dict | str) -> str | None:
+    """The container whose log is the job's: ours by name, else the first (None: unknown)."""
+    if not isinstance(pod, dict):
+        return None
+    names = [c.get("name") for c in ((pod.get("spec") or {}).get("containers") or [])]
+    return next((n for n in names if n in OUR_CONTAINERS), names[0] if names else None)
+
+
+def read_pod_log(api_client: Any, namespace: str, pod: str | dict) -> str:
+    """A pod's whole log ('' when it has not started or is gone). Given the pod object, the
+    request names its container: with a sidecar (Istio) an unqualified pods/log request is 400."""
+    name = pod["metadata"]["name"] if isinstance(pod, dict) else pod
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+    container = main_container(pod)
+    query = [("container", container)] if container else []
     try:
         resp = retrying(lambda: api_client.call_api(
-            path, "GET", auth_settings=["BearerToken"], _return_http_data_only=True,
+            path, "GET", query_params=query, auth_settings=["BearerToken"], _return_http_data_only=True,
             _preload_content=False, _request_timeout=60))
         return resp.data.decode("utf-8", "replace")
     except ApiException as exc:
@@ -56,11 +74,27 @@ def read_pod_log(api_client: Any, namespace: str, pod: str) -> str:
         raise
 
 
+def termination_messages(pod: dict) -> list[str]:
+    """The containers' termination messages in the pod's status (current and last state)."""
+    out = []
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        for st in (cs.get("state") or {}, cs.get("lastState") or {}):
+            msg = (st.get("terminated") or {}).get("message")
+            if msg:
+                out.append(msg)
+    return out
+
+
 def outcomes(api_client: Any, namespace: str, name: str) -> dict[int, bytes]:
-    """Sealed outcome envelopes by rank, from every pod of the job."""
+    """Sealed outcome envelopes by rank, from every pod of the job: its log, and the termination
+    message in its status (small results, 4096 bytes at most: gpujobs.runner), which outlives the
+    log (rotation, a node's logs lost, a sidecar answering 400)."""
     found: dict[int, bytes] = {}
     for pod in job_pods(api_client, namespace, name):
-        text = read_pod_log(api_client, namespace, pod["metadata"]["name"])
+        for msg in termination_messages(pod):
+            if RESULT_MARKER in msg:
+                found.update(parse_result_lines(msg.splitlines()))
+        text = read_pod_log(api_client, namespace, pod)
         if RESULT_MARKER in text:
             found.update(parse_result_lines(text.splitlines()))
     return found
