@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo test test-fast bench clean-venv
+.PHONY: demo check test test-fast bench clean-venv
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,15 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 demo: $(VENV)/.demo
 	$(PY) examples/quickstart.py
 
-test: $(VENV)/.dev
+# lint and type check first (configured in pyproject.toml: [tool.ruff], [tool.mypy]), then the tests
+check: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: check
 	$(PY) -m pytest -q -rs --durations=15 $(PYTEST_ARGS)
 
-test-fast: $(VENV)/.dev
+test-fast: check
 	$(PY) -m pytest -q -rs -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev

@@ -43,7 +43,7 @@ def run(n: int, queues: int = 10, seed: int = 0) -> dict:
     for i in range(n):
         r = rng.random()
         acc = 0.0
-        for gpus, rt, share in SIZES:
+        for gpus, rt, share in SIZES:  # noqa: B007 - the row chosen is used after the break
             acc += share
             if r <= acc:
                 break

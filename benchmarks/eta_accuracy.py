@@ -128,7 +128,7 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             continue
         # schedule after every change (events at the same instant are rare: continuous times)
         d = eng.schedule()
-        for vic, by in d.preempted:
+        for vic, _by in d.preempted:
             if vic in stopping:
                 continue
             stopping[vic] = t + GRACE

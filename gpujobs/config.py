@@ -137,7 +137,8 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
     if default is not None and default not in prios:
         raise SpecError("[local] default_priority", f"unknown class {default!r}",
                         f"use one of {', '.join(prios)}")
-    queues = []
+    queues: list[ClusterQueue] = []
+    quotas: list[dict[str, float]] = []  # queues[i]'s quota
     for i, q in enumerate(local.get("queues") or [{"name": "default", "gpus": slots}]):
         where = f"[[local.queues]] #{i + 1}"
         if "name" not in q:
@@ -155,6 +156,7 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
         if "memory" in q:
             quota["memory"] = parse_quantity(q["memory"], f"{where} memory")
         blim = q.get("borrowing_limit")
+        quotas.append(quota)
         queues.append(ClusterQueue(
             name=q["name"], quota=quota, cohort=q.get("cohort"),
             borrowing_limit={"gpu": parse_quantity(blim, f"{where} borrowing_limit")}
@@ -163,13 +165,13 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
             within_queue=q.get("preemption", "LowerPriority"),
             reclaim_within_cohort=q.get("reclaim", "Never"),
             local_queues=tuple(q.get("local_queues", ()))))
-    total = sum(q.quota["gpu"] for q in queues)
+    total = sum(qt["gpu"] for qt in quotas)
     if total > slots:
         raise SpecError("[[local.queues]] gpus",
                         f"the queues' GPU quotas add up to {total:g} but this machine has {slots} slots",
                         f"lower the quotas in {config_path()} (use a cohort to share idle slots), "
                         "or raise gpus = N under [local] there")
-    explicit = sum(q.quota["cpu"] for q, raw in zip(queues, local.get("queues") or []) if "cpus" in raw)
+    explicit = sum(qt["cpu"] for qt, raw in zip(quotas, local.get("queues") or []) if "cpus" in raw)
     if explicit > cpus:
         raise SpecError("[[local.queues]] cpus",
                         f"the queues' CPU quotas add up to {explicit:g} but this machine has {cpus:g} CPUs",

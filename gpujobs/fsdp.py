@@ -7,7 +7,7 @@ with bf16 parameters and fp32 gradient reduction.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from .context import context
 
@@ -33,6 +33,6 @@ def shard(model: Any, *, layers: type | tuple[type, ...] | None = None,
     if layers is not None:
         for module in model.modules():
             if isinstance(module, layers):
-                fully_shard(module, **kwargs)
+                fully_shard(cast(torch.nn.Module, module), **kwargs)  # modules() yields Modules
     fully_shard(model, **kwargs)
     return model

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar, cast
 
 from .backends import get_backend
 from .backends.base import Backend
@@ -109,7 +109,8 @@ class Job(Generic[R]):
             raise exc
         outcomes = self._outcomes()
         if len(outcomes) > 1 or self.status().extra.get("return_all"):
-            return [outcomes[r].value for r in sorted(outcomes)]
+            # return_all: .return_all() typed the job Job[Any], its value is this list
+            return cast(R, [outcomes[r].value for r in sorted(outcomes)])
         if 0 not in outcomes:
             raise JobLostError(f"job {self.id} succeeded but rank 0 left no result")
         return outcomes[0].value

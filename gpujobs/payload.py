@@ -13,7 +13,7 @@ import pickle
 import secrets
 import traceback
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import cloudpickle
 
@@ -69,7 +69,7 @@ def _user_modules(fn: Any) -> list[Any]:
     mod = sys.modules.get(name or "")
     if mod is None or name == "__main__" or not getattr(mod, "__file__", None):
         return []
-    return [mod] if _is_local_path(mod.__file__) and _is_user_module_name(name) else []
+    return [mod] if _is_local_path(mod.__file__) and name is not None and _is_user_module_name(name) else []
 
 
 # ------------------------------------------------------------ modules that travel by value
@@ -212,7 +212,7 @@ class _ModuleWalk:
             return False
         if modname in ("__main__", "__mp_main__"):
             return True
-        already = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
+        already: set[str] = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
         return modname in already or modname in self.by_value
 
     def function(self, fn: Any, depth: int) -> None:
@@ -404,7 +404,10 @@ class _ShippedFinder:
         if entry is None:
             return None
         source, is_pkg, origin, search = entry
-        spec = importlib.util.spec_from_loader(name, self, origin=origin, is_package=is_pkg)
+        # a loader by duck type (create_module / exec_module); typeshed's LoaderProtocol also
+        # asks for the deprecated load_module
+        spec = importlib.util.spec_from_loader(name, self, origin=origin,  # type: ignore[arg-type]
+                                               is_package=is_pkg)
         if spec is not None and origin:
             spec.has_location = True
         if spec is not None and is_pkg:
@@ -500,7 +503,7 @@ def _user_file(name: str, installed: tuple[str, ...]) -> bool:
         and not name.startswith(installed) and "site-packages" not in name
 
 
-def collect_sources(fn: Any, modules: list[Any] = ()) -> dict[str, Any]:
+def collect_sources(fn: Any, modules: Sequence[Any] = ()) -> dict[str, Any]:
     """What a rank needs for tracebacks that name the user's files and show their lines:
     ``{"sources": {file: [[first line number, text], ...]}, "files": {code key: file}}``:
     the source of each user function ``fn`` reaches (notebook cells included, read through
@@ -570,7 +573,7 @@ def register_sources(sources: dict[str, Any]) -> None:
 def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, backend: str | None = None) -> bytes:
     """cloudpickle ``(fn, args, kwargs)``, with the sources of the user's own modules it
     needs; raise PayloadError naming what fails, cannot travel, or is too big."""
-    already = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
+    already: set[str] = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
     by_value = [m for m in _user_modules(fn) if m.__name__ not in already]
     for mod in by_value:
         cloudpickle.register_pickle_by_value(mod)

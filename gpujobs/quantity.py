@@ -23,8 +23,8 @@ from typing import Any, Sequence
 
 from .errors import SpecError
 
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3,
+BINARY: dict[str, int] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+DECIMAL: dict[str, Decimal | int] = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3,
            "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 SUFFIXES = (*BINARY, "k", "M", "G", "T", "P", "E")
 """What :func:`format_quantity` may write (binary first: memory reads best in Gi/Mi)."""
@@ -69,7 +69,7 @@ def parse_quantity(value: Any, field: str, *, example: str = "16Gi") -> Decimal:
 
 
 def _is_exponent(suffix: str | None) -> bool:
-    return bool(suffix) and len(suffix) > 1 and suffix[0] in "eE" and suffix[1] != "i"
+    return suffix is not None and len(suffix) > 1 and suffix[0] in "eE" and suffix[1] != "i"
 
 
 def format_quantity(amount: Decimal | int, suffixes: Sequence[str] = SUFFIXES) -> str:

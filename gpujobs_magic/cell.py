@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import sys
 import symtable
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -117,7 +118,9 @@ def compile_cell(cell: str, namespace: Mapping[str, Any], *, shell: Any | None =
         body.insert(0, ast.Global(names=module_level))
     fdef = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
                                                           kw_defaults=[], defaults=[]),
-                           body=body, decorator_list=[], returns=None, type_params=[])
+                           body=body, decorator_list=[], returns=None)
+    if sys.version_info >= (3, 12):
+        fdef.type_params = []  # a field since 3.12 (PEP 695)
     module = ast.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
     try:
         code = compile(module, filename, "exec")

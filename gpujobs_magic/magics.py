@@ -31,6 +31,12 @@ class GpuJobMagics(Magics):
         self.backend: str | None = None
         self.cells = 0
 
+    @property
+    def _user_ns(self) -> dict[str, Any]:
+        """The notebook's namespace (a magic always runs inside a shell)."""
+        assert self.shell is not None
+        return self.shell.user_ns
+
     # ------------------------------------------------------------------ %%gpujob
     @magic_arguments.magic_arguments()
     @magic_arguments.argument("--gpus", type=int, default=1,
@@ -62,7 +68,7 @@ class GpuJobMagics(Magics):
             raise UsageError(f"%%gpujob -o: {args.out!r} is not a Python name")
         self.cells += 1
         count = getattr(self.shell, "execution_count", None) or self.cells
-        cellfn = compile_cell(cell, self.shell.user_ns, shell=self.shell, returns=returns,
+        cellfn = compile_cell(cell, self._user_ns, shell=self.shell, returns=returns,
                               name=f"cell_{count}")
         try:
             job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
@@ -73,7 +79,7 @@ class GpuJobMagics(Magics):
         except GpuJobsError as exc:  # refused before anything was created
             raise UsageError(f"%%gpujob: {exc}") from None
         if args.out:
-            self.shell.user_ns[args.out] = job
+            self._user_ns[args.out] = job
         if not args.wait:
             if returns:
                 threading.Thread(target=self._collect, args=(job, returns), daemon=True,
@@ -93,9 +99,9 @@ class GpuJobMagics(Magics):
         if display_mode() == "text":  # a terminal shows no live view: say how it ended
             print(status.summary())
         if status.phase != "succeeded":
-            exc = job.exception()
-            if exc is not None:
-                raise exc
+            failure = job.exception()
+            if failure is not None:
+                raise failure
             raise UsageError(f"%%gpujob: job {job.id} ended {status.phase}: {status.message}")
         if returns:
             self._assign(job.result(), returns)
@@ -106,7 +112,7 @@ class GpuJobMagics(Magics):
             return
         for n in returns:
             if n in value:
-                self.shell.user_ns[n] = value[n]
+                self._user_ns[n] = value[n]
 
     def _collect(self, job: Any, returns: tuple[str, ...]) -> None:
         """Background: when the job succeeds, copy rank 0's returned names into the namespace."""

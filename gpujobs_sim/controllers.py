@@ -531,7 +531,7 @@ class SimControllers:
         cq_pos = eng.positions(cq)
         lq_pos = eng.positions(key) if scope == "localqueue" else None
         items = []
-        for wid, pos in sorted((lq_pos or cq_pos).items(), key=lambda kv: kv[1]):
+        for wid, _pos in sorted((lq_pos or cq_pos).items(), key=lambda kv: kv[1]):
             wns, wname = wid.split("/", 1)
             wl = self.store.get(WL_API, "Workload", wname, wns)
             if wl is None:

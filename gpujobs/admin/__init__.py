@@ -26,8 +26,11 @@ def render_queues(table: str | Path | Mapping[str, Any] | None = None, *,
     if (table is None) == (slurm_conf is None):
         raise SpecError("admin queues", "give a table or a slurm.conf, not both or neither",
                         "gpujobs admin queues TABLE.yaml  |  gpujobs admin queues --slurm-conf slurm.conf")
-    model = (load_table(table) if table is not None else
-             parse_table(table_from_slurm_conf(slurm_conf, namespace, cohort), str(slurm_conf)))
+    if table is not None:
+        model = load_table(table)
+    else:
+        assert slurm_conf is not None  # exactly one of the two, checked above
+        model = parse_table(table_from_slurm_conf(slurm_conf, namespace, cohort), str(slurm_conf))
     return render_table(model)
 
 

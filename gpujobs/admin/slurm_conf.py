@@ -150,7 +150,7 @@ def table_from_slurm_conf(source: str | Path, namespace: str = "default",
                 cpus = str(s * c * t)
             if not cpus.isdigit():
                 raise SpecError(f"{where} CPUs", f"{cpus!r} is not a number", "write CPUs=N")
-            info = {"cpus": int(cpus), "mem_mib": mem, "gpus": _gpus(where, attrs.get("gres", ""))}
+            info: dict[str, Any] = {"cpus": int(cpus), "mem_mib": mem, "gpus": _gpus(where, attrs.get("gres", ""))}
             for h in hosts:
                 nodes[h] = info
         else:

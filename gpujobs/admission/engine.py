@@ -292,7 +292,7 @@ class Engine(FlavorAssignment):
         return best
 
     def _unpark(self, cq: _CQ) -> None:
-        for member in (cq.root.all_cqs if cq.cohort else (cq,)):
+        for member in (cq.cohort.root.all_cqs if cq.cohort else (cq,)):
             member.parked.clear()
             member.stalled = False
             member.hold = {}
@@ -438,7 +438,7 @@ class Engine(FlavorAssignment):
                 continue
             self._admit(e, asg)
             e.in_pass = True
-            out.admitted.append(e.admission)  # type: ignore[arg-type]
+            out.admitted.append(e.admission)
             progress = True
         for cq, res in held:
             self._charge(cq, res, -1)
@@ -502,6 +502,7 @@ class Engine(FlavorAssignment):
                 rg = cq.rg_of.get(r)
                 if rg is None and not isinstance(flavor, Mapping):
                     continue
+                f: str | None
                 if isinstance(flavor, str):
                     f = flavor
                 elif isinstance(flavor, Mapping):
@@ -509,6 +510,7 @@ class Engine(FlavorAssignment):
                     if f is None:
                         continue
                 else:
+                    assert rg is not None  # (no flavor given and no resource group: skipped above)
                     f = rg.flavors[0]
                 fl[r] = f
                 self._ensure_fr(cq, (f, r))

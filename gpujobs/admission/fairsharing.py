@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Engine
+    from .preemption import Preemption
     from .quota import _CQ, _Cohort, _Entry
 
 EPS = 1e-9
@@ -62,7 +62,7 @@ def _parent(node):
     return node.cohort if isinstance(node, _CQ) else node.parent
 
 
-def drs(eng: "Engine", node) -> DRS:
+def drs(eng: "Preemption", node) -> DRS:
     """Dominant resource share of a queue or cohort: for every resource it uses above its
     subtree quota, the borrowed amount over what its parent could lend it; the largest."""
     parent = _parent(node)
@@ -99,7 +99,7 @@ def ancestors(node) -> Iterator:
 
 
 # ------------------------------------------------------------------ tournament
-def pop_fair(eng: "Engine", remaining: dict) -> tuple:
+def pop_fair(eng: "Preemption", remaining: dict) -> tuple:
     """The next head to process (Kueue fairSharingIterator.pop): ``remaining`` maps a queue to
     its head tuple (sort key, entry, assignment, targets)."""
     cq = next(iter(remaining))
@@ -161,7 +161,7 @@ def _tournament(cohort: "_Cohort", remaining: dict, values: dict, requested: dic
 class _Ordering:
     """Kueue TargetClusterQueueOrdering: queues to take victims from, highest share first."""
 
-    def __init__(self, eng: "Engine", cq: "_CQ", cands: list):
+    def __init__(self, eng: "Preemption", cq: "_CQ", cands: list):
         self.eng, self.cq = eng, cq
         self.path = set(id(a) for a in ancestors(cq))
         self.targets: dict = {}
@@ -251,7 +251,7 @@ def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS)
     return compare(preemptor_new, target_old) < 0
 
 
-def fair_targets(eng: "Engine", e: "_Entry", need: set, requests: Mapping):
+def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
     """Kueue fairPreemptions: victims chosen by the fair-sharing strategies (rules S2-a, S2-b
     of KEP-1714), fill-back minimised; [] when they do not make ``requests`` fit."""
     from .preemption import _cand_key, _Targets
@@ -261,7 +261,7 @@ def fair_targets(eng: "Engine", e: "_Entry", need: set, requests: Mapping):
         cands += [c for c in cq.admitted.values()
                   if not need.isdisjoint(c.usage) and eng._may(e, c, spec.within_queue)]
     if cq.cohort is not None and spec.reclaim_within_cohort != "Never":
-        for other in cq.root.all_cqs:
+        for other in cq.cohort.root.all_cqs:
             if other is cq or not any(other.usage.get(fr, 0.0) > other.nominal.get(fr, 0.0) + EPS for fr in need):
                 continue
             cands += [c for c in other.admitted.values()

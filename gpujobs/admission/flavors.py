@@ -110,13 +110,13 @@ class FlavorAssignment(Preemption):
                     asg.mode = NOFIT
                     return asg
                 f, per = best
-                for rr, (mode, borrow) in per.items():
+                for rr, (rr_mode, borrow) in per.items():
                     flavors[rr] = f
-                    asg.modes[(ps_name, rr)] = mode
+                    asg.modes[(ps_name, rr)] = rr_mode
                     fr = (f, rr)
                     asg.usage[fr] = asg.usage.get(fr, 0.0) + group[rr]
                     asg.borrow = max(asg.borrow, borrow)
-                    if mode != FIT:
+                    if rr_mode != FIT:
                         asg.need.add(fr)
                         worst = PREEMPT
             asg.podsets.append((ps_name, flavors))

@@ -28,7 +28,7 @@ import time
 from bisect import insort
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import GpuJobsError
 from .engine import DEFAULT_PRIORITIES, Engine
@@ -124,7 +124,7 @@ class Snapshot:
     flavors: Sequence | None = None  # ResourceFlavor objects, as given to Engine(flavors=...)
 
     def engine(self, clock: Callable[[], float] | None = None) -> Engine:
-        kw = {"flavors": self.flavors} if self.flavors is not None else {}
+        kw: dict[str, Any] = {"flavors": self.flavors} if self.flavors is not None else {}
         return Engine(self.queues, self.cohorts, self.priorities, self.default_priority,
                       clock=clock or (lambda: self.now), **kw)
 
@@ -301,7 +301,7 @@ class _Sim:
                 item = heapq.heappop(events)
                 if version.get(item[3]) == item[4]:
                     batch.append(item)
-            for _, _, kind, wid, ver in batch:
+            for _, _, kind, wid, _ver in batch:
                 if kind == "end":
                     eng.finish(wid)
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
@@ -318,9 +318,9 @@ def _groups(snap: Snapshot) -> dict[str, str]:
 
     def root(c: str) -> str:  # hierarchical cohorts share quota up to the root of the tree
         seen = set()
-        while parent.get(c) and c not in seen:
+        while (up := parent.get(c)) and c not in seen:
             seen.add(c)
-            c = parent[c]
+            c = up
         return c
     out = {}
     for q in snap.queues:
@@ -389,7 +389,7 @@ class _QueueFacts:
                 own = {(f, r): a for f, res in normalize_quota(c.quota, c.name).items()
                        for r, a in res.items()}
         requestable = defaultdict(float, own)
-        used = defaultdict(float)
+        used: defaultdict[Any, float] = defaultdict(float)
         for m in self.members:
             mq = normalize_quota(m.quota, m.name)
             ll = normalize_quota(m.lending_limit, m.name)
@@ -536,7 +536,7 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                 parts.append(msg)
                 blocked.append(head)
             if borrow and not fits_alone:
-                for b, over in borrow:
+                for b, _over in borrow:
                     rec = cq.reclaim_within_cohort
                     parts.append(borrow_txt[b]
                                  + (f" ({name} does not reclaim: reclaim_within_cohort=Never)"
@@ -551,11 +551,11 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
             prio = prio_(wid)
             for k in range(max(0, i - AHEAD_SHOWN), i):
                 x = order[k]
-                a = jobs[x]
+                other = jobs[x]
                 ap = prio_(x)
-                tag = f", {a.workload.priority}" if ap > prio and a.workload.priority is not None else \
+                tag = f", {other.workload.priority}" if ap > prio and other.workload.priority is not None else \
                     (", higher priority" if ap > prio else "")
-                ahead.append(f"{a.label} ({_ordinal(k + 1)}{tag}, {amt(x)})")
+                ahead.append(f"{other.label} ({_ordinal(k + 1)}{tag}, {amt(x)})")
             if i > AHEAD_SHOWN:
                 ahead.insert(len(ahead) - AHEAD_SHOWN, f"{i - AHEAD_SHOWN} more queued ahead")
             blocked += order[max(0, i - BLOCKED_BY_MAX):i]

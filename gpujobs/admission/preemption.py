@@ -59,7 +59,8 @@ class Preemption(Quota):
                     adv = False
                 remaining[fr] = max(0.0, v - max(0.0, cq.guaranteed.get(fr, 0.0) - u))
             thr = spec.max_priority_threshold
-            prev, node = None, coh
+            prev: _Cohort | None = None
+            node: _Cohort | None = coh
             while node is not None:
                 for other, lca in self._subtree_cqs(node, prev, need):
                     if other is cq or not other.admitted:

@@ -155,10 +155,11 @@ class _Cohort:
         self.children: list[_Cohort] = []   # child cohorts
         self.parent: _Cohort | None = None
         self.root: _Cohort = self
-        self.subtree: Counter = Counter()   # Kueue SubtreeQuota
+        self.subtree: dict[FR, float] = Counter()  # type: ignore[assignment]  # Kueue SubtreeQuota (float Counter)
         self.lq: dict[FR, float] = {}       # what it keeps from its parent (lending limit)
         self.blimit: dict[FR, float] = {}
-        self.usage: Counter = Counter()
+        # typeshed types Counter values as int; these are float amounts (a missing key reads 0)
+        self.usage: dict[FR, float] = Counter()  # type: ignore[assignment]
         self.height = 1
         self.all_cqs: list[_CQ] = []        # every ClusterQueue of the tree (on the root)
         self.version = 0  # bumped on every admission, release or eviction in the tree
@@ -168,8 +169,9 @@ class _Cohort:
         """Subtree quotas, guaranteed parts and heights, children first."""
         for c in self.children:
             c.finish()
-        self.subtree = Counter(self.own)
-        for child in (*self.members, *self.children):
+        self.subtree = Counter(self.own)  # type: ignore[assignment]  # float amounts (see __init__)
+        nodes: list[_CQ | _Cohort] = [*self.members, *self.children]
+        for child in nodes:
             for fr, q in child.subtree.items():
                 self.subtree[fr] += q - child.lq.get(fr, 0.0)
         self.blimit = _limits(self.subtree, self.spec.borrowing_limit,
@@ -273,14 +275,14 @@ class Quota:
         if u + val <= cq.nominal.get(fr, 0.0) + EPS:
             return 0, True
         remaining = val - max(0.0, cq.guaranteed.get(fr, 0.0) - u)
-        node = cq.cohort
+        node: _Cohort | None = cq.cohort
         while node is not None:
             nu = node.usage.get(fr, 0.0)
             if nu + remaining <= node.subtree.get(fr, 0.0) + EPS:
                 return node.height, node.parent is not None
             remaining -= max(0.0, node.lq.get(fr, 0.0) - nu)
             node = node.parent
-        return cq.root.height, False
+        return cq.cohort.root.height, False
 
     @staticmethod
     def _within_nominal(node, frs: Iterable[FR]) -> bool:

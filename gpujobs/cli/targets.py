@@ -107,7 +107,7 @@ def builders_for(target: str, args: list[str], *, mapping: str | None = None,
         return "function", [job(fn, *values)]
     if path.is_file():
         cmd = ("python", target, *args) if path.suffix == ".py" else (target, *args)
-        b = JobBuilder(None).options(command=cmd)
+        b: JobBuilder[Any] = JobBuilder(None).options(command=cmd)
         stem = slug(path.stem)
         return "script", [b.name(stem) if stem else b]
     raise SpecError("target", f"{target!r} is neither MODULE:FUNCTION nor an existing file",

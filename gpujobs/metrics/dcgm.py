@@ -60,12 +60,11 @@ def host_of(labels: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------ parsing
 def parse_query_response(doc: dict | str | bytes) -> list[Series]:
     """The series of a Prometheus ``/api/v1/query`` answer (vector; a matrix gives its last point)."""
-    if isinstance(doc, (str, bytes)):
-        doc = json.loads(doc)
-    if doc.get("status") != "success":
-        raise BackendError(f"Prometheus query failed: {doc.get('errorType', '?')}: "
-                           f"{doc.get('error', 'no error message')}")
-    data = doc.get("data") or {}
+    answer: dict = json.loads(doc) if isinstance(doc, (str, bytes)) else doc
+    if answer.get("status") != "success":
+        raise BackendError(f"Prometheus query failed: {answer.get('errorType', '?')}: "
+                           f"{answer.get('error', 'no error message')}")
+    data = answer.get("data") or {}
     rtype = data.get("resultType")
     out: list[Series] = []
     for item in data.get("result") or ():
@@ -151,7 +150,7 @@ def samples_from_series(series: Iterable[Series], ranks: Mapping[str, int] | Non
         rank = (ranks[pod] if ranks is not None else (pods.index(pod) if pod else -1))
         used = g.get(FB_USED)
         parts = [g.get(FB_USED), g.get(FB_FREE)]
-        total = sum(parts) + g.get(FB_RESERVED, 0.0) if None not in parts else None
+        total = sum(p for p in parts if p is not None) + g.get(FB_RESERVED, 0.0) if None not in parts else None
         t = g["t"] if g["t"] is not None else now
         out.append(GpuSample(
             time=float(t if t is not None else 0.0), rank=rank, device=gpu, util=g.get(UTIL),

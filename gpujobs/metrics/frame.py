@@ -54,7 +54,7 @@ class MetricsFrame(pd.DataFrame):
         return MetricsFrame
 
     @property
-    def plot(self) -> MetricsPlot:  # type: ignore[override]
+    def plot(self) -> MetricsPlot:
         return MetricsPlot(self)
 
     @property

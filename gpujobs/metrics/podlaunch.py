@@ -59,8 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give the command to run after --")
     rank = ns.rank if ns.rank is not None else int(os.environ.get("RANK", "0") or 0)
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    def forward(sig: int, _frame: object) -> None:  # to the rank, while it runs
+        if child.poll() is None:
+            child.send_signal(sig)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, _f: child.poll() is None and child.send_signal(s))
+        signal.signal(sig, forward)
     lock = threading.Lock()
     out = sys.stdout.buffer
 

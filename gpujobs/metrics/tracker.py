@@ -76,6 +76,7 @@ class JobMetrics:
             self.on_update(self.history.latest())
 
     def _write(self, line: str) -> None:
+        assert self.path is not None  # written only when the tracker has a file (see _sink)
         with self._lock:
             if self._file_rounds >= 2 * self.history.maxlen:
                 keep = self.path.read_text().splitlines()[-self.history.maxlen:]

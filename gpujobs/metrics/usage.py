@@ -70,9 +70,10 @@ def _gpu_busy_seconds(samples: Sequence[GpuSample], since: float, until: float,
             end = ss[i + 1].time if i + 1 < len(ss) else s.time + max_gap
             end = min(end, s.time + max_gap)
             span = _overlap(s.time, end, since, until)
+            util = float(s.util or 0.0)  # never None here: those were left out above
             if since <= s.time <= until:
-                utils.append(float(s.util))
-            busy += span * float(s.util) / 100.0
+                utils.append(util)
+            busy += span * util / 100.0
     return busy, utils
 
 

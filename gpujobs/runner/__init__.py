@@ -300,7 +300,12 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
         sys.stderr.write(f"gpujobs: cannot run {argv[0]!r}: {exc}\n")
         sys.stderr.flush()
         os._exit(127)
-    signal.signal(signal.SIGTERM, lambda *_: (ctx.request_stop(), proc.send_signal(signal.SIGTERM)))
+
+    def stop(*_: object) -> None:
+        ctx.request_stop()
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
     code = proc.wait()
     if code == 0:
         if ctx.rank == 0 or os.environ.get("GPUJOBS_RETURN_ALL") == "1":

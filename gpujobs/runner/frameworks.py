@@ -48,7 +48,7 @@ def _setup_torch(ctx: JobContext) -> Any:
         ctx.device = "cpu"
         backend = "gloo"
     if not dist.is_initialized():
-        kwargs = {"device_id": torch.device(ctx.device)} if backend == "nccl" else {}
+        kwargs: dict[str, Any] = {"device_id": torch.device(ctx.device)} if backend == "nccl" else {}
         rdzv = os.environ.get("GPUJOBS_RENDEZVOUS_FILE")  # local gangs: FileStore, no port
         init = f"file://{rdzv}" if rdzv else "env://"
         dist.init_process_group(backend=backend, init_method=init, rank=ctx.rank,

@@ -228,8 +228,8 @@ def parse_launch(line: int, text: str) -> Launch:
             launch.command = ("python", *prog)
         return launch
     if cmd in ("mpirun", "mpiexec"):
-        opts, prog = _split_mpirun(line, rest)
-        dropped = sorted(k for k in opts if k not in MPIRUN_USED)
+        mopts, prog = _split_mpirun(line, rest)  # option -> its values (given more than once)
+        dropped = sorted(k for k in mopts if k not in MPIRUN_USED)
         if dropped:
             launch.notes.append(f"{cmd} options " + ", ".join(("-" if len(k) == 1 else "--") + k for k in dropped) +
                                 " are not translated (gpujobs places the ranks)")
@@ -237,18 +237,18 @@ def parse_launch(line: int, text: str) -> Launch:
             raise _problem(line, cmd, f"{cmd} starts no program", "give the program after the options")
         launch.kind, launch.framework = "mpirun", "mpi"
         for name in ("np", "n", "c"):
-            if name in opts:
-                launch.np = _count(line, f"{cmd} -{name}", opts[name][-1])
+            if name in mopts:
+                launch.np = _count(line, f"{cmd} -{name}", mopts[name][-1])
         for name in ("npernode", "N", "ppn"):
-            if name in opts:
-                launch.per_node = _count(line, f"{cmd} -{name}", opts[name][-1])
-        for item in opts.get("x", []):
+            if name in mopts:
+                launch.per_node = _count(line, f"{cmd} -{name}", mopts[name][-1])
+        for item in mopts.get("x", []):
             k, eq, v = item.partition("=")
             if eq:
                 launch.env[k] = v
             else:
                 launch.pass_env.append(k)
-        for k, v in zip(opts.get("genv", [])[::2], opts.get("genv", [])[1::2]):
+        for k, v in zip(mopts.get("genv", [])[::2], mopts.get("genv", [])[1::2]):
             launch.env[k] = v
         launch.command = (("python", *prog[1:]) if PYTHONS.match(prog[0]) else tuple(prog))
         return launch

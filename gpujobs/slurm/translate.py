@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import warnings
+from types import FrameType
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,8 @@ class _Translator:
         return err
 
     def warn(self, line: int, what: str, message: str) -> None:
-        level, frame = 2, sys._getframe(1)
+        level = 2
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_globals.get("__name__", "").startswith("gpujobs.slurm"):
             frame, level = frame.f_back, level + 1
         warnings.warn(f"{self.source}:{line} {what}: {message}", SbatchWarning, stacklevel=level)
@@ -117,7 +119,7 @@ class _Translator:
                              "has no launch line", "end the script with srun, torchrun, mpirun or python")
         if len(launches) > 1:
             raise self.error(launches[1][0], "body",
-                             f"has {len(launches)} launch lines (lines {', '.join(str(l) for l, _ in launches)})",
+                             f"has {len(launches)} launch lines (lines {', '.join(str(line) for line, _ in launches)})",
                              "gpujobs runs one program per rank: split the steps into separate jobs, "
                              "or call them from one script")
         try:
@@ -400,7 +402,7 @@ class _Translator:
             command = shell_wrap(command)
         fields["command"] = command
         fields["env"] = tuple(sorted(env.items()))
-        builder = JobBuilder(None).options(**fields)
+        builder: JobBuilder[Any] = JobBuilder(None).options(**fields)
         try:
             builder.spec()  # validate now, so a bad value names the script
         except SpecError as exc:

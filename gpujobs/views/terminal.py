@@ -94,6 +94,7 @@ class ProgressDisplay:
 
     def _draw_bar(self, st: JobStatus) -> None:
         p = st.progress
+        assert p is not None  # drawn only once the job reports progress (see update)
         total = p.total
         extra = " · ".join(x for x in (
             ", ".join(f"{k}={_short(v)}" for k, v in list(p.metrics.items())[:4]), _left(st),

@@ -22,7 +22,7 @@ import ipywidgets as W
 from ..status import JobStatus
 from .html import (header_html, last_line_html, logs_html, metrics_html, progress_html,
                    render_job_html, result_html, timeline_html)
-from .table import frame_html, jobs_frame
+from .frames import frame_html, jobs_frame
 
 from .live import JobUpdater, StatusSource  # noqa: F401  (re-exported)
 

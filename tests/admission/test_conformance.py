@@ -15,7 +15,7 @@ DIFFERENCES = runner.differences()
 
 
 def _params():
-    for fname, fixtures, case in CASES:
+    for _fname, fixtures, case in CASES:
         cid = runner.case_id(case)
         marks = []
         if "skip" in case:

@@ -157,7 +157,7 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
         assert seen.index("running") > 0
     else:
         warnings.warn(f"the backend started the job {offsets['started']}s after submit (no queue "
-                      f"wait to watch live); checked the pre-running phases in the timeline only")
+                      f"wait to watch live); checked the pre-running phases in the timeline only", stacklevel=1)
     assert "gang 2/2" in final["text"] and "2/2 ready" in final["text"]
     assert "'total': 41.0" in final["text"] and "'world': 2" in final["text"]  # rank 0's result
     assert "ranks on CPU" in final["text"]

@@ -3,7 +3,6 @@ render/admin output parsed back. (Real jobs: test_cli_jobs.py.)"""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ ADMIN = ROOT / "tests" / "admin" / "data"
 
 def one_clean_line(stderr: str) -> None:
     assert "Traceback" not in stderr, stderr
-    errors = [l for l in stderr.splitlines() if l.startswith("gpujobs:")]
+    errors = [line for line in stderr.splitlines() if line.startswith("gpujobs:")]
     assert len(errors) == 1, stderr
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import gpujobs
-from gpujobs.handle import Job, interrupted_line
+from gpujobs.handle import Job
 
 
 class InterruptedBackend:

@@ -19,7 +19,7 @@ import time
 
 from support import wait_for as until  # noqa: F401
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import psutil
 

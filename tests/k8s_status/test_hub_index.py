@@ -74,7 +74,9 @@ def test_pod_index_follows_relabels_deletes_and_relists(server):
             srv.store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": name, "namespace": "default", "labels": {LABEL_JOB: rng.choice(jobs)}}})
         elif op == "relabel":
-            def relabel(o, job=rng.choice(jobs + [None])):
+            new_job = rng.choice(jobs + [None])
+
+            def relabel(o, job=new_job):
                 o["metadata"]["labels"] = {LABEL_JOB: job} if job else {"other": "x"}
             srv.store.mutate("v1", "Pod", rng.choice(names), "default", relabel)
         elif op == "delete":

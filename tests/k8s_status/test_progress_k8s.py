@@ -10,6 +10,7 @@ import pytest
 from support import wait_for
 
 import gpujobs
+from gpujobs.errors import JobError
 from gpujobs.handle import Job
 from gpujobs.progress import PROGRESS_MARKER
 
@@ -91,7 +92,7 @@ def test_a_segfaulting_pod_rank_leaves_its_stack_in_the_pod_log(make_cluster):
     spec = gpujobs.job(crash_here).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
         .kubernetes(kind="PyTorchJob").queue("q").spec()
     job = Job(be.submit(spec), be)
-    with pytest.raises(Exception):
+    with pytest.raises(JobError):  # killed by SIGSEGV: no exception of its own
         job.result(timeout=120)
     logs = job.logs()
     assert "Fatal Python error: Segmentation fault" in logs and "in crash_here" in logs, logs

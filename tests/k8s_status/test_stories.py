@@ -2,7 +2,6 @@
 operators / kubelet run the real runner, status comes from watches of the real objects."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from support import wait_for

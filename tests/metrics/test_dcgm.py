@@ -72,7 +72,7 @@ def test_exposition_page_matches_prometheus_client_parser():
     # prometheus_client names counter samples NAME_total; the page (and we) keep NAME
     theirs = [(s.name.removesuffix("_total") if fam.type == "counter" else s.name, s.labels,
                s.value) for fam in prom.text_string_to_metric_families(text) for s in fam.samples]
-    assert [(n, l, v) for n, l, v, _ in mine] == theirs
+    assert [(n, labels, v) for n, labels, v, _ in mine] == theirs
     assert len(mine) == 27
 
 

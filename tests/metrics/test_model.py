@@ -59,7 +59,7 @@ def test_plot_draws_one_line_per_rank_device_and_labels_cpu():
     f = metrics_frame([s(t, r, d, util=10 * r + t) for t in range(5) for r, d in ((0, 0), (1, 1))])
     fig = f.plot()
     ax_u, ax_m = fig.axes
-    assert [l.get_label() for l in ax_u.get_lines()] == ["rank 0 GPU 0", "rank 1 GPU 1"]
+    assert [line.get_label() for line in ax_u.get_lines()] == ["rank 0 GPU 0", "rank 1 GPU 1"]
     assert list(ax_u.get_lines()[1].get_ydata()) == [10, 11, 12, 13, 14]
     assert ax_u.get_ylabel() == "busy %"
     cpu = metrics_frame([s(t, 0, -1, source="psutil") for t in range(3)]).plot()

@@ -1,7 +1,6 @@
 """Shared helpers of the Ray / MPI tests: a job directory for launcher-level runs, process checks."""
 from __future__ import annotations
 
-import time
 
 from support import wait_for  # noqa: F401  (re-exported for the tests here)
 from pathlib import Path

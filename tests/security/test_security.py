@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import os
 import pickle
 import stat
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 

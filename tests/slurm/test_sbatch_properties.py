@@ -59,7 +59,7 @@ def check(text: str) -> None:
         try:
             builders = from_sbatch_array(text)
         except SpecError:
-            raise AssertionError("from_sbatch accepted a script from_sbatch_array refuses")
+            raise AssertionError("from_sbatch accepted a script from_sbatch_array refuses") from None
         assert len(builders) == 1
 
 

@@ -1,7 +1,6 @@
 """One rule for "a file path or the text itself" (sbatch, mapping, teams YAML, slurm.conf)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given

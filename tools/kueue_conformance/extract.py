@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gosyntax import Parser, parse_assignments, tokenize  # noqa: E402
+from gosyntax import parse_assignments  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "admission" / "conformance"
 _SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2 ** 10, "Mi": 2 ** 20,
@@ -527,7 +527,7 @@ def cases_of(fsrc: str):
 
 def _flavors_of_adm(adm, wl) -> list:
     out = []
-    for i, ps in enumerate(adm["podsets"]):
+    for ps in adm["podsets"]:
         out.append({"name": ps["name"], "flavors": dict(ps["flavors"])})
     return out
 

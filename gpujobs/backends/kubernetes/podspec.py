@@ -96,7 +96,7 @@ def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
         env["GPUJOBS_RETURN_ALL"] = "1"
     env.update(extra or {})
     env.update(spec.env_dict())
-    out = [{"name": k, "value": v} for k, v in env.items()]
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
     out += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}}
             for k, r in spec.secret_env]
     return out

@@ -15,6 +15,7 @@ burst of submits pays for the checks once.
 """
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
@@ -186,7 +187,8 @@ def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
                   # unlike the cluster-scoped reads, the Role grants this one
                   forbidden=f"you may not read LocalQueues in namespace {ns!r}; "
                   + RBAC_FIX.format(ns=ns))
-    cq_name = (lq.get("spec") or {}).get("clusterQueue")
+    assert lq is not None  # forbidden= given: a refusal raises instead
+    cq_name = str((lq.get("spec") or {}).get("clusterQueue"))
     cq = _require(backend, cache, f"ClusterQueue {cq_name}", "kueue.x-k8s.io", "v1beta2",
                   "clusterqueues", cq_name, f"LocalQueue {ns}/{queue} points at ClusterQueue "
                   f"{cq_name!r}, which does not exist; ask the cluster admin")
@@ -321,7 +323,7 @@ def _checks(backend: Any, cache: _Cache, r: Rendered) -> list[Callable[[], None]
         checks.append(lambda: check_volcano(backend, cache))
     info = KINDS[r.kind]
     for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
-        checks.append(lambda g=group, res=resource: check_access(backend, cache, r.namespace, g, res))
+        checks.append(functools.partial(check_access, backend, cache, r.namespace, group, resource))
     if r.kind in KUEUE_KINDS:
         checks.append(lambda: check_kueue(backend, cache, r))
     checks.append(lambda: check_other(backend, cache, r))

@@ -88,7 +88,8 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     if not wl:
         return None
     conds = conditions(wl)
-    st = wl.get("status") if isinstance(wl.get("status"), dict) else {}
+    status = wl.get("status")
+    st: dict = status if isinstance(status, dict) else {}
     rq = st.get("requeueState") or {}
     cq = (st.get("admission") or {}).get("clusterQueue", "")
     stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
@@ -266,15 +267,16 @@ def kind_state(job: dict) -> KindState:
         msg = state.get("message", "")
         ready = int(st.get("running") or 0) + int(st.get("succeeded") or 0)
         retries = int(st.get("retryCount") or 0)
-        t = parse_time(state.get("lastTransitionTime"))
+        changed = parse_time(state.get("lastTransitionTime"))
         if ph == "Completed":
-            return KindState("succeeded", ph, msg, finished_at=t, restarts=retries)
+            return KindState("succeeded", ph, msg, finished_at=changed, restarts=retries)
         if ph in ("Failed", "Aborted", "Terminated"):
-            return KindState("failed", ph, msg or f"Volcano Job {ph.lower()}", finished_at=t, restarts=retries)
+            return KindState("failed", ph, msg or f"Volcano Job {ph.lower()}", finished_at=changed,
+                             restarts=retries)
         if ph in ("Aborting", "Terminating", "Completing"):
             return KindState("running", ph, msg, ready=ready, restarts=retries)
         if ph == "Running":
-            return KindState("running", ph, msg, ready=ready, started_at=t, restarts=retries)
+            return KindState("running", ph, msg, ready=ready, started_at=changed, restarts=retries)
         if ph in ("Pending", "Restarting"):
             return KindState("starting" if ready or ph == "Restarting" else None, ph, msg, ready=ready,
                              restarts=retries)
@@ -290,8 +292,8 @@ def kind_state(job: dict) -> KindState:
         if ph in ("Resuming", "Resetting"):
             return KindState("starting", ph, restarts=int(st.get("retries") or 0))
         if ph == "Running":
-            ready = _true(conds, "PodsReady")
-            return KindState("running", ph, ready=gang_size_of(job) if ready else None)
+            all_ready = _true(conds, "PodsReady")
+            return KindState("running", ph, ready=gang_size_of(job) if all_ready else None)
         return KindState(None)
     return KindState(None)
 

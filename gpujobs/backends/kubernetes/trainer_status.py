@@ -26,10 +26,11 @@ def trainer_progress(job: dict) -> Progress | None:
     for m in ts.get("metrics") or ():
         if isinstance(m, dict) and m.get("name"):
             value = m.get("value")
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                pass
+            if value is not None:
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    pass  # kept as written (a text value)
             metrics[str(m["name"])] = value
     if pct is None and remaining is None and not metrics:
         return None

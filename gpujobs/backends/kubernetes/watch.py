@@ -254,7 +254,8 @@ class StatusHub:
         with self._lock:
             inf = self._informers.get(res)
             if inf is None:
-                inf = Informer(self.api, *res, self.namespace, cb, label_selector=label_selector,
+                group, version, plural = res
+                inf = Informer(self.api, group, version, plural, self.namespace, cb, label_selector=label_selector,
                                lock=self._lock, indexers=INDEXERS.get(res)).start()
                 self._informers[res] = inf
             return inf

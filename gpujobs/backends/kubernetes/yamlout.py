@@ -1,9 +1,14 @@
 """YAML for ``kubectl apply -f -`` (the CLI's ``gpujobs render``)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import yaml
 
 from ...spec import JobSpec
+
+if TYPE_CHECKING:
+    from .backend import KubernetesBackend
 
 
 class _Dumper(yaml.SafeDumper):
@@ -39,9 +44,10 @@ def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True
     from .naming import save_key as _save
 
     backend = get_backend("kubernetes")
-    rendered = backend.render_job(spec, kind)
+    kb = cast("KubernetesBackend", backend)
+    rendered = kb.render_job(spec, kind)
     if save_key:
-        _save(rendered.namespace, rendered.name, rendered.key, backend.home)
+        _save(rendered.namespace, rendered.name, rendered.key, kb.home)
     if not job_only:
         return to_yaml(rendered.objects)
     if notes is not None:

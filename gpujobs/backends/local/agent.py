@@ -112,6 +112,8 @@ class Agent:
     def __init__(self, home: Path):
         self.home = Path(home)
         cfg = load_config()
+        self.slots: int
+        self.real: bool  # real GPUs (NVML found them), else CPU ranks stand in for them
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
@@ -414,9 +416,9 @@ class Agent:
                 self._decision_failed(adm.id, "starting it", exc)
         if d:  # positions moved
             for key in list(self.subs):
-                rec = self.recs.get(key)
-                if rec is not None and rec.status.phase == "queued":
-                    self._emit(rec)
+                queued = self.recs.get(key)
+                if queued is not None and queued.status.phase == "queued":
+                    self._emit(queued)
         self._flush_safely()
         return ending
 
@@ -777,7 +779,7 @@ class Agent:
                                  message=asked, finished_at=time.time())
                 rec.gang = None
             self._flush_safely()
-            for key, qs in self.subs.items():
+            for qs in self.subs.values():
                 for q in qs:
                     q.put(None)
         if self.zygote is not None and asked is None:

@@ -243,9 +243,10 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
     except BackendUnavailable:
         pass
     deadline = time.monotonic() + timeout
-    for pid in (pids.get("agent"), pids.get("zygote")):
-        if not pid:
+    for maybe_pid in (pids.get("agent"), pids.get("zygote")):
+        if not maybe_pid:
             continue
+        pid = maybe_pid
         try:
             proc = psutil.Process(pid)
             proc.wait(max(0.1, deadline - time.monotonic()))

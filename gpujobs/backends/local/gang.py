@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Self, Sequence
 
 
 @dataclass
@@ -147,7 +147,7 @@ class Gang:
         env["GPUJOBS_RENDEZVOUS_FILE"] = str(path)
 
     @classmethod
-    def from_spec(cls, spec: dict, **kw: Any) -> "Gang":
+    def from_spec(cls, spec: dict, **kw: Any) -> Self:
         """The gang of ``spec`` (a JobSpec.to_dict()): rank count, env and return_all from it,
         the rest (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
         world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))

@@ -187,8 +187,8 @@ def check_socket_dir(folder: Path) -> None:
         owner = f"belongs to uid {st.st_uid}" if st.st_uid != os.geteuid() else \
             f"has mode {stat.S_IMODE(st.st_mode):04o}"
         fix = (f"chmod 700 {_q(folder)}" if st.st_uid == os.geteuid() else
-               f"it was not made by you: report it to the machine's admins, and meanwhile set "
-               f"XDG_RUNTIME_DIR to a private folder of yours or use a shorter GPUJOBS_HOME")
+               "it was not made by you: report it to the machine's admins, and meanwhile set "
+               "XDG_RUNTIME_DIR to a private folder of yours or use a shorter GPUJOBS_HOME")
         raise StateError(f"the gpujobs agent's socket folder {folder} {owner}; only you may "
                          f"be able to enter it (another user could pose as your agent or reach "
                          f"it). Fix: {fix}")

@@ -109,7 +109,7 @@ def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
             op = msg.get("op")
             if op == "wait":  # blocks: waits on the agent's condition, not under its lock
                 return self._wait(msg["id"], msg.get("timeout"))
-            answer = OPS.get(op)
+            answer = OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise SpecError("op", f"unknown agent operation {op!r}", "update gpujobs on both sides")
             with agent.lock:
