@@ -327,17 +327,7 @@ def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
                     break
             second.pruned_cqs.add(q.name)
     eng._charge(cq, requests, -1)
-    if ok:
-        for i in range(len(removed) - 2, -1, -1):  # fill back, last choice kept
-            c = removed[i][0]
-            eng._charge(c.cq, c.usage, +1)
-            if eng._fits(cq, requests, True):
-                removed[i] = removed[-1]
-                removed.pop()
-            else:
-                eng._charge(c.cq, c.usage, -1)
-    for c, _ in removed:
-        eng._charge(c.cq, c.usage, +1)
+    eng._fill_back(cq, requests, True, removed, ok)
     if not ok:
         return _Targets()
     out = _Targets(c for c, _ in removed)

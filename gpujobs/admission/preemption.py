@@ -3,7 +3,7 @@ for a pending one, within its queue and by reclaiming quota lent in its cohort t
 sharing's variant is in :mod:`.fairsharing`."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from . import fairsharing
 from .quota import (
@@ -15,6 +15,7 @@ from .quota import (
     RECLAIM_WHILE_BORROW,
     WITHIN_CQ,
     Quota,
+    _CQ,
     _Cohort,
     _Entry,
 )
@@ -124,22 +125,29 @@ class Preemption(Quota):
                 if self._fits(cq, requests, borrow):
                     fitted = True
                     break
-            if fitted:
-                for i in range(len(removed) - 2, -1, -1):  # fill back, last choice kept
-                    c = removed[i][0]
-                    self._charge(c.cq, c.usage, +1)
-                    if self._fits(cq, requests, borrow):
-                        removed[i] = removed[-1]
-                        removed.pop()
-                    else:
-                        self._charge(c.cq, c.usage, -1)
-            for c, _ in removed:
-                self._charge(c.cq, c.usage, +1)
+            self._fill_back(cq, requests, borrow, removed, fitted)
             if fitted:
                 out = _Targets(c for c, _ in removed)
                 out.reasons = {c.w.id: REASON[var] for c, var in removed}
                 return out
         return _Targets()
+
+    def _fill_back(self, cq: _CQ, requests: Mapping[FR, float], borrow: bool,
+                   removed: list[tuple[_Entry, Any]], fitted: bool) -> None:
+        """Kueue's fill-back: when the victims in ``removed`` (usage taken out, in the order
+        chosen) made ``requests`` fit, put back each one but the last that is not needed after
+        all (dropped from ``removed``); then give every victim's usage back (a simulation)."""
+        if fitted:
+            for i in range(len(removed) - 2, -1, -1):  # the last choice is kept
+                c = removed[i][0]
+                self._charge(c.cq, c.usage, +1)
+                if self._fits(cq, requests, borrow):
+                    removed[i] = removed[-1]
+                    removed.pop()
+                else:
+                    self._charge(c.cq, c.usage, -1)
+        for c, _ in removed:
+            self._charge(c.cq, c.usage, +1)
 
     def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
         return fairsharing.fair_targets(self, e, need, requests)

@@ -3,10 +3,7 @@ agent's memory (queries read them from SQLite), and ending an MPI / Ray gang cle
 process tree up once, without holding the agent lock."""
 from __future__ import annotations
 
-import os
-import secrets
 import threading
-import time
 
 import pytest
 
@@ -14,42 +11,13 @@ import gpujobs
 from gpujobs.backends.local import agent as agent_mod
 from gpujobs.backends.local import launch_mpi, launch_ray
 from gpujobs.backends.local.agent import Agent
-from gpujobs.backends.local.gang import save_submitter_env
-from gpujobs.backends.local.jobdir import JobDir
 from gpujobs.backends.local.launch_mpi import job_processes
 from gpujobs.errors import JobNotFound
 from gpujobs.payload import open_envelope
+from inproc import drive, submit
 from ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
-
-
-def submit(agent: Agent, builder) -> tuple[str, JobDir]:
-    """What LocalBackend.submit does, straight into the in-process agent."""
-    spec = builder.spec()
-    jid = f"{spec.display_name}-{secrets.token_hex(3)}"
-    jd = JobDir(agent.home / "jobs" / jid)
-    jd.create(spec.to_dict(), spec.payload())
-    save_submitter_env(jd.root)
-    with agent.lock:
-        agent.submit({"id": jid, "spec": spec.to_dict(), "name": spec.display_name,
-                      "job_dir": str(jd.root), "cwd": os.getcwd(), "user": "test"})
-    return jid, jd
-
-
-def drive(agent: Agent, until, timeout: float = 60.0) -> None:
-    """Run loop rounds until ``until()`` (called under the lock) holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        agent.step()
-        with agent.lock:
-            for rec in agent.recs.values():
-                if rec.gang is not None:
-                    agent.seen.update(rec.gang.pids)
-            if until():
-                return
-        assert time.monotonic() < deadline, "the agent loop did not get there in time"
-        time.sleep(0.05)
 
 
 def say(value):

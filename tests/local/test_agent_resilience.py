@@ -11,7 +11,7 @@ import gpujobs
 from gpujobs.admission import Decisions
 from gpujobs.backends.local import agent as agent_mod
 from gpujobs.backends.local.agent import Agent
-from test_agent_loop import drive, submit
+from inproc import drive, submit
 from ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
