@@ -123,6 +123,10 @@ def _setup_ray(ctx: JobContext) -> Any:
     Locally the Ray processes are children of this driver and stop with ``ray.shutdown()``
     (or, if the driver dies, are swept by the launcher by pid and job id).
     """
+    phase = _phase_writer(os.environ.get("GPUJOBS_PHASE_FILE"))
+    kw = ray_init_kwargs(os.environ)
+    phase(f"connecting to Ray at {kw['address']}" if kw["address"] != "local" else
+          f"starting Ray head ({kw['num_cpus']} CPUs, {kw['num_gpus']} GPUs)")
     try:
         import ray
     except ImportError as exc:
@@ -136,12 +140,31 @@ def _setup_ray(ctx: JobContext) -> Any:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
         announce = signal.getsignal(signal.SIGTERM)
-        ray.init(**ray_init_kwargs(os.environ))
+        ray.init(**kw)
         if announce is not None:  # ray.init makes SIGTERM exit the driver; keep the grace period
             signal.signal(signal.SIGTERM, announce)
         _tolerate_reinit(ray)
+    phase(None)  # Ray is up: the function runs
     ctx.device = "cpu"  # the driver owns no GPU; tasks and actors ask Ray for theirs
     return ray
+
+
+def _phase_writer(path: str | None):
+    """``phase(text)``: what the rank is doing before the function runs, in the file the local
+    agent shows as the job's status message (``GPUJOBS_PHASE_FILE``); ``phase(None)``: done."""
+    def phase(text: str | None) -> None:
+        if not path:
+            return
+        try:
+            if text is None:
+                os.unlink(path)
+            else:
+                with open(path + ".tmp", "w") as fh:
+                    fh.write(text)
+                os.replace(path + ".tmp", path)
+        except OSError:
+            pass  # a phase is a courtesy: it never stops the job
+    return phase
 
 
 def _tolerate_reinit(ray: Any) -> None:

@@ -125,3 +125,29 @@ def test_ray_remote_exception_then_cancel(tmp_path, no_leftovers):
     wait_for(lambda: not ray_temp_dir(job_dir).exists(), timeout=10)  # removed by path
     assert job_processes(job.id) == []
     no_leftovers(job.id, within=1.0)
+
+
+def ray_up_then_wait(seconds):
+    time.sleep(seconds)
+    return "done"
+
+
+def test_status_message_says_ray_is_starting_until_fn_runs(monkeypatch, no_leftovers):
+    """Was: only `running` (no message) for the ~5-12 s ray.init takes; now the driver's phase
+    ("starting Ray head (C CPUs, G GPUs)") is the status message until Ray is up, then cleared."""
+    monkeypatch.setenv("GPUJOBS_METRICS_INTERVAL", "0.3")  # the agent reads the phase each round
+    job = gpujobs.job(ray_up_then_wait, 4).ray(workers=2, gpus_per_worker=0, cpus_per_worker=1).submit()
+    seen: list[tuple[str, str]] = []
+
+    def watch():
+        st = job.status()
+        if not seen or seen[-1] != (st.phase, st.message):
+            seen.append((st.phase, st.message))
+        return st.terminal
+    wait_for(watch, timeout=180, every=0.1)
+    assert job.result(timeout=5) == "done"
+    starting = [i for i, (ph, msg) in enumerate(seen) if ph == "running" and msg == "starting Ray head (2 CPUs, 0 GPUs)"]
+    assert starting, seen
+    assert ("running", "") in seen[starting[0] + 1:], seen  # cleared once fn runs, before the end
+    assert "starting" not in job.status().extra
+    no_leftovers(job.id)

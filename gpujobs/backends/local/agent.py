@@ -65,6 +65,17 @@ class Rec:
     watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
 
 
+def _read_phase(rec: Rec) -> str | None:
+    """The start-up phase the gang's driver reports (launch_ray.PHASE_FILE), None when none."""
+    job_dir = rec.runtime.get("job_dir")
+    if not job_dir:
+        return None
+    try:
+        return (Path(job_dir) / "phase").read_text()[:200].strip() or None
+    except OSError:
+        return None
+
+
 PREEMPTED_TYPES = ("gpujobs.checkpoint.Preempted",)
 
 
@@ -626,14 +637,20 @@ class Agent:
 
     def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
         seen = self._watch(rec, latest)  # file reads (and a stack dump) outside the lock
+        phase = _read_phase(rec)
         with self.lock:
             if rec.metrics is jm and not rec.status.terminal:
                 changes: dict[str, Any] = {"metrics": latest}
+                starting = rec.status.extra.get("starting")
+                if phase != starting:  # "starting Ray head ..." while fn has not started; then ""
+                    extra = {k: v for k, v in rec.status.extra.items() if k != "starting"}
+                    changes["extra"] = {**extra, "starting": phase} if phase else extra
+                    changes["message"] = phase or ""
                 if seen is not None:
                     progress, since, message = seen
                     changes.update(progress=progress or rec.status.progress, stalled_since=since)
                     if message != rec.status.extra.get("stall", ""):
-                        changes["extra"] = {**rec.status.extra, "stall": message}
+                        changes["extra"] = {**changes.get("extra", rec.status.extra), "stall": message}
                         if message or rec.status.stalled_since is not None:
                             self.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
                             changes["events"] = rec.status.events + (JobEvent(

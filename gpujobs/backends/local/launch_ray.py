@@ -31,6 +31,9 @@ from .gang import Gang, GangExit, describe_returncode
 from .launch_mpi import descendants, kill_tree
 from .private import make_socket_dir, runtime_dir
 
+#: the driver writes what it is doing before fn runs (starting Ray) here; the agent shows it as
+#: the job's status message (agent.Agent._on_metrics) and clears it when the file is gone
+PHASE_FILE = "phase"
 RAY_INSTALL_HINT = "install Ray: `pip install 'gpujobs[ray]'` (ray[default])"
 _SOCKET_ROOM = 66  # Ray adds "/session_<date>_<pid>/sockets/plasma_store"; AF_UNIX paths <= 107
 
@@ -99,7 +102,8 @@ class RayGang(Gang):
         env.update(RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=str(self.world_size),
                    GPUJOBS_RAY_NUM_CPUS=str(self.num_cpus), GPUJOBS_RAY_NUM_GPUS=str(self.num_gpus),
                    GPUJOBS_RAY_TEMP_DIR=str(temp), GPUJOBS_RAY_VERSION=version,
-                   GPUJOBS_RAY_LAUNCHER_CLEANS="1")  # _cleanup() ends Ray: no ray.shutdown()
+                   GPUJOBS_RAY_LAUNCHER_CLEANS="1",  # _cleanup() ends Ray: no ray.shutdown()
+                   GPUJOBS_PHASE_FILE=str(self.job_dir / PHASE_FILE))  # "starting Ray head"
         for var, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0"),
                            ("RAY_USAGE_STATS_ENABLED", "0")):
             env.setdefault(var, value)
