@@ -212,7 +212,11 @@ def _per_node(gpus: int, nodes: int) -> int:
 
 
 def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBuilder[R]:
-    """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank."""
+    """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank.
+
+    The call is checked against ``fn``'s signature here, as :func:`submit` does."""
+    if fn is not None:
+        check_call(fn, args, kwargs, _SUBMIT_OPTIONS, builder=True)
     return JobBuilder(fn, *args, **kwargs)
 
 
@@ -221,6 +225,11 @@ _SUBMIT_OPTIONS = ("gpus", "framework", "nodes", "queue", "priority", "image", "
 _BUILDER_HINTS = {"gpus_per_node": "gpujobs.job(fn).ddp(gpus_per_node=N)",
                   "procs_per_node": "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N)",
                   "ranks": "gpujobs.job(fn).mpi(ranks=N)", "workers": "gpujobs.job(fn).ray(workers=N)"}
+#: where each submit option goes in the fluent builder (gpujobs.job(fn, ...) takes only fn's arguments)
+_OPTION_METHODS = {"gpus": ".ddp(gpus={v})", "nodes": ".ddp(nodes={v})",
+                   "framework": ".mpi(...) / .ray(...) / .fsdp(...)", "queue": ".queue({v})",
+                   "priority": ".priority({v})", "image": ".image({v})", "name": ".name({v})",
+                   "backend": ".on({v})", "env": ".env(**{v})"}
 
 
 def _fn_name(fn: Any) -> str:
@@ -232,9 +241,11 @@ def _kw_text(kwargs: Mapping[str, Any]) -> str:
 
 
 def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
-               options: tuple[str, ...] = ()) -> None:
+               options: tuple[str, ...] = (), builder: bool = False) -> None:
     """Refuse a call ``fn(*args, **kwargs)`` that cannot bind to ``fn``'s signature, or a keyword
-    that looks like a misspelt submit option (``gpu=2`` for ``gpus=2``), before anything runs."""
+    that looks like a misspelt submit option (``gpu=2`` for ``gpus=2``), before anything runs.
+
+    ``builder``: the call is ``gpujobs.job(fn, ...)``, where options are builder methods."""
     import difflib
     import inspect
     try:
@@ -249,11 +260,21 @@ def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
             continue
         close = difflib.get_close_matches(k, [*options, *_BUILDER_HINTS] if options else [],
                                           n=1, cutoff=0.75)
+        takes_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        if close and builder:
+            opt = close[0]
+            if takes_kw:  # fn takes **kwargs: the keyword is passed on, as asked
+                continue
+            method = (_BUILDER_HINTS[opt].removeprefix("gpujobs.job(fn)") if opt in _BUILDER_HINTS
+                      else _OPTION_METHODS[opt].format(v=repr(kwargs[k])))
+            raise SpecError(k, ("is a submit option" if k == opt else
+                                f"is not an argument of {name}() (did you mean the option {opt}=?)")
+                            + f"; gpujobs.job({name}, ...) takes only {name}'s own arguments",
+                            f"use gpujobs.job({name}){method}.submit()")
         if close:
             opt = close[0]
             how = (f"use {_BUILDER_HINTS[opt]}" if opt in _BUILDER_HINTS else
                    f"write {opt}={kwargs[k]!r}")
-            takes_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
             raise SpecError(k, f"is not a submit option (did you mean {opt}=?); as written it "
                             f"would be passed to {name}() as a keyword argument"
                             + ("" if takes_kw else ", which it does not accept"),
@@ -267,7 +288,7 @@ def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
                         f"{', ' if args and kwargs else ''}{_kw_text(kwargs)}): {exc}",
                         f"{name} takes ({params}); pass arguments that match it"
                         + (f" (submit options are {', '.join(f'{o}=' for o in options)})"
-                           if options else "")) from None
+                           if options and not builder else "")) from None
 
 
 def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,

@@ -9,10 +9,11 @@
 #
 # Needs: docker (or podman), kind >= 0.24, kubectl, helm; network access to GitHub releases.
 # Versions follow shared/docs/k8s-semantics.md (Kueue v0.19, Volcano v1.15, MPI Operator v0.8,
-# KubeRay v1.7, Trainer v2.1+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.x).
-# Override with the variables below. Note: the MPI Operator and Training Operator v1 both define
-# mpijobs.kubeflow.org; this script installs only the MPI Operator (PyTorchJob tests then need
-# Training Operator v1 installed with its MPIJob controller disabled: set INSTALL_TRAINING_V1=1).
+# KubeRay v1.7, Trainer v2.3+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.1.2;
+# docs/kubernetes-kinds.md). Override with the variables below. PyTorchJob (Training Operator v1) is
+# not installed: its mpijobs.kubeflow.org CRD (v1 only) cannot replace the MPI Operator's v2beta1
+# one, and Kueue deprecates that integration; DDP/FSDP run as TrainJob. Kueue's
+# integrations.frameworks is set explicitly to the kinds gpujobs submits (see below).
 set -euo pipefail
 
 CLUSTER=${CLUSTER:-gpujobs-e2e}
@@ -21,9 +22,9 @@ KUEUE_VERSION=${KUEUE_VERSION:-v0.19.2}
 VOLCANO_VERSION=${VOLCANO_VERSION:-v1.15.1}
 MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.0}
 KUBERAY_VERSION=${KUBERAY_VERSION:-1.7.0}
-TRAINER_VERSION=${TRAINER_VERSION:-v2.1.0}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}  # v2.2+ needed (runtimePatches); v2.1 is refused
 APPWRAPPER_VERSION=${APPWRAPPER_VERSION:-v1.1.2}
-INSTALL_TRAINING_V1=${INSTALL_TRAINING_V1:-0}
+PYTHON=${PYTHON:-python3}  # with PyYAML, to edit Kueue's configuration
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
 need() { command -v "$1" >/dev/null || { echo "missing: $1" >&2; exit 1; }; }
@@ -36,6 +37,27 @@ kubectl config use-context "kind-$CLUSTER"
 
 echo "== Kueue $KUEUE_VERSION"
 kubectl apply --server-side -f "https://github.com/kubernetes-sigs/kueue/releases/download/$KUEUE_VERSION/manifests.yaml"
+kubectl -n kueue-system rollout status deploy/kueue-controller-manager --timeout=300s
+# Kueue manages only the kinds in its Configuration's integrations.frameworks (ConfigMap
+# kueue-manager-config); name the ones gpujobs submits instead of relying on the release default.
+tmp=$(mktemp)
+kubectl -n kueue-system get configmap kueue-manager-config \
+  -o jsonpath='{.data.controller_manager_config\.yaml}' > "$tmp"
+"$PYTHON" - "$tmp" <<'PY'
+import sys, yaml
+path = sys.argv[1]
+cfg = yaml.safe_load(open(path)) or {}
+fw = cfg.setdefault("integrations", {}).setdefault("frameworks", [])
+for name in ("batch/job", "pod", "jobset.x-k8s.io/jobset", "kubeflow.org/mpijob", "ray.io/rayjob",
+             "ray.io/raycluster", "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper"):
+    if name not in fw:
+        fw.append(name)
+yaml.safe_dump(cfg, open(path, "w"), sort_keys=False)
+PY
+kubectl -n kueue-system create configmap kueue-manager-config \
+  --from-file=controller_manager_config.yaml="$tmp" --dry-run=client -o yaml | kubectl apply -f -
+rm -f "$tmp"
+kubectl -n kueue-system rollout restart deploy/kueue-controller-manager
 kubectl -n kueue-system rollout status deploy/kueue-controller-manager --timeout=300s
 
 echo "== Volcano $VOLCANO_VERSION"
@@ -55,11 +77,6 @@ kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifest
 kubectl -n kubeflow-system rollout status deploy/kubeflow-trainer-controller-manager --timeout=300s
 kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=$TRAINER_VERSION"
 
-if [ "$INSTALL_TRAINING_V1" = 1 ]; then
-  echo "== Training Operator v1 (PyTorchJob only)"
-  kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.2"
-  kubectl -n kubeflow set env deploy/training-operator -- "--enable-scheme=pytorchjob" || true
-fi
 
 echo "== AppWrapper $APPWRAPPER_VERSION"
 kubectl apply --server-side -f "https://github.com/project-codeflare/appwrapper/releases/download/$APPWRAPPER_VERSION/install.yaml"

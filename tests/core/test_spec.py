@@ -53,7 +53,7 @@ def test_unpicklable_argument_is_named(make_bad, name):
     bad = make_bad()
     try:
         with pytest.raises(PayloadError) as err:
-            gpujobs.job(noop, 1, bad).spec()
+            gpujobs.job(lambda *a: a, 1, bad).spec()
         assert "args[1]" in err.value.field
         assert "not serialisable" in err.value.problem
         assert isinstance(err.value, ValueError)
@@ -77,7 +77,7 @@ def test_unpicklable_global_of_fn_is_named(tmp_path):
 def test_payload_size_limit_has_hint():
     big = b"x" * 4096
     with pytest.raises(PayloadError) as err:
-        gpujobs.job(noop, big).options(max_payload_bytes=1024).spec()
+        gpujobs.job(lambda *a: a, big).options(max_payload_bytes=1024).spec()
     assert "over the limit" in err.value.problem and "args[0]" in err.value.problem
     assert "inside the function" in err.value.fix
 
@@ -157,6 +157,36 @@ def test_keywords_the_function_does_not_accept_are_refused():
     assert err.value.field == "args" and "takes_x takes (x, lr=0.1)" in err.value.fix
     with pytest.raises(SpecError, match="missing a required argument: 'x'"):
         gpujobs.submit(takes_x)
+
+
+def test_job_builder_checks_its_call_against_the_signature():
+    # the same check as submit(): arguments that do not bind are refused in gpujobs.job(...)
+    with pytest.raises(SpecError, match="unexpected keyword argument 'lrr'") as err:
+        gpujobs.job(takes_x, 1, lrr=0.2)
+    assert err.value.field == "args" and "takes_x takes (x, lr=0.1)" in err.value.fix
+    with pytest.raises(SpecError, match="missing a required argument: 'x'"):
+        gpujobs.job(takes_x)
+    with pytest.raises(SpecError, match="too many positional arguments"):
+        gpujobs.job(takes_x, 1, 2, 3)
+    assert gpujobs.job(takes_x, 1, lr=0.5).spec().kwargs == {"lr": 0.5}
+
+
+@pytest.mark.parametrize("call, fix", [
+    (dict(gpu=2), "gpujobs.job(takes_x).ddp(gpus=2).submit()"),
+    (dict(gpus=2), "gpujobs.job(takes_x).ddp(gpus=2).submit()"),
+    (dict(queu="a"), "gpujobs.job(takes_x).queue('a').submit()"),
+    (dict(worker=2), "gpujobs.job(takes_x).ray(workers=N).submit()"),
+])
+def test_job_builder_names_the_builder_method_for_an_option_typed_as_an_argument(call, fix):
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(takes_x, 1, **call)
+    assert err.value.field == next(iter(call)) and err.value.fix == f"use {fix}"
+    assert "takes only takes_x's own arguments" in err.value.problem
+
+
+def test_job_builder_passes_option_names_to_a_function_taking_kwargs():
+    # what submit()'s hint recommends for fn(**kw): gpujobs.job(fn, gpu=2) passes gpu= on
+    assert gpujobs.job(takes_any, gpu=2, gpus=3).spec().kwargs == {"gpu": 2, "gpus": 3}
 
 
 def test_a_parameter_named_like_an_option_is_passed_on():

@@ -51,6 +51,8 @@ def test_default_kinds(builder, kind):
     (lambda: b().ddp(gpus=1).kubernetes(volcano="gang", kind="VolcanoJob"), "volcano"),
     (lambda: b().ddp(gpus=1).kubernetes(volcano="job").topology(required="rack"), "topology"),
     (lambda: b().ddp(gpus=1).topology(required="rack", preferred="block"), "topology"),
+    # Volcano ends the sshd workers when the MPI master completes; the AppWrapper counts it a failure
+    (lambda: b().mpi(ranks=2).kubernetes(volcano="appwrapper"), "volcano"),
 ])
 def test_bad_combinations_name_the_field(builder, field):
     with pytest.raises(SpecError) as ei:

@@ -165,3 +165,24 @@ def test_logs_and_result_with_an_injected_sidecar(make_cluster):
     job = _ddp_job(be, _small, 3)
     assert job.result(timeout=60) == {"answer": 3}
     assert "[rank 0] working" in "".join(job.logs())
+
+
+# ------------------------------------------------------------------ AppWrapper
+def _fails_once(path):
+    with open(path, "a") as fh:
+        fh.write("run\n")
+    raise ValueError("boom in the wrapped job")
+
+
+def test_appwrapper_failure_runs_once_and_keeps_the_traceback(make_cluster, tmp_path):
+    """The AppWrapper controller retries any failure 3 times (re-running user code) and deletes a
+    Failed AppWrapper's components at once (tracebacks lost): gpujobs disables the retries and
+    holds the components (appwrapper v1.1.2 annotations)."""
+    sim, be = make_cluster(gpus=2)
+    runs = tmp_path / "runs"
+    b = gpujobs.job(_fails_once, str(runs)).ddp(nodes=1, gpus_per_node=1).kubernetes(volcano="appwrapper").queue("q")
+    job = Job(be.submit(b.spec()), be)
+    with pytest.raises(ValueError, match="boom in the wrapped job"):
+        job.result(timeout=90)
+    assert runs.read_text() == "run\n"
+    assert job.status().phase == "failed"

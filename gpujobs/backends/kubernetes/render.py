@@ -86,6 +86,25 @@ def _check(spec: JobSpec, kind: str) -> None:
     if spec.topology_required and spec.topology_preferred:
         raise SpecError("topology", "both required and preferred topology were given",
                         "pass one of them")
+    if spec.image:
+        import re as _re
+        import sys as _sys
+        m = _re.search(r":[^/]*-py(\d)(\d+)(?:-|$)", spec.image)  # rayproject/ray:<ray>-py<XY>[-gpu]
+        here = "%d%d" % _sys.version_info[:2]
+        if m and m.group(1) + m.group(2) != here:
+            raise SpecError("image", f"{spec.image!r} runs Python {m.group(1)}.{m.group(2)} but you submit from "
+                            f"Python {_sys.version_info[0]}.{_sys.version_info[1]}: the cloudpickled call only loads "
+                            "in the same major.minor",
+                            f".image('{spec.image[:m.start(1) - 3]}-py{here}{spec.image[m.end(2):]}') or submit from "
+                            f"Python {m.group(1)}.{m.group(2)}")
+    if kind == "AppWrapper" and spec.framework == "mpi":
+        # Volcano ends an MPI Job's sshd workers when the master completes (TaskCompleted ->
+        # CompleteJob), which the AppWrapper controller sees as failed pods: it resets and, after
+        # its retries, fails a job that succeeded (appwrapper@v1.1.2 appwrapper_controller.go)
+        raise SpecError("volcano", "MPI inside an AppWrapper cannot succeed: Volcano deletes the running sshd "
+                        "workers when the launcher completes, and the AppWrapper controller counts that as a "
+                        "failure", "use an MPIJob (drop volcano='appwrapper'; volcano='gang' keeps Volcano's "
+                        "gang placement) or volcano='job' without Kueue")
     if kind == "MPIJob" and spec.nodes < 1:
         raise SpecError("nodes", "an MPIJob needs at least one worker", "pass ranks >= 1")
     if spec.name and not spec.name[0].isalpha():

@@ -161,6 +161,21 @@ def appwrapper(ctx: RenderCtx, meta: dict) -> dict:
     inner["spec"].pop("priorityClassName", None)
     pod_sets = [{"path": f"template.spec.tasks[{i}].template", "replicas": t["replicas"]}
                 for i, t in enumerate(inner["spec"]["tasks"])]
+    meta = dict(meta, annotations={**(meta.get("annotations") or {}), **APPWRAPPER_ANNOTATIONS})
     return {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
             "metadata": meta, "spec": {"components": [{"template": copy.deepcopy(inner),
                                                        "podSets": pod_sets}]}}
+
+
+AW_FAILURE_HOLD = "5m"
+APPWRAPPER_ANNOTATIONS = {
+    # appwrapper@v1.1.2 api/v1beta2/appwrapper_types.go RetryLimitAnnotation; the controller resets
+    # (deletes and re-creates the components, re-running the user's code) up to its
+    # FaultTolerance.RetryLimit, 3, times on any failure (appwrapper_controller.go resetOrFail):
+    # gpujobs jobs are not idempotent, so no retries
+    "workload.codeflare.dev.appwrapper/retryLimit": "0",
+    # DeletionOnFailureGracePeriodAnnotation: a Failed AppWrapper deletes its components (pods,
+    # their logs, the tracebacks and result lines) at once unless held; hold them (and the quota)
+    # this long so a client can read the outcome (Kueue may still end it earlier by suspending it)
+    "workload.codeflare.dev.appwrapper/deletionOnFailureGracePeriodDuration": AW_FAILURE_HOLD,
+}
