@@ -205,6 +205,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     backend = backend_for(args.backend)
+    if args.queue and backend.name == "kubernetes":  # (local: jobs() checks its queues itself)
+        backend.check_queue(args.queue, args.namespace)  # a misspelt LocalQueue: exit 2, not an empty table
     statuses = backend.jobs(args.queue)
     if args.namespace:
         statuses = [s for s in statuses if s.extra.get("namespace", args.namespace) == args.namespace

@@ -224,6 +224,11 @@ class KubernetesBackend:
         from . import live
         live.cancel(self, job_id)
 
+    def check_queue(self, queue: str, namespace: str | None = None) -> None:
+        """SpecError naming the LocalQueues of the namespace when ``queue`` is not one of them."""
+        from . import live
+        live.check_queue(self, queue, namespace)
+
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
         from . import live
         return live.jobs(self, queue)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import JobNotFound, KubernetesError
+from ...errors import JobNotFound, KubernetesError, SpecError
 from ...status import JobStatus
 from . import archive
 from . import logs as _logs
@@ -206,6 +206,25 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
         return cb(st.with_(progress=known) if known is not None else st)
 
     return hub.subscribe(name, with_known_metrics)
+
+
+def check_queue(backend: Any, queue: str, namespace: str | None = None) -> None:
+    """SpecError for a LocalQueue that does not exist in the namespace (and that no archived job
+    of this user used), naming the LocalQueues that do: a typo is an error, not an empty table."""
+    from .preflight import local_queue_names
+    ns = namespace or backend.namespace
+    known = local_queue_names(backend, ns)
+    if known is None or queue in known:
+        return
+    if any(a.queue == queue for a in archive.all_statuses(backend.home, ns)):
+        return  # a LocalQueue since deleted still lists its jobs
+    import difflib
+    close = difflib.get_close_matches(queue, known, n=1)
+    raise SpecError("queue", f"no LocalQueue {queue!r} in namespace {ns!r}"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; LocalQueues there: {', '.join(known) if known else 'none'}",
+                    f"use one of them (gpujobs queue -q NAME), or ask the cluster admin to create "
+                    f"{queue!r} (kubectl get localqueues -n {ns})")
 
 
 def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:

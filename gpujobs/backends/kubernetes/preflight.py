@@ -92,6 +92,22 @@ def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
         raise _wrap(exc, f"reading {plural}.{group} {name}") from None
 
 
+def local_queue_names(backend: Any, namespace: str) -> list[str] | None:
+    """Names of the LocalQueues in ``namespace`` (one list call); None when this user may not
+    list them or Kueue is not installed (then nobody can say a queue name is wrong)."""
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(backend.api_client)
+    try:
+        out = retrying(lambda: api.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", namespace, "localqueues", _request_timeout=backend.http_timeout))
+    except _api_exc() as exc:
+        if exc.status in (403, 404):
+            return None
+        raise _wrap(exc, f"listing LocalQueues in namespace {namespace}") from None
+    return sorted(o["metadata"]["name"] for o in (out or {}).get("items", []))
+
+
 def _wrap(exc: Any, what: str) -> SubmitError:
     return SubmitError(f"{what} failed: HTTP {exc.status} {exc.reason}: "
                        f"{(exc.body or '')[:300] if isinstance(exc.body, str) else exc.body}")
