@@ -1,0 +1,29 @@
+"""Why a workload waits and when it will start: a forward simulation with the admission engine.
+
+The forecast builds a fresh :class:`~gpujobs.admission.Engine` from the same queue
+configuration and the current workloads (running ones restored where they are, pending ones
+queued in their order) and plays time forward: running workloads end at their expected end,
+evicted ones stop when their grace period runs out and queue again, and every
+``schedule()`` pass admits and preempts exactly as the real engine would. Only the engine's
+public API is used, so the forecast follows whatever the engine decides.
+
+Expected ends, in the order they are trusted (``basis``):
+
+- ``progress``: the running job's own ``expected_end`` (from its reported progress rate);
+- ``history``: the median runtime of finished jobs of the same user/name/queue (for a
+  running job: of those that ran longer than it has so far), capped at its declared limit;
+- ``limit``: its declared ``max_runtime_s`` (like ``sbatch --time``), an upper bound;
+- nothing: the end is **unknown**. Quota it holds is never given back in the simulation, so
+  the jobs waiting on it get ``expected_start=None`` and a ``not_before`` from a second,
+  optimistic run in which unknown ends are taken as "now" (ends cannot be earlier).
+
+Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
+more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
+"""
+from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, HISTORY_KEEP, HORIZON_S, SOURCES, Forecast, History, Job,
+                     Snapshot, expected_end, expected_runtime)
+from .reasons import duration
+from .simulate import forecast, plan
+
+__all__ = ["Job", "History", "Snapshot", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
+           "duration", "SOURCES", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]

@@ -1,0 +1,294 @@
+"""The forward simulation: a fresh engine plays the queue forward (ends, evictions, requeues,
+``schedule()`` passes) and :func:`forecast` / :func:`plan` turn its run into answers."""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from .inputs import (AHEAD_SHOWN, HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
+                     expected_runtime)
+from .reasons import _amount, _basis_text, _clock, _reasons, duration
+
+
+# ------------------------------------------------------------- simulation
+@dataclass
+class _Run:
+    starts: dict[str, float]
+    basis: dict[str, tuple]  # id -> counts of end sources (per SOURCES) seen before its start
+    preempts: dict[str, list[str]]
+    ends: dict[str, tuple[float | None, str]]  # running-at-snapshot id -> (end, source)
+    reasons: dict[str, Forecast]
+    unknown: dict[str, set[str]]  # group (cohort or queue) -> ids holding quota, end unknown
+    cut: bool = False  # stopped at the horizon with events left
+
+
+class _Sim:
+    """One forward run. ``optimistic``: unknown ends are taken as now (a lower bound)."""
+
+    def __init__(self, snap: Snapshot, pending: Sequence[Job], optimistic: bool,
+                 targets: set[str] | None, want_reasons: bool,
+                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S):
+        self.snap, self.pending, self.optimistic = snap, pending, optimistic
+        self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
+        self.horizon_s = horizon_s
+
+    def run(self) -> _Run:
+        snap = self.snap
+        clock = [snap.now]
+        eng = snap.engine(lambda: clock[0])  # the engine's clock is the simulated time
+        now = t = snap.now
+        horizon = now + self.horizon_s
+        cut = False
+        jobs: dict[str, Job] = {}
+        events: list = []
+        seq = 0
+        version: dict[str, int] = {}
+        src_of: dict[str, str] = {}
+        ran: dict[str, float] = {}
+        run_start: dict[str, float] = {}
+        stopping: set[str] = set()
+        ends: dict[str, tuple[float | None, str]] = {}
+        unknown: dict[str, set[str]] = defaultdict(set)
+        group: dict[str, str] = {}  # id -> cohort (or queue) whose ends count for its basis
+        groups = _groups(snap)
+
+        def grp(j: Job) -> str:
+            g = group.get(j.id)
+            if g is None:
+                g = group[j.id] = groups[j.workload.queue]
+            return g
+
+        def push(when: float, kind: str, wid: str) -> None:
+            nonlocal seq
+            seq += 1
+            version[wid] = version.get(wid, 0) + 1
+            heapq.heappush(events, (when, seq, kind, wid, version[wid]))
+
+        for j in snap.running:
+            jobs[j.id] = j
+            eng.restore_admitted(j.workload, j.flavor)
+            run_start[j.id] = j.started if j.started is not None else now
+            if j.stops_at is not None:
+                eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
+                stopping.add(j.id)
+                push(max(now, j.stops_at), "stop", j.id)
+                ends[j.id] = (max(now, j.stops_at), "stopping")
+                continue
+            end, src = expected_end(j, snap.history, now)
+            ends[j.id] = (end, src)
+            if end is None:
+                unknown[grp(j)].add(j.id)
+                if self.optimistic:
+                    end = now
+            if end is not None:
+                src_of[j.id] = src
+                push(end, "end", j.id)
+        for j in self.pending:
+            jobs[j.id] = j
+            eng.add(j.workload)
+        counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(SOURCES))
+        starts: dict[str, float] = {}
+        basis: dict[str, tuple] = {}
+        preempts: dict[str, list[str]] = defaultdict(list)
+        reasons: dict[str, Forecast] = {}
+        targets = self.targets
+        left = set(targets) if targets is not None else None
+        first = True
+        while True:
+            d = eng.schedule()
+            for vic, by in d.preempted:
+                preempts[by].append(vic)
+                if vic in stopping:
+                    continue
+                stopping.add(vic)
+                push(t + jobs[vic].grace_period_s, "stop", vic)  # replaces its end event
+            for adm in d.admitted:
+                wid = adm.id
+                j = jobs[wid]
+                if wid not in starts:
+                    starts[wid] = t
+                    basis[wid] = tuple(counts[grp(j)])
+                    if left is not None:
+                        left.discard(wid)
+                run_start[wid] = t
+                rt, src = expected_runtime(j, snap.history)
+                if rt is not None and wid in ran:
+                    rt = max(0.0, rt - ran[wid])  # a preempted job resumes from its checkpoint
+                if wid not in ends:
+                    ends[wid] = (t + rt if rt is not None else None, src)
+                if rt is None:
+                    unknown[grp(j)].add(wid)
+                    if self.optimistic:
+                        rt = 0.0
+                if rt is not None:
+                    src_of[wid] = src
+                    push(t + rt, "end", wid)
+            if first:
+                first = False
+                if self.want_reasons:
+                    reasons = _reasons(self.snap, eng, jobs, ends, preempts, stopping,
+                                       self.reasons_for)
+            if left is not None and not left:
+                break
+            if not events:
+                break
+            when = events[0][0]
+            if when > horizon:
+                cut = True  # beyond the horizon: no start (see HORIZON_S)
+                break
+            t = clock[0] = when
+            batch = []
+            while events and events[0][0] == when:
+                item = heapq.heappop(events)
+                if version.get(item[3]) == item[4]:
+                    batch.append(item)
+            for _, _, kind, wid, _ver in batch:
+                if kind == "end":
+                    eng.finish(wid)
+                    counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
+                else:
+                    stopping.discard(wid)
+                    ran[wid] = ran.get(wid, 0.0) + max(0.0, t - run_start.get(wid, t))
+                    eng.requeue(wid)
+        return _Run(starts, basis, dict(preempts), ends, reasons, dict(unknown), cut)
+
+
+def _groups(snap: Snapshot) -> dict[str, str]:
+    """LocalQueue or ClusterQueue name -> the cohort (or queue) that shares its quota."""
+    parent = {c.name: getattr(c, "parent", None) for c in snap.cohorts}
+
+    def root(c: str) -> str:  # hierarchical cohorts share quota up to the root of the tree
+        seen = set()
+        while (up := parent.get(c)) and c not in seen:
+            seen.add(c)
+            c = up
+        return c
+    out = {}
+    for q in snap.queues:
+        for name in (q.name, *q.local_queues):
+            out[name] = root(q.cohort) if q.cohort else q.name
+    return out
+
+
+# ----------------------------------------------------------------- reasons
+
+
+def _finish(snap: Snapshot, pess: _Run, opt: _Run | None, ids: Iterable[str],
+            unknown_labels: Callable[[str], str], horizon_s: float) -> dict[str, Forecast]:
+    out = {}
+    now = snap.now
+    edge = now + horizon_s
+    for wid in ids:
+        fc = pess.reasons.get(wid) or Forecast(wid, None, "", "")
+        start = pess.starts.get(wid)
+        if start is not None:
+            fc.expected_start = start
+            fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
+            if fc.reason and start > now:
+                fc.reason += f"; expected to start in ~{duration(start - now)}"
+        elif not unknown_labels(wid):  # nothing unknown: it starts beyond the horizon
+            fc.not_before = edge
+            fc.basis = (f"beyond the forecast horizon ({duration(horizon_s)} ahead): "
+                        f"not before {_clock(edge)}")
+            fc.reason += ("; " if fc.reason else "") + f"starts more than {duration(horizon_s)} from now"
+        else:
+            nb = opt.starts.get(wid) if opt is not None else None
+            if nb is None and (pess.cut or (opt is not None and opt.cut)):
+                nb = edge
+            fc.not_before = nb
+            who = unknown_labels(wid)
+            fc.basis = ("unknown: it waits on jobs with no declared limit, progress or history"
+                        + (f" ({who})" if who else "")
+                        + (f"; not before {_clock(nb)}" if nb is not None and nb > now else ""))
+            fc.reason += ("; " if fc.reason else "") + "start unknown" + (
+                f" ({who}: end unknown)" if who else "")
+        fc.preempts = tuple(pess.preempts.get(wid, ()))
+        out[wid] = fc
+    return out
+
+
+def _unknown_labels(snap: Snapshot, run: _Run, extra: Sequence[Job] = ()) -> Callable[[str], str]:
+    """For a pending id: the jobs of its cohort (or queue) whose end is unknown, named."""
+    cache: dict[str, str] = {}
+    groups = _groups(snap)
+    jobs = {j.id: j for j in (*snap.running, *snap.pending, *extra)}
+
+    def labels(wid: str) -> str:
+        g = groups.get(jobs[wid].workload.queue, "")
+        if g not in cache:
+            ids = sorted(run.unknown.get(g, ()))
+            shown = [jobs[i].label if i in jobs else i for i in ids[:AHEAD_SHOWN]]
+            more = f" +{len(ids) - AHEAD_SHOWN} more" if len(ids) > AHEAD_SHOWN else ""
+            cache[g] = ", ".join(shown) + more
+        return cache[g]
+    return labels
+
+
+# -------------------------------------------------------------------- API
+def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
+    """Only the workloads sharing quota (same cohort, or same queue) with ``queues``: the
+    others cannot change when these start, so the simulation leaves them out."""
+    groups = _groups(snap)
+    keep = {groups[q] for q in queues if q in groups}
+    if len(keep) == len(set(groups.values())):
+        return snap
+    return Snapshot(snap.queues, snap.cohorts, snap.priorities, snap.default_priority,
+                    [j for j in snap.running if groups.get(j.workload.queue) in keep],
+                    [j for j in snap.pending if groups.get(j.workload.queue) in keep],
+                    snap.history, snap.now, snap.flavors)
+
+
+def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,
+             horizon_s: float = HORIZON_S) -> dict[str, Forecast]:
+    """A :class:`Forecast` for every pending workload of ``snap`` (or those in ``ids``).
+    Starts more than ``horizon_s`` ahead are not simulated: those get ``expected_start=None``
+    and ``not_before`` = now + horizon (as squeue --start shows N/A beyond bf_window)."""
+    if ids is not None:
+        ids = set(ids)
+        snap = _restrict(snap, {j.workload.queue for j in snap.pending if j.id in ids})
+    pending = list(snap.pending)
+    want = {j.id for j in pending} if ids is None else set(ids)
+    pess = _Sim(snap, pending, False, None if ids is None else want, reasons,
+                None if ids is None else want, horizon_s).run()
+    labels = _unknown_labels(snap, pess)
+    missing = {w for w in want if w not in pess.starts and labels(w)}
+    opt = _Sim(snap, pending, True, missing, False, None, horizon_s).run() if missing else None
+    return _finish(snap, pess, opt, [j.id for j in pending if j.id in want], labels, horizon_s)
+
+
+def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
+    """What would happen to ``job`` if it were queued now (nothing is changed).
+
+    ``admit_now`` when it would be admitted in the next pass (possibly after preempting
+    ``preempts``), else its ``position`` and forecast. A workload that can never fit gets
+    the engine's explanation and no start. Unknown queues/priorities raise SpecError, as
+    submit would."""
+    eng = snap.engine()
+    ok, why = eng.can_ever_fit(job.workload)  # SpecError for an unknown queue
+    if not ok:
+        return Forecast(job.id, None, "never: it can never fit its queue", why)
+    eng.add(job.workload)  # SpecError for an unknown priority class, as submit would
+    snap = _restrict(snap, [job.workload.queue])
+    pending = [*snap.pending, job]
+    pess = _Sim(snap, pending, False, {job.id}, True, {job.id}, horizon_s).run()
+    labels = _unknown_labels(snap, pess, [job])
+    opt = _Sim(snap, pending, True, {job.id}, False, None, horizon_s).run() \
+        if job.id not in pess.starts and labels(job.id) else None
+    fc = _finish(snap, pess, opt, [job.id], labels, horizon_s)[job.id]
+    start = pess.starts.get(job.id)
+    if start is not None and start <= snap.now + 1e-9:
+        fc.admit_now = True
+        fc.position = None
+        fc.blocked_by = ()
+        fc.reason = "fits now" + (f" ({_fits_text(snap, job)})" if _fits_text(snap, job) else "")
+    elif fc.preempts and not fc.reason.startswith("would"):
+        vics = ", ".join(fc.preempts)
+        fc.reason = f"would preempt {vics} and start once they stop; " + fc.reason
+    return fc
+
+
+def _fits_text(snap: Snapshot, job: Job) -> str:
+    need = job.workload.total()
+    return ", ".join(_amount(a, r) for r, a in need.items()) + f" in {job.workload.queue}"
