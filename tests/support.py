@@ -23,3 +23,29 @@ def unpack_pod(r: Any, template: dict, root: Any) -> dict[str, str]:
     objs = {(o["kind"], o["metadata"]["name"]): o for o in r.objects}
     return {k: str(v) for k, v in materialize(template, lambda kind, n: objs.get((kind, n)),
                                                root).items()}
+
+
+def quiet_phase(seconds: float) -> None:
+    """Where a stalled rank sits (the stall message names this function, from its stack)."""
+    import time as t
+    t.sleep(seconds)
+
+
+def goes_quiet_then_moves(quiet_s: float, moving_s: float) -> int:
+    """A job function for the stall tests: reports progress, goes quiet (no progress, no output,
+    no CPU: a stall) for ``quiet_s``, then moves again for ``moving_s``; returns its last step."""
+    import time as t
+
+    import gpujobs
+    ctx = gpujobs.context()
+    for i in range(3):
+        ctx.progress(i, total=20)
+        t.sleep(0.3)
+    quiet_phase(quiet_s)
+    end, i = t.time() + moving_s, 3
+    while t.time() < end:
+        ctx.progress(i, total=20)
+        print("step", i, flush=True)
+        i += 1
+        t.sleep(0.2)
+    return i

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from support import wait_for
+from support import goes_quiet_then_moves, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError
@@ -44,31 +44,11 @@ def test_progress_on_the_simulated_cluster(make_cluster):
     assert PROGRESS_MARKER not in job.logs()  # status, not output
 
 
-def quiet_phase(seconds):
-    import time as t
-    t.sleep(seconds)
-
-
-def goes_quiet_then_moves():
-    import time as t
-    ctx = gpujobs.context()
-    for i in range(3):
-        ctx.progress(i, total=20)
-        t.sleep(0.3)
-    quiet_phase(7.0)
-    end, i = t.time() + 5.0, 3
-    while t.time() < end:
-        ctx.progress(i, total=20)
-        i += 1
-        t.sleep(0.2)
-    return i
-
-
 def test_stalled_rank_flagged_then_unflagged_on_the_cluster(make_cluster, monkeypatch):
     monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "2")  # the client's setting on Kubernetes
     monkeypatch.setenv("GPUJOBS_STALL_FACTOR", "1")
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(goes_quiet_then_moves).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+    spec = gpujobs.job(goes_quiet_then_moves, 7.0, 5.0).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
         .kubernetes(kind="PyTorchJob").queue("q") \
         .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.2").spec()
     job = Job(be.submit(spec), be)

@@ -10,6 +10,7 @@ import pytest
 
 import gpujobs
 from gpujobs.errors import JobFailedError
+from support import goes_quiet_then_moves
 
 pytestmark = pytest.mark.slow
 
@@ -85,30 +86,10 @@ def test_cli_status_and_queue_show_progress(capsys):
 
 
 # --------------------------------------------------------------------- stalls
-def quiet_phase(seconds):
-    import time as t
-    t.sleep(seconds)
-
-
-def goes_quiet_then_moves():
-    import time as t
-    ctx = gpujobs.context()
-    for i in range(3):
-        ctx.progress(i, total=20)
-        t.sleep(0.3)
-    quiet_phase(6.0)          # no progress, no output, no CPU: a stall
-    end = t.time() + 4.0
-    i = 3
-    while t.time() < end:     # moves again
-        ctx.progress(i, total=20)
-        print("step", i, flush=True)
-        i += 1
-        t.sleep(0.2)
-    return i
 
 
 def test_stalled_rank_is_flagged_then_unflagged(no_leftovers):
-    job = (gpujobs.job(goes_quiet_then_moves).ddp(gpus=1)
+    job = (gpujobs.job(goes_quiet_then_moves, 6.0, 4.0).ddp(gpus=1)
            .env(GPUJOBS_STALL_FLOOR_S="1.5", GPUJOBS_STALL_FACTOR="1",
                 GPUJOBS_PROGRESS_INTERVAL="0.2").submit())
     flagged = poll(job, lambda st: st.stalled_since is not None)

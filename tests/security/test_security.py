@@ -47,7 +47,7 @@ def test_marker_payload_really_creates_the_file(tmp_path):
     assert marker.exists()
 
 
-def answer():
+def answer(*_data):
     return 42
 
 
@@ -238,7 +238,7 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
                     if e.get("name") == "HF_TOKEN":
                         assert "value" not in e and e["valueFrom"]["secretKeyRef"]["name"] == "hf"
         checked += 1
-    assert checked == len(cases) > 700
+    assert checked == len(cases) > 600  # 675 since MPI inside an AppWrapper is refused at render
 
 
 # ------------------------------------------------------------------------------ size limits
