@@ -49,3 +49,19 @@ def goes_quiet_then_moves(quiet_s: float, moving_s: float) -> int:
         i += 1
         t.sleep(0.2)
     return i
+
+
+def fails_on_rank_one() -> float:
+    """A DDP job function: rank 1 raises after the first all_reduce; its peers then lose it in the
+    second (their collateral error is noise that the client folds into one line)."""
+    import torch
+    import torch.distributed as dist
+
+    import gpujobs
+    ctx = gpujobs.context()
+    t = torch.ones(1)
+    dist.all_reduce(t)  # everyone is connected
+    if ctx.rank == 1:
+        raise KeyError("label column missing")
+    dist.all_reduce(t)  # rank 0 and 2 lose their peer here
+    return t.item()

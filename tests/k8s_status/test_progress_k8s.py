@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from support import goes_quiet_then_moves, wait_for
+from support import fails_on_rank_one, goes_quiet_then_moves, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError
@@ -107,6 +107,28 @@ def test_pod_traceback_names_the_users_file_and_line(make_cluster, tmp_path, mon
     tb = info.value.remote_traceback
     assert f'File "{src}", line 3, in step' in tb and 'raise ValueError(f"loss is NaN' in tb, tb
     sys.modules.pop("k8strain", None)
+
+
+def test_pod_ranks_cause_comes_first_and_the_peers_noise_is_one_line(make_cluster):
+    """As tests/local's test of the same name, with the ranks in a simulated pod: the failing rank's
+    exception is raised, its peers' "connection closed" errors fold into one line."""
+    sim, be = make_cluster(bootstrap=True)
+    spec = gpujobs.job(fails_on_rank_one).ddp(nodes=1, gpus_per_node=0, procs_per_node=3) \
+        .kubernetes(kind="PyTorchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    with pytest.raises(KeyError, match="label column missing") as info:
+        job.result(timeout=180)
+    exc = info.value
+    assert exc.rank == 1
+    notes = "\n".join(getattr(exc, "__notes__", []))
+    assert "raised in rank 1" in notes, notes
+    folded = [n for n in notes.splitlines() if "because a peer went away" in n]
+    assert len(folded) <= 1, notes
+    if folded:
+        assert "then failed" in folded[0]
+    logs0 = job.logs(rank=0)
+    assert "Traceback" not in logs0, logs0  # the peer's collateral error: one line, no traceback
+    assert "Traceback" in job.logs(rank=1) and "label column missing" in job.logs(rank=1)
 
 
 def test_trainjob_trainer_status_is_read_as_progress():

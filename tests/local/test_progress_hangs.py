@@ -10,7 +10,7 @@ import pytest
 
 import gpujobs
 from gpujobs.errors import JobFailedError
-from support import goes_quiet_then_moves
+from support import fails_on_rank_one, goes_quiet_then_moves
 
 pytestmark = pytest.mark.slow
 
@@ -204,19 +204,6 @@ def test_remote_traceback_names_the_users_file_and_shows_the_line(tmp_path, monk
     assert "<dynamic-code>" not in tb
     assert f'File "{src}", line 11, in step' in job.logs()
     sys.modules.pop("train", None)
-
-
-def fails_on_rank_one():
-    import torch
-    import torch.distributed as dist
-
-    ctx = gpujobs.context()
-    t = torch.ones(1)
-    dist.all_reduce(t)  # everyone is connected
-    if ctx.rank == 1:
-        raise KeyError("label column missing")
-    dist.all_reduce(t)  # rank 0 and 2 lose their peer here
-    return t.item()
 
 
 def test_the_cause_comes_first_and_the_peers_noise_is_one_line(no_leftovers):
