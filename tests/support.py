@@ -65,3 +65,15 @@ def fails_on_rank_one() -> float:
         raise KeyError("label column missing")
     dist.all_reduce(t)  # rank 0 and 2 lose their peer here
     return t.item()
+
+
+def train(n: int, pause: float) -> int:
+    """A job function that reports progress every step (rank 0): n steps, ``pause`` s each."""
+    import time as t
+
+    import gpujobs
+    ctx = gpujobs.context()
+    for i in range(n):
+        ctx.progress(i + 1, total=n, loss=1.0 / (i + 1))
+        t.sleep(pause)
+    return n

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from support import fails_on_rank_one, goes_quiet_then_moves, wait_for
+from support import fails_on_rank_one, goes_quiet_then_moves, train, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError
@@ -15,15 +15,6 @@ from gpujobs.handle import Job
 from gpujobs.progress import PROGRESS_MARKER
 
 pytestmark = pytest.mark.slow
-
-
-def train(n, pause):
-    import time as t
-    ctx = gpujobs.context()
-    for i in range(n):
-        ctx.progress(i + 1, total=n, loss=1.0 / (i + 1))
-        t.sleep(pause)
-    return n
 
 
 def test_progress_on_the_simulated_cluster(make_cluster):

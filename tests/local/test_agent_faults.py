@@ -141,6 +141,15 @@ def say(value):
     return value
 
 
+def _run_at_once(call, n: int) -> None:
+    """Run ``call`` in ``n`` threads (it waits on its own barrier, so they hit at once); join all."""
+    threads = [threading.Thread(target=call) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+
+
 def test_150_concurrent_status_calls_no_error_one_agent(gpujobs_home, monkeypatch):
     """Before: 12 of 150 calls raised a raw BlockingIOError (listen backlog 5) and the clients
     started up to 61 agents at once."""
@@ -163,11 +172,7 @@ def test_150_concurrent_status_calls_no_error_one_agent(gpujobs_home, monkeypatc
             errors.append(exc)
 
     with Sampler(gpujobs_home) as sampler:
-        threads = [threading.Thread(target=call) for _ in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        _run_at_once(call, n)
     assert errors == [], f"{len(errors)} errors, e.g. {errors[0]!r}"
     assert phases == ["succeeded"] * n
     assert sampler.seen == {agent}, sampler.seen
@@ -191,11 +196,7 @@ def test_many_clients_starting_the_agent_at_once_start_one(gpujobs_home, monkeyp
             errors.append(exc)
 
     with Sampler(gpujobs_home) as sampler:
-        threads = [threading.Thread(target=call) for _ in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        _run_at_once(call, n)
     assert errors == [] and len(set(pids)) == 1 and len(pids) == n, (errors[:1], set(pids))
     # one start: the daemon and (briefly) its daemonize parent, not one agent per client
     assert len(sampler.seen) <= 2, sampler.seen

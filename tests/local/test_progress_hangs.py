@@ -10,7 +10,7 @@ import pytest
 
 import gpujobs
 from gpujobs.errors import JobFailedError
-from support import fails_on_rank_one, goes_quiet_then_moves
+from support import fails_on_rank_one, goes_quiet_then_moves, train
 
 pytestmark = pytest.mark.slow
 
@@ -35,15 +35,6 @@ def poll(job, until, timeout=90.0, every=0.15):
 
 
 # ------------------------------------------------------------------ progress
-def train(n, pause):
-    import time as t
-    ctx = gpujobs.context()
-    for i in range(n):
-        ctx.progress(i + 1, total=n, loss=1.0 / (i + 1))
-        t.sleep(pause)
-    return n
-
-
 def test_progress_seen_while_running_and_in_the_final_status(no_leftovers):
     job = gpujobs.submit(train, 60, 0.05, gpus=1)
     live = poll(job, lambda st: st.phase == "running" and st.progress is not None
