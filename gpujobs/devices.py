@@ -56,12 +56,19 @@ def configured_gpus(cfg: dict[str, Any] | None = None) -> int | None:
     return _slot_count(value, "[local] gpus", "e.g. gpus = 4, or remove it to use what NVML finds")
 
 
+def _as_number(value: Any) -> float | None:
+    """``value`` as a float (4, 4.0 and "4" alike), None when it is not a number (or a bool)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _slot_count(value: Any, field: str, fix: str) -> int:
     """A positive whole number of GPU slots (4, 4.0 and "4" alike); SpecError otherwise."""
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
+    number = _as_number(value)
     if number is None or number != int(number) or number < 1:
         raise SpecError(field, f"must be a positive whole number of GPU slots, got {value!r}", fix)
     return int(number)
@@ -105,10 +112,7 @@ def local_cpus(cfg: dict[str, Any] | None = None) -> float:
 
 
 def _cpu_count(value: Any, field: str, fix: str) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
+    number = _as_number(value)
     if number is None or not number > 0 or number != number or number == float("inf"):
         raise SpecError(field, f"must be a positive number of CPUs, got {value!r}", fix)
     return number
