@@ -2,6 +2,7 @@
 a new agent re-adopts, watched by pid and judged by the exit files the zygote writes."""
 from __future__ import annotations
 
+from ...contract import EXIT
 import os
 import signal
 import time
@@ -89,7 +90,7 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     codes: dict[int, int] = {}
     for r in range(world):
         try:
-            codes[r] = int((result_dir / f"exit-{r}").read_text())
+            codes[r] = int((result_dir / EXIT.name(r)).read_text())
         except (OSError, ValueError):
             return GangExit(False, codes, r, "lost")
     bad = [r for r, c in codes.items() if c != 0]

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
+from ...contract import FAILURE, OUTCOME, RANK_LOG, JobFolder
 from ...devices import local_gpu_slots
 from ...errors import GpuJobsError, JobNotFound
 from ...spec import JobSpec
@@ -71,7 +72,7 @@ def _read_phase(rec: Rec) -> str | None:
     if not job_dir:
         return None
     try:
-        return (Path(job_dir) / "phase").read_text()[:200].strip() or None
+        return JobFolder(job_dir).phase_file.read_text()[:200].strip() or None
     except OSError:
         return None
 
@@ -87,8 +88,10 @@ def ended_during_grace(done: GangExit | None, result_dir: Path) -> GangExit | No
         return None
     if done.ok:
         return done
+    if done.failed_rank is None:
+        return None  # no rank to blame: it left no exit status of its own
     try:
-        marker = json.loads((result_dir / f"failure-{done.failed_rank}.json").read_text())
+        marker = json.loads((result_dir / FAILURE.name(done.failed_rank)).read_text())
     except (OSError, ValueError):
         return None  # killed, or exited without an exception of its own
     if marker.get("collateral") or marker.get("type") in PREEMPTED_TYPES:
@@ -101,7 +104,7 @@ def mark_restart(job_dir: Path, restarts: int, by: str) -> None:
     why = f"preempted by {by}" if by else "preempted"
     line = (f"--- gpujobs: {why}; restart {restarts} starts the job again "
             f"(from its checkpoint_dir) ---\n")
-    for log in (job_dir / "logs").glob("rank-*.log"):
+    for log in JobFolder(job_dir).log_dir.glob(RANK_LOG.glob):
         try:
             with open(log, "a") as fh:
                 fh.write(line)
@@ -235,7 +238,7 @@ class Agent:
                 continue
             rec = Rec(jid, seq, st, spec, runtime)
             self.recs[jid] = rec
-            job_dir = Path(runtime.get("job_dir", self.home / "jobs" / jid))
+            folder = JobFolder(runtime.get("job_dir", self.home / "jobs" / jid))
             if st.phase == "queued":
                 self._enqueue(rec, recovered=True)
                 continue
@@ -245,7 +248,7 @@ class Agent:
                 # Only pids that are still the job's (start time checked): a reused pid is not.
                 # A preempted gang is adopted too: it holds its slots until it has ended, at
                 # the grace deadline the previous agent announced (never two runs at once).
-                rec.gang = Adopted(alive, job_dir / "results", world)
+                rec.gang = Adopted(alive, folder.result_dir, world)
                 devices = [d for rank in runtime.get("devices", []) for d in rank]
                 try:
                     self.engine.restore_admitted(self._workload(rec))
@@ -266,9 +269,9 @@ class Agent:
                 else:
                     self._sample(rec, runtime.get("devices") if self.real and devices else None)
                 continue
-            done = exit_from_files(job_dir / "results", world)
+            done = exit_from_files(folder.result_dir, world)
             if st.phase == "preempted":
-                own = ended_during_grace(done, job_dir / "results")
+                own = ended_during_grace(done, folder.result_dir)
                 if own is not None:
                     self._finish(rec, own, note=" (during its preemption grace period, while "
                                                 "the agent was down)")
@@ -492,7 +495,7 @@ class Agent:
             deadline = time.monotonic() + EXIT_FILE_GRACE_S + 1.0
             while (done := rec.gang.poll()) is None and time.monotonic() < deadline:
                 time.sleep(0.05)  # an adopted gang's exit files are on their way
-            return ended_during_grace(done, Path(rec.runtime.get("job_dir", "")) / "results")
+            return ended_during_grace(done, JobFolder(rec.runtime.get("job_dir", "")).result_dir)
         if rec.stopping:
             rec.gang.terminate(0.0)
             return None
@@ -543,9 +546,9 @@ class Agent:
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
         """Why a failed rank left no result, when that is a full disk ('' otherwise)."""
         from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
-        rdir = Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)) / "results"
+        rdir = JobFolder(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)).result_dir
         rank = result.failed_rank if result.failed_rank is not None else 0
-        if (rdir / f"outcome-{rank}.bin").exists():
+        if (rdir / OUTCOME.name(rank)).exists():
             return ""
         free = free_bytes(rdir)
         return describe(rdir) if free is not None and free < LOW_SPACE_BYTES else ""
@@ -592,7 +595,7 @@ class Agent:
                      extra={**rec.status.extra, "devices": devices})
         job_dir = Path(rec.runtime["job_dir"])
         try:
-            gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=job_dir / "key",
+            gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=JobFolder(job_dir).key_file,
                              devices=devices if (self.real and per) else None,
                              restarts=int(rec.runtime.get("restarts", 0)),
                              cwd=rec.runtime.get("cwd"), spawner=self._spawner())
@@ -621,7 +624,7 @@ class Agent:
         from ...metrics import JobMetrics, ranks_of_gang
         try:
             jm = JobMetrics(ranks_of_gang(rec.gang, devices),
-                            path=Path(rec.runtime["job_dir"]) / "metrics.log")
+                            path=JobFolder(rec.runtime["job_dir"]).metrics_log)
         except Exception:  # noqa: BLE001 - metrics never stop a job
             _log(traceback.format_exc())
             return

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from ... import contract
 from .gang import Gang
 
 Launcher = Callable[..., Any]
@@ -76,5 +77,5 @@ def make_gang(spec: dict, **kw: Any) -> Any:
     """The gang for ``spec`` (a JobSpec.to_dict()), from the launcher of its framework."""
     if spec.get("command"):  # command jobs: the runner runs the program in every rank
         spec = {**spec, "env": [*spec.get("env", []),
-                                ["GPUJOBS_COMMAND", json.dumps(list(spec["command"]))]]}
+                                [contract.COMMAND, json.dumps(list(spec["command"]))]]}
     return launcher_for(spec.get("framework", "ddp"))(spec, **kw)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...contract import JobFolder
 from ...progress import BUSY_PCT, ProgressTail, stall_settings, usual_interval
 from ...status import Progress
 
@@ -27,7 +28,8 @@ class GangWatch:
     def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
                  now: float | None = None):
         self.job_dir = Path(job_dir)
-        self.tail = ProgressTail(self.job_dir / "results")
+        self.folder = JobFolder(self.job_dir)
+        self.tail = ProgressTail(self.folder.result_dir)
         self.pids = dict(pids)
         self.floor, self.factor = stall_settings(env or {})
         now = time.time() if now is None else now
@@ -61,7 +63,7 @@ class GangWatch:
 
     def _log_grew(self, rank: int) -> bool:
         try:
-            size = (self.job_dir / "logs" / f"rank-{rank}.log").stat().st_size
+            size = self.folder.rank_log(rank).stat().st_size
         except OSError:
             return False
         grew = size != self._log_size.get(rank, size)
@@ -101,7 +103,7 @@ class GangWatch:
     def _locate(self, ranks: list[int]) -> dict[int, str]:
         from .stacks import dump_stacks, where
         try:
-            dumps = dump_stacks(self.job_dir / "results", ranks, timeout=2.0)
+            dumps = dump_stacks(self.folder.result_dir, ranks, timeout=2.0)
         except Exception:  # noqa: BLE001 - where they sit is a nicety
             return {}
         return {r: w for r, text in dumps.items() if (w := where(text))}
