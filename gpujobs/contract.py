@@ -98,8 +98,6 @@ DISPLAY = "GPUJOBS_DISPLAY"
 """``html`` or ``text``: how views display, whatever the front end seems to be."""
 DEBUG = "GPUJOBS_DEBUG"
 """Set (not 0): the CLI shows tracebacks."""
-CRDS_DIR = "GPUJOBS_CRDS_DIR"
-"""The simulated cluster's folder of upstream CRD files."""
 
 ENV_PREFIX = "GPUJOBS_"
 """Every gpujobs variable starts so (a simulated pod starts without the host's)."""

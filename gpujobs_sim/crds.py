@@ -27,7 +27,6 @@ from typing import Any, Iterator
 import yaml
 
 from gpujobs.errors import SpecError
-from gpujobs import contract
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +34,7 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def crds_dir() -> Path:
     """``$GPUJOBS_CRDS_DIR``, else ``<repo>/../shared/crds``."""
-    env = os.environ.get(contract.CRDS_DIR)
+    env = os.environ.get("GPUJOBS_CRDS_DIR")
     return Path(env).expanduser() if env else (_REPO_ROOT.parent / "shared" / "crds")
 
 
@@ -59,7 +58,7 @@ def _index() -> dict[tuple[str, str], CrdVersion]:
     """(apiVersion, kind) -> CrdVersion for every CRD file under crds_dir()."""
     root = crds_dir()
     if not root.is_dir():
-        raise SpecError(contract.CRDS_DIR, f"CRD folder {root} does not exist",
+        raise SpecError("GPUJOBS_CRDS_DIR", f"CRD folder {root} does not exist",
                         "set GPUJOBS_CRDS_DIR to the folder holding the upstream CRD YAML files")
     out: dict[tuple[str, str], CrdVersion] = {}
     for path in sorted(root.glob("*/*.yaml")):

@@ -58,7 +58,10 @@ ANN_BOOTSTRAP = "gpujobs.dev/bootstrap"
 LABEL_SHARED = "gpujobs.dev/shared"
 
 _GPUJOBS_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
+SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "contract.py", "context.py", "fsdp.py",
+                   "payload/__init__.py", "payload/call.py", "payload/envelope.py",
+                   "payload/modules.py", "payload/outcome.py", "payload/shipping.py",
+                   "payload/sources.py",
                    "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py",
                    # the bootstrap's metrics sampler (GPUJOBS-METRICS lines); stdlib + optional
                    # pynvml/psutil only, no pandas: frame/usage/dcgm/tracker are not shipped
