@@ -285,3 +285,17 @@ class JobSpec:
             d["volume"] = Volume(**d["volume"])
         # The packed call stays packed: the agent and renderers never unpickle user code.
         return cls(_payload=payload or None, **d)
+
+    @classmethod
+    def stored(cls, data: Mapping[str, Any]) -> "JobSpec":
+        """The spec of a job whose sealed call is kept elsewhere (the local agent's job folder):
+        :meth:`from_dict` (so validated, SpecError naming the field), no call attached."""
+        return cls.from_dict(data, _STORED_CALL)
+
+    @property
+    def call_stored_elsewhere(self) -> bool:
+        """Built by :meth:`stored`: :meth:`payload` is not the call."""
+        return self._payload is _STORED_CALL
+
+
+_STORED_CALL = b"<the sealed call is in the job folder>"

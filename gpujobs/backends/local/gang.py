@@ -19,6 +19,7 @@ from typing import Any, Callable, Self, Sequence
 
 from ... import contract
 from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, JobFolder, RankEnv
+from ...spec import JobSpec
 
 
 @dataclass
@@ -96,6 +97,8 @@ class Gang:
     devices: Sequence[Sequence[int]] | None = None
     env: dict[str, str] = field(default_factory=dict)
     return_all: bool = False
+    program: tuple[str, ...] | None = None
+    """A command job's program (every rank runs it instead of a function)."""
     restarts: int = 0
     python: str = sys.executable
     cwd: str | None = None
@@ -136,7 +139,8 @@ class Gang:
                        payload=str(folder.payload_file), key_file=str(self.key_file),
                        result_sink=contract.dir_sink(folder.result_dir),
                        return_all=self.return_all, checkpoint_dir=str(folder.checkpoint_dir),
-                       restarts=self.restarts, device="cpu" if self.devices is None else None)
+                       restarts=self.restarts, command=self.program,
+                       device="cpu" if self.devices is None else None)
 
     def _rendezvous(self, env: dict[str, str]) -> None:
         """A one-machine gang meets through a FileStore in the job dir (no port to take).
@@ -151,13 +155,11 @@ class Gang:
         env.update(RankEnv(rendezvous_file=str(path)).to_env())
 
     @classmethod
-    def from_spec(cls, spec: dict, **kw: Any) -> Self:
-        """The gang of ``spec`` (a JobSpec.to_dict()): rank count, env and return_all from it,
-        the rest (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
-        world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
-        return cls(framework=spec.get("framework", "ddp"), world_size=world,
-                   env={k: v for k, v in spec.get("env", [])},
-                   return_all=bool(spec.get("return_all")), **kw)
+    def from_spec(cls, spec: JobSpec, **kw: Any) -> Self:
+        """The gang of ``spec``: rank count, env, return_all and command from it, the rest
+        (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
+        return cls(framework=spec.framework, world_size=spec.world_size, env=spec.env_dict(),
+                   return_all=spec.return_all, program=spec.command, **kw)
 
     def _prepare_dirs(self) -> None:
         """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""

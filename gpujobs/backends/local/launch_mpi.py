@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import psutil
 
 from ...errors import PreflightError
+from ...spec import JobSpec
 from .gang import Gang, GangExit, describe_returncode
 from ... import contract
 
@@ -215,10 +216,10 @@ class MpiGang(Gang):
         self._end()
 
 
-def mpi_launcher(spec: dict, **kw) -> MpiGang:
+def mpi_launcher(spec: JobSpec, **kw) -> MpiGang:
     """The local agent's launcher for ``framework="mpi"`` (see :mod:`.launchers`).
 
-    ``spec`` is a JobSpec.to_dict(); ``kw``: job_id, job_dir, key_file, devices, restarts,
+    ``kw``: job_id, job_dir, key_file, devices, restarts,
     cwd, spawner (ignored: ranks must be mpirun's children).
     """
     kw.pop("spawner", None)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import PreflightError
+from ...spec import JobSpec
 from .gang import Gang, GangExit, describe_returncode
 from .launch_mpi import descendants, kill_tree
 from .private import make_socket_dir, runtime_dir
@@ -178,16 +179,16 @@ class RayGang(Gang):
             link.unlink()
 
 
-def ray_launcher(spec: dict, **kw) -> RayGang:
+def ray_launcher(spec: JobSpec, **kw) -> RayGang:
     """The local agent's launcher for ``framework="ray"`` (see :mod:`.launchers`).
 
-    ``spec`` is a JobSpec.to_dict(): ``nodes`` workers of ``gpus_per_proc`` GPUs and
+    ``spec``: ``nodes`` workers of ``gpus_per_proc`` GPUs and
     ``cpus_per_proc`` CPUs; ``kw``: job_id, job_dir, key_file, devices, restarts, cwd,
     spawner (ignored: Ray needs a fresh driver process).
     """
     kw.pop("spawner", None)
-    return RayGang.from_spec(spec, cpus_per_worker=float(spec.get("cpus_per_proc", 1.0)),
-                             gpus_per_worker=int(spec.get("gpus_per_proc", 0)), **kw)
+    return RayGang.from_spec(spec, cpus_per_worker=float(spec.cpus_per_proc),
+                             gpus_per_worker=spec.gpus_per_proc, **kw)
 
 
 ray_launcher.preflight = lambda: check_ray_available() and None  # type: ignore[attr-defined]
