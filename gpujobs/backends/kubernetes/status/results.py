@@ -12,9 +12,9 @@ from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ...runner import RESULT_MARKER
-from .naming import LABEL_JOB as JOB_LABEL
-from .retry import retrying
+from ....runner import RESULT_MARKER
+from ..naming import LABEL_JOB as JOB_LABEL
+from ..retry import retrying
 
 
 def parse_result_lines(lines: Iterable[str]) -> dict[int, bytes]:
