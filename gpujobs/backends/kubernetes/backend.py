@@ -1,7 +1,7 @@
 """KubernetesBackend: configuration, client construction, render and submit.
 
-Status, wait, logs, cancel, outcomes, jobs and subscribe are provided by the
-status/watch/logs/results modules of this package (k8s-status).
+Status, wait, logs, cancel, outcomes, jobs and subscribe are provided by the status/
+sub-package (status/live.py over the status hub, logs, results).
 
 Configuration is found as kubectl finds it: an explicit ``api_client`` / ``host``
 (tests), else ``kubeconfig`` / ``$KUBECONFIG`` / ``~/.kube/config`` with ``context``,

@@ -1,6 +1,6 @@
 """KubernetesBackend's live half: status, wait, subscribe, jobs, logs, outcomes, cancel.
 
-Everything reads from one :class:`~.watch.StatusHub` per namespace (shared informers),
+Everything reads from one :class:`~.hub.StatusHub` per namespace (shared informers),
 so asking for the status of 1,000 jobs costs no extra requests. A job seen ending is archived
 locally (:mod:`.archive`: final status, result/exception envelopes, logs), so status, logs,
 results and ``queue -a`` still answer after the job object or its pods are gone. A failed job's
@@ -22,7 +22,7 @@ from . import logs as _logs
 from .. import naming
 from . import pod_metrics, results
 from ..kinds import KINDS
-from .watch import StatusHub
+from .hub import StatusHub
 
 _hubs_lock = threading.Lock()
 
