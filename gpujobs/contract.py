@@ -255,6 +255,14 @@ RAY_DIR = "ray"
 """The private Ray instance's temp folder, or a link to it."""
 
 
+POD_CONFIG = "bootstrap.json"
+"""A pod's job files: the bootstrap's settings (the job-files volume)."""
+POD_INLINE_PAYLOAD = "payload.b64"
+"""A pod's job files: the sealed call in base64, when it travels inline (a pod annotation)."""
+POD_PAYLOAD = PAYLOAD_FILE
+"""A pod's job files: the sealed call, when it travels in the job's Secret."""
+
+
 class JobFolder:
     """The paths of one local job's folder (``$GPUJOBS_HOME/jobs/<id>/``)."""
 

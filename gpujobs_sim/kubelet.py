@@ -334,9 +334,9 @@ def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
         return None
     script = argv[2]
     runtime = next((local for mount, local in mounts.items() if repr(mount + "/") in script), None)
-    if runtime is None or not (runtime.parent / "job" / "bootstrap.json").is_file():
+    if runtime is None or not (runtime.parent / "job" / contract.POD_CONFIG).is_file():
         return None
-    cfg = json.loads((runtime.parent / "job" / "bootstrap.json").read_text())
+    cfg = json.loads((runtime.parent / "job" / contract.POD_CONFIG).read_text())
     if cfg.get("framework") == "ray":
         return None
     for mount, local in mounts.items():
