@@ -26,6 +26,7 @@ from typing import Any
 
 from ..builder import JobBuilder
 from ..errors import SpecError
+from ..shape import split_gpus
 from ..spec import FRAMEWORKS, slug
 from . import units
 from .directives import Directive, DirectiveProblem, Script, read_script
@@ -291,14 +292,12 @@ class _Translator:
                 raise self.error(L, "--gpus-per-task", f"{gpt} GPUs per task × {procs} tasks per node "
                                  f"is not the {gpn} GPUs per node asked for", "keep one way of asking for GPUs")
         elif gpn:
-            if launch.kind == "python":
-                gpus_per_proc = gpn
-            elif gpn % procs:
+            share = gpn if launch.kind == "python" else split_gpus(gpn, procs)
+            if share is None:
                 raise self.error(L, launch.kind, f"{procs} ranks per node cannot share {gpn} GPUs evenly "
                                  "(gpujobs gives each rank whole GPUs)",
                                  f"start {gpn} ranks per node, or ask for a multiple of {procs} GPUs")
-            else:
-                gpus_per_proc = gpn // procs
+            gpus_per_proc = share
         else:
             gpus_per_proc = 0
 
