@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpujobs import contract
+import gpujobs.contract as contract
 from gpujobs.contract import ENV_PREFIX, RankEnv
 
 from .rules import parse_time
