@@ -373,7 +373,8 @@ class Kubelet:
                    GPUJOBS_SIM_LAUNCHER_HOST=str(pod["spec"].get("hostname") or md["name"]),
                    GPUJOBS_SIM_CORES="8", GPUJOBS_SIM_SSH_PORT=str(f["ssh_port"]),
                    GPUJOBS_SIM_NO_HOST_KEY_CHECK="1" if f["no_host_key_check"] else "0",
-                   GPUJOBS_SIM_SSHD=json.dumps(sshd))
+                   GPUJOBS_SIM_SSHD=json.dumps(sshd),
+                   GPUJOBS_MPI_DNS_WAIT_S="0")  # no cluster DNS here: the shim knows the workers
         return _no_rank_env(out)
 
 

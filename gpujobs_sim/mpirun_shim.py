@@ -132,8 +132,11 @@ def fail(msg: str) -> None:
 
 def main(argv: list[str]) -> None:
     env = dict(os.environ)
-    opts = parse(argv)
     version = int(env.get("GPUJOBS_SIM_OPENMPI", "5"))
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"mpirun (Open MPI) {version}.0.7 (simulated)")
+        return
+    opts = parse(argv)
     launcher = env.get("GPUJOBS_SIM_LAUNCHER_HOST", "launcher")
     cores = int(env.get("GPUJOBS_SIM_CORES", "8"))
     hosts = hosts_of(opts, env, version, launcher, cores)

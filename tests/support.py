@@ -1,8 +1,13 @@
 """Helpers shared by test modules (importable because pytest puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable
+
+MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
+"""The image docker/mpi/Dockerfile builds for this Python (sshd, ssh, Open MPI, mpi4py): what MPI
+jobs on a cluster name with .image(...) (the default pytorch image has none of these)."""
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:
