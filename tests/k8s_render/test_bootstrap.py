@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes.payload_objects import JOB_DIR, RUNTIME_DIR
-from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_DIR
+from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.runner import RESULT_MARKER
 from support import MPI_IMAGE, unpack_pod
@@ -164,8 +164,8 @@ def test_a_changed_runtime_configmap_is_refused_by_the_pod(tmp_path):
 
 
 def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch):
-    from gpujobs.backends.kubernetes import bootstrap_script as boot
-    from gpujobs.backends.kubernetes.payload_objects import runtime_digest
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    from gpujobs.backends.kubernetes.render.payload_objects import runtime_digest
 
     spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).image(MPI_IMAGE).options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
@@ -190,7 +190,7 @@ def test_mpi_launcher_passes_a_hostfile_of_the_workers_and_ssh_options_for_open_
     (kubeflow/mpi-operator#842): without --hostfile every rank runs on the launcher and the job
     still succeeds. The launcher passes --hostfile (one line per worker, slots = ranks per node)
     and the ssh options under Open MPI 4's (plm_rsh_args) and 5's (plm_ssh_args) names."""
-    from gpujobs.backends.kubernetes import bootstrap_script as boot
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
 
     spec = gpujobs.job(where_am_i).mpi(ranks=4, ranks_per_node=2).image(MPI_IMAGE).spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
@@ -220,7 +220,7 @@ def test_mpi_launcher_passes_a_hostfile_of_the_workers_and_ssh_options_for_open_
 
 @pytest.mark.parametrize("missing", ["mpirun", "ssh"])
 def test_mpi_launcher_without_mpirun_or_ssh_fails_with_words(monkeypatch, capsys, missing):
-    from gpujobs.backends.kubernetes import bootstrap_script as boot
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
 
     spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).image(MPI_IMAGE).spec()
     cfg = json.loads(render_job(spec).files.bootstrap_json)

@@ -14,7 +14,7 @@ import pytest
 from support import MPI_IMAGE, wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes import status_map
+from gpujobs.backends.kubernetes.status import mapping as status_map
 from gpujobs.handle import Job
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import gpujobs
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KINDS
 from gpujobs.backends.kubernetes.retry import ATTEMPTS
-from gpujobs.backends.kubernetes.submit import submit_rendered
+from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
@@ -80,7 +80,7 @@ def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
 
 
 def test_big_call_goes_in_a_secret_the_job_owns(server, backend):
-    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+    from gpujobs.backends.kubernetes.render.payload_objects import INLINE_LIMIT
 
     r = backend.render_job(gpujobs.job(double, b"x" * INLINE_LIMIT).ddp(nodes=2, gpus_per_node=1)
                            .queue("team-a").spec())
@@ -260,7 +260,7 @@ def test_rbac_denied_message(server, backend):
     server.allow_all()
     server.deny(verb="create", resource="secrets")
     # answers are kept preflight_ttl: the secrets review ran (allowed) alongside the failing one
-    backend._preflight_cache.clear()
+    backend.state.preflight.clear()
     with pytest.raises(PreflightError, match="create secrets in namespace"):
         backend.submit(ddp().spec())
     _assert_nothing_created(server, backend)
@@ -276,7 +276,7 @@ def test_payload_too_big_fails_before_any_request(server, backend):
 
 
 def test_failed_payload_secret_create_removes_the_job(server, backend):
-    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+    from gpujobs.backends.kubernetes.render.payload_objects import INLINE_LIMIT
 
     backend.submit(ddp().spec())  # the shared objects exist now
     before = set(namespaced_objects(server))
@@ -404,13 +404,13 @@ def test_a_mutable_runtime_configmap_is_refused_even_with_the_right_contents(ser
 def test_a_failed_preflight_leaves_no_check_running(server, backend):
     """Every check ends before preflight raises, so none can write a stale answer into the
     cache afterwards (the RBAC test above once saw 'allowed' cached after it cleared it)."""
-    from gpujobs.backends.kubernetes import preflight as pf
+    from gpujobs.backends.kubernetes.submit import preflight as pf
 
     server.deny(verb="create", group="trainer.kubeflow.org", resource="trainjobs")
     server.latency_s = 0.05  # the other reads are still in flight when the denial arrives
     with pytest.raises(PreflightError):
         backend.submit(ddp().spec())
-    cached = dict(backend._preflight_cache)
+    cached = dict(backend.state.preflight)
     assert ("ssar", NS, "", "secrets") in cached  # it finished: before preflight returned
     pf._POOL.submit(lambda: None).result()  # nothing queued behind it either
-    assert backend._preflight_cache == cached
+    assert backend.state.preflight == cached

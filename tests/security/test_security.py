@@ -155,8 +155,8 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         assert not marker.exists(), "a forged log line was unpickled"
     finally:
         for b in (be, locals().get("other")):
-            for hub in (b.__dict__.get("_status_hubs", {}).values() if b is not None else ()):
-                hub.stop()
+            if b is not None:
+                b.state.stop_watches()
         sim.stop()
 
 
@@ -210,7 +210,7 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
     from gpujobs_sim import crds
     if not crds.crds_available():
         pytest.skip("upstream CRDs not available")
-    from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+    from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
     cases, make_spec = _matrix()
     monkeypatch.setenv("HF_TOKEN", SENTINEL)
     monkeypatch.setenv("GPUJOBS_TEST_SECRET", SENTINEL)

@@ -8,7 +8,7 @@ do. Where neither the table nor the tag tells, the pod bootstrap checks at run t
 with words (exit 3): the Python version (bootstrap_script.check_environment), mpirun and ssh (the
 MPI launcher), sshd (the MPI worker command).
 
-Used before submit: the Python check of every kind (render._check) and the MPI image check
+Used before submit: the Python check of every kind (render.job._check) and the MPI image check
 (:func:`mpi_missing`).
 """
 from __future__ import annotations

@@ -27,11 +27,12 @@ from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import KubernetesError
-from ...metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
-from ...progress import PROGRESS_MARKER, parse_progress_line, summarize
-from ...status import GpuSample, JobStatus
-from . import naming
+from ....errors import KubernetesError
+from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
+from ....progress import PROGRESS_MARKER, parse_progress_line, summarize
+from ....status import GpuSample, JobStatus
+from .. import naming
+from ..cluster import Cluster
 from .results import job_pods, main_container
 
 TAIL_LINES = 5000
@@ -185,7 +186,7 @@ class StallEvidence:
 
     def verdict(self, progress: list[dict], samples: list[GpuSample],
                 now: float | None = None) -> tuple[float | None, str]:
-        from ...progress import BUSY_PCT, stall_settings, usual_interval
+        from ....progress import BUSY_PCT, stall_settings, usual_interval
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
         if floor <= 0 or not samples:
@@ -213,12 +214,9 @@ class StallEvidence:
             f"output, CPU/GPU idle; threshold {limit:.0f} s)")
 
 
-def for_backend(backend: Any) -> PodMetrics:
-    with _lock:
-        pm = backend.__dict__.get("_pod_metrics")
-        if pm is None:
-            pm = backend.__dict__["_pod_metrics"] = PodMetrics(backend.api_client)
-        return pm
-
-
-_lock = threading.Lock()
+def for_backend(backend: Cluster) -> PodMetrics:
+    state = backend.state
+    with state.lock:
+        if state.pod_metrics is None:
+            state.pod_metrics = PodMetrics(backend.api_client)
+        return state.pod_metrics

@@ -10,7 +10,7 @@ from .bootstrap_script import MPI_SSH_PORT
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
                       sshd_command,
                       pod_spec_extras, ray_image, security_context, pod_template)
-from .render_kubeflow import PYTORCH_PORT
+from .kubeflow import PYTORCH_PORT
 
 RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
     "RayJob": ([], [], []),

@@ -20,11 +20,12 @@ import secrets
 import time
 from typing import Any
 
-from ...errors import JobStateError, ResultAuthError
-from ...payload import open_envelope
-from ...runner import STACKS_MARKER
-from . import naming
-from .payload_objects import ANN_STACK_REQUEST
+from ....errors import JobStateError, ResultAuthError
+from ....payload import open_envelope
+from ....runner import STACKS_MARKER
+from .. import naming
+from ..cluster import Cluster
+from ..render.payload_objects import ANN_STACK_REQUEST
 from .results import job_pods, main_container
 
 TAIL_LINES = 400
@@ -79,7 +80,7 @@ def _tail(api: Any, namespace: str, pod: str, container: str | None = None) -> l
         return []
 
 
-def stacks(backend: Any, job_id: str, rank: int | None = None,
+def stacks(backend: Cluster, job_id: str, rank: int | None = None,
            timeout: float = 10.0) -> dict[int, str]:
     st = backend.status(job_id)
     if st.phase != "running":

@@ -1,0 +1,8 @@
+"""Stage 3, status: what a submitted job is doing, from the cluster's objects and the pods' logs.
+
+``informer`` is a generic list+watch cache; ``hub`` runs one per resource and namespace and keeps
+every job's status current from them (``mapping`` turns objects into JobStatus, pure functions;
+``trainer_status`` adds a TrainJob's progress); ``live`` answers the backend's status, wait,
+subscribe, jobs, logs and cancel from the hub; ``logs``, ``results``, ``stacks`` and
+``pod_metrics`` read the pods' logs; ``archive`` keeps ended jobs locally.
+"""
