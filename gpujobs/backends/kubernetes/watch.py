@@ -237,6 +237,7 @@ class StatusHub:
         self._thread = threading.Thread(target=self._flusher, daemon=True, name="status-hub")
         self._started = False
         self.errors: list[BaseException] = []
+        self.workload_changes = 0  # counts Workload events (forecasts recompute after a change)
 
     # ------------------------------------------------------------ setup
     def start(self) -> "StatusHub":
@@ -307,6 +308,7 @@ class StatusHub:
 
     def _on_workload(self, type_: str, obj: dict) -> None:
         with self._lock:
+            self.workload_changes += 1
             self._mark(self._job_of(obj))
             q = (obj.get("spec") or {}).get("queueName")
             if q:
@@ -434,6 +436,19 @@ class StatusHub:
         self._fetch_positions({queue})
         with self._lock:
             return queue in self._positions
+
+    def workloads(self) -> list[dict] | None:
+        """The namespace's Workloads as watched (None before the watch has listed them)."""
+        inf = self._informers.get(WL)
+        if inf is None or not inf.synced.is_set() or inf.missing:
+            return None
+        with self._lock:
+            return list(inf.cache.values())
+
+    def own_jobs(self) -> dict[str, dict]:
+        """{uid: job object} of the gpujobs jobs watched here."""
+        with self._lock:
+            return {o["metadata"]["uid"]: o for o in self._jobs.values() if o["metadata"].get("uid")}
 
     def status(self, name: str) -> JobStatus | None:
         with self._lock:
