@@ -1,0 +1,73 @@
+"""What the forecast does with less than cluster-wide read access (docs/forecast.md, Kubernetes):
+the simulated API server refuses the requests (403, as RBAC), not only SelfSubjectAccessReview."""
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+from k8s_objects import queue, theirs
+from support import wait_for
+
+import gpujobs
+from gpujobs.backends.kubernetes import forecasting
+from gpujobs.handle import Job
+
+
+def nap(seconds):
+    import time as _t
+    _t.sleep(seconds)
+
+
+def submit(be, name, q, gpus, limit=None):
+    b = gpujobs.job(nap, 120).mpi(ranks=1, gpus_per_rank=gpus).queue(q).name(name)
+    if limit:
+        b = b.max_runtime(limit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # preflight: cluster-scoped reads skipped (403)
+        return Job(be.submit(b.spec()), be)
+
+
+def setup_two_teams(sim):
+    queue(sim, "q", "cq-q", 2, preemption="Never")
+    queue(sim, "q2", "cq-q", 2, namespace="other")
+    theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=time.time() - 60, max_s=600)
+
+
+def test_without_cluster_scoped_reads_the_reason_is_kueues_own(make_cluster):
+    sim, be = make_cluster(setup_two_teams)
+    for res in ("clusterqueues", "workloads", "localqueues", "cohorts", "resourceflavors",
+                "workloadpriorityclasses"):
+        sim.server.deny("*", "kueue.x-k8s.io", res, namespace="", enforce=True)
+    mine = submit(be, "mine", "q", 2, limit=60)
+    st = wait_for(lambda: (s := mine.status()).queue_position == 1 and s.extra.get("kueue_reason") and s)
+    assert st.reason == "waiting for quota: couldn't assign flavors to pod sets: insufficient unused quota"
+    assert st.expected_start is None and st.blocked_by == ()
+    assert st.expected_start_basis == forecasting.NO_READ
+    assert st.extra["kueue_reason"] == "WaitingForQuota"
+    from gpujobs.errors import BackendUnavailable
+    with pytest.raises(BackendUnavailable, match="may not read ClusterQueues.*gpujobs-forecast-reader"):
+        be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+    assert sim.server.counts[("list", "clusterqueues")] >= 1  # it asked, and was refused
+
+
+def test_without_other_namespaces_workloads_their_quota_counts_with_an_unknown_end(make_cluster):
+    def setup(sim):
+        setup_two_teams(sim)
+        # what Kueue's ClusterQueue controller writes: the quota reserved in the queue
+        sim.store.mutate("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-q", None, lambda o: o.setdefault(
+            "status", {}).__setitem__("flavorsReservation", [{"name": "default-flavor", "resources": [
+                {"name": "nvidia.com/gpu", "total": "2", "borrowed": "0"}]}]))
+        theirs(sim, "other", "first", "q2", 2, priority="high")  # pending, ahead of ours
+    sim, be = make_cluster(setup)
+    for res in ("workloads", "localqueues"):
+        sim.server.deny("list", "kueue.x-k8s.io", res, namespace="", enforce=True)
+    mine = submit(be, "mine", "q", 2, limit=60)
+    st = wait_for(lambda: (s := mine.status()).extra.get("kueue_reason") and "other namespaces" in s.reason and s)
+    assert st.expected_start is None and st.extra.get("not_before") is not None, st
+    assert "workloads of other namespaces in cq-q (running" in st.reason and "end unknown" in st.reason, st.reason
+    assert "1 more pending in other namespaces' LocalQueues ahead" in st.reason
+    assert st.blocked_by == ()  # nothing it could name
+    assert st.expected_start_basis.startswith("unknown:") and forecasting.NOT_ALL in st.expected_start_basis
+    c = forecasting.for_backend(be, "default").cluster()
+    assert c.scope == "namespace" and all(w["metadata"]["namespace"] == "default" for w in c.workloads)
