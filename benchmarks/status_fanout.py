@@ -100,7 +100,7 @@ def measure(conn, window: float, run) -> dict:
 def bench_hub(port: int, n: int, window: float, conn) -> dict:
     from kubernetes import client
 
-    from gpujobs.backends.kubernetes.watch import StatusHub
+    from gpujobs.backends.kubernetes.status.watch import StatusHub
 
     rss0 = psutil.Process().memory_info().rss
     cfg = client.Configuration()
@@ -137,7 +137,7 @@ def bench_hub(port: int, n: int, window: float, conn) -> dict:
 def bench_poll(port: int, n: int, window: float, interval: float, conn) -> dict:
     from kubernetes import client
 
-    from gpujobs.backends.kubernetes.status_map import job_status
+    from gpujobs.backends.kubernetes.status.mapping import job_status
 
     rss0 = psutil.Process().memory_info().rss
     cfg = client.Configuration()

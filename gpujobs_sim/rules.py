@@ -4,7 +4,7 @@ what a pod requests, and how Kubernetes parses quantities and timestamps.
 
 Written from the upstream sources and docs cited beside each rule (snapshots as in
 shared/docs/k8s-semantics.md), never from gpujobs' own mapping code: the simulator must not call
-``gpujobs.backends.kubernetes.status_map`` or ``.podsets``, so that a bug there cannot show up on
+``gpujobs.backends.kubernetes.status.mapping`` or ``.podsets``, so that a bug there cannot show up on
 both sides of a test. Facts are data (tables) where they can be.
 """
 from __future__ import annotations

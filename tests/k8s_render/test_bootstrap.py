@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes.payload_objects import JOB_DIR, RUNTIME_DIR
-from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_DIR
+from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.runner import RESULT_MARKER
 from support import unpack_pod
@@ -164,8 +164,8 @@ def test_a_changed_runtime_configmap_is_refused_by_the_pod(tmp_path):
 
 
 def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch):
-    from gpujobs.backends.kubernetes import bootstrap_script as boot
-    from gpujobs.backends.kubernetes.payload_objects import runtime_digest
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    from gpujobs.backends.kubernetes.render.payload_objects import runtime_digest
 
     spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))

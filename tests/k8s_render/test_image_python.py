@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes.render import render_job
+from gpujobs.backends.kubernetes.render.job import render_job
 from gpujobs.errors import SpecError
 
 

@@ -21,10 +21,10 @@ from gpujobs_sim import rules as sim_rules
 from gpujobs_sim.controllers import workload_for
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
-from gpujobs.backends.kubernetes.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,
+from gpujobs.backends.kubernetes.render.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,
                                                          KEY_DIR, RUNTIME_DIR)
-from gpujobs.backends.kubernetes.podsets import pod_sets
-from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.backends.kubernetes.render.podsets import pod_sets
+from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import derive_key, open_envelope, unpack_call
 
 pytestmark = [pytest.mark.skipif(

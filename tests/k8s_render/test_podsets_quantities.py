@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from gpujobs.backends.kubernetes import podsets
+from gpujobs.backends.kubernetes.render import podsets
 from gpujobs.errors import SpecError
 
 

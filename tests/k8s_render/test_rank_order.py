@@ -1,6 +1,6 @@
 """Log rank order comes from the operators' index labels, never from pod names (JobSet's and the
 batch Job controller's pod names end in a random 5-character suffix)."""
-from gpujobs.backends.kubernetes.logs import pod_rank_order
+from gpujobs.backends.kubernetes.status.logs import pod_rank_order
 
 
 def _pod(name, role, **labels):

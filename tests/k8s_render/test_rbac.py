@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from gpujobs.backends.kubernetes.rbac import RULES, verbs_by_resource
+from gpujobs.backends.kubernetes.submit.rbac import RULES, verbs_by_resource
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 

@@ -13,8 +13,8 @@ import gpujobs
 from gpujobs_sim import crds
 from gpujobs.backends.kubernetes import naming, render_yaml
 from gpujobs.backends.kubernetes.kinds import resolve_kind
-from gpujobs.backends.kubernetes.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR
-from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+from gpujobs.backends.kubernetes.render.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR
+from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
 from gpujobs.payload import derive_key, open_envelope, unpack_call
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpujobs.backends.kubernetes.watch import StatusHub
+from gpujobs.backends.kubernetes.status.watch import StatusHub
 from gpujobs_sim import SimCluster
 
 

@@ -9,9 +9,9 @@ import time
 import pytest
 from kubernetes import client
 
-from gpujobs.backends.kubernetes import status_map
+from gpujobs.backends.kubernetes.status import mapping as status_map
 from gpujobs.backends.kubernetes.naming import LABEL_JOB
-from gpujobs.backends.kubernetes.watch import INDEXERS, PODS, WL, Informer, StatusHub
+from gpujobs.backends.kubernetes.status.watch import INDEXERS, PODS, WL, Informer, StatusHub
 from gpujobs_sim import FakeApiServer
 
 WL_API = "kueue.x-k8s.io/v1beta2"

@@ -13,7 +13,8 @@ import pytest
 from support import wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes import KubernetesBackend, archive
+from gpujobs.backends.kubernetes import KubernetesBackend
+from gpujobs.backends.kubernetes.status import archive
 from gpujobs.errors import PreflightError
 from gpujobs.handle import Job
 

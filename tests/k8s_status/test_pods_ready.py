@@ -10,8 +10,8 @@ import pytest
 from support import wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes import status_map as sm
-from gpujobs.backends.kubernetes.status_map import parse_time
+from gpujobs.backends.kubernetes.status import mapping as sm
+from gpujobs.backends.kubernetes.status.mapping import parse_time
 from gpujobs.errors import GpuJobsError
 from gpujobs.handle import Job
 

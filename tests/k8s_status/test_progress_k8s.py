@@ -125,7 +125,7 @@ def test_pod_ranks_cause_comes_first_and_the_peers_noise_is_one_line(make_cluste
 def test_trainjob_trainer_status_is_read_as_progress():
     """status.trainerStatus of the TrainJob CRD (trainer.kubeflow.org/v1alpha1, fields from
     /work/shared/crds/trainer/trainer.kubeflow.org_trainjobs.yaml)."""
-    from gpujobs.backends.kubernetes.trainer_status import trainer_progress, with_trainer_status
+    from gpujobs.backends.kubernetes.status.trainer_status import trainer_progress, with_trainer_status
     from gpujobs.status import JobStatus
     job = {"kind": "TrainJob", "status": {"trainerStatus": {
         "progressPercentage": 40, "estimatedRemainingSeconds": 120,
@@ -183,7 +183,7 @@ def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
 
 
 def test_forged_stack_answers_are_dropped():
-    from gpujobs.backends.kubernetes.stacks import answers
+    from gpujobs.backends.kubernetes.status.stacks import answers
     from gpujobs.payload import new_key, seal
     import base64
     key, other = new_key(), new_key()

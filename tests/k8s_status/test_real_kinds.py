@@ -104,7 +104,7 @@ def test_sim_prunes_what_the_installed_crd_does_not_declare(make_cluster):
 def test_pytorchjob_with_kueue_integration_off_says_how_to_enable_it(make_cluster, monkeypatch):
     """Kueue v0.19's default configuration leaves kubeflow.org/pytorchjob out of
     integrations.frameworks: the job stays suspended with no Workload, and status must say why."""
-    from gpujobs.backends.kubernetes import status_map
+    from gpujobs.backends.kubernetes.status import mapping as status_map
     from gpujobs.errors import DeprecatedPathWarning
     monkeypatch.setattr(status_map, "NO_WORKLOAD_HINT_S", 1.0, raising=False)
     sim, be = make_cluster(gpus=2, disabled_integrations=("kubeflow.org/pytorchjob",))
@@ -144,7 +144,7 @@ def test_small_result_survives_the_loss_of_the_pod_log(make_cluster):
     assert pods
     for p in pods:
         sim.server.logs.forget("default", p["metadata"]["name"])  # the log is gone, the pod object stays
-    from gpujobs.backends.kubernetes.results import outcomes
+    from gpujobs.backends.kubernetes.status.results import outcomes
     # what any client (another process, no local archive of this job) reads from the cluster
     assert list(outcomes(sim.api_client(), "default", job.id.split("/")[-1])) == [0]
     assert job.result(timeout=30) == {"answer": 7}

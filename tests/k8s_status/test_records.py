@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpujobs.backends.kubernetes import KubernetesBackend, live, naming
+from gpujobs.backends.kubernetes import KubernetesBackend, naming
+from gpujobs.backends.kubernetes.status import live
 from gpujobs.backends.kubernetes.kinds import KINDS
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpujobs_sim import crds
-from gpujobs.backends.kubernetes import status_map as sm
+from gpujobs.backends.kubernetes.status import mapping as sm
 
 EX = crds.crds_dir() / "examples"
 pytestmark = pytest.mark.skipif(not EX.is_dir(), reason=f"upstream examples not found at {EX}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpujobs.backends.kubernetes.rbac import verbs_by_resource
+from gpujobs.backends.kubernetes.submit.rbac import verbs_by_resource
 
 from .test_submit import SPECS
 

@@ -14,7 +14,7 @@ import gpujobs
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KINDS
 from gpujobs.backends.kubernetes.retry import ATTEMPTS
-from gpujobs.backends.kubernetes.submit import submit_rendered
+from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
@@ -79,7 +79,7 @@ def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
 
 
 def test_big_call_goes_in_a_secret_the_job_owns(server, backend):
-    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+    from gpujobs.backends.kubernetes.render.payload_objects import INLINE_LIMIT
 
     r = backend.render_job(gpujobs.job(double, b"x" * INLINE_LIMIT).ddp(nodes=2, gpus_per_node=1)
                            .queue("team-a").spec())
@@ -275,7 +275,7 @@ def test_payload_too_big_fails_before_any_request(server, backend):
 
 
 def test_failed_payload_secret_create_removes_the_job(server, backend):
-    from gpujobs.backends.kubernetes.payload_objects import INLINE_LIMIT
+    from gpujobs.backends.kubernetes.render.payload_objects import INLINE_LIMIT
 
     backend.submit(ddp().spec())  # the shared objects exist now
     before = set(namespaced_objects(server))
@@ -403,7 +403,7 @@ def test_a_mutable_runtime_configmap_is_refused_even_with_the_right_contents(ser
 def test_a_failed_preflight_leaves_no_check_running(server, backend):
     """Every check ends before preflight raises, so none can write a stale answer into the
     cache afterwards (the RBAC test above once saw 'allowed' cached after it cleared it)."""
-    from gpujobs.backends.kubernetes import preflight as pf
+    from gpujobs.backends.kubernetes.submit import preflight as pf
 
     server.deny(verb="create", group="trainer.kubeflow.org", resource="trainjobs")
     server.latency_s = 0.05  # the other reads are still in flight when the denial arrives

@@ -24,7 +24,7 @@ def test_wheel_holds_no_simulator_code(tmp_path):
     names = zipfile.ZipFile(wheels[0]).namelist()
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith((".dist-info", ".data"))}
     assert tops == {"gpujobs", "gpujobs_magic"}, tops
-    assert "gpujobs/backends/kubernetes/render.py" in names  # the product is there
+    assert "gpujobs/backends/kubernetes/render/job.py" in names  # the product is there
     assert {"gpujobs/py.typed", "gpujobs_magic/py.typed"} <= set(names)  # its annotations too (PEP 561)
     sim_files = [n for n in names if "gpujobs_sim" in n or n.startswith("gpujobs/sim/") or
                  n.endswith(("/crds.py", "/cel.py", "/apiserver.py", "/kubelet.py"))]

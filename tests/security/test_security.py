@@ -206,7 +206,7 @@ def test_no_secret_value_and_hardened_pods_over_the_render_matrix(monkeypatch):
     from gpujobs_sim import crds
     if not crds.crds_available():
         pytest.skip("upstream CRDs not available")
-    from gpujobs.backends.kubernetes.render import RenderOptions, render_job
+    from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
     cases, make_spec = _matrix()
     monkeypatch.setenv("HF_TOKEN", SENTINEL)
     monkeypatch.setenv("GPUJOBS_TEST_SECRET", SENTINEL)

@@ -10,7 +10,7 @@ from support import wait_for
 from test_controllers_changes import pytorchjob as one_pod_job
 from test_controllers_changes import settle
 
-from gpujobs.backends.kubernetes.status_map import parse_time
+from gpujobs.backends.kubernetes.status.mapping import parse_time
 from gpujobs_sim import SimCluster
 
 WL = "kueue.x-k8s.io/v1beta2"

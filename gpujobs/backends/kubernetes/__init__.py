@@ -16,6 +16,6 @@ def __getattr__(name: str) -> Any:  # lazy: importing the package must not need 
         from .backend import KubernetesBackend
         return KubernetesBackend
     if name == "render_yaml":
-        from .yamlout import render_yaml
+        from .render.yamlout import render_yaml
         return render_yaml
     raise AttributeError(name)

@@ -22,7 +22,7 @@ from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
 from . import naming
-from .render import Rendered, RenderOptions, render_job
+from .render.job import Rendered, RenderOptions, render_job
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -179,7 +179,7 @@ class KubernetesBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         """Preflight, then create the job (and a big call's Secret); returns ``"<ns>/<name>"``."""
-        from .submit import submit_rendered
+        from .submit.create import submit_rendered
 
         rendered = self.render_job(spec, for_submit=True)
         return submit_rendered(self, rendered)
@@ -205,49 +205,49 @@ class KubernetesBackend:
 
     # ---------------------------------------- provided by the k8s-status modules
     def status(self, job_id: str) -> JobStatus:
-        from . import live
+        from .status import live
         return live.status(self, job_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        from . import live
+        from .status import live
         return live.wait(self, job_id, timeout)
 
     def outcomes(self, job_id: str) -> dict[int, bytes]:
-        from . import live
+        from .status import live
         return live.outcomes(self, job_id)
 
     def logs(self, job_id: str, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        from . import live
+        from .status import live
         return live.logs(self, job_id, rank=rank, follow=follow)
 
     def metrics_history(self, job_id: str) -> list:
         """Kept metric samples of the job (from its pods' GPUJOBS-METRICS log lines)."""
-        from . import live
+        from .status import live
         return live.metrics_history(self, job_id)
 
     def progress_history(self, job_id: str) -> list[dict]:
         """The ranks' ``ctx.progress`` reports (GPUJOBS-PROGRESS lines of the pod logs)."""
-        from . import live
+        from .status import live
         return live.progress_history(self, job_id)
 
     def stacks(self, job_id: str, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
         """{rank: Python stacks of all threads} of a running job, without exec (see .stacks)."""
-        from .stacks import stacks
+        from .status.stacks import stacks
         return stacks(self, job_id, rank=rank, timeout=timeout)
 
     def cancel(self, job_id: str) -> None:
-        from . import live
+        from .status import live
         live.cancel(self, job_id)
 
     def check_queue(self, queue: str, namespace: str | None = None) -> None:
         """SpecError naming the LocalQueues of the namespace when ``queue`` is not one of them."""
-        from . import live
+        from .status import live
         live.check_queue(self, queue, namespace)
 
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
-        from . import live
+        from .status import live
         return live.jobs(self, queue)
 
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
-        from . import live
+        from .status import live
         return live.subscribe(self, job_id, callback)

@@ -78,7 +78,7 @@ def pytorchjob(ctx: RenderCtx, meta: dict) -> dict:
     (kueue #12601, #14504; off in the default configuration), TrainJob is the supported path."""
     if ctx.kueue:
         import warnings
-        from ...errors import DeprecatedPathWarning
+        from ....errors import DeprecatedPathWarning
         warnings.warn("PyTorchJob under Kueue: Kueue v0.20 deprecates its Kubeflow Trainer v1 (PyTorchJob) "
                       "integration (kueue #12601, #14504; kubeflow.org/pytorchjob is off in its default "
                       "configuration and due to be removed), so the job may never be admitted. The supported "

@@ -12,8 +12,8 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ...status import JobEvent, JobStatus
-from .naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
+from ....status import JobEvent, JobStatus
+from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 

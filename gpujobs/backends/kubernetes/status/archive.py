@@ -20,8 +20,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ...status import GpuSample, JobEvent, JobStatus
-from . import naming
+from ....status import GpuSample, JobEvent, JobStatus
+from .. import naming
 
 MAX_LOG_BYTES = 256 * 1024
 MAX_JOBS = 500

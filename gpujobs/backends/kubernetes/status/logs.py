@@ -21,10 +21,10 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...metrics import METRICS_MARKER
-from ...progress import PROGRESS_MARKER
-from ...runner import RESULT_MARKER, STACKS_MARKER
-from .naming import LABEL_ROLE
+from ....metrics import METRICS_MARKER
+from ....progress import PROGRESS_MARKER
+from ....runner import RESULT_MARKER, STACKS_MARKER
+from ..naming import LABEL_ROLE
 from .results import job_pods, main_container, read_pod_log
 
 _FIRST = ("submitter", "launcher", "master", "head")

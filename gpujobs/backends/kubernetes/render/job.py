@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import SpecError
-from ...payload import derive_key, new_key
-from ...spec import JobSpec
-from . import naming
-from .kinds import KINDS, KUEUE_KINDS, resolve_kind
+from ....errors import SpecError
+from ....payload import derive_key, new_key
+from ....spec import JobSpec
+from .. import naming
+from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
 from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
                               runtime_configmap)
 from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx
-from . import render_kubeflow as kf
-from . import render_ray_volcano as rv
+from . import kubeflow as kf
+from . import ray_volcano as rv
 
 RANK_ENV = {**kf.RANK_ENV, **rv.RANK_ENV}
 

@@ -27,11 +27,11 @@ from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import KubernetesError
-from ...metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
-from ...progress import PROGRESS_MARKER, parse_progress_line, summarize
-from ...status import GpuSample, JobStatus
-from . import naming
+from ....errors import KubernetesError
+from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
+from ....progress import PROGRESS_MARKER, parse_progress_line, summarize
+from ....status import GpuSample, JobStatus
+from .. import naming
 from .results import job_pods
 
 TAIL_LINES = 5000
@@ -183,7 +183,7 @@ class StallEvidence:
 
     def verdict(self, progress: list[dict], samples: list[GpuSample],
                 now: float | None = None) -> tuple[float | None, str]:
-        from ...progress import BUSY_PCT, stall_settings, usual_interval
+        from ....progress import BUSY_PCT, stall_settings, usual_interval
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
         if floor <= 0 or not samples:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ...quantity import scale_quantity
-from ...spec import JobSpec
-from . import naming
+from ....quantity import scale_quantity
+from ....spec import JobSpec
+from .. import naming
 from .payload_objects import KEY_FILE, POD_MOUNTS, JobFiles, pod_volumes, verified_bootstrap
 
 DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"

@@ -15,12 +15,13 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import JobNotFound, KubernetesError, SpecError
-from ...status import JobStatus
+from ....errors import JobNotFound, KubernetesError, SpecError
+from ....status import JobStatus
 from . import archive
 from . import logs as _logs
-from . import naming, pod_metrics, results
-from .kinds import KINDS
+from .. import naming
+from . import pod_metrics, results
+from ..kinds import KINDS
 from .watch import StatusHub
 
 _hubs_lock = threading.Lock()
@@ -115,7 +116,7 @@ def _with_exception(backend: Any, job_id: str, st: JobStatus) -> JobStatus:
 def exception_summary(backend: Any, job_id: str) -> str:
     """``ValueError: bad input (rank 0)`` from the job's result envelopes ('' when none failed or
     the job's key is not here): the cause first, as ``Job.exception()`` picks it."""
-    from ...payload import open_envelope
+    from ....payload import open_envelope
     try:
         key = backend.job_key(job_id)
         found = [open_envelope(blob, key) for blob in outcomes(backend, job_id).values()]
@@ -221,7 +222,7 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
 def check_queue(backend: Any, queue: str, namespace: str | None = None) -> None:
     """SpecError for a LocalQueue that does not exist in the namespace (and that no archived job
     of this user used), naming the LocalQueues that do: a typo is an error, not an empty table."""
-    from .preflight import local_queue_names
+    from ..submit.preflight import local_queue_names
     ns = namespace or backend.namespace
     known = local_queue_names(backend, ns)
     if known is None or queue in known:

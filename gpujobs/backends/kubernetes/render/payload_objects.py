@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ...errors import PayloadError
-from ...payload import seal
-from ...spec import JobSpec
-from . import naming
+from ....errors import PayloadError
+from ....payload import seal
+from ....spec import JobSpec
+from .. import naming
 
 RUNTIME_DIR = "/opt/gpujobs/runtime"
 JOB_DIR = "/opt/gpujobs/job"
@@ -57,7 +57,7 @@ ANN_PAYLOAD = "gpujobs.dev/payload"
 ANN_BOOTSTRAP = "gpujobs.dev/bootstrap"
 LABEL_SHARED = "gpujobs.dev/shared"
 
-_GPUJOBS_ROOT = Path(__file__).resolve().parents[2]
+_GPUJOBS_ROOT = Path(__file__).resolve().parents[3]
 SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
                    "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py",
                    # the bootstrap's metrics sampler (GPUJOBS-METRICS lines); stdlib + optional

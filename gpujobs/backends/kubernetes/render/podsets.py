@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...quantity import parse_quantity
+from ....quantity import parse_quantity
 
 
 @dataclass(frozen=True)

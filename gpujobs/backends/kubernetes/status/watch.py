@@ -20,12 +20,12 @@ from typing import Any, Callable, Iterable
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
-from ...errors import KubernetesError
-from ...status import JobStatus
-from . import status_map
-from .kinds import KINDS
-from .naming import LABEL_JOB as JOB_LABEL
-from .retry import retry_after_s
+from ....errors import KubernetesError
+from ....status import JobStatus
+from . import mapping as status_map
+from ..kinds import KINDS
+from ..naming import LABEL_JOB as JOB_LABEL
+from ..retry import retry_after_s
 from .trainer_status import with_trainer_status
 
 WL = ("kueue.x-k8s.io", "v1beta2", "workloads")

@@ -5,10 +5,10 @@ from typing import TYPE_CHECKING, cast
 
 import yaml
 
-from ...spec import JobSpec
+from ....spec import JobSpec
 
 if TYPE_CHECKING:
-    from .backend import KubernetesBackend
+    from ..backend import KubernetesBackend
 
 
 class _Dumper(yaml.SafeDumper):
@@ -40,8 +40,8 @@ def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True
     does), so ``gpujobs.attach("<namespace>/<name>")`` can read the results of a job
     created with ``kubectl apply``.
     """
-    from ...backends import get_backend
-    from .naming import save_key as _save
+    from ... import get_backend
+    from ..naming import save_key as _save
 
     backend = get_backend("kubernetes")
     kb = cast("KubernetesBackend", backend)

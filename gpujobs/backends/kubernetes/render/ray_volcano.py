@@ -8,7 +8,7 @@ from typing import Any
 
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
                       pod_spec_extras, ray_image, security_context, pod_template)
-from .render_kubeflow import PYTORCH_PORT
+from .kubeflow import PYTORCH_PORT
 
 RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
     "RayJob": ([], [], []),

@@ -12,9 +12,9 @@ from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ...runner import RESULT_MARKER
-from .naming import LABEL_JOB as JOB_LABEL
-from .retry import retrying
+from ....runner import RESULT_MARKER
+from ..naming import LABEL_JOB as JOB_LABEL
+from ..retry import retrying
 
 
 def parse_result_lines(lines: Iterable[str]) -> dict[int, bytes]:
@@ -42,7 +42,7 @@ def job_pods(api_client: Any, namespace: str, name: str) -> list[dict]:
     return data.get("items") or []
 
 
-# gpujobs' own container in each pod it renders (render_kubeflow, render_ray_volcano); another
+# gpujobs' own container in each pod it renders (render/kubeflow.py, render/ray_volcano.py); another
 # container (an injected sidecar such as istio-proxy) is never the job's
 OUR_CONTAINERS = ("node", "pytorch", "launcher", "worker", "master", "ray-head", "ray-worker",
                   "ray-job-submitter")

@@ -23,12 +23,12 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...errors import GpuJobsError, PreflightError, SubmitError
-from . import naming
-from .kinds import KINDS
+from ....errors import GpuJobsError, PreflightError, SubmitError
+from .. import naming
+from ..kinds import KINDS
 from .preflight import RBAC_FIX, _Cache, preflight
-from .render import Rendered, owner_reference
-from .retry import retrying
+from ..render.job import Rendered, owner_reference
+from ..retry import retrying
 
 class _Objects:
     """Create / read / delete of the job, ConfigMaps and Secrets, through the official client."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...status import JobStatus, Progress
-from .status_map import parse_time
+from ....status import JobStatus, Progress
+from .mapping import parse_time
 
 
 def trainer_progress(job: dict) -> Progress | None:

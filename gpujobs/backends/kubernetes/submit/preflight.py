@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
-from ...errors import PreflightError, QuotaError, SubmitError
-from ...quantity import parse_quantity
-from .kinds import KINDS, KUEUE_KINDS
-from .podsets import pod_sets, total_requests
-from .render import Rendered
-from .retry import retrying
+from ....errors import PreflightError, QuotaError, SubmitError
+from ....quantity import parse_quantity
+from ..kinds import KINDS, KUEUE_KINDS
+from ..render.podsets import pod_sets, total_requests
+from ..render.job import Rendered
+from ..retry import retrying
 
 RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
              "plus a RoleBinding to your user")
@@ -291,7 +291,7 @@ def check_trainer_api(backend: Any, cache: _Cache, r: Rendered) -> None:
 
 
 def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
-    from ...config import config_path
+    from ....config import config_path
     if r.kind == "TrainJob":
         check_trainer_api(backend, cache, r)
         rt = r.job["spec"]["runtimeRef"]["name"]

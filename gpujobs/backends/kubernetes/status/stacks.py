@@ -20,11 +20,11 @@ import secrets
 import time
 from typing import Any
 
-from ...errors import JobStateError, ResultAuthError
-from ...payload import open_envelope
-from ...runner import STACKS_MARKER
-from . import naming
-from .payload_objects import ANN_STACK_REQUEST
+from ....errors import JobStateError, ResultAuthError
+from ....payload import open_envelope
+from ....runner import STACKS_MARKER
+from .. import naming
+from ..render.payload_objects import ANN_STACK_REQUEST
 from .results import job_pods
 
 TAIL_LINES = 400

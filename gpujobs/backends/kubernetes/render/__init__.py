@@ -1,0 +1,8 @@
+"""Stage 1, render: JobSpec -> the exact Kubernetes objects of a job, made without a cluster.
+
+``job.render_job`` is the entry point; ``kubeflow`` and ``ray_volcano`` hold one renderer per
+kind, ``podspec`` the pod template they share, ``payload_objects`` what a pod needs besides its
+image (runtime ConfigMap, key Secret, the sealed call) and ``bootstrap_script`` the script the
+pods run; ``podsets`` reads a rendered object back as Kueue's pod sets; ``yamlout`` prints it all
+for ``kubectl apply -f -``.
+"""
