@@ -10,7 +10,7 @@ from k8s_objects import queue, theirs
 from support import wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes import forecasting
+from gpujobs.backends.kubernetes.status import forecasting
 from gpujobs.handle import Job
 
 
@@ -71,3 +71,28 @@ def test_without_other_namespaces_workloads_their_quota_counts_with_an_unknown_e
     assert st.expected_start_basis.startswith("unknown:") and forecasting.NOT_ALL in st.expected_start_basis
     c = forecasting.for_backend(be, "default").cluster()
     assert c.scope == "namespace" and all(w["metadata"]["namespace"] == "default" for w in c.workloads)
+
+
+def test_forecast_and_plan_only_read_what_rbac_yaml_grants(make_cluster):
+    """Every request a queued job's status and a plan make is a read that docs/rbac.yaml's Role or
+    its read-only ClusterRole gpujobs-forecast-reader covers (or open to every user)."""
+    from gpujobs.backends.kubernetes.submit.rbac import cluster_read_verbs, verbs_by_resource
+    sim, be = make_cluster(setup_two_teams)
+    mine = submit(be, "mine", "q", 2, limit=60)
+    wait_for(lambda: mine.status().queue_position == 1)
+    sim.server.reset_counts()
+    forecasting.for_backend(be, "default")._at = -1e9  # a fresh forecast now
+    st = mine.status()
+    be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+    assert st.expected_start is not None
+    allowed = verbs_by_resource()
+    for key, verbs in cluster_read_verbs().items():
+        allowed.setdefault(key, set()).update(verbs)
+    groups = {"clusterqueues": "kueue.x-k8s.io", "cohorts": "kueue.x-k8s.io", "resourceflavors": "kueue.x-k8s.io",
+              "workloadpriorityclasses": "kueue.x-k8s.io", "localqueues": "kueue.x-k8s.io",
+              "workloads": "kueue.x-k8s.io", "mpijobs": "kubeflow.org", "pods": "", "podgroups": "scheduling.volcano.sh"}
+    used = {k for k in sim.server.counts if isinstance(k, tuple)}
+    assert ("list", "clusterqueues") in used and ("list", "workloads") in used
+    for verb, plural in used:
+        assert verb in ("get", "list", "watch"), (verb, plural)
+        assert verb in allowed[(groups[plural], plural)], (verb, plural)

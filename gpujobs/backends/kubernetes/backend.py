@@ -188,7 +188,7 @@ class KubernetesBackend:
         """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`), from the cluster's
         Kueue objects: the same forecast simulation with the job added; nothing is created."""
         from ...errors import SpecError
-        from . import forecasting
+        from .status import forecasting
         rendered = self.render_job(spec)  # bad input: the same errors as submit, nothing created
         labels = rendered.job["metadata"].get("labels") or {}
         queue = labels.get(naming.QUEUE_LABEL)

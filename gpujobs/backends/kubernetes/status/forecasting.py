@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Mapping
 
-from ...admission.forecast import Forecast, Job, Snapshot, forecast, plan
-from ...admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
-from ...errors import BackendUnavailable, GpuJobsError, SpecError
-from ...quantity import parse_quantity
-from ...status import JobStatus, Plan
-from . import status_map
-from .naming import MAX_EXEC_LABEL
+from ....admission.forecast import Forecast, Job, Snapshot, forecast, plan
+from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
+from ....errors import BackendUnavailable, GpuJobsError, SpecError
+from ....quantity import parse_quantity
+from ....status import JobStatus, Plan
+from . import mapping as status_map
+from ..naming import MAX_EXEC_LABEL
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
@@ -584,7 +584,7 @@ class KubeForecasts:
     def plan(self, rendered: Any, queue: str, priority: str | None, max_runtime_s: float | None,
              grace_period_s: float, name: str) -> Plan:
         """The what-if for the rendered job: the same simulation with it added; nothing is created."""
-        from .podsets import pod_sets
+        from ..render.podsets import pod_sets
         c = self.cluster()
         if c.scope == "none":
             raise BackendUnavailable(
