@@ -96,3 +96,18 @@ def test_forecast_and_plan_only_read_what_rbac_yaml_grants(make_cluster):
     for verb, plural in used:
         assert verb in ("get", "list", "watch"), (verb, plural)
         assert verb in allowed[(groups[plural], plural)], (verb, plural)
+
+
+def test_one_forecast_serves_many_status_calls(make_cluster):
+    """The forecast is read once per refresh, not once per status: 20 status calls of two queued
+    jobs within a second list the ClusterQueues once (docs/forecast.md, Kubernetes: cost)."""
+    sim, be = make_cluster(setup_two_teams)
+    a = submit(be, "a", "q", 2, limit=60)
+    b = submit(be, "b", "q", 2, limit=60)
+    wait_for(lambda: a.status().queue_position == 1 and b.status().queue_position == 2)
+    f = forecasting.for_backend(be, "default")
+    f.refresh()  # fresh now, with both in it
+    sim.server.reset_counts()
+    for _ in range(10):
+        assert a.status().expected_start is not None and b.status().expected_start is not None
+    assert sim.server.counts[("list", "clusterqueues")] <= 1

@@ -37,27 +37,55 @@ def queued(job, pred=lambda s: True, timeout=30):
                     and pred(s) and s, timeout=timeout)
 
 
-def test_no_quota_left_and_a_higher_priority_job_ahead(make_cluster):
-    t0 = time.time() - 60
-
+def two_teams_one_queue(t0, max_s=600):
     def setup(sim):
         queue(sim, "q", "cq-q", 2, preemption="Never")
         queue(sim, "q2", "cq-q", 2, namespace="other")
-        theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=t0, max_s=600)
-    sim, be = make_cluster(setup)
+        theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=t0, max_s=max_s)
+    return setup
+
+
+def test_no_quota_left(make_cluster):
+    t0 = time.time() - 60
+    sim, be = make_cluster(two_teams_one_queue(t0))
+    mine = submit(be, "mine", "q", 2, limit=60)
+    st = queued(mine)
+    assert st.queue_position == 1
+    assert st.reason == "needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left); " \
+        "expected to start in ~9 min", st.reason
+    assert st.blocked_by == ("other/r",)
+    assert st.expected_start == pytest.approx(t0 + 600, abs=2)
+    assert st.expected_start_basis == "expected ends from declared limit"
+    assert st.extra["kueue_reason"] == "WaitingForQuota"  # Kueue's own code is kept
+
+
+def test_no_quota_left_behind_a_job_with_no_declared_end(make_cluster):
+    t0 = time.time() - 300
+    sim, be = make_cluster(two_teams_one_queue(t0, max_s=None))
+    mine = submit(be, "mine", "q", 2, limit=60)
+    st = queued(mine)
+    assert st.expected_start is None and st.blocked_by == ("other/r",)
+    assert "other/r (running 5 min, end unknown)" in st.reason and "start unknown" in st.reason, st.reason
+    assert st.expected_start_basis.startswith("unknown: it waits on jobs with no declared limit, progress "
+                                              "or history (other/r)"), st.expected_start_basis
+    assert st.extra["not_before"] == pytest.approx(time.time(), abs=5)
+
+
+def test_a_higher_priority_job_ahead(make_cluster):
+    t0 = time.time() - 60
+    sim, be = make_cluster(two_teams_one_queue(t0))
     mine = submit(be, "mine", "q", 2, limit=60)
     urgent = submit(be, "urgent", "q", 2, limit=60, prio="high")
     st = queued(mine, lambda s: "urgent" in s.reason)
     assert st.queue_position == 2
     assert st.reason.startswith("needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left), "
-                                f"{urgent.id.split('/')[1]} (1st, high, 2 GPUs)"), st.reason
+                                "urgent (1st, high, 2 GPUs)"), st.reason
     assert st.blocked_by == ("other/r", urgent.id)
     assert st.expected_start == pytest.approx(t0 + 600 + 60, abs=2)
     assert st.expected_start_basis == "expected ends from declared limit (2)"
     assert "starts in ~" in st.summary()
     up = queued(urgent)
     assert up.expected_start == pytest.approx(t0 + 600, abs=2) and up.blocked_by == ("other/r",)
-    assert up.extra["kueue_reason"] in ("WaitingForQuota", "Pending")  # Kueue's own code is kept
 
 
 def test_quota_held_by_a_borrower_of_another_queue(make_cluster):
