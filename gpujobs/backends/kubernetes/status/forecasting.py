@@ -5,10 +5,10 @@ admission engine's model (:mod:`gpujobs.admission.model`) and a forecast
 :class:`~gpujobs.admission.forecast.Snapshot`, and handed to
 :mod:`gpujobs.admission.forecast`: the same forward simulation the local backend uses.
 
-What is read, per refresh (one list call each):
+What is read (kept by cluster-wide watches on the status hub: a refresh makes no request):
 
 - ClusterQueues, Cohorts, ResourceFlavors, WorkloadPriorityClasses (cluster-scoped);
-- LocalQueues and Workloads of every namespace (cluster-wide lists), else this namespace's;
+- LocalQueues and Workloads of every namespace (cluster-wide), else this namespace's;
 - for gpujobs' own jobs: the job object (declared limit: the ``kueue.x-k8s.io/max-exec-time-seconds``
   label, ``activeDeadlineSeconds``) and the progress already read from its pods' logs.
 
@@ -31,6 +31,7 @@ See docs/forecast.md ("Kubernetes").
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -40,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 from ....admission.forecast import Forecast, Job, Snapshot, forecast, plan
 from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
-from ....errors import BackendUnavailable, GpuJobsError, SpecError
+from ....errors import BackendUnavailable, GpuJobsError, KubernetesError, SpecError
 from ....quantity import parse_quantity
 from ....status import JobStatus, Plan
 from . import mapping as status_map
@@ -67,8 +68,13 @@ def _res(name: str) -> str:
     return "gpu" if name == GPU else name
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(q: str) -> Decimal:
+    return parse_quantity(q, "quantity")
+
+
 def _num(q: Any) -> float:
-    return float(parse_quantity(q, "quantity"))
+    return float(_parsed(str(q)))
 
 
 # ------------------------------------------------------------------ reading
@@ -102,33 +108,46 @@ def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
     return list((out or {}).get("items") or [])
 
 
+Lister = Callable[[str, "str | None"], "list[dict] | str"]
+"""(Kueue plural, namespace or None for cluster-wide) -> the objects, [] if not served, or FORBIDDEN."""
+KINDS_READ = ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses", "localqueues",
+              "workloads")
+
+
+def http_lister(api: Any, timeout: Any = 30) -> Lister:
+    """One list call per read."""
+    def lst(plural: str, namespace: str | None = None) -> list[dict] | str:
+        path = f"{KUEUE}/{plural}" if namespace is None else f"{KUEUE}/namespaces/{namespace}/{plural}"
+        return _list(api, path, timeout)
+    return lst
+
+
 def read_cluster(api: Any, namespace: str, timeout: Any = 30, *, workloads: list[dict] | None = None,
-                 own_jobs: Mapping[str, dict] | None = None) -> Cluster:
-    """Read what the forecast needs. ``workloads``: this namespace's Workloads as already watched
-    (used when the cluster-wide list is forbidden; else one namespaced list call)."""
-    cqs = _list(api, f"{KUEUE}/clusterqueues", timeout)
+                 own_jobs: Mapping[str, dict] | None = None, lister: Lister | None = None) -> Cluster:
+    """Read what the forecast needs (``lister``: where cluster-wide objects come from, by default
+    one list call each). ``workloads``: this namespace's Workloads as already watched (used when
+    the cluster-wide list is forbidden; else one namespaced list call)."""
+    lst = lister or http_lister(api, timeout)
+    cqs = lst("clusterqueues", None)
     if cqs == FORBIDDEN:
         return Cluster("none", namespace, own_jobs=dict(own_jobs or {}))
     assert isinstance(cqs, list)
     c = Cluster("cluster", namespace, cluster_queues=cqs, own_jobs=dict(own_jobs or {}))
-    cohorts = _list(api, f"{KUEUE}/cohorts", timeout)
+    cohorts = lst("cohorts", None)
     c.cohorts = cohorts if isinstance(cohorts, list) else []
-    flavors = _list(api, f"{KUEUE}/resourceflavors", timeout)
+    flavors = lst("resourceflavors", None)
     c.flavors = flavors if isinstance(flavors, list) and flavors else None
-    prios = _list(api, f"{KUEUE}/workloadpriorityclasses", timeout)
+    prios = lst("workloadpriorityclasses", None)
     c.priorities = {p["metadata"]["name"]: int(p.get("value") or 0) for p in prios} \
         if isinstance(prios, list) else {}
-    lqs = _list(api, f"{KUEUE}/localqueues", timeout)
+    lqs = lst("localqueues", None)
     if lqs == FORBIDDEN:
-        lqs = _list(api, f"{KUEUE}/namespaces/{namespace}/localqueues", timeout)
+        lqs = lst("localqueues", namespace)
     c.local_queues = lqs if isinstance(lqs, list) else []
-    wls = _list(api, f"{KUEUE}/workloads", timeout)
+    wls = lst("workloads", None)
     if wls == FORBIDDEN:
         c.scope = "namespace"
-        if workloads is None:
-            wls = _list(api, f"{KUEUE}/namespaces/{namespace}/workloads", timeout)
-        else:
-            wls = list(workloads)
+        wls = list(workloads) if workloads is not None else lst("workloads", namespace)
         for cq in cqs:  # whose pending workloads are ahead, from the visibility API
             name = cq["metadata"]["name"]
             items = _list(api, f"{VISIBILITY}/clusterqueues/{name}/pendingworkloads", timeout)
@@ -222,7 +241,7 @@ def pod_requests(template: dict) -> dict[str, float]:
     def one(c: dict) -> dict[str, Decimal]:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: parse_quantity(v, f"container {c.get('name', '?')} resources {k}") for k, v in merged.items()}
+        return {k: _parsed(str(v)) for k, v in merged.items()}
     total: dict[str, Decimal] = {}
     for c in spec.get("containers") or []:
         for k, v in one(c).items():
@@ -231,7 +250,7 @@ def pod_requests(template: dict) -> dict[str, float]:
         for k, v in one(c).items():
             total[k] = max(total.get(k, Decimal(0)), v)
     for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, Decimal(0)) + parse_quantity(v, f"overhead {k}")
+        total[k] = total.get(k, Decimal(0)) + _parsed(str(v))
     return {_res(k): float(v) for k, v in total.items()}
 
 
@@ -254,14 +273,6 @@ def podsets(wl_spec_podsets: list[dict], covered: set[str],
                           node_selector=dict(spec.get("nodeSelector") or {}),
                           tolerations=tuple(spec.get("tolerations") or ())))
     return out
-
-
-def _cond(obj: dict, t: str) -> dict:
-    return status_map.conditions(obj).get(t) or {}
-
-
-def _true(obj: dict, t: str) -> bool:
-    return str(_cond(obj, t).get("status")) == "True"
 
 
 def workload_id(wl: dict) -> str:
@@ -341,10 +352,14 @@ def translate(c: Cluster, now: float | None = None,
         md = wl["metadata"]
         spec: dict = wl.get("spec") or {}
         status: dict = wl["status"] if isinstance(wl.get("status"), dict) else {}
-        if _true(wl, "Finished") or spec.get("active") is False:
+        conds = status_map.conditions(wl)
+
+        def cond(t: str, conds: dict = conds) -> dict:
+            return conds.get(t) or {}
+        if str(cond("Finished").get("status")) == "True" or spec.get("active") is False:
             continue
         lq = f"{md.get('namespace', '')}/{spec.get('queueName', '')}"
-        reserved = _true(wl, "QuotaReserved")
+        reserved = str(cond("QuotaReserved").get("status")) == "True"
         adm: dict = status.get("admission") or {}
         cqn = str(adm.get("clusterQueue") if reserved else lq_cq.get(lq))
         if cqn not in covered:
@@ -361,21 +376,21 @@ def translate(c: Cluster, now: float | None = None,
         if cls and c.priorities.get(cls) == prio:
             prio = cls  # named in reasons as the class ("high"), same value
         w = Workload(wid, lq if lq in lq_cq else cqn, podsets(spec.get("podSets") or [], covered[cqn], usage),
-                     priority=prio, created=_order_time(wl))
+                     priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])
         j = Job(w, name=label, max_runtime_s=min(limits) if limits else None, grace_period_s=grace)
         if reserved:
             assigned = {n: {_res(r): f for r, f in (a.get("flavors") or {}).items()} for n, a in asg.items()}
             j.flavor = assigned
-            j.started = status_map.parse_time(_cond(wl, "Admitted").get("lastTransitionTime")
-                                              or _cond(wl, "QuotaReserved").get("lastTransitionTime")) or now
+            j.started = status_map.parse_time(cond("Admitted").get("lastTransitionTime")
+                                              or cond("QuotaReserved").get("lastTransitionTime")) or now
             if job_obj is not None and progress_end is not None:
                 j.expected_end = progress_end(wid)
-            ev = _cond(wl, "Evicted")
+            ev = cond("Evicted")
             if str(ev.get("status")) == "True":
                 j.stops_at = (status_map.parse_time(ev.get("lastTransitionTime")) or now) + grace
-                m = _PREEMPTOR.search(_cond(wl, "Preempted").get("message") or ev.get("message") or "")
+                m = _PREEMPTOR.search(cond("Preempted").get("message") or ev.get("message") or "")
                 j.preempted_by = by_uid.get(m.group(1)) if m else None
             if md.get("namespace") == c.namespace:
                 held = own_held.setdefault(cqn, {})
@@ -386,7 +401,7 @@ def translate(c: Cluster, now: float | None = None,
             running.append(j)
             continue
         back = status_map.parse_time((status.get("requeueState") or {}).get("requeueAt"))
-        rq = _cond(wl, "Requeued")
+        rq = cond("Requeued")
         if (back and back > now) or (str(rq.get("status")) == "False" and rq.get("reason") == "PodsReadyTimeout"):
             tr.backing_off[wid] = back or now
             continue
@@ -429,11 +444,10 @@ def _others(c: Cluster, own_held: dict, covered: dict, now: float) -> list[Job]:
     return out
 
 
-def _order_time(wl: dict) -> float:
+def _order_time(wl: dict, ev: dict) -> float:
     """When Kueue queued it: an eviction for PodsReadyTimeout or an admission check re-queues it by
     the eviction time (requeuingStrategy.timestamp: Eviction, the default; k8s-semantics.md §4.3),
-    otherwise by creation."""
-    ev = _cond(wl, "Evicted")
+    otherwise by creation. ``ev``: its Evicted condition."""
     if ev.get("reason") in ("PodsReadyTimeout", "AdmissionCheck") and ev.get("lastTransitionTime"):
         t = status_map.parse_time(ev["lastTransitionTime"])
         if t is not None:
@@ -533,10 +547,26 @@ class KubeForecasts:
         from .live import hub_for
         return hub_for(self.backend, self.namespace)
 
-    def cluster(self) -> Cluster:
+    def cluster(self, timeout: float = 30.0) -> Cluster:
+        """The cluster's Kueue objects from cluster-wide watches (the status hub keeps them: after
+        the first list, a read costs no request); namespaced fallbacks are list calls."""
         hub = self._hub()
+        infs = {p: hub.cluster_informer(("kueue.x-k8s.io", "v1beta2", p)) for p in KINDS_READ}
+        deadline = time.monotonic() + timeout
+        for inf in infs.values():
+            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
+                raise KubernetesError(f"watch of {inf.path} did not sync within {timeout:.0f} s")
+        http = http_lister(self.backend.api_client, self.backend.http_timeout)
+
+        def lst(plural: str, namespace: str | None = None) -> list[dict] | str:
+            if namespace is not None:
+                return http(plural, namespace)
+            inf = infs[plural]
+            if inf.forbidden:
+                return FORBIDDEN
+            return [] if inf.missing else inf.items()
         return read_cluster(self.backend.api_client, self.namespace, self.backend.http_timeout,
-                            workloads=hub.workloads(), own_jobs=hub.own_jobs())
+                            workloads=hub.workloads(), own_jobs=hub.own_jobs(), lister=lst)
 
     def _progress_end(self, wid: str) -> float | None:
         from . import pod_metrics

@@ -33,9 +33,10 @@ PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 PODS = ("", "v1", "pods")
 
 
-def _path(group: str, version: str, plural: str, namespace: str) -> str:
+def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
+    """The collection's path; ``namespace`` None: cluster-wide (all namespaces, or cluster-scoped)."""
     base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-    return f"{base}/namespaces/{namespace}/{plural}"
+    return f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
 
 
 Indexer = Callable[[dict], Iterable[str]]
@@ -64,7 +65,7 @@ class Informer:
     order, so :meth:`indexed` finds one job's objects without scanning the cache.
     """
 
-    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str,
+    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str | None,
                  on_change: Callable[[str, dict], None], label_selector: str | None = None,
                  watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
         self.lock = lock or threading.RLock()
@@ -80,6 +81,7 @@ class Informer:
         self._next = 0
         self.synced = threading.Event()
         self.missing = False  # the resource is not served (CRD not installed)
+        self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
         self._stop = threading.Event()
         self._watch: kwatch.Watch | None = None
@@ -89,11 +91,12 @@ class Informer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 0.2) -> None:
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
-        self._thread.join(0.2)  # a daemon thread; a blocked read ends with the connection
+        if wait_s > 0:
+            self._thread.join(wait_s)  # a daemon thread; a blocked read ends with the connection
 
     def _call(self, **kw: Any) -> Any:
         q = [(k, v) for k, v in (("labelSelector", self.label_selector),
@@ -113,6 +116,11 @@ class Informer:
             self._apply_list(items)
         self.synced.set()
         return data["metadata"]["resourceVersion"]
+
+    def items(self) -> list[dict]:
+        """The cached objects (a copy of the list; the objects are never changed in place)."""
+        with self.lock:
+            return list(self.cache.values())
 
     def indexed(self, index: str, key: str) -> list[dict]:
         """The cached objects whose ``index`` keys include ``key``, in cache order."""
@@ -175,7 +183,7 @@ class Informer:
                 if rv is None:
                     rv = self._list()
                     self.relists += 1
-                    self.missing = False
+                    self.missing = self.forbidden = False
                 self._watch = w = kwatch.Watch(return_type="object")
                 for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
                     obj = ev["raw_object"]
@@ -195,6 +203,11 @@ class Informer:
             except ApiException as exc:
                 if exc.status == 410:  # Gone: relist and diff
                     rv = None
+                    continue
+                if exc.status == 403 and rv is None:  # the list itself is refused
+                    self.forbidden = True
+                    self.synced.set()
+                    self._stop.wait(30.0)
                     continue
                 if exc.status == 404:
                     self.missing = True
@@ -261,6 +274,22 @@ class StatusHub:
                 self._informers[res] = inf
             return inf
 
+    def cluster_informer(self, res: tuple) -> Informer:
+        """A cluster-wide informer of ``res`` (group, version, plural): every namespace's objects,
+        or a cluster-scoped kind's; its changes count in ``workload_changes``. Stopped with the hub."""
+        with self._lock:
+            key = ("*", *res)
+            inf = self._informers.get(key)
+            if inf is None:
+                group, version, plural = res
+                inf = Informer(self.api, group, version, plural, None, self._on_cluster_object,
+                               lock=self._lock).start()
+                self._informers[key] = inf
+            return inf
+
+    def _on_cluster_object(self, type_: str, obj: dict) -> None:
+        self.workload_changes += 1  # (called with the hub's lock held)
+
     def track_kind(self, kind: str) -> Informer:
         """Make sure the job kind ``kind`` (gpujobs name, e.g. 'MPIJob') is watched."""
         info = KINDS[kind]
@@ -276,8 +305,12 @@ class StatusHub:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        for inf in list(self._informers.values()):
-            inf.stop()
+        infs = list(self._informers.values())
+        for inf in infs:  # all told first, then waited for together (0.2 s in all, not each)
+            inf.stop(wait_s=0)
+        deadline = time.monotonic() + 0.2
+        for inf in infs:
+            inf._thread.join(max(0.0, deadline - time.monotonic()))
         self._thread.join(2)
 
     # ------------------------------------------------------------ events
