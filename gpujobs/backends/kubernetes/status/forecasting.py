@@ -542,16 +542,25 @@ class KubeForecasts:
         self._at = -1e9
         self._gen: int | None = None
         self._misses: set[str] = set()
+        self.errors: list[BaseException] = []
 
     def _hub(self) -> Any:
         from .live import hub_for
         return hub_for(self.backend, self.namespace)
 
+    def _informers(self) -> dict[str, Any]:
+        hub = self._hub()
+        return {p: hub.cluster_informer(("kueue.x-k8s.io", "v1beta2", p)) for p in KINDS_READ}
+
+    def ready(self) -> bool:
+        """Whether the cluster-wide watches have listed once (starts them when not yet)."""
+        return all(inf.synced.is_set() for inf in self._informers().values())
+
     def cluster(self, timeout: float = 30.0) -> Cluster:
         """The cluster's Kueue objects from cluster-wide watches (the status hub keeps them: after
         the first list, a read costs no request); namespaced fallbacks are list calls."""
         hub = self._hub()
-        infs = {p: hub.cluster_informer(("kueue.x-k8s.io", "v1beta2", p)) for p in KINDS_READ}
+        infs = self._informers()
         deadline = time.monotonic() + timeout
         for inf in infs.values():
             if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
@@ -574,7 +583,11 @@ class KubeForecasts:
         end = getattr(prog, "expected_end", None)
         return float(end) if end is not None else None
 
-    def refresh(self, want: str | None = None) -> dict[str, Forecast]:
+    def refresh(self, want: str | None = None, block: bool = True) -> dict[str, Forecast]:
+        """The forecasts, recomputed first when due. ``block=False`` (the status watch's thread):
+        never wait for the cluster-wide watches' first list; the cached answer meanwhile."""
+        if not block and not self.ready():
+            return self._cache
         with self._lock:
             hub = self._hub()
             gen = hub.workload_changes
@@ -586,20 +599,21 @@ class KubeForecasts:
                 c = self.cluster()
                 self._scope = c.scope
                 self._cache = forecasts(c, progress_end=self._progress_end)
-            except Exception:  # noqa: BLE001 - a forecast never breaks a status reply
+            except Exception as exc:  # noqa: BLE001 - a forecast never breaks a status reply
                 self._cache = {}
+                self.errors = [*self.errors[-9:], exc]  # kept for diagnosis
             self._at, self._gen, self._misses = time.monotonic(), gen, set()
             if want is not None and want not in self._cache:
                 self._misses.add(want)
             return self._cache
 
-    def with_forecast(self, st: JobStatus, refresh: bool = True) -> JobStatus:
+    def with_forecast(self, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
         """``st`` (a queued job) with reason, blocked_by, expected_start and its basis. Kueue's own
         reason code stays in ``extra['kueue_reason']``. Jobs not waiting in a queue (no Workload
         yet, backing off after a PodsReady timeout, quota reserved) keep their status as it is."""
         if st.phase != "queued" or st.reason not in _WAITING:
             return st
-        fc = (self.refresh(st.job_id) if refresh else self._cache).get(st.job_id)
+        fc = (self.refresh(st.job_id, block) if refresh else self._cache).get(st.job_id)
         extra = dict(st.extra or {}, kueue_reason=st.reason)
         if fc is None:
             # nothing better: Kueue's pending reason in words (the status message already is)

@@ -157,13 +157,13 @@ def _not_found(job_id: str) -> JobNotFound:
                        "list jobs with gpujobs.jobs(backend='kubernetes')")
 
 
-def _forecast(backend: Any, st: JobStatus, refresh: bool = True) -> JobStatus:
+def _forecast(backend: Any, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
     """A queued job's reason, blocked_by and expected start (see .forecasting)."""
     if st.phase != "queued":
         return st
     from .forecasting import for_backend
     ns, _ = naming.parse_job_id(st.job_id)
-    return for_backend(backend, ns).with_forecast(st, refresh=refresh)
+    return for_backend(backend, ns).with_forecast(st, refresh=refresh, block=block)
 
 
 def status(backend: Any, job_id: str) -> JobStatus:
@@ -214,7 +214,7 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
         st = st.with_(metrics=latest) if latest and not st.metrics else st
         known = pm.known_progress(st.job_id)  # [progress] as read, no log read here
         st = st.with_(progress=known) if known is not None else st
-        return cb(_forecast(backend, st))
+        return cb(_forecast(backend, st, block=False))  # the watch thread never waits for a list
 
     return hub.subscribe(name, with_known_metrics)
 
