@@ -322,7 +322,12 @@ def translate(c: Cluster, now: float | None = None,
         target = (lq_obj.get("spec") or {}).get("clusterQueue")
         if target:
             lqs_of.setdefault(target, []).append(f"{lq_md.get('namespace', '')}/{lq_md['name']}")
-    queues = [cluster_queue(cq, lqs_of.get(cq["metadata"]["name"], [])) for cq in c.cluster_queues]
+    queues = []
+    for cq in c.cluster_queues:
+        try:
+            queues.append(cluster_queue(cq, lqs_of.get(cq["metadata"]["name"], [])))
+        except (GpuJobsError, KeyError, TypeError, ValueError):
+            continue  # a queue the engine cannot model (a newer Kueue field value): its jobs get no forecast
     covered = {q.name: {r for g in (q.resource_groups or []) for res in g.values() for r in res}
                for q in queues}
     lq_cq = {name: q.name for q in queues for name in q.local_queues}
