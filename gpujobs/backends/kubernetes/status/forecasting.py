@@ -427,6 +427,39 @@ def translate(c: Cluster, now: float | None = None,
     return tr
 
 
+def sharing_quota_with(c: Cluster, lq: str) -> Cluster:
+    """``c`` with only the Workloads whose ClusterQueue shares quota with LocalQueue ``lq``'s (the
+    same cohort tree, or the same queue): the others cannot change when a job there starts, so a
+    plan need not translate them (the simulation would leave them out anyway)."""
+    parent: dict[str, str] = {co["metadata"]["name"]: str((co.get("spec") or {}).get("parentName") or "")
+                              for co in c.cohorts}
+
+    def root(cq: dict) -> str:
+        spec = cq.get("spec") or {}
+        name = str(spec.get("cohortName") or spec.get("cohort") or "")
+        if not name:
+            return "cq:" + cq["metadata"]["name"]
+        seen: set[str] = set()
+        while parent.get(name) and name not in seen:
+            seen.add(name)
+            name = parent[name]
+        return name
+    group = {cq["metadata"]["name"]: root(cq) for cq in c.cluster_queues}
+    lq_cq = {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": (o.get("spec") or {}).get("clusterQueue")
+             for o in c.local_queues}
+    want = group.get(lq_cq.get(lq) or "")
+    if want is None:
+        return c
+
+    def keep(wl: dict) -> bool:
+        st: dict = wl["status"] if isinstance(wl.get("status"), dict) else {}
+        cq = (st.get("admission") or {}).get("clusterQueue") or lq_cq.get(
+            f"{wl['metadata'].get('namespace', '')}/{(wl.get('spec') or {}).get('queueName', '')}")
+        return group.get(cq or "") == want
+    from dataclasses import replace
+    return replace(c, workloads=[w for w in c.workloads if keep(w)])
+
+
 def _others(c: Cluster, own_held: dict, covered: dict, now: float) -> list[Job]:
     """Stand-ins for the quota other namespaces hold (ClusterQueue.status.flavorsReservation less
     what this namespace's admitted Workloads hold), with an unknown end."""
@@ -640,8 +673,8 @@ class KubeForecasts:
                 "cannot plan: this user may not read ClusterQueues (cluster-scoped), so the queue's quota "
                 "is unknown; fix: ask the cluster admin to bind the read-only gpujobs-forecast-reader "
                 "ClusterRole of docs/rbac.yaml, or submit and read job.status().reason")
-        tr = translate(c, progress_end=self._progress_end)
         lq = f"{self.namespace}/{queue}"
+        tr = translate(sharing_quota_with(c, lq), progress_end=self._progress_end)
         cqn = next((q.name for q in tr.snapshot.queues if lq in q.local_queues), None)
         if cqn is None:
             known = sorted(q.split("/", 1)[1] for s in tr.snapshot.queues for q in s.local_queues
