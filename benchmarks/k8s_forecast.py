@@ -123,8 +123,7 @@ def main(argv=None) -> int:
         print(f"kubernetes forecast refresh of every queued job ({len(fcs):,}; {known:,} get a start): best "
               f"{min(total):.3f} s, worst {max(total):.3f} s (target < 2 s); reading {min(reads):.3f} s, "
               f"translation + simulation {min(sims):.3f} s")
-        for hub in be.__dict__.get("_status_hubs", {}).values():
-            hub.stop()
+        be.state.stop_watches()
     finally:
         server.stop()
     return 0

@@ -143,8 +143,7 @@ def sim_stack_round_trips(runs: int) -> list[float]:
             times.append(time.perf_counter() - t0)
             assert sorted(stacks) == [0, 1, 2], stacks
         job.cancel()
-        for hub in be.__dict__.get("_status_hubs", {}).values():
-            hub.stop()
+        be.state.stop_watches()
         return times
     finally:
         sim.stop()

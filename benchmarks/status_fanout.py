@@ -100,7 +100,7 @@ def measure(conn, window: float, run) -> dict:
 def bench_hub(port: int, n: int, window: float, conn) -> dict:
     from kubernetes import client
 
-    from gpujobs.backends.kubernetes.status.watch import StatusHub
+    from gpujobs.backends.kubernetes.status.hub import StatusHub
 
     rss0 = psutil.Process().memory_info().rss
     cfg = client.Configuration()

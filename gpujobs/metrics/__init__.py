@@ -13,12 +13,15 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .logline import METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
 from .model import CPU_DEVICE, MetricsHistory, latest_per_device
 from .sampler import Sampler, log_sink
 from .tracker import JobMetrics, read_history, ranks_of_gang
+
+if TYPE_CHECKING:
+    from ..status import JobStatus
 
 _LAZY = {"MetricsFrame": ".frame", "metrics_frame": ".frame", "usage_report": ".usage"}
 
@@ -36,7 +39,13 @@ __all__ = ["Sampler", "log_sink", "MetricsHistory", "MetricsFrame", "metrics_fra
            "usage_report", "job_samples", "JobMetrics", "read_history", "ranks_of_gang"]
 
 
-def job_samples(backend: Any, job_id: str) -> list:
+class StatusReader(Protocol):
+    """What :func:`job_samples` needs of a backend (any backend; ``metrics_history`` is optional)."""
+
+    def status(self, job_id: str) -> JobStatus: ...
+
+
+def job_samples(backend: StatusReader, job_id: str) -> list:
     """A job's kept samples: the backend's history when it keeps one, else its latest readings."""
     history = getattr(backend, "metrics_history", None)
     if callable(history):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import Any, Callable, Protocol, TextIO
 
 from ..status import JobStatus
 
@@ -150,7 +150,17 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def wait_with_bar(backend: Any, job_id: str, timeout: float | None = None,
+class WaitSource(Protocol):
+    """What :func:`wait_with_bar` needs of a backend (every backend has it)."""
+
+    def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]: ...
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus: ...
+
+    def status(self, job_id: str) -> JobStatus: ...
+
+
+def wait_with_bar(backend: WaitSource, job_id: str, timeout: float | None = None,
                   display: ProgressDisplay | None = None) -> JobStatus:
     """``backend.wait`` with a :class:`ProgressDisplay` fed by pushed status changes (and a
     status read each second, for backends whose pushes carry no progress)."""

@@ -89,8 +89,7 @@ def _k8s(gpus: int = 4):
 
 
 def _k8s_stop(sim, be) -> list[int]:
-    for hub in be.__dict__.get("_status_hubs", {}).values():
-        hub.stop()
+    be.state.stop_watches()
     return sim.stop()
 
 

@@ -23,7 +23,7 @@ def test_single_clusterqueue_setup():
     points at it; no preemption and BestEffortFIFO are Kueue's API defaults."""
     docs = load("admin/single-clusterqueue-setup.yaml")
     by = {d["kind"]: d for d in docs}
-    c = f.Cluster("cluster", "default", cluster_queues=[by["ClusterQueue"]], flavors=[by["ResourceFlavor"]],
+    c = f.KueueObjects("cluster", "default", cluster_queues=[by["ClusterQueue"]], flavors=[by["ResourceFlavor"]],
                   local_queues=[by["LocalQueue"]])
     tr = f.translate(c, now=0.0)
     (q,) = tr.snapshot.queues

@@ -37,7 +37,7 @@ def test_nothing_in_the_product_needs_kueue_v1beta1():
             if re.search(r"kueue\.x-k8s\.io/v1beta1|visibility\.kueue\.x-k8s\.io/v1beta1", line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}")
     assert hits == []
-    watch = (ROOT / "gpujobs/backends/kubernetes/status/watch.py").read_text()
+    watch = (ROOT / "gpujobs/backends/kubernetes/status/hub.py").read_text()
     assert '("v1beta2", "v1beta1")' in watch  # v1beta2 first
     objs = gpujobs.job(train).ddp(gpus=2).queue("q").render()
     assert all(o["apiVersion"] != "kueue.x-k8s.io/v1beta1" for o in objs)

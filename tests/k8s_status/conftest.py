@@ -22,8 +22,7 @@ def make_cluster():
 
     yield make
     for be in backends:
-        for hub in be.__dict__.get("_status_hubs", {}).values():
-            hub.stop()
+        be.state.stop_watches()
     for sim in started:
         pids = sim.stop()
         assert not sim.controllers.errors, sim.controllers.errors

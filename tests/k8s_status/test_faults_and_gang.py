@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpujobs.backends.kubernetes.status.watch import StatusHub
+from gpujobs.backends.kubernetes.status.hub import StatusHub
 from gpujobs_sim import SimCluster
 
 
@@ -140,5 +140,4 @@ def test_cancel_is_foreground_delete(sim_hub, tmp_path):
     assert st.terminal
     assert sim.store.list("v1", "Pod", "default") == []
     assert sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", "default") == []
-    for h in be.__dict__.get("_status_hubs", {}).values():
-        h.stop()
+    be.state.stop_watches()

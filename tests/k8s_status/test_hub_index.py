@@ -11,7 +11,8 @@ from kubernetes import client
 
 from gpujobs.backends.kubernetes.status import mapping as status_map
 from gpujobs.backends.kubernetes.naming import LABEL_JOB
-from gpujobs.backends.kubernetes.status.watch import INDEXERS, PODS, WL, Informer, StatusHub
+from gpujobs.backends.kubernetes.status.hub import INDEXERS, PODS, WL, StatusHub
+from gpujobs.backends.kubernetes.status.informer import Informer
 from gpujobs_sim import FakeApiServer
 
 WL_API = "kueue.x-k8s.io/v1beta2"

@@ -30,7 +30,7 @@ def test_a_job_without_gpujobs_label_is_not_waited_for(make_cluster, monkeypatch
     """The watch only delivers labelled jobs: waiting SEEN_WAIT_S for any other would stall
     every status() and widget poll, then say "not found" anyway."""
     from gpujobs.backends.kubernetes.status import live
-    from gpujobs.backends.kubernetes.status.watch import StatusHub
+    from gpujobs.backends.kubernetes.status.hub import StatusHub
 
     sim, be = make_cluster(gpus=2)
     sim.store.create(pytorchjob("first", workers=0, seconds=30, queue=None))

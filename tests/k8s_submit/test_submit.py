@@ -259,7 +259,7 @@ def test_rbac_denied_message(server, backend):
     server.allow_all()
     server.deny(verb="create", resource="secrets")
     # answers are kept preflight_ttl: the secrets review ran (allowed) alongside the failing one
-    backend._preflight_cache.clear()
+    backend.state.preflight.clear()
     with pytest.raises(PreflightError, match="create secrets in namespace"):
         backend.submit(ddp().spec())
     _assert_nothing_created(server, backend)
@@ -409,7 +409,7 @@ def test_a_failed_preflight_leaves_no_check_running(server, backend):
     server.latency_s = 0.05  # the other reads are still in flight when the denial arrives
     with pytest.raises(PreflightError):
         backend.submit(ddp().spec())
-    cached = dict(backend._preflight_cache)
+    cached = dict(backend.state.preflight)
     assert ("ssar", NS, "", "secrets") in cached  # it finished: before preflight returned
     pf._POOL.submit(lambda: None).result()  # nothing queued behind it either
-    assert backend._preflight_cache == cached
+    assert backend.state.preflight == cached

@@ -151,8 +151,8 @@ def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
         assert not marker.exists(), "a forged log line was unpickled"
     finally:
         for b in (be, locals().get("other")):
-            for hub in (b.__dict__.get("_status_hubs", {}).values() if b is not None else ()):
-                hub.stop()
+            if b is not None:
+                b.state.stop_watches()
         sim.stop()
 
 

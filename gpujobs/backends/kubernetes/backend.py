@@ -1,7 +1,7 @@
 """KubernetesBackend: configuration, client construction, render and submit.
 
-Status, wait, logs, cancel, outcomes, jobs and subscribe are provided by the
-status/watch/logs/results modules of this package (k8s-status).
+Status, wait, logs, cancel, outcomes, jobs and subscribe are provided by the status/
+sub-package (status/live.py over the status hub, logs, results).
 
 Configuration is found as kubectl finds it: an explicit ``api_client`` / ``host``
 (tests), else ``kubeconfig`` / ``$KUBECONFIG`` / ``~/.kube/config`` with ``context``,
@@ -22,6 +22,7 @@ from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
 from . import naming
+from .cluster import ClusterState
 from .render.job import Rendered, RenderOptions, render_job
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -58,7 +59,7 @@ class KubernetesBackend:
         self.request_timeout = request_timeout
         self.preflight_ttl = preflight_ttl
         self._lock = threading.Lock()
-        self._preflight_cache: dict = {}
+        self.state = ClusterState()  # what this backend learns of its cluster (hubs, caches)
         self._keys: dict[str, bytes] = {}
         self._unsaved_keys: set[str] = set()
         self.options = RenderOptions(namespace="default",
@@ -90,7 +91,7 @@ class KubernetesBackend:
         return (self.request_timeout, self.request_timeout)
 
     @property
-    def api_client(self):
+    def api_client(self) -> Any:
         """The kubernetes ApiClient (built on first use)."""
         with self._lock:
             if self._api_client is None:

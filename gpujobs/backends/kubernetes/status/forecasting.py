@@ -16,7 +16,7 @@ Every other workload counts with what the cluster says about it: its Workload's 
 (requests, count), priority, creation time, admission (flavors), eviction conditions and
 ``spec.maximumExecutionTimeSeconds`` (less ``status.accumulatedPastExecutionTimeSeconds``).
 
-Scopes (``Cluster.scope``), by what this user may read:
+Scopes (``KueueObjects.scope``), by what this user may read:
 
 - ``cluster``: everything above: the full simulation;
 - ``namespace``: ClusterQueues readable, Workloads only in this namespace: quota that other
@@ -45,6 +45,7 @@ from ....errors import BackendUnavailable, GpuJobsError, KubernetesError, SpecEr
 from ....quantity import parse_quantity
 from ....status import JobStatus, Plan
 from . import mapping as status_map
+from ..cluster import Cluster
 from ..naming import MAX_EXEC_LABEL
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -79,7 +80,7 @@ def _num(q: Any) -> float:
 
 # ------------------------------------------------------------------ reading
 @dataclass
-class Cluster:
+class KueueObjects:
     """The cluster's Kueue objects, as this user may read them."""
     scope: str  # cluster | namespace | none
     namespace: str
@@ -123,16 +124,16 @@ def http_lister(api: Any, timeout: Any = 30) -> Lister:
 
 
 def read_cluster(api: Any, namespace: str, timeout: Any = 30, *, workloads: list[dict] | None = None,
-                 own_jobs: Mapping[str, dict] | None = None, lister: Lister | None = None) -> Cluster:
+                 own_jobs: Mapping[str, dict] | None = None, lister: Lister | None = None) -> KueueObjects:
     """Read what the forecast needs (``lister``: where cluster-wide objects come from, by default
     one list call each). ``workloads``: this namespace's Workloads as already watched (used when
     the cluster-wide list is forbidden; else one namespaced list call)."""
     lst = lister or http_lister(api, timeout)
     cqs = lst("clusterqueues", None)
     if cqs == FORBIDDEN:
-        return Cluster("none", namespace, own_jobs=dict(own_jobs or {}))
+        return KueueObjects("none", namespace, own_jobs=dict(own_jobs or {}))
     assert isinstance(cqs, list)
-    c = Cluster("cluster", namespace, cluster_queues=cqs, own_jobs=dict(own_jobs or {}))
+    c = KueueObjects("cluster", namespace, cluster_queues=cqs, own_jobs=dict(own_jobs or {}))
     cohorts = lst("cohorts", None)
     c.cohorts = cohorts if isinstance(cohorts, list) else []
     flavors = lst("resourceflavors", None)
@@ -312,7 +313,7 @@ class Translation:
     scope: str = "cluster"
 
 
-def translate(c: Cluster, now: float | None = None,
+def translate(c: KueueObjects, now: float | None = None,
               progress_end: Callable[[str], float | None] | None = None) -> Translation:
     """The Kueue objects of ``c`` as a forecast :class:`Snapshot` (the engine's model)."""
     now = time.time() if now is None else now
@@ -427,7 +428,7 @@ def translate(c: Cluster, now: float | None = None,
     return tr
 
 
-def sharing_quota_with(c: Cluster, lq: str) -> Cluster:
+def sharing_quota_with(c: KueueObjects, lq: str) -> KueueObjects:
     """``c`` with only the Workloads whose ClusterQueue shares quota with LocalQueue ``lq``'s (the
     same cohort tree, or the same queue): the others cannot change when a job there starts, so a
     plan need not translate them (the simulation would leave them out anyway)."""
@@ -460,7 +461,7 @@ def sharing_quota_with(c: Cluster, lq: str) -> Cluster:
     return replace(c, workloads=[w for w in c.workloads if keep(w)])
 
 
-def _others(c: Cluster, own_held: dict, covered: dict, now: float) -> list[Job]:
+def _others(c: KueueObjects, own_held: dict, covered: dict, now: float) -> list[Job]:
     """Stand-ins for the quota other namespaces hold (ClusterQueue.status.flavorsReservation less
     what this namespace's admitted Workloads hold), with an unknown end."""
     out = []
@@ -541,7 +542,7 @@ def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-def forecasts(c: Cluster, now: float | None = None,
+def forecasts(c: KueueObjects, now: float | None = None,
               progress_end: Callable[[str], float | None] | None = None) -> dict[str, Forecast]:
     """A :class:`Forecast` for every pending workload the cluster shows (by :func:`workload_id`),
     plus one for each that can never fit (no start, the engine's reason)."""
@@ -557,7 +558,7 @@ def forecasts(c: Cluster, now: float | None = None,
     return out
 
 
-def _cq_positions(c: Cluster) -> dict[str, int]:
+def _cq_positions(c: KueueObjects) -> dict[str, int]:
     """Workload "namespace/name" -> position in its ClusterQueue (visibility API, 0-based)."""
     out = {}
     for items in c.pending_elsewhere.values():
@@ -572,7 +573,7 @@ class KubeForecasts:
     """Forecasts for one namespace of one backend, refreshed at most every ``MIN_INTERVAL_S`` after
     a Workload changed (the status hub counts changes) and every ``REFRESH_S`` while asked."""
 
-    def __init__(self, backend: Any, namespace: str):
+    def __init__(self, backend: Cluster, namespace: str):
         self.backend, self.namespace = backend, namespace
         self._lock = threading.Lock()
         self._cache: dict[str, Forecast] = {}
@@ -594,7 +595,7 @@ class KubeForecasts:
         """Whether the cluster-wide watches have listed once (starts them when not yet)."""
         return all(inf.synced.is_set() for inf in self._informers().values())
 
-    def cluster(self, timeout: float = 30.0) -> Cluster:
+    def cluster(self, timeout: float = 30.0) -> KueueObjects:
         """The cluster's Kueue objects from cluster-wide watches (the status hub keeps them: after
         the first list, a read costs no request); namespaced fallbacks are list calls."""
         hub = self._hub()
@@ -712,13 +713,11 @@ _WAITING = set(status_map.PENDING_REASONS) | {"Preempted", "BackoffFinished", "N
                                                "ClusterQueueStopped", "LocalQueueStopped"}
 
 
-def for_backend(backend: Any, namespace: str) -> KubeForecasts:
-    with _lock:
-        d = backend.__dict__.setdefault("_forecasts", {})
-        f = d.get(namespace)
+def for_backend(backend: Cluster, namespace: str) -> KubeForecasts:
+    """The backend's forecasts for ``namespace`` (made once, kept in its ClusterState)."""
+    state = backend.state
+    with state.lock:
+        f = state.forecasts.get(namespace)
         if f is None:
-            f = d[namespace] = KubeForecasts(backend, namespace)
+            f = state.forecasts[namespace] = KubeForecasts(backend, namespace)
         return f
-
-
-_lock = threading.Lock()

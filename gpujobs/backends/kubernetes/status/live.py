@@ -1,6 +1,6 @@
 """KubernetesBackend's live half: status, wait, subscribe, jobs, logs, outcomes, cancel.
 
-Everything reads from one :class:`~.watch.StatusHub` per namespace (shared informers),
+Everything reads from one :class:`~.hub.StatusHub` per namespace (shared informers),
 so asking for the status of 1,000 jobs costs no extra requests. A job seen ending is archived
 locally (:mod:`.archive`: final status, result/exception envelopes, logs), so status, logs,
 results and ``queue -a`` still answer after the job object or its pods are gone. A failed job's
@@ -10,7 +10,6 @@ short-lived CLI call would otherwise exit first).
 """
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
@@ -21,18 +20,17 @@ from . import archive
 from . import logs as _logs
 from .. import naming
 from . import pod_metrics, results
+from ..cluster import Cluster
 from ..kinds import KINDS
-from .watch import StatusHub
-
-_hubs_lock = threading.Lock()
+from .hub import StatusHub
 
 
-def hub_for(backend: Any, namespace: str) -> StatusHub:
-    with _hubs_lock:
-        hubs = backend.__dict__.setdefault("_status_hubs", {})
-        hub = hubs.get(namespace)
+def hub_for(backend: Cluster, namespace: str) -> StatusHub:
+    state = backend.state
+    with state.lock:
+        hub = state.hubs.get(namespace)
         if hub is None:
-            hub = hubs[namespace] = StatusHub(backend.api_client, namespace).start()
+            hub = state.hubs[namespace] = StatusHub(backend.api_client, namespace).start()
         return hub
 
 
@@ -45,7 +43,7 @@ def _record_kind(rec: naming.JobRecord | None) -> str | None:
 SEEN_WAIT_S = 5.0
 
 
-def _get(backend: Any, ns: str, name: str, kind: str) -> dict | None:
+def _get(backend: Cluster, ns: str, name: str, kind: str) -> dict | None:
     """The job object (None when the apiserver has none, or cannot say in time)."""
     info = KINDS[kind]
     try:
@@ -57,7 +55,7 @@ def _get(backend: Any, ns: str, name: str, kind: str) -> dict | None:
         return None
 
 
-def _kind_of(backend: Any, ns: str, name: str) -> str | None:
+def _kind_of(backend: Cluster, ns: str, name: str) -> str | None:
     rec = naming.load_record(ns, name, backend.home)
     if rec is not None:
         return _record_kind(rec)
@@ -65,7 +63,7 @@ def _kind_of(backend: Any, ns: str, name: str) -> str | None:
     return next((kind for kind in KINDS if _get(backend, ns, name, kind) is not None), None)
 
 
-def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
+def _hub_job(backend: Cluster, job_id: str) -> tuple[StatusHub, str]:
     ns, name = naming.parse_job_id(job_id)
     hub = hub_for(backend, ns)
     if not hub.known(name):
@@ -81,7 +79,7 @@ def _hub_job(backend: Any, job_id: str) -> tuple[StatusHub, str]:
     return hub, name
 
 
-def _final(backend: Any, job_id: str, st: JobStatus | None) -> JobStatus | None:
+def _final(backend: Cluster, job_id: str, st: JobStatus | None) -> JobStatus | None:
     """The status to show: the archived one when the cluster has forgotten the job (or only knows
     it was deleted); a queued job's position filled in; an ended job archived (once) and, when it
     failed, its remote exception's summary first in its message."""
@@ -101,10 +99,10 @@ def _final(backend: Any, job_id: str, st: JobStatus | None) -> JobStatus | None:
     return st
 
 
-def _with_exception(backend: Any, job_id: str, st: JobStatus) -> JobStatus:
+def _with_exception(backend: Cluster, job_id: str, st: JobStatus) -> JobStatus:
     if st.phase != "failed":
         return st
-    cache = backend.__dict__.setdefault("_exception_summaries", {})
+    cache = backend.state.exception_summaries
     if job_id not in cache:
         cache[job_id] = exception_summary(backend, job_id)
     summary = cache[job_id]
@@ -113,7 +111,7 @@ def _with_exception(backend: Any, job_id: str, st: JobStatus) -> JobStatus:
     return st.with_(message=summary + (f"; {st.message}" if st.message else ""))
 
 
-def exception_summary(backend: Any, job_id: str) -> str:
+def exception_summary(backend: Cluster, job_id: str) -> str:
     """``ValueError: bad input (rank 0)`` from the job's result envelopes ('' when none failed or
     the job's key is not here): the cause first, as ``Job.exception()`` picks it."""
     from ....payload import open_envelope
@@ -132,9 +130,9 @@ def exception_summary(backend: Any, job_id: str) -> str:
     return f"{kind}: {msg} (rank {o.rank})" if msg else f"{kind} (rank {o.rank})"
 
 
-def _archive(backend: Any, job_id: str, st: JobStatus, *, force: bool = False) -> None:
+def _archive(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = False) -> None:
     """Archive an ended job once per process (its logs and envelopes read now, while they exist)."""
-    done = backend.__dict__.setdefault("_archived", set())
+    done = backend.state.archived
     if job_id in done and not force:
         return
     done.add(job_id)
@@ -157,7 +155,7 @@ def _not_found(job_id: str) -> JobNotFound:
                        "list jobs with gpujobs.jobs(backend='kubernetes')")
 
 
-def _forecast(backend: Any, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
+def _forecast(backend: Cluster, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
     """A queued job's reason, blocked_by and expected start (see .forecasting)."""
     if st.phase != "queued":
         return st
@@ -166,7 +164,7 @@ def _forecast(backend: Any, st: JobStatus, refresh: bool = True, block: bool = T
     return for_backend(backend, ns).with_forecast(st, refresh=refresh, block=block)
 
 
-def status(backend: Any, job_id: str) -> JobStatus:
+def status(backend: Cluster, job_id: str) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     st = _final(backend, job_id, hub.status(name))
     if st is None:
@@ -174,7 +172,7 @@ def status(backend: Any, job_id: str) -> JobStatus:
     return _forecast(backend, pod_metrics.for_backend(backend).with_metrics(st))
 
 
-def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
+def wait(backend: Cluster, job_id: str, timeout: float | None = None) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     if not hub.known(name) and archive.has(backend.home, job_id):
         st = archive.status(backend.home, job_id)
@@ -187,7 +185,7 @@ def wait(backend: Any, job_id: str, timeout: float | None = None) -> JobStatus:
     return pod_metrics.for_backend(backend).with_metrics(st)
 
 
-def metrics_history(backend: Any, job_id: str) -> list:
+def metrics_history(backend: Cluster, job_id: str) -> list:
     """``job.metrics()``: the job's kept samples, after reading its pods' log tails now."""
     pm = pod_metrics.for_backend(backend)
     st = _hub_status(backend, job_id)
@@ -195,7 +193,7 @@ def metrics_history(backend: Any, job_id: str) -> list:
     return pm.history(job_id)
 
 
-def progress_history(backend: Any, job_id: str) -> list[dict]:
+def progress_history(backend: Cluster, job_id: str) -> list[dict]:
     """``job.progress()``: the ranks' ``ctx.progress`` reports from the pods' log tails."""
     pm = pod_metrics.for_backend(backend)
     st = _hub_status(backend, job_id)
@@ -203,7 +201,7 @@ def progress_history(backend: Any, job_id: str) -> list[dict]:
     return pm.progress(job_id)
 
 
-def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
+def subscribe(backend: Cluster, job_id: str, cb: Callable[[JobStatus], Any]) -> Callable[[], None]:
     """``cb`` on every status change, carrying the metrics already read (no log read in the
     watch thread: ``status()`` and ``metrics()`` read new samples)."""
     hub, name = _hub_job(backend, job_id)
@@ -219,7 +217,7 @@ def subscribe(backend: Any, job_id: str, cb: Callable[[JobStatus], Any]) -> Call
     return hub.subscribe(name, with_known_metrics)
 
 
-def check_queue(backend: Any, queue: str, namespace: str | None = None) -> None:
+def check_queue(backend: Cluster, queue: str, namespace: str | None = None) -> None:
     """SpecError for a LocalQueue that does not exist in the namespace (and that no archived job
     of this user used), naming the LocalQueues that do: a typo is an error, not an empty table."""
     from ..submit.preflight import local_queue_names
@@ -238,7 +236,7 @@ def check_queue(backend: Any, queue: str, namespace: str | None = None) -> None:
                     f"{queue!r} (kubectl get localqueues -n {ns})")
 
 
-def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:
+def jobs(backend: Cluster, queue: str | None = None) -> list[JobStatus]:
     ns = backend.namespace
     hub = hub_for(backend, ns)
     root = backend.home / "k8s-jobs" / ns
@@ -264,9 +262,9 @@ def jobs(backend: Any, queue: str | None = None) -> list[JobStatus]:
     return out
 
 
-def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
+def outcomes(backend: Cluster, job_id: str) -> dict[int, bytes]:
     ns, name = naming.parse_job_id(job_id)
-    cache = backend.__dict__.setdefault("_outcomes", {})
+    cache = backend.state.outcomes
     if job_id in cache:
         return cache[job_id]
     found = results.outcomes(backend.api_client, ns, name)
@@ -278,13 +276,13 @@ def outcomes(backend: Any, job_id: str) -> dict[int, bytes]:
     return found
 
 
-def _hub_status(backend: Any, job_id: str) -> JobStatus | None:
+def _hub_status(backend: Cluster, job_id: str) -> JobStatus | None:
     """The watch hub's status only: no pod-log read for metrics (callers read logs themselves)."""
     hub, name = _hub_job(backend, job_id)
     return hub.status(name)
 
 
-def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = False,
+def logs(backend: Cluster, job_id: str, rank: int | None = None, follow: bool = False,
          _live_only: bool = False) -> Iterator[str]:
     """The job's logs from its pods; once its pods are gone, from the archive."""
     ns, name = naming.parse_job_id(job_id)
@@ -302,7 +300,7 @@ def logs(backend: Any, job_id: str, rank: int | None = None, follow: bool = Fals
     return _or_archived(backend, job_id, live, rank)
 
 
-def _or_archived(backend: Any, job_id: str, live: Iterator[str], rank: int | None) -> Iterator[str]:
+def _or_archived(backend: Cluster, job_id: str, live: Iterator[str], rank: int | None) -> Iterator[str]:
     any_line = False
     for line in live:
         any_line = True
@@ -315,7 +313,7 @@ def _or_archived(backend: Any, job_id: str, live: Iterator[str], rank: int | Non
             yield line
 
 
-def cancel(backend: Any, job_id: str) -> None:
+def cancel(backend: Cluster, job_id: str) -> None:
     """Delete the job with propagationPolicy=Foreground (pods, Workload, ConfigMap go first)."""
     ns, name = naming.parse_job_id(job_id)
     kind = _kind_of(backend, ns, name)
@@ -339,7 +337,7 @@ def cancel(backend: Any, job_id: str) -> None:
             raise KubernetesError(f"cannot cancel {job_id}: {exc.reason}", exc.status) from None
 
 
-def _archive_before_delete(backend: Any, job_id: str, hub: StatusHub, name: str) -> None:
+def _archive_before_delete(backend: Cluster, job_id: str, hub: StatusHub, name: str) -> None:
     """What a cancel is about to delete, kept: the final status (cancelled, unless it had ended
     already), its logs and envelopes so far."""
     import time

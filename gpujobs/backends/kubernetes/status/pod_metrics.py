@@ -32,6 +32,7 @@ from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
 from ....progress import PROGRESS_MARKER, parse_progress_line, summarize
 from ....status import GpuSample, JobStatus
 from .. import naming
+from ..cluster import Cluster
 from .results import job_pods
 
 TAIL_LINES = 5000
@@ -211,12 +212,9 @@ class StallEvidence:
             f"output, CPU/GPU idle; threshold {limit:.0f} s)")
 
 
-def for_backend(backend: Any) -> PodMetrics:
-    with _lock:
-        pm = backend.__dict__.get("_pod_metrics")
-        if pm is None:
-            pm = backend.__dict__["_pod_metrics"] = PodMetrics(backend.api_client)
-        return pm
-
-
-_lock = threading.Lock()
+def for_backend(backend: Cluster) -> PodMetrics:
+    state = backend.state
+    with state.lock:
+        if state.pod_metrics is None:
+            state.pod_metrics = PodMetrics(backend.api_client)
+        return state.pod_metrics

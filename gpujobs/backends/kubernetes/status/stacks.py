@@ -24,6 +24,7 @@ from ....errors import JobStateError, ResultAuthError
 from ....payload import open_envelope
 from ....runner import STACKS_MARKER
 from .. import naming
+from ..cluster import Cluster
 from ..render.payload_objects import ANN_STACK_REQUEST
 from .results import job_pods
 
@@ -76,7 +77,7 @@ def _tail(api: Any, namespace: str, pod: str) -> list[str]:
         return []
 
 
-def stacks(backend: Any, job_id: str, rank: int | None = None,
+def stacks(backend: Cluster, job_id: str, rank: int | None = None,
            timeout: float = 10.0) -> dict[int, str]:
     st = backend.status(job_id)
     if st.phase != "running":

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
 from ....errors import GpuJobsError, PreflightError, SubmitError
 from .. import naming
+from ..cluster import Cluster
 from ..kinds import KINDS
 from .preflight import RBAC_FIX, _Cache, preflight
 from ..render.job import Rendered, owner_reference
@@ -33,7 +32,7 @@ from ..retry import retrying
 class _Objects:
     """Create / read / delete of the job, ConfigMaps and Secrets, through the official client."""
 
-    def __init__(self, backend: Any, r: Rendered):
+    def __init__(self, backend: Cluster, r: Rendered):
         from kubernetes import client
 
         self.r = r
@@ -160,7 +159,7 @@ class SharedObjects:
     """The shared runtime ConfigMap and key Secret: looked up while preflight runs, made after
     it passes (both checked once per ``preflight_ttl``)."""
 
-    def __init__(self, backend: Any, objs: _Objects, r: Rendered):
+    def __init__(self, backend: Cluster, objs: _Objects, r: Rendered):
         self.cache, self.objs, self.r = _Cache(backend), objs, r
         self.todo = [("configmap" if o["kind"] == "ConfigMap" else "secret", o) for o in r.shared
                      if not self.cache.fresh(self._key(o))]
@@ -177,7 +176,7 @@ class SharedObjects:
             self.cache.put(self._key(o), True)
 
 
-def submit_rendered(backend: Any, r: Rendered) -> str:
+def submit_rendered(backend: Cluster, r: Rendered) -> str:
     """Create ``r``'s objects; return the job id. Raises before/after with nothing left behind."""
     from kubernetes.client.exceptions import ApiException
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ....errors import PreflightError, QuotaError, SubmitError
 from ....quantity import parse_quantity
+from ..cluster import Cluster
 from ..kinds import KINDS, KUEUE_KINDS
 from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
@@ -37,8 +38,8 @@ class _Miss(Exception):
 
 
 class _Cache:
-    def __init__(self, backend: Any, offline: bool = False):
-        self.store: dict = backend._preflight_cache
+    def __init__(self, backend: Cluster, offline: bool = False):
+        self.store: dict = backend.state.preflight
         self.ttl = backend.preflight_ttl
         self.offline = offline
 
@@ -66,13 +67,13 @@ def _api_exc():
     return ApiException
 
 
-def _raw_get(api_client: Any, path: str, timeout: float) -> Any:
+def _raw_get(api_client: Any, path: str, timeout: float | tuple[float, float]) -> Any:
     return retrying(lambda: api_client.call_api(
         path, "GET", response_type="object", auth_settings=["BearerToken"],
         _return_http_data_only=True, _preload_content=True, _request_timeout=timeout))
 
 
-def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
+def _get_custom(backend: Cluster, group: str, version: str, plural: str, name: str,
                 namespace: str | None = None) -> dict | None | str:
     """The object, None on 404, or "forbidden" on 403."""
     from kubernetes import client
@@ -92,7 +93,7 @@ def _get_custom(backend: Any, group: str, version: str, plural: str, name: str,
         raise _wrap(exc, f"reading {plural}.{group} {name}") from None
 
 
-def local_queue_names(backend: Any, namespace: str) -> list[str] | None:
+def local_queue_names(backend: Cluster, namespace: str) -> list[str] | None:
     """Names of the LocalQueues in ``namespace`` (one list call); None when this user may not
     list them or Kueue is not installed (then nobody can say a queue name is wrong)."""
     from kubernetes import client
@@ -118,7 +119,7 @@ def _skip(what: str) -> None:
                   RuntimeWarning, stacklevel=4)
 
 
-def _require(backend: Any, cache: _Cache, what: str, group: str, version: str, plural: str,
+def _require(backend: Cluster, cache: _Cache, what: str, group: str, version: str, plural: str,
              name: str, missing: str, namespace: str | None = None,
              forbidden: str | None = None) -> dict | None:
     """The object (cached), PreflightError(``what``, ``missing``) when it does not exist. When
@@ -136,7 +137,7 @@ def _require(backend: Any, cache: _Cache, what: str, group: str, version: str, p
     return obj
 
 
-def _served(backend: Any, cache: _Cache, api_version: str) -> set[str] | None:
+def _served(backend: Cluster, cache: _Cache, api_version: str) -> set[str] | None:
     def fetch() -> set[str] | None:
         try:
             data = _raw_get(backend.api_client, f"/apis/{api_version}", backend.http_timeout)
@@ -149,7 +150,7 @@ def _served(backend: Any, cache: _Cache, api_version: str) -> set[str] | None:
     return cache.get(("discovery", api_version), fetch)
 
 
-def check_volcano(backend: Any, cache: _Cache) -> None:
+def check_volcano(backend: Cluster, cache: _Cache) -> None:
     served = _served(backend, cache, "scheduling.volcano.sh/v1beta1")
     if not served or "podgroups" not in served:
         raise PreflightError("CRD podgroups.scheduling.volcano.sh",
@@ -157,7 +158,7 @@ def check_volcano(backend: Any, cache: _Cache) -> None:
                              "this cluster; install Volcano or use volcano='none'")
 
 
-def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
+def check_crd(backend: Cluster, cache: _Cache, kind: str) -> None:
     info = KINDS[kind]
     served = _served(backend, cache, info.api_version)
     if not served or info.plural not in served:
@@ -167,7 +168,7 @@ def check_crd(backend: Any, cache: _Cache, kind: str) -> None:
                              f"kind: gpujobs submit --kind KIND ... (Python: .kubernetes(kind=...))")
 
 
-def check_access(backend: Any, cache: _Cache, namespace: str, group: str, resource: str) -> None:
+def check_access(backend: Cluster, cache: _Cache, namespace: str, group: str, resource: str) -> None:
     """SelfSubjectAccessReview: may this user create ``resource`` in ``namespace``?"""
     from kubernetes import client
 
@@ -193,7 +194,7 @@ def check_access(backend: Any, cache: _Cache, namespace: str, group: str, resour
             f"{' (' + reason + ')' if reason else ''}; " + RBAC_FIX.format(ns=namespace))
 
 
-def check_kueue(backend: Any, cache: _Cache, r: Rendered) -> None:
+def check_kueue(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     labels = r.job["metadata"]["labels"]
     queue = labels["kueue.x-k8s.io/queue-name"]
     ns = r.namespace
@@ -269,7 +270,7 @@ def check_fits(cq: dict, r: Rendered) -> None:
                 f"Ask for fewer, or use a bigger queue.")
 
 
-def check_trainer_api(backend: Any, cache: _Cache, r: Rendered) -> None:
+def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     """Refuse a TrainJob on Kubeflow Trainer v2.1 (its CRD would prune the runtime patch and the
     job would never start) and drop what v2.2 lacks; see trainer_api. A user who may not read CRDs
     (cluster-scoped) gets a warning and the v2.3 rendering."""
@@ -290,7 +291,7 @@ def check_trainer_api(backend: Any, cache: _Cache, r: Rendered) -> None:
     ta.adapt(r.job, api)
 
 
-def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
+def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     from ....config import config_path
     if r.kind == "TrainJob":
         check_trainer_api(backend, cache, r)
@@ -314,7 +315,7 @@ def check_other(backend: Any, cache: _Cache, r: Rendered) -> None:
 _POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="gpujobs-preflight")
 
 
-def preflight(backend: Any, r: Rendered) -> None:
+def preflight(backend: Cluster, r: Rendered) -> None:
     """Run every check for ``r``; raise PreflightError / QuotaError before anything is created."""
     try:  # a burst of submits: every answer is cached, so check in this thread, no round trip
         for check in _checks(backend, _Cache(backend, offline=True), r):
@@ -331,7 +332,7 @@ def preflight(backend: Any, r: Rendered) -> None:
         fut.result()
 
 
-def _checks(backend: Any, cache: _Cache, r: Rendered) -> list[Callable[[], None]]:
+def _checks(backend: Cluster, cache: _Cache, r: Rendered) -> list[Callable[[], None]]:
     checks: list[Callable[[], None]] = [lambda: check_crd(backend, cache, r.kind)]
     if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
         checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))

@@ -1,31 +1,26 @@
-"""Shared informers and the status hub: event-driven JobStatus for many jobs.
+"""The status hub: event-driven JobStatus for every gpujobs job of one namespace.
 
-One :class:`Informer` per (namespace, resource) — the job kinds, Workloads, PodGroups
-and pods — lists once, then watches from the list's resourceVersion with the official
-client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After``, and
-relists on 410 Gone, diffing the fresh list against its cache so no transition is
-lost and none is duplicated. The :class:`StatusHub` maps changes to the jobs they
-concern, recomputes those jobs' JobStatus (coalesced: one recompute per job per flush)
-and calls subscribers; queue positions come from Kueue's visibility API, fetched once
-per LocalQueue per flush (v1beta2, else v1beta1; 404 -> "position unavailable").
-Requests do not grow with the number of jobs.
+A :class:`StatusHub` runs one :class:`~.informer.Informer` per resource (the job kinds, Kueue
+Workloads, Volcano PodGroups and gpujobs' pods) sharing one lock, maps each change to the job it
+concerns (owner uid, job label), recomputes those jobs' JobStatus (coalesced: one recompute per
+job per flush, with :mod:`.mapping`) and calls subscribers; queue positions come from Kueue's
+visibility API, fetched once per LocalQueue per flush (v1beta2, else v1beta1; 404 -> "position
+unavailable"). Requests do not grow with the number of jobs.
 """
 from __future__ import annotations
 
-import random
 import threading
 import time
 from typing import Any, Callable, Iterable
 
-from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
 from ....status import JobStatus
-from . import mapping as status_map
+from . import mapping
 from ..kinds import KINDS
 from ..naming import LABEL_JOB as JOB_LABEL
-from ..retry import retry_after_s
+from .informer import Indexer, Informer
 from .trainer_status import with_trainer_status
 
 WL = ("kueue.x-k8s.io", "v1beta2", "workloads")
@@ -33,18 +28,9 @@ PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 PODS = ("", "v1", "pods")
 
 
-def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
-    """The collection's path; ``namespace`` None: cluster-wide (all namespaces, or cluster-scoped)."""
-    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-    return f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
-
-
-Indexer = Callable[[dict], Iterable[str]]
-
-
 def owner_keys(obj: dict) -> Iterable[str]:
     """Index keys: the uids of the objects that own ``obj`` (Workloads, PodGroups)."""
-    return status_map.owner_uids(obj)
+    return mapping.owner_uids(obj)
 
 
 def job_label_keys(obj: dict) -> Iterable[str]:
@@ -56,172 +42,6 @@ def job_label_keys(obj: dict) -> Iterable[str]:
 #: what the hub looks its related objects up by: Workloads and PodGroups by owner uid, pods by job
 INDEXERS: dict[tuple, dict[str, Indexer]] = {WL: {"owner": owner_keys}, PG: {"owner": owner_keys},
                                              PODS: {"job": job_label_keys}}
-
-
-class Informer:
-    """List+watch one resource in one namespace into a cache; call ``on_change(type, obj)``.
-
-    ``indexers`` ({index name: obj -> keys}) keep the cache also grouped by key, in cache
-    order, so :meth:`indexed` finds one job's objects without scanning the cache.
-    """
-
-    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str | None,
-                 on_change: Callable[[str, dict], None], label_selector: str | None = None,
-                 watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
-        self.lock = lock or threading.RLock()
-        self.api, self.path = api_client, _path(group, version, plural, namespace)
-        self.resource = (group, version, plural)
-        self.label_selector, self.watch_timeout = label_selector, watch_timeout
-        self.on_change = on_change
-        self.cache: dict[str, dict] = {}
-        self.indexers = dict(indexers or {})
-        self._index: dict[str, dict[str, dict[str, dict]]] = {i: {} for i in self.indexers}
-        self._keys: dict[str, dict[str, tuple[str, ...]]] = {i: {} for i in self.indexers}
-        self._order: dict[str, int] = {}  # name -> place in the cache's (insertion) order
-        self._next = 0
-        self.synced = threading.Event()
-        self.missing = False  # the resource is not served (CRD not installed)
-        self.forbidden = False  # this user may not list it (403): retried every 30 s
-        self.relists = 0
-        self._stop = threading.Event()
-        self._watch: kwatch.Watch | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"informer-{plural}")
-
-    def start(self) -> "Informer":
-        self._thread.start()
-        return self
-
-    def stop(self, wait_s: float = 0.2) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        if wait_s > 0:
-            self._thread.join(wait_s)  # a daemon thread; a blocked read ends with the connection
-
-    def _call(self, **kw: Any) -> Any:
-        q = [(k, v) for k, v in (("labelSelector", self.label_selector),
-                                 ("resourceVersion", kw.get("resource_version")),
-                                 ("timeoutSeconds", kw.get("timeout_seconds")),
-                                 ("allowWatchBookmarks", "true" if kw.get("watch") else None),
-                                 ("watch", "true" if kw.get("watch") else None)) if v]
-        return self.api.call_api(self.path, "GET", query_params=q, response_type="object",
-                                 auth_settings=["BearerToken"], _return_http_data_only=True,
-                                 _preload_content=kw.get("_preload_content", True),
-                                 _request_timeout=(10, self.watch_timeout + 30) if kw.get("watch") else 30)
-
-    def _list(self) -> str:
-        data = self._call()
-        items = {o["metadata"]["name"]: o for o in data.get("items") or []}
-        with self.lock:
-            self._apply_list(items)
-        self.synced.set()
-        return data["metadata"]["resourceVersion"]
-
-    def items(self) -> list[dict]:
-        """The cached objects (a copy of the list; the objects are never changed in place)."""
-        with self.lock:
-            return list(self.cache.values())
-
-    def indexed(self, index: str, key: str) -> list[dict]:
-        """The cached objects whose ``index`` keys include ``key``, in cache order."""
-        bucket = self._index[index].get(key)
-        if not bucket:
-            return []
-        return [bucket[n] for n in sorted(bucket, key=self._order.__getitem__)]
-
-    def _put(self, name: str, obj: dict) -> None:
-        if name not in self.cache:
-            self._order[name] = self._next
-            self._next += 1
-        self.cache[name] = obj
-        for index, keys_of in self.indexers.items():
-            buckets, known = self._index[index], self._keys[index]
-            new, old = tuple(dict.fromkeys(keys_of(obj))), known.get(name, ())
-            for key in old:
-                if key not in new:
-                    self._unindex(buckets, key, name)
-            for key in new:
-                buckets.setdefault(key, {})[name] = obj
-            known[name] = new
-
-    def _drop(self, name: str) -> None:
-        self.cache.pop(name, None)
-        self._order.pop(name, None)
-        for index in self.indexers:
-            for key in self._keys[index].pop(name, ()):
-                self._unindex(self._index[index], key, name)
-
-    @staticmethod
-    def _unindex(buckets: dict[str, dict[str, dict]], key: str, name: str) -> None:
-        bucket = buckets.get(key)
-        if bucket is not None:
-            bucket.pop(name, None)
-            if not bucket:
-                del buckets[key]
-
-    def _apply_list(self, items: dict[str, dict]) -> None:
-        old = self.cache
-        self.cache, self._order = {}, {}
-        self._index = {i: {} for i in self.indexers}
-        self._keys = {i: {} for i in self.indexers}
-        for name, obj in items.items():
-            self._put(name, obj)
-        for name, obj in items.items():
-            prev = old.get(name)
-            if prev is None:
-                self.on_change("ADDED", obj)
-            elif prev["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
-                self.on_change("MODIFIED", obj)
-        for name, obj in old.items():
-            if name not in items:
-                self.on_change("DELETED", obj)
-
-    def _run(self) -> None:
-        backoff, rv = 0.2, None
-        while not self._stop.is_set():
-            try:
-                if rv is None:
-                    rv = self._list()
-                    self.relists += 1
-                    self.missing = self.forbidden = False
-                self._watch = w = kwatch.Watch(return_type="object")
-                for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
-                    obj = ev["raw_object"]
-                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
-                    if ev["type"] == "BOOKMARK":
-                        continue
-                    name = obj["metadata"]["name"]
-                    with self.lock:
-                        if ev["type"] == "DELETED":
-                            self._drop(name)
-                        else:
-                            self._put(name, obj)
-                        self.on_change(ev["type"], obj)
-                    backoff = 0.2
-                    if self._stop.is_set():
-                        break
-            except ApiException as exc:
-                if exc.status == 410:  # Gone: relist and diff
-                    rv = None
-                    continue
-                if exc.status == 403 and rv is None:  # the list itself is refused
-                    self.forbidden = True
-                    self.synced.set()
-                    self._stop.wait(30.0)
-                    continue
-                if exc.status == 404:
-                    self.missing = True
-                    self.synced.set()
-                    rv = None
-                    self._stop.wait(5.0)
-                    continue
-                delay = backoff
-                delay = max(delay, retry_after_s(exc) or 0.0)
-                self._stop.wait(delay + random.uniform(0, delay / 4))
-                backoff = min(backoff * 2, 5.0)
-            except Exception:  # dropped connection, protocol error, timeout: resume from rv
-                self._stop.wait(backoff + random.uniform(0, backoff / 4))
-                backoff = min(backoff * 2, 5.0)
 
 
 class StatusHub:
@@ -250,7 +70,7 @@ class StatusHub:
         self._thread = threading.Thread(target=self._flusher, daemon=True, name="status-hub")
         self._started = False
         self.errors: list[BaseException] = []
-        self.workload_changes = 0  # counts Workload events (forecasts recompute after a change)
+        self.workload_changes = 0  # counts Kueue object events (forecasts recompute after a change)
 
     # ------------------------------------------------------------ setup
     def start(self) -> "StatusHub":
@@ -310,12 +130,12 @@ class StatusHub:
             inf.stop(wait_s=0)
         deadline = time.monotonic() + 0.2
         for inf in infs:
-            inf._thread.join(max(0.0, deadline - time.monotonic()))
+            inf.join(max(0.0, deadline - time.monotonic()))
         self._thread.join(2)
 
     # ------------------------------------------------------------ events
     def _job_of(self, obj: dict) -> str | None:
-        for uid in status_map.owner_uids(obj):
+        for uid in mapping.owner_uids(obj):
             if uid in self._uid_to_job:
                 return self._uid_to_job[uid]
         return (obj["metadata"].get("labels") or {}).get(JOB_LABEL)
@@ -331,7 +151,7 @@ class StatusHub:
             if type_ == "DELETED":
                 self._jobs.pop(name, None)
                 st = self._status.get(name)
-                self._deleted[name] = status_map.job_status(f"{self.namespace}/{name}", obj, deleted=True) \
+                self._deleted[name] = mapping.job_status(f"{self.namespace}/{name}", obj, deleted=True) \
                     if st is None or not st.terminal else st
             else:
                 self._deleted.pop(name, None)
@@ -369,11 +189,11 @@ class StatusHub:
             if job is None:
                 return self._deleted.get(name)
             wl, pg, pods = self._related(name, job)
-            queue = (job["metadata"].get("labels") or {}).get(status_map.QUEUE_LABEL, "")
+            queue = (job["metadata"].get("labels") or {}).get(mapping.QUEUE_LABEL, "")
             positions = self._positions.get(queue)
             wl_name = (wl or {}).get("metadata", {}).get("name")
             pos = positions.get(wl_name) if positions is not None and wl_name else None
-            st = status_map.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
+            st = mapping.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
                                        position=pos, position_available=self._visibility_version is not None)
             return with_trainer_status(st, job)  # [progress] a TrainJob's status.trainerStatus
 
@@ -398,11 +218,11 @@ class StatusHub:
                     break
             with self._lock:
                 if got is not None:
-                    self._positions[q] = status_map.positions_from_summary(got)
+                    self._positions[q] = mapping.positions_from_summary(got)
                 if got is None:
                     self._positions.pop(q, None)
                 for name, job in self._jobs.items():
-                    if (job["metadata"].get("labels") or {}).get(status_map.QUEUE_LABEL) == q:
+                    if (job["metadata"].get("labels") or {}).get(mapping.QUEUE_LABEL) == q:
                         self._dirty.add(name)
             if got is None:
                 # a 404 on every version: the API is not served -> "position unavailable"
@@ -436,7 +256,7 @@ class StatusHub:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             # a queued job Kueue made no Workload for: nothing changes, but after a while its
-            # status says the Kueue integration may be off (status_map.integration_hint)
+            # status says the Kueue integration may be off (mapping.integration_hint)
             dirty |= {n for n, s in self._status.items() if s.phase == "queued"
                       and not s.message.startswith("no Kueue Workload") and not (s.extra or {}).get("workload")}
         for name in dirty:
@@ -475,8 +295,7 @@ class StatusHub:
         inf = self._informers.get(WL)
         if inf is None or not inf.synced.is_set() or inf.missing:
             return None
-        with self._lock:
-            return list(inf.cache.values())
+        return inf.items()
 
     def own_jobs(self) -> dict[str, dict]:
         """{uid: job object} of the gpujobs jobs watched here."""

@@ -1,0 +1,199 @@
+"""A generic informer: list+watch one resource of one namespace into an indexed cache.
+
+An :class:`Informer` lists once, then watches from the list's resourceVersion with the official
+client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After``, and relists on
+410 Gone, diffing the fresh list against its cache so no transition is lost and none is
+duplicated; a 404 (the resource is not served: CRD not installed) marks it ``missing`` and it
+tries again later, a 403 on the list marks it ``forbidden`` (retried every 30 s); ``namespace``
+None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key. It knows nothing of gpujobs:
+:mod:`.hub` builds the status of jobs on top of it (after client-go's SharedIndexInformer).
+"""
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any, Callable, Iterable
+
+from kubernetes import watch as kwatch
+from kubernetes.client.exceptions import ApiException
+
+from ..retry import retry_after_s
+
+
+def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
+    """The collection's path; ``namespace`` None: cluster-wide (all namespaces, or cluster-scoped)."""
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    return f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
+
+
+Indexer = Callable[[dict], Iterable[str]]
+
+
+
+class Informer:
+    """List+watch one resource in one namespace into a cache; call ``on_change(type, obj)``.
+
+    ``indexers`` ({index name: obj -> keys}) keep the cache also grouped by key, in cache
+    order, so :meth:`indexed` finds one job's objects without scanning the cache.
+    """
+
+    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str | None,
+                 on_change: Callable[[str, dict], None], label_selector: str | None = None,
+                 watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
+        self.lock = lock or threading.RLock()
+        self.api, self.path = api_client, _path(group, version, plural, namespace)
+        self.resource = (group, version, plural)
+        self.label_selector, self.watch_timeout = label_selector, watch_timeout
+        self.on_change = on_change
+        self.cache: dict[str, dict] = {}
+        self.indexers = dict(indexers or {})
+        self._index: dict[str, dict[str, dict[str, dict]]] = {i: {} for i in self.indexers}
+        self._keys: dict[str, dict[str, tuple[str, ...]]] = {i: {} for i in self.indexers}
+        self._order: dict[str, int] = {}  # name -> place in the cache's (insertion) order
+        self._next = 0
+        self.synced = threading.Event()
+        self.missing = False  # the resource is not served (CRD not installed)
+        self.forbidden = False  # this user may not list it (403): retried every 30 s
+        self.relists = 0
+        self._stop = threading.Event()
+        self._watch: kwatch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"informer-{plural}")
+
+    def start(self) -> "Informer":
+        self._thread.start()
+        return self
+
+    def stop(self, wait_s: float = 0.2) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        if wait_s > 0:
+            self._thread.join(wait_s)  # a daemon thread; a blocked read ends with the connection
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def items(self) -> list[dict]:
+        """The cached objects (a copy of the list; the objects are never changed in place)."""
+        with self.lock:
+            return list(self.cache.values())
+
+    def _call(self, **kw: Any) -> Any:
+        q = [(k, v) for k, v in (("labelSelector", self.label_selector),
+                                 ("resourceVersion", kw.get("resource_version")),
+                                 ("timeoutSeconds", kw.get("timeout_seconds")),
+                                 ("allowWatchBookmarks", "true" if kw.get("watch") else None),
+                                 ("watch", "true" if kw.get("watch") else None)) if v]
+        return self.api.call_api(self.path, "GET", query_params=q, response_type="object",
+                                 auth_settings=["BearerToken"], _return_http_data_only=True,
+                                 _preload_content=kw.get("_preload_content", True),
+                                 _request_timeout=(10, self.watch_timeout + 30) if kw.get("watch") else 30)
+
+    def _list(self) -> str:
+        data = self._call()
+        items = {o["metadata"]["name"]: o for o in data.get("items") or []}
+        with self.lock:
+            self._apply_list(items)
+        self.synced.set()
+        return data["metadata"]["resourceVersion"]
+
+    def indexed(self, index: str, key: str) -> list[dict]:
+        """The cached objects whose ``index`` keys include ``key``, in cache order."""
+        bucket = self._index[index].get(key)
+        if not bucket:
+            return []
+        return [bucket[n] for n in sorted(bucket, key=self._order.__getitem__)]
+
+    def _put(self, name: str, obj: dict) -> None:
+        if name not in self.cache:
+            self._order[name] = self._next
+            self._next += 1
+        self.cache[name] = obj
+        for index, keys_of in self.indexers.items():
+            buckets, known = self._index[index], self._keys[index]
+            new, old = tuple(dict.fromkeys(keys_of(obj))), known.get(name, ())
+            for key in old:
+                if key not in new:
+                    self._unindex(buckets, key, name)
+            for key in new:
+                buckets.setdefault(key, {})[name] = obj
+            known[name] = new
+
+    def _drop(self, name: str) -> None:
+        self.cache.pop(name, None)
+        self._order.pop(name, None)
+        for index in self.indexers:
+            for key in self._keys[index].pop(name, ()):
+                self._unindex(self._index[index], key, name)
+
+    @staticmethod
+    def _unindex(buckets: dict[str, dict[str, dict]], key: str, name: str) -> None:
+        bucket = buckets.get(key)
+        if bucket is not None:
+            bucket.pop(name, None)
+            if not bucket:
+                del buckets[key]
+
+    def _apply_list(self, items: dict[str, dict]) -> None:
+        old = self.cache
+        self.cache, self._order = {}, {}
+        self._index = {i: {} for i in self.indexers}
+        self._keys = {i: {} for i in self.indexers}
+        for name, obj in items.items():
+            self._put(name, obj)
+        for name, obj in items.items():
+            prev = old.get(name)
+            if prev is None:
+                self.on_change("ADDED", obj)
+            elif prev["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self.on_change("MODIFIED", obj)
+        for name, obj in old.items():
+            if name not in items:
+                self.on_change("DELETED", obj)
+
+    def _run(self) -> None:
+        backoff, rv = 0.2, None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                    self.relists += 1
+                    self.missing = self.forbidden = False
+                self._watch = w = kwatch.Watch(return_type="object")
+                for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
+                    obj = ev["raw_object"]
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if ev["type"] == "BOOKMARK":
+                        continue
+                    name = obj["metadata"]["name"]
+                    with self.lock:
+                        if ev["type"] == "DELETED":
+                            self._drop(name)
+                        else:
+                            self._put(name, obj)
+                        self.on_change(ev["type"], obj)
+                    backoff = 0.2
+                    if self._stop.is_set():
+                        break
+            except ApiException as exc:
+                if exc.status == 410:  # Gone: relist and diff
+                    rv = None
+                    continue
+                if exc.status == 403 and rv is None:  # the list itself is refused
+                    self.forbidden = True
+                    self.synced.set()
+                    self._stop.wait(30.0)
+                    continue
+                if exc.status == 404:
+                    self.missing = True
+                    self.synced.set()
+                    rv = None
+                    self._stop.wait(5.0)
+                    continue
+                delay = backoff
+                delay = max(delay, retry_after_s(exc) or 0.0)
+                self._stop.wait(delay + random.uniform(0, delay / 4))
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # dropped connection, protocol error, timeout: resume from rv
+                self._stop.wait(backoff + random.uniform(0, backoff / 4))
+                backoff = min(backoff * 2, 5.0)
