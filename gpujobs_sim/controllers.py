@@ -107,6 +107,7 @@ class SimControllers:
         self.pods_ready_timeout_s = pods_ready_timeout_s
         self.backoff_base_s, self.backoff_max_s, self.backoff_limit = backoff_base_s, backoff_max_s, backoff_limit
         self.kubelet = Kubelet(server, slots=pod_slots, default_seconds=run_seconds)
+        self.mpi_gang_scheduling = ""  # the MPI Operator's --gang-scheduling flag (mpi_operator.py)
         self.requeue_delay = requeue_delay
         self.new_pending_reasons = new_pending_reasons
         self._events: queue.Queue = queue.Queue()
