@@ -1,8 +1,18 @@
 """Helpers shared by test modules (importable because pytest puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
+import tempfile
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
+"""The image docker/mpi/Dockerfile builds for this Python (sshd, ssh, Open MPI, mpi4py): what MPI
+jobs on a cluster name with .image(...) (the default pytorch image has none of these)."""
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:
@@ -14,6 +24,34 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05
             return value
         time.sleep(every)
     raise AssertionError(f"condition not reached within {timeout} s")
+
+
+@contextmanager
+def tmpfs_home(monkeypatch: Any, size: str, prefix: str, **env: str) -> Iterator[Path]:
+    """``GPUJOBS_HOME`` on a fresh tmpfs of ``size`` (``"8m"``), with ``env`` set too, for the
+    full-disk tests: root can mount one; the test is skipped where mount is refused. Afterwards
+    the local agent there is stopped and the tmpfs unmounted."""
+    import pytest
+
+    from gpujobs.backends import get_backend
+    from gpujobs.backends.local import stop_agent
+    mnt = Path(tempfile.mkdtemp(prefix=prefix))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        mnt.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); a full disk needs root")
+    monkeypatch.setenv("GPUJOBS_HOME", str(mnt))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_backend.cache_clear()
+    try:
+        yield mnt
+    finally:
+        stop_agent(home=mnt)
+        get_backend.cache_clear()
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        mnt.rmdir()
 
 
 def unpack_pod(r: Any, template: dict, root: Any) -> dict[str, str]:
@@ -77,3 +115,41 @@ def train(n: int, pause: float) -> int:
         ctx.progress(i + 1, total=n, loss=1.0 / (i + 1))
         t.sleep(pause)
     return n
+
+
+TRAIN_PY = '''\
+import gpujobs
+
+
+def load(i):
+    return i * 2
+
+
+def step(i):
+    value = load(i)
+    if i == 3:
+        raise ValueError(f"loss is NaN at step {i}")
+    return value
+
+
+def fit(n):
+    for i in range(n):
+        step(i)
+    return n
+'''
+"""A user's own training module for the traceback tests: ``step`` raises at line 11 (step 3),
+called from ``fit`` at line 17."""
+
+
+@contextmanager
+def user_module(folder: Path, monkeypatch: Any, name: str, source: str = TRAIN_PY) -> Iterator[tuple[Any, Path]]:
+    """``source`` written as ``folder/<name>.py`` and imported, as a module beside the user's
+    script (cloudpickle ships it by value); yields (module, its file); unloaded afterwards."""
+    src = folder / f"{name}.py"
+    src.write_text(source)
+    monkeypatch.syspath_prepend(str(folder))
+    sys.modules.pop(name, None)
+    try:
+        yield importlib.import_module(name), src
+    finally:
+        sys.modules.pop(name, None)

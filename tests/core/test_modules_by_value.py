@@ -168,20 +168,11 @@ def _run(script: Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedP
 
 
 @pytest.mark.slow
-def test_script_with_sibling_module_from_another_cwd_local(tmp_path):
+@pytest.mark.parametrize("script", ["script.py", "k8s_script.py"], ids=["local", "simulated_k8s"])
+def test_script_with_sibling_module_from_another_cwd(tmp_path, script):
     proj = write_project(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = _run(proj / "script.py", elsewhere)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "RESULT 41" in out.stdout
-
-
-@pytest.mark.slow
-def test_script_with_sibling_module_from_another_cwd_simulated_k8s(tmp_path):
-    proj = write_project(tmp_path)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    out = _run(proj / "k8s_script.py", elsewhere)
+    out = _run(proj / script, elsewhere)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "RESULT 41" in out.stdout

@@ -5,11 +5,11 @@ state disk). Every scenario counts faults injected vs jobs / results / transitio
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from support import tmpfs_home
 
 from . import scenarios
 
@@ -75,23 +75,8 @@ def test_local_agent_sigkilled_mid_job(report, gpujobs_home):
 @pytest.fixture
 def tiny_home(monkeypatch):
     """GPUJOBS_HOME on an 8 MiB tmpfs (root can mount here; skipped where it cannot)."""
-    from gpujobs.backends import get_backend
-    from gpujobs.backends.local import stop_agent
-    mnt = Path(tempfile.mkdtemp(prefix="gpujobs-tinyfs-"))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        mnt.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); a full disk needs root")
-    monkeypatch.setenv("GPUJOBS_HOME", str(mnt))
-    get_backend.cache_clear()
-    try:
+    with tmpfs_home(monkeypatch, "8m", "gpujobs-tinyfs-") as mnt:
         yield mnt
-    finally:
-        stop_agent(home=mnt)
-        get_backend.cache_clear()
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-        mnt.rmdir()
 
 
 def test_local_state_disk_full(report, tiny_home):

@@ -120,5 +120,6 @@ def test_pruned_package_inits_name_what_a_pod_lacks(tmp_path):
 def test_the_bootstrap_reads_the_contract_s_config_name():
     """bootstrap.json is read before lib.zip can be imported: its name is spelt there once more."""
     assert bootstrap_script.CONFIG == contract.POD_CONFIG
+    assert bootstrap_script.MPI_DNS_WAIT == contract.MPI_DNS_WAIT_S
     assert set(shipped.bootstrap_imports()) <= {"gpujobs.contract", "gpujobs.metrics.podlaunch",
                                                 "gpujobs.metrics.sampler"}

@@ -2,12 +2,10 @@
 real bootstrap + runner; ``ctx.progress`` reports travel as GPUJOBS-PROGRESS pod-log lines."""
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 
 import pytest
-from support import fails_on_rank_one, goes_quiet_then_moves, train, wait_for
+from support import fails_on_rank_one, goes_quiet_then_moves, train, user_module, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError
@@ -17,14 +15,24 @@ from gpujobs.progress import PROGRESS_MARKER
 pytestmark = pytest.mark.slow
 
 
+def pod_job(be, fn, *args, nodes: int = 1, procs: int = 1, **env: str) -> Job:
+    """``fn(*args)`` submitted as a PyTorchJob of ``nodes`` CPU pods x ``procs`` ranks (queue q)
+    to the simulated cluster, with ``env`` in its pods."""
+    b = gpujobs.job(fn, *args).ddp(nodes=nodes, gpus_per_node=0, procs_per_node=procs) \
+        .kubernetes(kind="PyTorchJob").queue("q")
+    return Job(be.submit((b.env(**env) if env else b).spec()), be)
+
+
+def first_status(job: Job, pred, timeout: float, every: float = 0.3):
+    """The job's first status that ``pred`` accepts, or its terminal one."""
+    return wait_for(lambda: (lambda s: s if pred(s) or s.terminal else None)(job.status()),
+                    timeout=timeout, every=every)
+
+
 def test_progress_on_the_simulated_cluster(make_cluster):
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(train, 60, 0.2).ddp(nodes=2, gpus_per_node=0, procs_per_node=1) \
-        .kubernetes(kind="PyTorchJob").queue("q") \
-        .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.3").spec()
-    job = Job(be.submit(spec), be)
-    live = wait_for(lambda: (lambda s: s if s.progress is not None or s.terminal else None)(
-        job.status()), timeout=120.0, every=0.2)
+    job = pod_job(be, train, 60, 0.2, nodes=2, GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.3")
+    live = first_status(job, lambda s: s.progress is not None, timeout=120.0, every=0.2)
     assert not live.terminal, "the job ended before any progress was seen while it ran"
     assert live.progress.total == 60 and live.progress.step < 60 and "loss" in live.progress.metrics
     assert job.result(timeout=120) == 60
@@ -39,16 +47,12 @@ def test_stalled_rank_flagged_then_unflagged_on_the_cluster(make_cluster, monkey
     monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "2")  # the client's setting on Kubernetes
     monkeypatch.setenv("GPUJOBS_STALL_FACTOR", "1")
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(goes_quiet_then_moves, 7.0, 5.0).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
-        .kubernetes(kind="PyTorchJob").queue("q") \
-        .env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.2").spec()
-    job = Job(be.submit(spec), be)
-    flagged = wait_for(lambda: (lambda s: s if s.stalled_since is not None or s.terminal else None)(
-        job.status()), timeout=90.0, every=0.3)
+    job = pod_job(be, goes_quiet_then_moves, 7.0, 5.0, GPUJOBS_METRICS_INTERVAL="0.3",
+                  GPUJOBS_PROGRESS_INTERVAL="0.2")
+    flagged = first_status(job, lambda s: s.stalled_since is not None, timeout=90.0)
     assert flagged.phase == "running" and flagged.stalled_since is not None
     assert "rank 0" in flagged.extra["stall"]
-    moving = wait_for(lambda: (lambda s: s if s.stalled_since is None or s.terminal else None)(
-        job.status()), timeout=60.0, every=0.3)
+    moving = first_status(job, lambda s: s.stalled_since is None, timeout=60.0)
     assert moving.phase == "running", "never unflagged while it ran"
     assert job.result(timeout=120) > 3
 
@@ -60,53 +64,29 @@ def crash_here():
 
 def test_a_segfaulting_pod_rank_leaves_its_stack_in_the_pod_log(make_cluster):
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(crash_here).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
-        .kubernetes(kind="PyTorchJob").queue("q").spec()
-    job = Job(be.submit(spec), be)
+    job = pod_job(be, crash_here)
     with pytest.raises(JobError):  # killed by SIGSEGV: no exception of its own
         job.result(timeout=120)
     logs = job.logs()
     assert "Fatal Python error: Segmentation fault" in logs and "in crash_here" in logs, logs
 
 
-TRAIN_PY = '''\
-def step(i):
-    if i == 2:
-        raise ValueError(f"loss is NaN at step {i}")
-    return i
-
-
-def fit(n):
-    for i in range(n):
-        step(i)
-'''
-
-
 def test_pod_traceback_names_the_users_file_and_line(make_cluster, tmp_path, monkeypatch):
-    src = tmp_path / "k8strain.py"
-    src.write_text(TRAIN_PY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("k8strain", None)
-    mod = importlib.import_module("k8strain")
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(mod.fit, 4).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
-        .kubernetes(kind="PyTorchJob").queue("q").spec()
-    job = Job(be.submit(spec), be)
-    src.unlink()
-    with pytest.raises(ValueError, match="loss is NaN") as info:
-        job.result(timeout=120)
+    with user_module(tmp_path, monkeypatch, "k8strain") as (mod, src):
+        job = pod_job(be, mod.fit, 4)
+        src.unlink()
+        with pytest.raises(ValueError, match="loss is NaN") as info:
+            job.result(timeout=120)
     tb = info.value.remote_traceback
-    assert f'File "{src}", line 3, in step' in tb and 'raise ValueError(f"loss is NaN' in tb, tb
-    sys.modules.pop("k8strain", None)
+    assert f'File "{src}", line 11, in step' in tb and 'raise ValueError(f"loss is NaN' in tb, tb
 
 
 def test_pod_ranks_cause_comes_first_and_the_peers_noise_is_one_line(make_cluster):
     """As tests/local's test of the same name, with the ranks in a simulated pod: the failing rank's
     exception is raised, its peers' "connection closed" errors fold into one line."""
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(fails_on_rank_one).ddp(nodes=1, gpus_per_node=0, procs_per_node=3) \
-        .kubernetes(kind="PyTorchJob").queue("q").spec()
-    job = Job(be.submit(spec), be)
+    job = pod_job(be, fails_on_rank_one, procs=3)
     with pytest.raises(KeyError, match="label column missing") as info:
         job.result(timeout=180)
     exc = info.value
@@ -155,9 +135,7 @@ def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
     """The request goes in as a pod annotation (downwardAPI volume), the answer comes out as
     an HMAC-sealed GPUJOBS-STACKS pod-log line; no exec."""
     sim, be = make_cluster(bootstrap=True)
-    spec = gpujobs.job(sleeper).ddp(nodes=3, gpus_per_node=0, procs_per_node=1) \
-        .kubernetes(kind="PyTorchJob").queue("q").spec()
-    job = Job(be.submit(spec), be)
+    job = pod_job(be, sleeper, nodes=3)
     try:
         wait_for(lambda: job.status().phase == "running" or None, timeout=90.0, every=0.2)
         stacks: dict = {}

@@ -18,6 +18,7 @@ from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
+from support import MPI_IMAGE
 
 
 def double(x):
@@ -32,7 +33,7 @@ def ddp(gpus_per_node=2, nodes=2, **opts):
 SPECS = {
     "TrainJob": lambda: ddp().spec(),
     "PyTorchJob": lambda: ddp(kind="PyTorchJob").priority("high").spec(),
-    "MPIJob": lambda: gpujobs.job(double, 1).mpi(ranks=4, ranks_per_node=2).queue("team-a").spec(),
+    "MPIJob": lambda: gpujobs.job(double, 1).mpi(ranks=4, ranks_per_node=2).image(MPI_IMAGE).queue("team-a").spec(),
     "RayJob": lambda: gpujobs.job(double, 1).ray(workers=2).queue("team-a").spec(),
     "VolcanoJob": lambda: ddp(volcano="job").spec(),
     "AppWrapper": lambda: ddp(volcano="appwrapper").spec(),
@@ -169,41 +170,23 @@ def test_preflight_gang_needs_volcano(server, backend):
     backend.submit(ddp(kind="PyTorchJob").spec())  # without gang placement it goes through
 
 
-def test_preflight_missing_local_queue(server, backend):
+@pytest.mark.parametrize("deleted,make,obj,fix", [
+    (None, lambda: ddp().queue("nope"), f"LocalQueue {NS}/nope", "kubectl get localqueues"),
+    (("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-a"), ddp, "ClusterQueue cq-a", None),
+    (None, lambda: ddp().priority("urgent"), "WorkloadPriorityClass urgent", None),
+    (("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-distributed"), ddp,
+     "ClusterTrainingRuntime torch-distributed", None),
+    (None, lambda: ddp(volcano="job", volcano_queue="gold"), "Volcano Queue gold", None),
+], ids=["local_queue", "cluster_queue", "priority_class", "trainjob_runtime", "volcano_queue"])
+def test_preflight_missing_object(server, backend, deleted, make, obj, fix):
+    """Each object the job needs, missing: a PreflightError naming it, nothing created."""
+    if deleted is not None:
+        server.store.delete(*deleted)
     with pytest.raises(PreflightError) as ei:
-        backend.submit(ddp().queue("nope").spec())
-    assert ei.value.obj == f"LocalQueue {NS}/nope"
-    assert "kubectl get localqueues" in str(ei.value)
-    _assert_nothing_created(server, backend)
-
-
-def test_preflight_missing_cluster_queue(server, backend):
-    server.store.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-a")
-    with pytest.raises(PreflightError) as ei:
-        backend.submit(ddp().spec())
-    assert ei.value.obj == "ClusterQueue cq-a"
-    _assert_nothing_created(server, backend)
-
-
-def test_preflight_missing_priority_class(server, backend):
-    with pytest.raises(PreflightError) as ei:
-        backend.submit(ddp().priority("urgent").spec())
-    assert ei.value.obj == "WorkloadPriorityClass urgent"
-    _assert_nothing_created(server, backend)
-
-
-def test_preflight_missing_trainjob_runtime(server, backend):
-    server.store.delete("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-distributed")
-    with pytest.raises(PreflightError) as ei:
-        backend.submit(ddp().spec())
-    assert ei.value.obj == "ClusterTrainingRuntime torch-distributed"
-    _assert_nothing_created(server, backend)
-
-
-def test_preflight_missing_volcano_queue(server, backend):
-    with pytest.raises(PreflightError) as ei:
-        backend.submit(ddp(volcano="job", volcano_queue="gold").spec())
-    assert ei.value.obj == "Volcano Queue gold"
+        backend.submit(make().spec())
+    assert ei.value.obj == obj
+    if fix is not None:
+        assert fix in str(ei.value)
     _assert_nothing_created(server, backend)
 
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+from support import tmpfs_home
 
 import gpujobs
 from gpujobs.backends import get_backend
-from gpujobs.backends.local import agent_pids, stop_agent
+from gpujobs.backends.local import agent_pids
 from gpujobs.backends.local.client import AgentClient
 from gpujobs.errors import GpuJobsError, StateError
 
@@ -206,27 +205,15 @@ def test_many_clients_starting_the_agent_at_once_start_one(gpujobs_home, monkeyp
 @pytest.fixture
 def small_home(monkeypatch):
     """GPUJOBS_HOME on a 2 MiB tmpfs (root can mount one; skipped where mount is refused)."""
-    mnt = Path(tempfile.mkdtemp(prefix="gpujobs-full-"))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        mnt.rmdir()
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); a full disk needs root")
-    monkeypatch.setenv("GPUJOBS_HOME", str(mnt))
-    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
-    monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
-    get_backend.cache_clear()
-    try:
-        yield mnt
-    finally:
+    with tmpfs_home(monkeypatch, "2m", "gpujobs-full-", GPUJOBS_LOCAL_GPUS="2",
+                    GPUJOBS_AGENT_IDLE_S="60") as mnt:
         try:
-            (mnt / "filler").unlink()
-        except OSError:
-            pass
-        stop_agent(home=mnt)
-        get_backend.cache_clear()
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-        mnt.rmdir()
+            yield mnt
+        finally:
+            try:
+                (mnt / "filler").unlink()
+            except OSError:
+                pass
 
 
 def fill(path: Path) -> Path:

@@ -2,15 +2,13 @@
 real remote tracebacks with the peers' noise folded. Real rank processes (slow)."""
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 
 import pytest
 
 import gpujobs
 from gpujobs.errors import JobFailedError
-from support import fails_on_rank_one, goes_quiet_then_moves, train
+from support import fails_on_rank_one, goes_quiet_then_moves, train, user_module
 
 pytestmark = pytest.mark.slow
 
@@ -153,48 +151,21 @@ def test_a_segfaulting_rank_leaves_its_python_stack_in_its_log(no_leftovers):
 
 
 # ----------------------------------------------------------------- tracebacks
-TRAIN_PY = '''\
-import gpujobs
-
-
-def load(i):
-    return i * 2
-
-
-def step(i):
-    value = load(i)
-    if i == 3:
-        raise ValueError(f"loss is NaN at step {i}")
-    return value
-
-
-def fit(n):
-    for i in range(n):
-        step(i)
-    return n
-'''
-
-
 def test_remote_traceback_names_the_users_file_and_shows_the_line(tmp_path, monkeypatch):
     """cloudpickle ships the function by value as "<dynamic-code>" without its lines; the
     rank's traceback reads File ".../train.py", line 11, in step with the source line, even
     though the file is gone by the time the rank runs."""
-    src = tmp_path / "train.py"
-    src.write_text(TRAIN_PY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("train", None)
-    train_mod = importlib.import_module("train")
-    job = gpujobs.submit(train_mod.fit, 5, gpus=1)
-    src.unlink()  # the rank cannot read it from disk
-    with pytest.raises(ValueError, match="loss is NaN at step 3") as info:
-        job.result(timeout=120)
+    with user_module(tmp_path, monkeypatch, "train") as (train_mod, src):
+        job = gpujobs.submit(train_mod.fit, 5, gpus=1)
+        src.unlink()  # the rank cannot read it from disk
+        with pytest.raises(ValueError, match="loss is NaN at step 3") as info:
+            job.result(timeout=120)
     tb = info.value.remote_traceback
     assert f'File "{src}", line 11, in step' in tb, tb
     assert 'raise ValueError(f"loss is NaN at step {i}")' in tb
     assert f'File "{src}", line 17, in fit' in tb and "step(i)" in tb
     assert "<dynamic-code>" not in tb
     assert f'File "{src}", line 11, in step' in job.logs()
-    sys.modules.pop("train", None)
 
 
 def test_the_cause_comes_first_and_the_peers_noise_is_one_line(no_leftovers):

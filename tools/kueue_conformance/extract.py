@@ -13,402 +13,16 @@ never from gpujobs.
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fixtures import ADM, CONST, CQ, LQ, MAKERS, RES, WL, Unsupported  # noqa: E402
 from gosyntax import parse_assignments  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "admission" / "conformance"
-_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2 ** 10, "Mi": 2 ** 20,
-           "Gi": 2 ** 30, "Ti": 2 ** 40}
-
-
-class Unsupported(Exception):
-    pass
-
-
-def qty(s) -> float:
-    if isinstance(s, (int, float)):
-        return float(s)
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", str(s))
-    if not m or (m.group(2) and m.group(2) not in _SUFFIX):
-        raise Unsupported(f"quantity {s!r}")
-    v = float(m.group(1)) * _SUFFIX.get(m.group(2), 1)
-    return int(v) if float(v).is_integer() else v
-
-
-RES = {"corev1.ResourceCPU": "cpu", "corev1.ResourceMemory": "memory", "corev1.ResourcePods": "pods",
-       "ResourceGPU": "example.com/gpu", "corev1.ResourceEphemeralStorage": "ephemeral-storage"}
-CONST = {
-    "kueue.PreemptionPolicyNever": "Never", "kueue.PreemptionPolicyLowerPriority": "LowerPriority",
-    "kueue.PreemptionPolicyLowerOrNewerEqualPriority": "LowerOrNewerEqualPriority",
-    "kueue.PreemptionPolicyAny": "Any", "kueue.BorrowWithinCohortPolicyNever": "Never",
-    "kueue.BorrowWithinCohortPolicyLowerPriority": "LowerPriority",
-    "kueue.StrictFIFO": "StrictFIFO", "kueue.BestEffortFIFO": "BestEffortFIFO",
-    "kueue.TryNextFlavor": "TryNextFlavor", "kueue.MayStopSearch": "MayStopSearch",
-    "kueue.Borrow": "MayStopSearch", "kueue.Preempt": "MayStopSearch",
-    "kueue.DefaultPodSetName": "main", "kueue.WorkloadEvicted": "Evicted",
-    "kueue.WorkloadPreempted": "Preempted", "kueue.WorkloadQuotaReserved": "QuotaReserved",
-    "kueue.WorkloadAdmitted": "Admitted", "metav1.ConditionTrue": "True",
-    "metav1.ConditionFalse": "False", "kueue.BorrowingOverPreemption": "BorrowingOverPreemption",
-    "kueue.PreemptionOverBorrowing": "PreemptionOverBorrowing",
-    "kueue.InClusterQueueReason": "InClusterQueue", "kueue.InCohortReclamationReason": "InCohortReclamation",
-    "kueue.InCohortReclaimWhileBorrowingReason": "InCohortReclaimWhileBorrowing",
-    "config.LessThanInitialShare": "LessThanInitialShare",
-    "config.LessThanOrEqualToFinalShare": "LessThanOrEqualToFinalShare",
-    "kueue.InCohortFairSharingReason": "InCohortFairSharing",
-    "time.Second": 1, "time.Minute": 60, "time.Millisecond": 0.001, "time.Hour": 3600,
-    "now": 0.0,
-}
-
-
-class WL:
-    def __init__(self, name, ns):
-        self.d = {"name": name, "ns": ns, "priority": 0, "queue": None, "created": 0.0,
-                  "podsets": [{"name": "main", "count": 1, "requests": {}}],
-                  "admission": None, "reserved_at": None, "evicted": None, "preempted_reason": None,
-                  "active": True}
-
-    def Request(self, r, q):
-        self.d["podsets"][0]["requests"][r] = qty(q)
-        return self
-
-    def Toleration(self, t):
-        self.d["podsets"][0].setdefault("tolerations", []).append(_toleration(t))
-        return self
-
-    def NodeSelector(self, m):
-        self.d["podsets"][0].setdefault("node_selector", {}).update(m)
-        return self
-
-    def Priority(self, p):
-        self.d["priority"] = p
-        return self
-
-    def Queue(self, q):
-        self.d["queue"] = q
-        return self
-
-    def Creation(self, t):
-        self.d["created"] = t
-        return self
-
-    def PodSets(self, *ps):
-        self.d["podsets"] = [dict(p) for p in ps]
-        return self
-
-    def ReserveQuotaAt(self, adm, t):
-        self.d["admission"], self.d["reserved_at"] = adm, t
-        return self
-
-    def ReserveQuota(self, adm):
-        return self.ReserveQuotaAt(adm, 0.0)
-
-    def SimpleReserveQuota(self, cq, flavor, t):
-        ps = self.d["podsets"][0]
-        return self.ReserveQuotaAt({"cq": cq, "podsets": [{"name": ps["name"], "flavors": {
-            r: flavor for r in ps["requests"]}}]}, t)
-
-    def QuotaReservedTime(self, t):
-        self.d["reserved_at"] = t
-        return self
-
-    def Admission(self, adm):
-        self.d["admission"] = adm
-        return self
-
-    def Condition(self, c):
-        if c.get("Type") == "Evicted" and c.get("Status") == "True":
-            self.d["evicted"] = c.get("Reason") or "Evicted"
-        if c.get("Type") == "Preempted" and c.get("Status") == "True":
-            self.d["preempted_reason"] = c.get("Reason", "")
-        return self
-
-    def EvictedAt(self, t):
-        self.d["evicted"] = "ByTest"
-        return self
-
-    def Active(self, a):
-        self.d["active"] = a
-        return self
-
-    def Name(self, n):
-        self.d["name"] = n
-        return self
-
-    def Clone(self):
-        w = WL(None, None)
-        import copy
-        w.d = copy.deepcopy(self.d)
-        return w
-
-    def Obj(self):
-        return self
-
-    def _ignore(self, *a):
-        return self
-
-    UID = JobUID = Label = Generation = ResourceVersion = AdmittedAt = Admitted = _ignore
-    SchedulingStatsEviction = ResourceRequests = PastAdmittedTime = Annotation = _ignore
-    Finalizers = OwnerReference = PriorityClassSource = PriorityClassRef = Namespace = _ignore
-    ControllerReference = Labels = _ignore
-
-
-def _toleration(t: dict) -> dict:
-    op = {"corev1.TolerationOpExists": "Exists", "corev1.TolerationOpEqual": "Equal"}
-    eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
-           "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
-    out = {"key": t.get("Key", ""), "operator": op.get(t.get("Operator"), "Equal"), "value": t.get("Value", "")}
-    if t.get("Effect"):
-        out["effect"] = eff.get(t["Effect"], t["Effect"])
-    return out
-
-
-class PS:
-    def __init__(self, name, count):
-        self.d = {"name": name, "count": count, "requests": {}}
-
-    def Request(self, r, q):
-        self.d["requests"][r] = qty(q)
-        return self
-
-    def Toleration(self, t):
-        self.d.setdefault("tolerations", []).append(_toleration(t))
-        return self
-
-    def NodeSelector(self, m):
-        self.d.setdefault("node_selector", {}).update(m)
-        return self
-
-    def Obj(self):
-        return self.d
-
-    def _ignore(self, *a):
-        return self
-    Image = Labels = Annotations = _ignore
-
-
-class PSA:
-    def __init__(self, name):
-        self.d = {"name": name, "flavors": {}, "count": None}
-
-    def Assignment(self, r, f, v):
-        self.d["flavors"][r] = f
-        return self
-
-    def Flavor(self, r, f):
-        self.d["flavors"][r] = f
-        return self
-
-    def Count(self, n):
-        self.d["count"] = n
-        return self
-
-    def ResourceUsage(self, *a):
-        return self
-
-    def Obj(self):
-        return self.d
-
-
-class ADM:
-    def __init__(self, cq, *names):
-        self.d = {"cq": cq, "podsets": [{"name": n, "flavors": {}, "count": None}
-                                         for n in (names or ("main",))]}
-
-    def PodSets(self, *ps):
-        self.d["podsets"] = list(ps)
-        return self
-
-    def Obj(self):
-        return self.d
-
-
-class FQ:
-    def __init__(self, name):
-        self.d = {"flavor": name, "resources": {}}
-
-    def Resource(self, r, *qs):
-        q = {"nominal": qty(qs[0]) if qs else 0}
-        if len(qs) > 1 and qs[1] != "":
-            q["borrowing_limit"] = qty(qs[1])
-        if len(qs) > 2 and qs[2] != "":
-            q["lending_limit"] = qty(qs[2])
-        self.d["resources"][r] = q
-        return self
-
-    def ResourceQuotaWrapper(self, r):
-        return RQ(self, r)
-
-    def Obj(self):
-        return self.d
-
-    def FlavorQuotas(self):
-        return self.d
-
-
-class RQ:
-    def __init__(self, fq, r):
-        self.fq, self.r, self.q = fq, r, {"nominal": 0}
-
-    def NominalQuota(self, v):
-        self.q["nominal"] = qty(v)
-        return self
-
-    def BorrowingLimit(self, v):
-        self.q["borrowing_limit"] = qty(v)
-        return self
-
-    def LendingLimit(self, v):
-        self.q["lending_limit"] = qty(v)
-        return self
-
-    def Append(self):
-        self.fq.d["resources"][self.r] = self.q
-        return self.fq
-
-
-class CQ:
-    def __init__(self, name):
-        self.d = {"name": name, "cohort": None, "strategy": "BestEffortFIFO", "resource_groups": [],
-                  "within": "Never", "reclaim": "Never", "borrow_within_cohort": None,
-                  "max_priority_threshold": None, "when_can_borrow": "MayStopSearch",
-                  "when_can_preempt": "TryNextFlavor", "preference": None}
-
-    def Cohort(self, c):
-        self.d["cohort"] = c
-        return self
-
-    def ResourceGroup(self, *fqs):
-        self.d["resource_groups"].append([f.d if isinstance(f, FQ) else f for f in fqs])
-        return self
-
-    def QueueingStrategy(self, s):
-        self.d["strategy"] = s
-        return self
-
-    def Preemption(self, p):
-        self.d["within"] = p.get("WithinClusterQueue", "Never") or "Never"
-        self.d["reclaim"] = p.get("ReclaimWithinCohort", "Never") or "Never"
-        bwc = p.get("BorrowWithinCohort")
-        if bwc:
-            self.d["borrow_within_cohort"] = bwc.get("Policy", "Never")
-            self.d["max_priority_threshold"] = bwc.get("MaxPriorityThreshold")
-        return self
-
-    def FlavorFungibility(self, f):
-        if f.get("WhenCanBorrow"):
-            self.d["when_can_borrow"] = f["WhenCanBorrow"]
-        if f.get("WhenCanPreempt"):
-            self.d["when_can_preempt"] = f["WhenCanPreempt"]
-        if f.get("Preference"):
-            self.d["preference"] = f["Preference"]
-        return self
-
-    def NamespaceSelector(self, *a):
-        return self
-
-    def FairWeight(self, w):
-        self.d["fair_weight"] = float(qty(w))
-        return self
-
-    def Obj(self):
-        return self
-
-    def Clone(self):
-        import copy
-        c = CQ(None)
-        c.d = copy.deepcopy(self.d)
-        return c
-
-
-class LQ:
-    def __init__(self, name, ns):
-        self.d = {"name": name, "ns": ns, "cq": None}
-
-    def ClusterQueue(self, cq):
-        self.d["cq"] = cq
-        return self
-
-    def Obj(self):
-        return self
-
-
-class COH:
-    def __init__(self, name):
-        self.d = {"name": name, "parent": None, "resource_groups": []}
-
-    def Parent(self, p):
-        self.d["parent"] = p
-        return self
-
-    def ResourceGroup(self, *fqs):
-        self.d["resource_groups"].append([f.d if isinstance(f, FQ) else f for f in fqs])
-        return self
-
-    def Obj(self):
-        return self
-
-    def Cohort(self):
-        return self
-
-    def FairWeight(self, w):
-        self.d["fair_weight"] = float(qty(w))
-        return self
-
-
-class RF:
-    def __init__(self, name):
-        self.d = {"name": name, "labels": {}, "taints": [], "tolerations": [], "topology": None}
-
-    def NodeLabel(self, k, v):
-        self.d["labels"][k] = v
-        return self
-
-    def Taint(self, t):
-        self.d["taints"].append(t)
-        return self
-
-    def Toleration(self, t):
-        self.d["tolerations"].append(t)
-        return self
-
-    def TopologyName(self, n):
-        self.d["topology"] = n
-        return self
-
-    def Obj(self):
-        return self
-
-    def record(self) -> dict:
-        eff = {"corev1.TaintEffectNoSchedule": "NoSchedule", "corev1.TaintEffectNoExecute": "NoExecute",
-               "corev1.TaintEffectPreferNoSchedule": "PreferNoSchedule"}
-        out = {"name": self.d["name"]}
-        if self.d["labels"]:
-            out["node_labels"] = self.d["labels"]
-        if self.d["taints"]:
-            out["node_taints"] = [{"key": t.get("Key", ""), "value": t.get("Value", ""),
-                                   "effect": eff.get(t.get("Effect"), t.get("Effect"))} for t in self.d["taints"]]
-        if self.d["tolerations"]:
-            out["tolerations"] = [_toleration(t) for t in self.d["tolerations"]]
-        return out
-
-    def untolerated(self) -> bool:
-        """A NoSchedule/NoExecute taint the flavor's own tolerations do not cover (a pod
-        without tolerations cannot use it)."""
-        for t in self.d["taints"]:
-            if t.get("Effect") in ("corev1.TaintEffectNoSchedule", "corev1.TaintEffectNoExecute") and not any(
-                    tol.get("Key") == t.get("Key") and tol.get("Value", t.get("Value")) == t.get("Value")
-                    for tol in self.d["tolerations"]):
-                return True
-        return False
-
-
-MAKERS = {"MakeResourceFlavor": RF, "MakeWorkload": WL, "MakePodSet": PS, "MakePodSetAssignment": PSA, "MakeAdmission": ADM,
-          "MakeFlavorQuotas": FQ, "MakeClusterQueue": CQ, "MakeLocalQueue": LQ, "MakeCohort": COH}
 
 
 def text(x) -> str:
@@ -576,6 +190,27 @@ def lq_record(q: LQ) -> dict:
 FIXTURES: dict[str, dict] = {}
 
 
+def _replay(env: dict, cases, tag: str, path: str, test: str,
+            extract: Callable[[dict, Evaluator, dict], None], *, lenient: bool) -> list[dict]:
+    """One record per upstream case: its source, then what ``extract(case, evaluator, fields)``
+    reads from it, or ``skip`` with the reason when it uses what the engine does not model
+    (``lenient``: also when a fixture of it could not be interpreted)."""
+    out = []
+    for key, body in cases[2]:
+        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
+                           "test": test, "case": key[1]}}
+        try:
+            extract(case, Evaluator(env), {kk[1]: vv for kk, vv in body[2]})
+        except Unsupported as exc:
+            case["skip"] = f"not extracted: uses {exc}"
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            if not lenient:
+                raise
+            case["skip"] = f"not extracted: {type(exc).__name__} {exc}"
+        out.append(case)
+    return out
+
+
 def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/preemption_test.go",
                      test: str = "TestPreemption") -> list[dict]:
     src = func_src(git_show(repo, tag, path), test)
@@ -583,60 +218,50 @@ def preemption_cases(repo: str, tag: str, path: str = "pkg/scheduler/preemption/
     ev0 = Evaluator(env)
     FIXTURES[test] = {"defaultClusterQueues": [cq_record(c) for c in ev0.ev(env["defaultClusterQueues"])]} \
         if "defaultClusterQueues" in env else {}
-    out = []
-    for key, body in cases[2]:
-        name = key[1]
-        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
-                           "test": test, "case": name}}
-        try:
-            ev = Evaluator(env)
-            fields = {kk[1]: vv for kk, vv in body[2]}
-            for f in fields:
-                if f not in ("clusterQueues", "cohorts", "admitted", "incoming", "targetCQ",
-                             "assignment", "wantPreempted", "wantWorkloads", "flavors", "assignmentFlavor",
-                             "strategies"):
-                    raise Unsupported(f"field {f}")
-            fair = test == "TestFairPreemptions"
-            if fair:
-                case["fair_sharing"] = True
-                if "strategies" in fields:
-                    case["strategies"] = ev.ev(fields["strategies"])
-            cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
-            if cohorts:
-                case["cohorts"] = [c.d for c in cohorts]
-            if fields["clusterQueues"] == ("id", "defaultClusterQueues"):
-                case["cluster_queues"] = "defaultClusterQueues"
-            else:
-                case["cluster_queues"] = [cq_record(c) for c in ev.ev(fields["clusterQueues"])]
-            admitted = [workload_record(w) for w in ev.ev(fields.get("admitted", ("comp", "[]", [])))]
-            inc = workload_record(ev.ev(fields["incoming"]))
-            inc["cluster_queue"] = ev.ev(fields["targetCQ"])
-            case["admitted"] = admitted
-            case["incoming"] = inc
-            if fair:  # the test assigns its one flavor to cpu, mode Preempt
-                fl = ev.ev(fields["assignmentFlavor"]) if "assignmentFlavor" in fields else "default"
-                case["upstream_assignment"] = [{"name": "main", "flavors": {"cpu": {"flavor": fl, "mode": "Preempt"}}}]
-                want = sorted(ev.ev(fields.get("wantPreempted", ("comp", "[]", []))) or [])
-                case["expect"] = {"preempted": sorted(w.split(":")[0].lstrip("/") for w in want),
-                                  "reasons": {w.split(":")[0].lstrip("/"): w.split(":")[1] for w in want}}
-                out.append(case)
-                continue
-            asg = ev.ev(fields["assignment"])
-            case["upstream_assignment"] = _assignment(asg)
-            want = [ev.ev(w) for w in ev.ev_list(fields["wantWorkloads"])] if False else \
-                ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
-            evicted_before = {a["name"] for a in admitted if a.get("evicted")}
-            victims = sorted(w.d["name"] for w in want if w.d["evicted"])
-            case["expect"] = {"preempted": victims,
-                              "preempted_count": ev.ev(fields["wantPreempted"]) if "wantPreempted" in fields else len(victims),
-                              "reasons": {w.d["name"]: w.d["preempted_reason"] for w in want
-                                          if w.d["evicted"] and w.d["preempted_reason"]}}
-            if evicted_before:
-                case["note"] = f"already evicted before the call: {sorted(evicted_before)}"
-        except Unsupported as exc:
-            case["skip"] = f"not extracted: uses {exc}"
-        out.append(case)
-    return out
+
+    def extract(case: dict, ev: Evaluator, fields: dict) -> None:
+        for f in fields:
+            if f not in ("clusterQueues", "cohorts", "admitted", "incoming", "targetCQ",
+                         "assignment", "wantPreempted", "wantWorkloads", "flavors", "assignmentFlavor",
+                         "strategies"):
+                raise Unsupported(f"field {f}")
+        fair = test == "TestFairPreemptions"
+        if fair:
+            case["fair_sharing"] = True
+            if "strategies" in fields:
+                case["strategies"] = ev.ev(fields["strategies"])
+        cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
+        if cohorts:
+            case["cohorts"] = [c.d for c in cohorts]
+        if fields["clusterQueues"] == ("id", "defaultClusterQueues"):
+            case["cluster_queues"] = "defaultClusterQueues"
+        else:
+            case["cluster_queues"] = [cq_record(c) for c in ev.ev(fields["clusterQueues"])]
+        admitted = [workload_record(w) for w in ev.ev(fields.get("admitted", ("comp", "[]", [])))]
+        inc = workload_record(ev.ev(fields["incoming"]))
+        inc["cluster_queue"] = ev.ev(fields["targetCQ"])
+        case["admitted"] = admitted
+        case["incoming"] = inc
+        if fair:  # the test assigns its one flavor to cpu, mode Preempt
+            fl = ev.ev(fields["assignmentFlavor"]) if "assignmentFlavor" in fields else "default"
+            case["upstream_assignment"] = [{"name": "main", "flavors": {"cpu": {"flavor": fl, "mode": "Preempt"}}}]
+            want = sorted(ev.ev(fields.get("wantPreempted", ("comp", "[]", []))) or [])
+            case["expect"] = {"preempted": sorted(w.split(":")[0].lstrip("/") for w in want),
+                              "reasons": {w.split(":")[0].lstrip("/"): w.split(":")[1] for w in want}}
+            return
+        asg = ev.ev(fields["assignment"])
+        case["upstream_assignment"] = _assignment(asg)
+        want = ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
+        evicted_before = {a["name"] for a in admitted if a.get("evicted")}
+        victims = sorted(w.d["name"] for w in want if w.d["evicted"])
+        case["expect"] = {"preempted": victims,
+                          "preempted_count": ev.ev(fields["wantPreempted"]) if "wantPreempted" in fields else len(victims),
+                          "reasons": {w.d["name"]: w.d["preempted_reason"] for w in want
+                                      if w.d["evicted"] and w.d["preempted_reason"]}}
+        if evicted_before:
+            case["note"] = f"already evicted before the call: {sorted(evicted_before)}"
+
+    return _replay(env, cases, tag, path, test, extract, lenient=False)
 
 
 def _assignment(asg) -> list:
@@ -673,60 +298,51 @@ def assign_cases(repo: str, tag: str) -> list[dict]:
     src = func_src(git_show(repo, tag, path), test)
     env, cases = cases_of(src)
     FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in Evaluator(env).ev(env["resourceFlavors"]).values()]}
-    out = []
-    for key, body in cases[2]:
-        name = key[1]
-        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path, "test": test, "case": name}}
-        try:
-            ev = Evaluator(env)
-            fields = {kk[1]: vv for kk, vv in body[2]}
-            for f in fields:
-                if f not in ("wlPods", "clusterQueue", "clusterQueueUsage", "secondaryClusterQueue",
-                             "secondaryClusterQueueUsage", "wantRepMode", "wantAssignment", "simulationResult",
-                             "enableFairSharing"):
-                    raise Unsupported(f"field {f}")
-            if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
-                case["fair_sharing"] = True
-            flavors = ev.ev(env["resourceFlavors"])
-            cqs = [ev.ev(fields["clusterQueue"])]
-            if "secondaryClusterQueue" in fields:
-                cqs.append(ev.ev(fields["secondaryClusterQueue"]))
-            for c in cqs:
-                for rg in c.d["resource_groups"]:
-                    for fq in rg:
-                        rf = flavors.get(fq["flavor"])
-                        if rf is not None and rf.d["topology"]:
-                            raise Unsupported("topology-aware flavor")
-            case["cluster_queues"] = [cq_record(c) for c in cqs]
-            usage = {}
-            for fld, c in (("clusterQueueUsage", cqs[0]), ("secondaryClusterQueueUsage", cqs[-1])):
-                if fld in fields:
-                    usage[c.d["name"]] = [{"flavor": f, "resource": r, "amount": _amount(r, v)}
-                                          for (f, r), v in ev.ev(fields[fld]).items()]
-            case["usage"] = usage
-            pods = ev.ev(fields["wlPods"])
-            case["incoming"] = {"name": "wl", "cluster_queue": cqs[0].d["name"], "priority": 0, "created": 0.0,
-                                "podsets": [dict(p) for p in pods]}
-            if "simulationResult" in fields:
-                sim = []
-                for (f, r), v in ev.ev(fields["simulationResult"]).items():
-                    if isinstance(v, list):  # positional {possibility, borrowing}
-                        v = {"preemptionPossiblity": v[0], "borrowingAfterSimulation": v[1] if len(v) > 1 else 0}
-                    sim.append({"flavor": f, "resource": r, "possibility": v.get("preemptionPossiblity"),
-                                "borrow": v.get("borrowingAfterSimulation", 0)})
-                case["simulation"] = sim
-            want = ev.ev(fields["wantAssignment"])
-            exp = {"mode": ev.ev(fields["wantRepMode"]) if "wantRepMode" in fields else "NoFit", "borrowing": want.get("Borrowing", 0), "podsets": {}}
-            for ps in want.get("PodSets") or []:
-                exp["podsets"][ps.get("Name", "main")] = {
-                    r: {"flavor": fa.get("Name"), "mode": fa.get("Mode")} for r, fa in (ps.get("Flavors") or {}).items()}
-            case["expect"] = exp
-        except Unsupported as exc:
-            case["skip"] = f"not extracted: uses {exc}"
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            case["skip"] = f"not extracted: {type(exc).__name__} {exc}"
-        out.append(case)
-    return out
+
+    def extract(case: dict, ev: Evaluator, fields: dict) -> None:
+        for f in fields:
+            if f not in ("wlPods", "clusterQueue", "clusterQueueUsage", "secondaryClusterQueue",
+                         "secondaryClusterQueueUsage", "wantRepMode", "wantAssignment", "simulationResult",
+                         "enableFairSharing"):
+                raise Unsupported(f"field {f}")
+        if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
+            case["fair_sharing"] = True
+        flavors = ev.ev(env["resourceFlavors"])
+        cqs = [ev.ev(fields["clusterQueue"])]
+        if "secondaryClusterQueue" in fields:
+            cqs.append(ev.ev(fields["secondaryClusterQueue"]))
+        for c in cqs:
+            for rg in c.d["resource_groups"]:
+                for fq in rg:
+                    rf = flavors.get(fq["flavor"])
+                    if rf is not None and rf.d["topology"]:
+                        raise Unsupported("topology-aware flavor")
+        case["cluster_queues"] = [cq_record(c) for c in cqs]
+        usage = {}
+        for fld, c in (("clusterQueueUsage", cqs[0]), ("secondaryClusterQueueUsage", cqs[-1])):
+            if fld in fields:
+                usage[c.d["name"]] = [{"flavor": f, "resource": r, "amount": _amount(r, v)}
+                                      for (f, r), v in ev.ev(fields[fld]).items()]
+        case["usage"] = usage
+        pods = ev.ev(fields["wlPods"])
+        case["incoming"] = {"name": "wl", "cluster_queue": cqs[0].d["name"], "priority": 0, "created": 0.0,
+                            "podsets": [dict(p) for p in pods]}
+        if "simulationResult" in fields:
+            sim = []
+            for (f, r), v in ev.ev(fields["simulationResult"]).items():
+                if isinstance(v, list):  # positional {possibility, borrowing}
+                    v = {"preemptionPossiblity": v[0], "borrowingAfterSimulation": v[1] if len(v) > 1 else 0}
+                sim.append({"flavor": f, "resource": r, "possibility": v.get("preemptionPossiblity"),
+                            "borrow": v.get("borrowingAfterSimulation", 0)})
+            case["simulation"] = sim
+        want = ev.ev(fields["wantAssignment"])
+        exp = {"mode": ev.ev(fields["wantRepMode"]) if "wantRepMode" in fields else "NoFit", "borrowing": want.get("Borrowing", 0), "podsets": {}}
+        for ps in want.get("PodSets") or []:
+            exp["podsets"][ps.get("Name", "main")] = {
+                r: {"flavor": fa.get("Name"), "mode": fa.get("Mode")} for r, fa in (ps.get("Flavors") or {}).items()}
+        case["expect"] = exp
+
+    return _replay(env, cases, tag, path, test, extract, lenient=True)
 
 
 def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_test.go",
@@ -738,68 +354,58 @@ def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_tes
     FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
                                 "clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
                                 "queues": [lq_record(q) for q in ev0.ev(env["queues"])]}
-    out = []
-    for key, body in cases[2]:
-        name = key[1]
-        case = {"source": {"repo": "kubernetes-sigs/kueue", "ref": tag, "file": path,
-                           "test": test, "case": name}}
-        try:
-            ev = Evaluator(env)
-            fields = {kk[1]: vv for kk, vv in body[2]}
-            for f in fields:
-                if f in ("objects", "admissionError"):
-                    raise Unsupported(f"field {f}")
-            if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
-                case["fair_sharing"] = True
-            if "featureGates" in fields:
-                gates = {text(k): v for k, v in fields["featureGates"][2]}
-                other = sorted(g for g in gates if g != "features.PartialAdmission")
-                if other:
-                    raise Unsupported(f"feature gate {other[0]}")
-                # PartialAdmission only matters for pod sets with a minimum count, which
-                # are not extracted (PS.SetMinimumCount is unsupported)
-            extra = ev.ev(fields["additionalClusterQueues"]) if "additionalClusterQueues" in fields else []
-            lqs = ev.ev(fields["additionalLocalQueues"]) if "additionalLocalQueues" in fields else []
-            cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
-            case["cluster_queues"] = "clusterQueues"
-            if extra:
-                case["extra_cluster_queues"] = [cq_record(c) for c in extra]
-            case["local_queues"] = "queues"
-            if lqs:
-                case["extra_local_queues"] = [lq_record(q) for q in lqs]
-            if cohorts:
-                case["cohorts"] = [c.d for c in cohorts]
-            wls = ev.ev(fields.get("workloads", ("comp", "[]", [])))
-            admitted, pending = [], []
-            for w in wls:
-                rec = workload_record(w)
-                if "cluster_queue" in rec:
-                    rec.pop("queue", None)
-                    admitted.append(rec)
-                else:
-                    rec["queue"] = f"{w.d['ns']}/{w.d['queue']}"
-                    pending.append(rec)
-            case["admitted"], case["pending"] = admitted, pending
-            want_asg = ev.ev(fields.get("wantAssignments", ("comp", "map", [])))
-            want_wls = ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
-            exp = {"assignments": {}}
-            for k, v in want_asg.items():
-                v = v.d if isinstance(v, ADM) else v
-                pss = v.get("PodSetAssignments", v.get("podsets", []))
-                exp["assignments"][k] = {"cluster_queue": v.get("ClusterQueue", v.get("cq")), "flavors": {
-                    (ps.get("name") or ps.get("Name")): (ps.get("flavors") or ps.get("Flavors") or {}) for ps in pss}}
-            exp["preempted"] = sorted(f"{w.d['ns']}/{w.d['name']}" for w in want_wls if w.d["evicted"])
-            if "wantLeft" in fields:
-                exp["left"] = ev.ev(fields["wantLeft"])
-            if "wantInadmissibleLeft" in fields:
-                exp["inadmissible_left"] = ev.ev(fields["wantInadmissibleLeft"])
-            case["expect"] = exp
-        except Unsupported as exc:
-            case["skip"] = f"not extracted: uses {exc}"
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            case["skip"] = f"not extracted: {type(exc).__name__} {exc}"
-        out.append(case)
-    return out
+
+    def extract(case: dict, ev: Evaluator, fields: dict) -> None:
+        for f in fields:
+            if f in ("objects", "admissionError"):
+                raise Unsupported(f"field {f}")
+        if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
+            case["fair_sharing"] = True
+        if "featureGates" in fields:
+            gates = {text(k): v for k, v in fields["featureGates"][2]}
+            other = sorted(g for g in gates if g != "features.PartialAdmission")
+            if other:
+                raise Unsupported(f"feature gate {other[0]}")
+            # PartialAdmission only matters for pod sets with a minimum count, which
+            # are not extracted (PS.SetMinimumCount is unsupported)
+        extra = ev.ev(fields["additionalClusterQueues"]) if "additionalClusterQueues" in fields else []
+        lqs = ev.ev(fields["additionalLocalQueues"]) if "additionalLocalQueues" in fields else []
+        cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
+        case["cluster_queues"] = "clusterQueues"
+        if extra:
+            case["extra_cluster_queues"] = [cq_record(c) for c in extra]
+        case["local_queues"] = "queues"
+        if lqs:
+            case["extra_local_queues"] = [lq_record(q) for q in lqs]
+        if cohorts:
+            case["cohorts"] = [c.d for c in cohorts]
+        wls = ev.ev(fields.get("workloads", ("comp", "[]", [])))
+        admitted, pending = [], []
+        for w in wls:
+            rec = workload_record(w)
+            if "cluster_queue" in rec:
+                rec.pop("queue", None)
+                admitted.append(rec)
+            else:
+                rec["queue"] = f"{w.d['ns']}/{w.d['queue']}"
+                pending.append(rec)
+        case["admitted"], case["pending"] = admitted, pending
+        want_asg = ev.ev(fields.get("wantAssignments", ("comp", "map", [])))
+        want_wls = ev.ev(fields.get("wantWorkloads", ("comp", "[]", [])))
+        exp = {"assignments": {}}
+        for k, v in want_asg.items():
+            v = v.d if isinstance(v, ADM) else v
+            pss = v.get("PodSetAssignments", v.get("podsets", []))
+            exp["assignments"][k] = {"cluster_queue": v.get("ClusterQueue", v.get("cq")), "flavors": {
+                (ps.get("name") or ps.get("Name")): (ps.get("flavors") or ps.get("Flavors") or {}) for ps in pss}}
+        exp["preempted"] = sorted(f"{w.d['ns']}/{w.d['name']}" for w in want_wls if w.d["evicted"])
+        if "wantLeft" in fields:
+            exp["left"] = ev.ev(fields["wantLeft"])
+        if "wantInadmissibleLeft" in fields:
+            exp["inadmissible_left"] = ev.ev(fields["wantInadmissibleLeft"])
+        case["expect"] = exp
+
+    return _replay(env, cases, tag, path, test, extract, lenient=True)
 
 
 def main() -> None:
