@@ -17,8 +17,11 @@ With ``run_bootstrap`` (the default of ``SimCluster``), torch ``rank`` pods
 run their real container command instead (check the runtime files' digest, then
 ``bootstrap.py``), on the runtime ConfigMap and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
-sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPI launcher runs ``mpirun`` of the
-real ``bootstrap.py mpi-rank`` command locally (the real launcher reaches its workers over ssh).
+sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPIJob launcher runs its real command
+(``bootstrap.py mpi-launcher``) with the simulated ``mpirun`` (mpirun_shim.py: Open MPI's host choice
+and ssh checks, against the worker pods whose sshd is up) first on its PATH, which then starts the
+ranks with this machine's mpirun; a Volcano mpi master runs ``mpirun`` of ``bootstrap.py mpi-rank``
+locally. Idle MPI workers whose image has no sshd (gpujobs_sim.images) exit 127.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from k8s_objects import queue, theirs
 from support import MPI_IMAGE
 
 import gpujobs
+from support import MPI_IMAGE
 
 
 def nap(seconds):

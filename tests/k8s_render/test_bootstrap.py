@@ -253,3 +253,22 @@ def test_a_sealed_call_pasted_from_another_job_is_refused(tmp_path):
     (outcome,) = results(p.stdout, b.key).values()
     assert not outcome.ok and outcome.exc_type.endswith("ResultAuthError")
     assert "sum" not in p.stdout  # A's function never ran
+
+
+@pytest.mark.parametrize("output, version", [
+    ("mpirun (Open MPI) 5.0.7\n\nReport bugs to https://www.open-mpi.org/community/help/\n", "5.0.7"),
+    ("mpirun (Open MPI) 4.1.4\n", "4.1.4"),
+    ("mpirun has detected an attempt to run as root.\n", ""),  # unknown: go on, mpirun will say
+    ("HYDRA build details:\n    Version:                                 4.1.2\n", None),  # MPICH
+])
+def test_the_launcher_reads_the_open_mpi_version_and_refuses_another_mpi(tmp_path, capsys, output, version):
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/sh\ncat <<'X'\n" + output + "X\n")
+    fake.chmod(0o755)
+    if version is None:
+        with pytest.raises(SystemExit):
+            boot.openmpi_version(str(fake))
+        assert "is not Open MPI (HYDRA build details:)" in capsys.readouterr().err
+    else:
+        assert boot.openmpi_version(str(fake)) == version

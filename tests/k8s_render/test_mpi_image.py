@@ -86,3 +86,15 @@ def test_volcano_mpi_plugin_opens_the_sshd_port():
     assert f"--port={MPI_SSH_PORT}" in job["spec"]["plugins"]["mpi"]
     worker = next(t for t in job["spec"]["tasks"] if t["name"] == "worker")
     assert f"-p {MPI_SSH_PORT}" in worker["template"]["spec"]["containers"][0]["command"][-1]
+
+
+def test_gpujobs_mpi_dockerfile_installs_what_the_table_says():
+    """The known-images entry for gpujobs-mpi is a claim about docker/mpi/Dockerfile: keep them together."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docker" / "mpi" / "Dockerfile").read_text()
+    f = images.facts(MPI_IMAGE)
+    assert f is not None and f.source == "docker/mpi/Dockerfile"
+    assert f.sshd and "openssh-server" in text and f.ssh and "openssh-client" in text
+    assert f.mpirun == "openmpi-4" and "openmpi-bin" in text and "bookworm" in text  # Debian 12: Open MPI 4.1
+    assert f.mpi4py and "mpi4py" in text and "cloudpickle" in text
+    assert "FROM python:${PYTHON}" in text and 'dev.gpujobs.python="${PYTHON}"' in text

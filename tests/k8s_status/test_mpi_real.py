@@ -101,3 +101,17 @@ def test_volcano_gang_with_the_operator_flag_gets_a_podgroup_named_after_the_job
     pg = wait_for(lambda: sim.store.get("scheduling.volcano.sh/v1beta1", "PodGroup", name, "default"))
     assert pg["spec"]["minMember"] == 3  # 2 workers + the launcher
     assert len(job.result(timeout=90)) == 2
+
+
+def test_under_kueue_wait_for_pods_ready_a_job_whose_workers_never_get_ready_is_evicted_and_requeued(make_cluster):
+    """Kueue counts an MPIJob PodsReady only with Running=True (kueue mpijob_controller.go), which
+    needs the launcher: with workers that never get ready the Workload times out (PodsReadyTimeout),
+    the job is suspended again and requeued with backoff (docs/kubernetes-kinds.md, MPIJob)."""
+    sim, be = make_cluster(gpus=0, images={"registry.example/no-sshd:*": {"sshd": False}},
+                           pods_ready_timeout_s=2.0, backoff_base_s=60.0)
+    job = submit(be, where_ranks_ran, ranks=2, per_node=1, image="registry.example/no-sshd:1")
+    st = wait_for(lambda: (s := job.status()).reason == "PodsReadyTimeout" and s, timeout=60)
+    assert st.phase == "queued" and "back in the queue" in st.message
+    name = st.name
+    wait_for(lambda: not sim.store.list("v1", "Pod", "default", f"training.kubeflow.org/job-name={name}"))
+    job.cancel()

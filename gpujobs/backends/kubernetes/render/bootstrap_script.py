@@ -316,13 +316,15 @@ def write_hostfile(hosts):
 
 
 def openmpi_version(mpirun):
-    """'5.0.7' from ``mpirun --version`` ('' when it cannot tell); exits when it is not Open MPI."""
+    """'5.0.7' from ``mpirun --version`` ('' when it cannot tell); exits when it names another MPI
+    (MPICH's and Intel MPI's Hydra)."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
         out = subprocess.run([mpirun, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             timeout=30).stdout.decode("utf-8", "replace")
+                             env=env, timeout=30).stdout.decode("utf-8", "replace")
     except (OSError, subprocess.SubprocessError):
         return ""
-    if "Open MPI" not in out and "OpenRTE" not in out:
+    if "Open MPI" not in out and any(w in out for w in ("HYDRA", "MPICH", "Intel(R) MPI")):
         fail("this image's mpirun is not Open MPI (%s); gpujobs runs MPIJobs with mpiImplementation "
              "OpenMPI. %s" % ((out.strip().splitlines() or ["no output"])[0], MPI_IMAGE_HINT))
     for word in out.replace(")", " ").split():
