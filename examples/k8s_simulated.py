@@ -30,7 +30,9 @@ def estimate_pi(samples: int) -> float:
 
 
 def main() -> None:
-    builder = gpujobs.job(estimate_pi, 200_000).mpi(ranks=1, gpus_per_rank=1).queue("q")
+    # MPI pods need sshd, ssh, Open MPI and mpi4py: gpujobs' docker/mpi image, built for this Python
+    image = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
+    builder = gpujobs.job(estimate_pi, 200_000).mpi(ranks=1, gpus_per_rank=1).image(image).queue("q")
     print("--- what submit creates (builder.render) ---")
     objects = builder.render()  # shared runtime ConfigMap + key Secret (once per namespace), job
     for obj in objects:

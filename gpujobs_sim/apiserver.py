@@ -213,19 +213,38 @@ class FakeApiServer:
             self.store.unregister(crd["spec"]["group"], crd["spec"]["names"]["plural"])
 
     def deny(self, verb: str = "*", group: str = "*", resource: str = "*",
-             namespace: str | None = None) -> None:
-        """Make SelfSubjectAccessReview answer ``allowed: false`` for matching attributes."""
-        self._denied.append((verb, group, resource, namespace))
+             namespace: str | None = None, enforce: bool = False) -> None:
+        """Make SelfSubjectAccessReview answer ``allowed: false`` for matching attributes.
+        ``namespace``: None matches every request, ``""`` only cluster-scoped ones (cluster-scoped
+        resources and all-namespaces lists), a name that namespace. ``enforce``: matching requests
+        themselves are refused with 403 Forbidden, as RBAC does (resource ``plural`` or
+        ``plural/subresource``, e.g. ``localqueues/pendingworkloads`` of the visibility API)."""
+        self._denied.append((verb, group, resource, namespace, enforce))
 
     def allow_all(self) -> None:
         self._denied.clear()
 
-    def allowed(self, attrs: dict) -> bool:
-        for verb, group, resource, ns in self._denied:
+    def allowed(self, attrs: dict, enforced_only: bool = False) -> bool:
+        for verb, group, resource, ns, enforce in self._denied:
+            if enforced_only and not enforce:
+                continue
+            want_ns = attrs.get("namespace") or ""
             if verb in ("*", attrs.get("verb")) and group in ("*", attrs.get("group", "")) and \
-                    resource in ("*", attrs.get("resource")) and ns in (None, attrs.get("namespace")):
+                    resource in ("*", attrs.get("resource")) and (ns is None or ns == want_ns):
                 return False
         return True
+
+    def forbidden(self, verb: str, group: str, resource: str, namespace: str | None) -> ApiError | None:
+        """The 403 an enforced deny() rule makes of this request (the API server's wording), or None."""
+        if self.allowed({"verb": verb, "group": group, "resource": resource, "namespace": namespace},
+                        enforced_only=True):
+            return None
+        plural, _, sub = resource.partition("/")
+        what = f"{plural}.{group}" if group else plural
+        where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        return ApiError(403, "Forbidden", f'{what} is forbidden: User "researcher" cannot {verb} resource '
+                        f'"{resource}" in API group "{group}" {where}',
+                        {"name": "", "group": group, "kind": plural})
 
     def set_visibility(self, enabled: bool = True, versions: tuple[str, ...] = ("v1beta2", "v1beta1")) -> None:
         """Serve the visibility API (through ``self.visibility``) at ``versions``, or 404."""
@@ -373,6 +392,10 @@ class _Handler(StreamingHandler, NonResourceHandler, BaseHTTPRequestHandler):
             if route is None:
                 return self._static(method, parts, q)
             res, ns, name, sub = route
+            denied = self.api.forbidden(verb, res.group, res.plural + (f"/{sub}" if sub else ""), ns)
+            if denied is not None:
+                self._body()
+                return self._error(denied)
             if verb == "watch":
                 return self._watch(res, ns, q, fault)
             if sub == "log":

@@ -58,6 +58,9 @@ class Changes:
         if kind == ("", "Pod") and labels.get("ray.io/originated-from-crd") == "RayJob":
             # a KubeRay submitter Job's pod: KubeRay owns the Job (whose status follows the pod)
             self._mark("ray.io/v1", "RayJob", ns, labels.get("ray.io/originated-from-cr-name", ""))
+        if kind == ("", "Pod") and labels.get("training.kubeflow.org/operator-name") == "mpi-operator":
+            # an MPIJob's launcher pod is owned by its batch Job, which the MPI Operator watches
+            self._mark("kubeflow.org/v2beta1", "MPIJob", ns, labels.get("training.kubeflow.org/job-name", ""))
         if kind in KUBELET_KINDS:
             self.kubelet = True
         if kind == ("", "Pod"):

@@ -44,6 +44,7 @@ class SimCluster:
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
                  backoff_limit: int | None = None, crd_manifests: list[dict] | None = None,
                  disabled_integrations: tuple[str, ...] = (),
+                 images: dict[str, dict] | None = None, mpi_gang_scheduling: str = "",
                  **server_kw: Any):
         """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
         Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
@@ -56,7 +57,11 @@ class SimCluster:
         name, schema included, so writes are pruned by it (e.g. Kubeflow Trainer v2.1.0's TrainJob
         CRD, which has no ``runtimePatches``: see :func:`gpujobs_sim.crds.prune`).
         ``disabled_integrations``: Kueue frameworks missing from its integrations.frameworks (e.g.
-        ``("kubeflow.org/pytorchjob",)``): Kueue ignores such jobs, which stay suspended."""
+        ``("kubeflow.org/pytorchjob",)``): Kueue ignores such jobs, which stay suspended.
+        ``images``: what images contain, by name pattern (gpujobs_sim.images: sshd, ssh, ssh_port,
+        no_host_key_check, openmpi, python3), over the built-in table of known images.
+        ``mpi_gang_scheduling``: the MPI Operator's ``--gang-scheduling`` flag ("" as its release
+        manifest installs it, or "volcano": a PodGroup per MPIJob; gpujobs_sim.mpi_operator)."""
         self.server = FakeApiServer(crds=crds, **server_kw)
         for m in crd_manifests or ():
             self.server.install_crd_manifest(m)
@@ -68,6 +73,8 @@ class SimCluster:
                                           backoff_limit=backoff_limit,
                                           disabled_integrations=disabled_integrations)
         self.controllers.kubelet.run_bootstrap = bootstrap  # pods run the real bootstrap.py
+        self.controllers.kubelet.images = dict(images or {})
+        self.controllers.mpi_gang_scheduling = mpi_gang_scheduling
         if gpus is not None or cpus is not None:
             self.add_queue(queue, namespace, gpus=gpus, cpus=cpus, preemption=preemption)
         for name, value in (priorities or {}).items():

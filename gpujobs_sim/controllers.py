@@ -36,6 +36,7 @@ from .store import ApiError, Event, now_iso
 
 QUEUE_LABEL, PRIO_LABEL, JOB_UID = ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class",
                                     "kueue.x-k8s.io/job-uid")
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 WL_API = "kueue.x-k8s.io/v1beta2"
 JOB_KINDS = {("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("trainer.kubeflow.org", "TrainJob"),
              ("ray.io", "RayJob"), ("batch.volcano.sh", "Job"), ("workload.codeflare.dev", "AppWrapper")}
@@ -106,6 +107,7 @@ class SimControllers:
         self.pods_ready_timeout_s = pods_ready_timeout_s
         self.backoff_base_s, self.backoff_max_s, self.backoff_limit = backoff_base_s, backoff_max_s, backoff_limit
         self.kubelet = Kubelet(server, slots=pod_slots, default_seconds=run_seconds)
+        self.mpi_gang_scheduling = ""  # the MPI Operator's --gang-scheduling flag (mpi_operator.py)
         self.requeue_delay = requeue_delay
         self.new_pending_reasons = new_pending_reasons
         self._events: queue.Queue = queue.Queue()
@@ -399,7 +401,8 @@ class SimControllers:
                     self.changes.at("ready", adm.id, time.time() + self.pods_ready_timeout_s)
         for victim, by in d.preempted:
             ns, name = victim.split("/", 1)
-            by_wl = self.store.get(WL_API, "Workload", by.split("/", 1)[1], ns) or {"metadata": {}}
+            by_ns, by_name = by.split("/", 1)  # the preemptor may be of another namespace
+            by_wl = self.store.get(WL_API, "Workload", by_name, by_ns) or {"metadata": {}}
             reason = d.reasons.get(victim, "InClusterQueue")
             msg = (f"Preempted to accommodate a workload (UID: {by_wl['metadata'].get('uid', '')}, JobUID: "
                    f"{(by_wl['metadata'].get('labels') or {}).get(JOB_UID, '')}) due to "
@@ -566,7 +569,8 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
     """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name
     ``<kind>-<job>-<hash>``, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
     from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
-    class's value as ``priority`` (k8s-semantics.md §1.1))."""
+    class's value as ``priority``; a max-exec-time label as ``maximumExecutionTimeSeconds``
+    (k8s-semantics.md §1.1))."""
     md = job["metadata"]
     labels = md.get("labels") or {}
     uid = md.get("uid") or "00000000-0000-0000-0000-000000000000"
@@ -576,6 +580,10 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
         spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                     "name": labels[PRIO_LABEL]}
     spec["priority"] = priority or 0
+    if str(labels.get(MAX_EXEC_LABEL, "")).isdigit():
+        # the label's value goes to the Workload's spec.maximumExecutionTimeSeconds (kueue@ff69552
+        # site/data/labels_and_annotations.yaml, kueue.x-k8s.io/max-exec-time-seconds)
+        spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_LABEL])
     return {"apiVersion": WL_API, "kind": "Workload", "metadata": {
         "name": f"{job['kind'].lower()}-{md['name']}-{uid[:5]}", "namespace": md.get("namespace", "default"),
         "labels": {JOB_UID: uid},

@@ -17,8 +17,11 @@ With ``run_bootstrap`` (the default of ``SimCluster``), torch ``rank`` pods
 run their real container command instead (check the runtime files' digest, then
 ``bootstrap.py``), on the runtime ConfigMap and the job's ``bootstrap.json`` unpacked locally (the
 runner then imports gpujobs from lib.zip, as in a real pod, and the bootstrap's metrics
-sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPI launcher runs ``mpirun`` of the
-real ``bootstrap.py mpi-rank`` command locally (the real launcher reaches its workers over ssh).
+sampler writes ``GPUJOBS-METRICS`` lines into the pod log). An MPIJob launcher runs its real command
+(``bootstrap.py mpi-launcher``) with the simulated ``mpirun`` (mpirun_shim.py: Open MPI's host choice
+and ssh checks, against the worker pods whose sshd is up) first on its PATH, which then starts the
+ranks with this machine's mpirun; a Volcano mpi master runs ``mpirun`` of ``bootstrap.py mpi-rank``
+locally. Idle MPI workers whose image has no sshd (gpujobs_sim.images) exit 127.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from .rules import parse_time
 from .store import now_iso
+from .images import facts as image_facts
 from .volumes import MissingSource, local_path, materialize, refresh_downward
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
@@ -42,6 +46,7 @@ ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim
                                              "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
 ANN_IDLE = "sim.gpujobs.dev/idle"
 RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see operators._ray_submitter
+MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
 
 
 class Kubelet:
@@ -60,6 +65,7 @@ class Kubelet:
         self._tmp = tempfile.TemporaryDirectory(prefix="gpujobs-sim-")
         self.stopping = threading.Event()
         self.run_bootstrap = False
+        self.images: dict[str, dict] = {}  # extra image facts (gpujobs_sim.images)
         self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
 
     # ----------------------------------------------------------------- loop
@@ -227,6 +233,13 @@ class Kubelet:
     def _scripted(self, pod: dict, ann: dict) -> int:
         md = pod["metadata"]
         ns, name = md["namespace"], md["name"]
+        c0 = (pod["spec"].get("containers") or [{}])[0]
+        argv = " ".join([*(c0.get("command") or []), *(c0.get("args") or [])])
+        if "sshd" in argv and not image_facts(c0.get("image", ""), self.images)["sshd"]:
+            # an MPI worker's command starts sshd; an image without openssh-server cannot
+            self.server.logs.append(ns, name, f"sshd: not found: the image {c0.get('image')} has no "
+                                    "openssh-server\n")
+            return 127
         self.server.logs.append(ns, name, ann.get(ANN_LOGS, f"hello from {name}\n"))
         seconds = float(ann.get(ANN_SECONDS, self.default_seconds))
         deadline = time.time() + seconds
@@ -307,8 +320,12 @@ class Kubelet:
         if boot is not None and ann.get(ANN_ROLE) == "rank":
             return boot, env
         if ann.get(ANN_ROLE) == "mpi-launcher":
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            if boot is not None and (md.get("labels") or {}).get(MPI_OPERATOR_LABEL) == "mpi-operator":
+                # an MPIJob launcher runs its real command (bootstrap.py mpi-launcher) against the
+                # simulated mpirun, which decides hosts and ssh like Open MPI (mpirun_shim.py)
+                return boot, self._mpi_launcher_env(pod, env, mounts, d)
+            env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
             exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_KEY_CONTEXT", "GPUJOBS_PAYLOAD",
                                    "GPUJOBS_FRAMEWORK", "GPUJOBS_CHECKPOINT_DIR",
                                    "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
@@ -317,6 +334,51 @@ class Kubelet:
             ranks = boot[:-1] + ["mpi-rank"] if boot is not None else runner
             return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *ranks], _no_rank_env(env)
         return runner, env
+
+
+    def _mpi_launcher_env(self, pod: dict, env: dict[str, str], mounts: dict[str, Path], d: Path) -> dict[str, str]:
+        """The launcher's env for the simulated mpirun: the image's PATH (only the tools the image
+        has, as stand-ins), container paths under its mounts moved to the local folders, and what
+        the shim must know about the cluster (the workers whose sshd is up, and on which port)."""
+        import json
+        import re
+        import shutil
+        md = pod["metadata"]
+        c0 = (pod["spec"].get("containers") or [{}])[0]
+        f = image_facts(c0.get("image", ""), self.images)
+        real = shutil.which("mpirun") or "mpirun"
+        bin_dir = d / "sim-bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        if f["openmpi"]:
+            shim = Path(__file__).with_name("mpirun_shim.py")
+            (bin_dir / "mpirun").write_text(f"#!/bin/sh\nexec {sys.executable} {shim} \"$@\"\n")
+            (bin_dir / "mpirun").chmod(0o755)
+        if f["ssh"]:
+            (bin_dir / "ssh").write_text("#!/bin/sh\necho 'sim: ssh runs only inside mpirun here' >&2\nexit 255\n")
+            (bin_dir / "ssh").chmod(0o755)
+        out = {k: local_path(v, mounts) for k, v in env.items()}
+        sshd: dict[str, int] = {}
+        job = (md.get("labels") or {}).get("training.kubeflow.org/job-name", "")
+        for w in self.store.list("v1", "Pod", md["namespace"], f"training.kubeflow.org/job-name={job}"):
+            if (w["metadata"].get("labels") or {}).get("training.kubeflow.org/job-role") != "worker" or \
+                    w["status"].get("phase") != "Running":
+                continue
+            wc = (w["spec"].get("containers") or [{}])[0]
+            wf = image_facts(wc.get("image", ""), self.images)
+            if not wf["sshd"]:
+                continue
+            argv = " ".join([*(wc.get("command") or []), *(wc.get("args") or [])])
+            m = re.search(r"sshd\b[^;&|\n]*?(?:-p\s*|-o\s*Port[= ])(\d+)", argv)
+            host = f"{w['spec'].get('hostname', w['metadata']['name'])}.{w['spec'].get('subdomain', '')}." \
+                   f"{md['namespace']}.svc"
+            sshd[host] = int(m.group(1)) if m else int(wf["ssh_port"])
+        out.update(PATH=str(bin_dir), GPUJOBS_SIM_OPENMPI=str(f["openmpi"]), GPUJOBS_SIM_REAL_MPIRUN=real,
+                   GPUJOBS_SIM_LAUNCHER_HOST=str(pod["spec"].get("hostname") or md["name"]),
+                   GPUJOBS_SIM_CORES="8", GPUJOBS_SIM_SSH_PORT=str(f["ssh_port"]),
+                   GPUJOBS_SIM_NO_HOST_KEY_CHECK="1" if f["no_host_key_check"] else "0",
+                   GPUJOBS_SIM_SSHD=json.dumps(sshd),
+                   GPUJOBS_MPI_DNS_WAIT_S="0")  # no cluster DNS here: the shim knows the workers
+        return _no_rank_env(out)
 
 
 def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],

@@ -91,6 +91,10 @@ class NonResourceHandler:
             scope, ns, name = "clusterqueue", None, rest[1]
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        plural = "localqueues" if scope == "localqueue" else "clusterqueues"
+        denied = api.forbidden("get", VISIBILITY_GROUP, f"{plural}/pendingworkloads", ns)
+        if denied is not None:
+            raise denied
         items = api.visibility(scope, ns, name)
         if items is None:
             kind = "localqueues" if scope == "localqueue" else "clusterqueues"

@@ -166,7 +166,24 @@ def operate(ctrl: Any, job: dict) -> None:
             store.delete("batch/v1", "Job", md["name"], md["namespace"])
         for p in pods:
             store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
+        if job["kind"] == "MPIJob":
+            from . import mpi_operator
+            store.delete("batch/v1", "Job", f"{md['name']}-launcher", md["namespace"])
+            mpi_operator.write_status(ctrl, job, [], suspended=True)
+            return
         _write_status(ctrl, job, [], suspended=True)
+        return
+    if job["kind"] == "MPIJob":  # its own controller model (mpi_operator.py, from mpi-operator's source)
+        from . import mpi_operator
+        spec = job.get("spec") or {}
+        workers = int(((spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}).get("replicas", 0))
+        world = str(max(1, workers) * max(1, int(spec.get("slotsPerWorker") or 1)))
+        port = (job["metadata"].get("annotations") or {}).get(ANN_PORT) or str(ctrl.next_port())
+
+        def sim_ann(role: str) -> dict:
+            return {ANN_ROLE: role, ANN_WORLD: world, ANN_PORT: port, **({ANN_IDLE: "true"} if role == "idle" else {})}
+        pods = mpi_operator.reconcile(ctrl, job, pods, sim_ann)
+        mpi_operator.write_status(ctrl, job, pods, suspended=False)
         return
     wanted = _template_pods(job, lambda j: _runtime_of(ctrl, j))
     if not pods and wanted:
@@ -324,11 +341,13 @@ def _uses_volcano(job: dict) -> bool:
     return any(((t.get("spec") or {}).get("schedulerName") == "volcano") for _, t, _ in _template_pods(job))
 
 
-def _podgroup(ctrl: Any, job: dict, size: int, pods: list[dict]) -> None:
-    if not _uses_volcano(job) or "podgroups" not in {r.plural for r in ctrl.store.resources()}:
+def _podgroup(ctrl: Any, job: dict, size: int, pods: list[dict], name: str | None = None) -> None:
+    if job["kind"] == "MPIJob" and name is None:
+        return  # only the MPI Operator run with --gang-scheduling=volcano makes one (mpi_operator.py)
+    if (name is None and not _uses_volcano(job)) or "podgroups" not in {r.plural for r in ctrl.store.resources()}:
         return
     md = job["metadata"]
-    name = f"{md['name']}-{md['uid']}"
+    name = name or f"{md['name']}-{md['uid']}"
     store = ctrl.store
     if store.get(PG_API, "PodGroup", name, md["namespace"]) is None:
         min_member = int((job.get("spec") or {}).get("minAvailable") or size)

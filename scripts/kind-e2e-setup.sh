@@ -7,7 +7,7 @@
 #   .venv/bin/python -m pytest tests/e2e -m e2e -q
 #   kind delete cluster --name gpujobs-e2e   # clean up
 #
-# Needs: docker (or podman), kind >= 0.24, kubectl, helm; network access to GitHub releases.
+# Needs: docker (builds gpujobs' MPI image, docker/mpi), kind >= 0.24, kubectl, helm; network access to GitHub releases.
 # Versions follow shared/docs/k8s-semantics.md (Kueue v0.19, Volcano v1.15, MPI Operator v0.8,
 # KubeRay v1.7, Trainer v2.3+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.1.2;
 # docs/kubernetes-kinds.md). Override with the variables below. PyTorchJob (Training Operator v1) is
@@ -24,11 +24,14 @@ MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.0}
 KUBERAY_VERSION=${KUBERAY_VERSION:-1.7.0}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}  # v2.2+ needed (runtimePatches); v2.1 is refused
 APPWRAPPER_VERSION=${APPWRAPPER_VERSION:-v1.1.2}
-PYTHON=${PYTHON:-python3}  # with PyYAML, to edit Kueue's configuration
+PYTHON=${PYTHON:-python3}  # with PyYAML (Kueue's configuration); the Python you submit from (MPI image)
+MPI_GANG_SCHEDULING=${MPI_GANG_SCHEDULING:-}  # "volcano": run the MPI Operator with --gang-scheduling=volcano
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 
 need() { command -v "$1" >/dev/null || { echo "missing: $1" >&2; exit 1; }; }
-need kind; need kubectl; need helm
+need kind; need kubectl; need helm; need docker
+PYV=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+MPI_IMAGE=${MPI_IMAGE:-gpujobs-mpi:py${PYV/./}}
 
 if ! kind get clusters | grep -qx "$CLUSTER"; then
   kind create cluster --name "$CLUSTER" --wait 120s
@@ -66,6 +69,19 @@ kubectl -n volcano-system rollout status deploy/volcano-scheduler --timeout=300s
 
 echo "== MPI Operator $MPI_OPERATOR_VERSION"
 kubectl apply --server-side -f "https://raw.githubusercontent.com/kubeflow/mpi-operator/$MPI_OPERATOR_VERSION/deploy/v2beta1/mpi-operator.yaml"
+if [ "$MPI_GANG_SCHEDULING" = volcano ]; then
+  # volcano='gang' MPIJobs need the operator's --gang-scheduling=volcano (the release manifest has
+  # none; cmd/mpi-operator/app/options/options.go). With it, every MPIJob's pods go to Volcano.
+  kubectl -n mpi-operator patch deploy mpi-operator --type=json \
+    -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--gang-scheduling=volcano"}]'
+fi
+kubectl -n mpi-operator rollout status deploy/mpi-operator --timeout=300s
+
+echo "== gpujobs' MPI image (docker/mpi) for Python $PYV: $MPI_IMAGE"
+# MPI needs sshd, ssh, Open MPI, mpi4py and the submitter's Python in the image; the default
+# pytorch image has none of the first four (docs/kubernetes-kinds.md, MPIJob).
+docker build -t "$MPI_IMAGE" --build-arg PYTHON="$PYV" "$HERE/docker/mpi"
+kind load docker-image "$MPI_IMAGE" --name "$CLUSTER"
 
 echo "== KubeRay $KUBERAY_VERSION"
 helm repo add kuberay https://ray-project.github.io/kuberay-helm/ >/dev/null
@@ -130,4 +146,4 @@ metadata: {name: e2e-high}
 value: 1000
 EOF
 kubectl apply -n "$NS" -f "$HERE/docs/rbac.yaml" || true   # edit the subject for real users
-echo "ready: export GPUJOBS_E2E_NAMESPACE=$NS GPUJOBS_E2E_QUEUE=gpujobs-e2e; pytest tests/e2e -m e2e"
+echo "ready: export GPUJOBS_E2E_NAMESPACE=$NS GPUJOBS_E2E_QUEUE=gpujobs-e2e GPUJOBS_E2E_MPI_IMAGE=$MPI_IMAGE; pytest tests/e2e -m e2e"

@@ -10,6 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
+"""The image docker/mpi/Dockerfile builds for this Python (sshd, ssh, Open MPI, mpi4py): what MPI
+jobs on a cluster name with .image(...) (the default pytorch image has none of these)."""
+
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:
     """Poll ``pred`` until it returns something truthy (returned); AssertionError after ``timeout``."""

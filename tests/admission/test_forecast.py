@@ -220,3 +220,16 @@ def test_hierarchical_cohorts_are_simulated_together():
     assert fc.expected_start == NOW + 100  # b1 ends, team-a borrows team-b's 2 through the root
     assert fc.reason.startswith("needs 4 GPUs, 2 free in team-a (cohort left lends 0)")
     assert forecast(snap, ids=["a-big"])["a-big"].expected_start == NOW + 100  # same group kept
+
+
+def test_reasons_read_the_quota_of_every_resource_group():
+    """A queue given as resource_groups (Kueue's resourceGroups, as read from a cluster) has its
+    free quota counted per group; only the resources that are short are named besides GPUs."""
+    q = ClusterQueue("team-a", resource_groups=[{"a100": {"gpu": 4}}, {"cpus": {"cpu": 64}}])
+    two = Workload("exp-7", "team-a", [PodSet("ranks", 2, {"gpu": 1, "cpu": 8})], created=NOW - 61)
+    four = Workload("exp-9", "team-a", [PodSet("ranks", 4, {"gpu": 1, "cpu": 8})], created=NOW - 5)
+    snap = Snapshot([q], running=[Job(two, name="exp-7", started=NOW - 60, max_runtime_s=780)],
+                    pending=[Job(four, name="exp-9", max_runtime_s=600)], now=NOW)
+    fc = forecast(snap)["exp-9"]
+    assert fc.reason.startswith("needs 4 GPUs, 2 free in team-a; ahead: exp-7 (running, ~12 min left)"), fc.reason
+    assert "cpu" not in fc.reason  # 32 of 48 free cpu: enough, not named

@@ -6,11 +6,14 @@ Set up with ``scripts/kind-e2e-setup.sh``, then::
         .venv/bin/python -m pytest tests/e2e -m e2e -q
 
 Skipped (with the reason) when KUBECONFIG is not set or no cluster answers.
-CPU-only: every job asks for 0 GPUs.
+CPU-only: every job asks for 0 GPUs. MPI jobs run gpujobs' MPI image (docker/mpi, built and loaded
+into kind by the setup script for its $PYTHON; ``GPUJOBS_E2E_MPI_IMAGE`` names another), which
+must hold the Python you run pytest with.
 """
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.e2e
 
 NS = os.environ.get("GPUJOBS_E2E_NAMESPACE", "gpujobs-e2e")
 QUEUE = os.environ.get("GPUJOBS_E2E_QUEUE", "gpujobs-e2e")
+MPI_IMAGE = os.environ.get("GPUJOBS_E2E_MPI_IMAGE", "gpujobs-mpi:py%d%d" % sys.version_info[:2])
 
 
 def _cluster_or_skip():
@@ -83,7 +87,7 @@ def _delete(kind: str, name: str) -> None:
 
 @pytest.mark.parametrize("kind, builder", [
     ("TrainJob", lambda: gpujobs.job(add, 1, 2).ddp(nodes=2, gpus_per_node=0, procs_per_node=1)),
-    ("MPIJob", lambda: gpujobs.job(add, 1, 2).mpi(ranks=2, gpus_per_rank=0, ranks_per_node=1)),
+    ("MPIJob", lambda: gpujobs.job(add, 1, 2).mpi(ranks=2, gpus_per_rank=0, ranks_per_node=1).image(MPI_IMAGE)),
     ("RayJob", lambda: gpujobs.job(add, 1, 2).ray(workers=1, gpus_per_worker=0)),
     ("AppWrapper", lambda: gpujobs.job(add, 1, 2).ddp(nodes=2, gpus_per_node=0, procs_per_node=1)
         .kubernetes(volcano="appwrapper")),
@@ -112,3 +116,72 @@ def test_preflight_rejects_unknown_queue(backend):
     with pytest.raises(PreflightError, match="LocalQueue"):
         backend.submit(gpujobs.job(add, 1, 2).ddp(gpus_per_node=0, procs_per_node=1)
                        .queue("no-such-queue").spec())
+
+
+def rank_hosts():
+    import socket
+
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.gather(socket.gethostname())
+
+
+def test_mpi_ranks_run_on_the_workers_not_the_launcher(backend):
+    """mpi-operator v0.8 sets only ORTE-era variables, which Open MPI 5 ignores; gpujobs passes
+    --hostfile, so the ranks run in the worker pods (hostnames <job>-worker-<i>), 2 per worker."""
+    spec = gpujobs.job(rank_hosts).mpi(ranks=4, gpus_per_rank=0, ranks_per_node=2).image(MPI_IMAGE) \
+        .queue(QUEUE).spec()
+    job_id = backend.submit(spec)
+    _, name = naming.parse_job_id(job_id)
+    try:
+        hosts = gpujobs.attach(job_id, "kubernetes").result(timeout=600)
+        assert sorted(hosts) == [f"{name}-worker-0"] * 2 + [f"{name}-worker-1"] * 2, hosts
+    finally:
+        _delete("MPIJob", name)
+
+
+def test_mpi_worker_without_sshd_is_reported_not_silent(backend):
+    """launcherCreationPolicy WaitForWorkersReady: a worker whose image has no sshd never gets
+    ready, the MPI Operator never creates the launcher, and gpujobs' status says why."""
+    image = "python:%d.%d-slim" % sys.version_info[:2]  # Python, but no sshd/ssh/mpirun
+    spec = gpujobs.job(add, 1, 2).mpi(ranks=2, gpus_per_rank=0, ranks_per_node=1).image(image).queue(QUEUE).spec()
+    job_id = backend.submit(spec)
+    _, name = naming.parse_job_id(job_id)
+    try:
+        deadline = time.monotonic() + 300
+        st = backend.status(job_id)
+        while time.monotonic() < deadline and "does not recreate" not in st.message:
+            time.sleep(3)
+            st = backend.status(job_id)
+        assert st.reason == "WaitingForWorkers" and "ready (sshd)" in st.message, st
+        assert "no sshd" in st.message, st.message
+    finally:
+        _delete("MPIJob", name)
+
+
+def test_mpi_volcano_gang_has_a_podgroup_or_status_names_the_operator_flag(backend):
+    """volcano='gang' needs mpi-operator's --gang-scheduling=volcano (the setup script sets it with
+    MPI_GANG_SCHEDULING=volcano; the release manifest does not)."""
+    from kubernetes import client
+    spec = gpujobs.job(add, 1, 2).mpi(ranks=2, gpus_per_rank=0, ranks_per_node=1).image(MPI_IMAGE) \
+        .options(volcano="gang").queue(QUEUE).spec()
+    job_id = backend.submit(spec)
+    _, name = naming.parse_job_id(job_id)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                pg = client.CustomObjectsApi().get_namespaced_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", NS, "podgroups", name)
+                assert pg["spec"]["minMember"] == 3
+                break
+            except client.exceptions.ApiException as exc:
+                if exc.status != 404:
+                    raise
+            st = backend.status(job_id)
+            if "--gang-scheduling=volcano" in st.message:
+                break
+            time.sleep(3)
+        else:
+            pytest.fail("neither a PodGroup nor a status naming --gang-scheduling=volcano")
+    finally:
+        _delete("MPIJob", name)

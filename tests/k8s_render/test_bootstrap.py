@@ -21,7 +21,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.runner import RESULT_MARKER
-from support import unpack_pod
+from support import MPI_IMAGE, unpack_pod
 
 
 def where_am_i():
@@ -167,21 +167,69 @@ def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch)
     from gpujobs.backends.kubernetes.render import bootstrap_script as boot
     from gpujobs.backends.kubernetes.render.payload_objects import runtime_digest
 
-    spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).options(volcano="job").spec()
+    spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).image(MPI_IMAGE).options(volcano="job").spec()
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     cfg = json.loads(r.files.bootstrap_json)
     assert cfg["runtime_digest"] == runtime_digest()
-    monkeypatch.setattr(boot.shutil, "which", lambda name: "/usr/bin/mpirun")
-    monkeypatch.setattr(boot, "mpi_hosts", lambda cfg: [("w0", 1), ("w1", 1)])
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setenv("MPI_HOST", "w0,w1")  # Volcano's mpi plugin
     monkeypatch.setattr(boot, "wait_for_ssh", lambda hosts, timeout: None)
+    monkeypatch.setattr(boot, "openmpi_version", lambda mpirun: "5.0.7")
     seen = []
-    monkeypatch.setattr(boot.os, "execv", lambda path, argv: seen.append(argv))
+    monkeypatch.setattr(boot.os, "execve", lambda path, argv, env: seen.append((argv, env)))
     boot.run_mpi_launcher(cfg)
-    (argv,) = seen
+    ((argv, env),) = seen
     script = argv[argv.index("-c") + 1]
     assert cfg["runtime_digest"] in script and argv[-1] == "mpi-rank"
     assert script == boot.verify_script(boot.HERE + os.sep, cfg["runtime_digest"],
                                         r.runtime["metadata"]["name"])
+
+
+def test_mpi_launcher_passes_a_hostfile_of_the_workers_and_ssh_options_for_open_mpi_4_and_5(tmp_path, monkeypatch):
+    """Open MPI 5 ignores the ORTE-era OMPI_MCA_orte_default_hostfile the MPI Operator sets
+    (kubeflow/mpi-operator#842): without --hostfile every rank runs on the launcher and the job
+    still succeeds. The launcher passes --hostfile (one line per worker, slots = ranks per node)
+    and the ssh options under Open MPI 4's (plm_rsh_args) and 5's (plm_ssh_args) names."""
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+
+    spec = gpujobs.job(where_am_i).mpi(ranks=4, ranks_per_node=2).image(MPI_IMAGE).spec()
+    r = render_job(spec, opts=RenderOptions(namespace="ml"))
+    assert r.kind == "MPIJob"
+    cfg = json.loads(r.files.bootstrap_json)
+    hostfile = tmp_path / "hostfile"  # as mpi-operator@v0.8.0 newConfigMap writes it
+    hostfile.write_text("j-worker-0.j.ml.svc slots=2\nj-worker-1.j.ml.svc slots=2\n")
+    monkeypatch.setenv("OMPI_MCA_orte_default_hostfile", str(hostfile))
+    monkeypatch.setenv("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10")  # the operator's
+    monkeypatch.delenv("MPI_HOST", raising=False)
+    monkeypatch.setenv("GPUJOBS_MPI_DNS_WAIT_S", "0")
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(boot, "openmpi_version", lambda mpirun: "5.0.7")
+    seen = []
+    monkeypatch.setattr(boot.os, "execve", lambda path, argv, env: seen.append((argv, env)))
+    boot.run_mpi_launcher(cfg)
+    ((argv, env),) = seen
+    assert argv[argv.index("-np") + 1] == "4"
+    ours = argv[argv.index("--hostfile") + 1]
+    assert Path(ours).read_text() == "j-worker-0.j.ml.svc slots=2\nj-worker-1.j.ml.svc slots=2\n"
+    for name in ("OMPI_MCA_plm_rsh_args", "PRTE_MCA_plm_ssh_args"):
+        opts = env[name]
+        assert f"-p {boot.MPI_SSH_PORT}" in opts and "StrictHostKeyChecking=no" in opts
+        assert "UserKnownHostsFile=/dev/null" in opts and "ConnectionAttempts=10" in opts
+    assert env["PRTE_MCA_plm_ssh_no_tree_spawn"] == env["OMPI_MCA_plm_rsh_no_tree_spawn"] == "1"
+
+
+@pytest.mark.parametrize("missing", ["mpirun", "ssh"])
+def test_mpi_launcher_without_mpirun_or_ssh_fails_with_words(monkeypatch, capsys, missing):
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+
+    spec = gpujobs.job(where_am_i).mpi(ranks=2, ranks_per_node=1).image(MPI_IMAGE).spec()
+    cfg = json.loads(render_job(spec).files.bootstrap_json)
+    monkeypatch.setattr(boot.shutil, "which", lambda name: None if name == missing else f"/usr/bin/{name}")
+    with pytest.raises(SystemExit) as ei:
+        boot.run_mpi_launcher(cfg)
+    assert ei.value.code == boot.EXIT_SETUP
+    err = capsys.readouterr().err
+    assert ("no mpirun" if missing == "mpirun" else "no ssh client") in err and ".image(" in err
 
 
 
@@ -205,3 +253,22 @@ def test_a_sealed_call_pasted_from_another_job_is_refused(tmp_path):
     (outcome,) = results(p.stdout, b.key).values()
     assert not outcome.ok and outcome.exc_type.endswith("ResultAuthError")
     assert "sum" not in p.stdout  # A's function never ran
+
+
+@pytest.mark.parametrize("output, version", [
+    ("mpirun (Open MPI) 5.0.7\n\nReport bugs to https://www.open-mpi.org/community/help/\n", "5.0.7"),
+    ("mpirun (Open MPI) 4.1.4\n", "4.1.4"),
+    ("mpirun has detected an attempt to run as root.\n", ""),  # unknown: go on, mpirun will say
+    ("HYDRA build details:\n    Version:                                 4.1.2\n", None),  # MPICH
+])
+def test_the_launcher_reads_the_open_mpi_version_and_refuses_another_mpi(tmp_path, capsys, output, version):
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/sh\ncat <<'X'\n" + output + "X\n")
+    fake.chmod(0o755)
+    if version is None:
+        with pytest.raises(SystemExit):
+            boot.openmpi_version(str(fake))
+        assert "is not Open MPI (HYDRA build details:)" in capsys.readouterr().err
+    else:
+        assert boot.openmpi_version(str(fake)) == version

@@ -26,6 +26,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import (ANN_BOOTSTRAP, A
 from gpujobs.backends.kubernetes.render.podsets import pod_sets
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import derive_key, open_envelope, unpack_call
+from support import MPI_IMAGE
 
 pytestmark = [pytest.mark.skipif(
     not crds.crds_available(),
@@ -59,7 +60,7 @@ def make_spec(fw: str, kind: str, mode: str, nodes: int, gpus: int, option: str)
                                                procs_per_node=None if gpus else 2)
     elif fw == "mpi":
         per_node = max(gpus, 1)
-        b = b.mpi(ranks=nodes * per_node, gpus_per_rank=1 if gpus else 0, ranks_per_node=per_node)
+        b = b.mpi(ranks=nodes * per_node, gpus_per_rank=1 if gpus else 0, ranks_per_node=per_node).image(MPI_IMAGE)
     else:
         b = b.ray(workers=nodes, gpus_per_worker=gpus)
     b = b.options(kind=kind, volcano=mode)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from gpujobs.backends.kubernetes.submit.rbac import RULES, verbs_by_resource
+from gpujobs.backends.kubernetes.submit.rbac import RULES, cluster_read_verbs, verbs_by_resource
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 
@@ -13,7 +13,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 def test_rbac_yaml_matches_rules_and_is_namespaced():
     docs = [d for d in yaml.safe_load_all(DOC.read_text()) if d]
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["Role", "RoleBinding"]  # nothing cluster-wide
+    assert kinds == ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
     role = docs[0]
     assert "namespace" not in role["metadata"]  # applied with kubectl -n
     found: dict[tuple[str, str], set[str]] = {}
@@ -26,3 +26,18 @@ def test_rbac_yaml_matches_rules_and_is_namespaced():
     assert docs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}
     assert len(RULES) == len(role["rules"])
+
+
+def test_the_cluster_role_only_reads():
+    """The optional cluster-wide part (forecasts, plan) is read-only and equals CLUSTER_READ_RULES."""
+    docs = [d for d in yaml.safe_load_all(DOC.read_text()) if d]
+    role = docs[2]
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+        for g in rule["apiGroups"]:
+            for r in rule["resources"]:
+                found.setdefault((g, r), set()).update(rule["verbs"])
+    assert found == cluster_read_verbs()
+    assert docs[3]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}

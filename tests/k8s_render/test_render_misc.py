@@ -17,6 +17,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import ANN_PAYLOAD, INLI
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
 from gpujobs.payload import derive_key, open_envelope, unpack_call
+from support import MPI_IMAGE
 
 needs_crds = pytest.mark.skipif(not crds.crds_available(),
                                 reason=f"upstream CRDs not found at {crds.crds_dir()} "
@@ -34,10 +35,10 @@ def b():
 @pytest.mark.parametrize("builder, kind", [
     (lambda: b().ddp(gpus=2), "TrainJob"),
     (lambda: b().fsdp(gpus=2), "TrainJob"),
-    (lambda: b().mpi(ranks=2), "MPIJob"),
+    (lambda: b().mpi(ranks=2).image(MPI_IMAGE), "MPIJob"),
     (lambda: b().ray(workers=2), "RayJob"),
     (lambda: b().ddp(gpus=2).kubernetes(volcano="job"), "VolcanoJob"),
-    (lambda: b().mpi(ranks=2).kubernetes(volcano="appwrapper"), "AppWrapper"),
+    (lambda: b().mpi(ranks=2).image(MPI_IMAGE).kubernetes(volcano="appwrapper"), "AppWrapper"),
     (lambda: b().ddp(gpus=2).kubernetes(volcano="gang", kind="PyTorchJob"), "PyTorchJob"),
 ])
 def test_default_kinds(builder, kind):
@@ -52,7 +53,7 @@ def test_default_kinds(builder, kind):
     (lambda: b().ddp(gpus=1).kubernetes(volcano="job").topology(required="rack"), "topology"),
     (lambda: b().ddp(gpus=1).topology(required="rack", preferred="block"), "topology"),
     # Volcano ends the sshd workers when the MPI master completes; the AppWrapper counts it a failure
-    (lambda: b().mpi(ranks=2).kubernetes(volcano="appwrapper"), "volcano"),
+    (lambda: b().mpi(ranks=2).image(MPI_IMAGE).kubernetes(volcano="appwrapper"), "volcano"),
 ])
 def test_bad_combinations_name_the_field(builder, field):
     with pytest.raises(SpecError) as ei:
@@ -63,7 +64,7 @@ def test_bad_combinations_name_the_field(builder, field):
 def test_explicit_kind_argument_overrides_default():
     assert render_job(b().ddp(gpus=2).spec(), "PyTorchJob").kind == "PyTorchJob"
     with pytest.raises(SpecError):
-        render_job(b().mpi(ranks=2).spec(), "TrainJob")
+        render_job(b().mpi(ranks=2).image(MPI_IMAGE).spec(), "TrainJob")
 
 
 def test_payload_over_secret_limit_names_the_fix():
@@ -151,7 +152,7 @@ def test_render_yaml_round_trips_and_keeps_the_key(gpujobs_home, monkeypatch):
 @needs_crds
 def test_builder_render_uses_this_backend(gpujobs_home, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(gpujobs_home / "none"))
-    objs = b().mpi(ranks=4, ranks_per_node=2).render()
+    objs = b().mpi(ranks=4, ranks_per_node=2).image(MPI_IMAGE).render()
     assert [o["kind"] for o in objs] == ["ConfigMap", "Secret", "MPIJob"]
     assert objs[2]["spec"]["slotsPerWorker"] == 2
     assert objs[2]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes import KubernetesBackend
@@ -50,7 +50,7 @@ def cluster(make_cluster, tmp_path):
 
 
 def submit(be, fn, *args, name=None):
-    b = gpujobs.job(fn, *args).mpi(ranks=1, gpus_per_rank=1).queue("q")
+    b = gpujobs.job(fn, *args).mpi(ranks=1, gpus_per_rank=1).image(MPI_IMAGE).queue("q")
     if name:
         b = b.name(name)
     return Job(be.submit(b.spec()), be)

@@ -167,6 +167,39 @@ def test_logs_and_result_with_an_injected_sidecar(make_cluster):
     assert "[rank 0] working" in "".join(job.logs())
 
 
+def _busy_then_sleeping(seconds):
+    import time as _t
+    end = _t.time() + seconds
+    while _t.time() < end:
+        sum(range(1000))
+    _t.sleep(120)
+
+
+def test_metrics_and_stacks_with_an_injected_sidecar(make_cluster):
+    """The metrics and stacks reads of the pod logs name gpujobs' container too: were
+    unqualified (stacks.py, pod_metrics.py), so with a sidecar the 400 read as an empty log."""
+    sim, be = make_cluster(gpus=2)
+    admit = sim.store.admission
+
+    def inject(res, new, old):
+        if res.kind == "Pod" and not res.group and old is None:
+            new["spec"].setdefault("containers", []).append({"name": "istio-proxy", "image": "istio/proxyv2"})
+        if admit is not None:
+            admit(res, new, old)
+    sim.store.admission = inject
+    spec = gpujobs.job(_busy_then_sleeping, 2.0).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="PyTorchJob").queue("q").env(GPUJOBS_METRICS_INTERVAL="0.3").spec()
+    job = Job(be.submit(spec), be)
+    try:
+        st = wait_for(lambda: (s := job.status()).metrics and s, timeout=60, every=0.2)
+        assert {m.rank for m in st.metrics} == {0}
+        stacks = wait_for(lambda: (s := job.stacks(timeout=5)) and "_busy_then_sleeping" in s.get(0, "") and s,
+                          timeout=90, every=0.3)  # the rank answers once torch is imported
+        assert list(stacks) == [0]
+    finally:
+        job.cancel()
+
+
 # ------------------------------------------------------------------ AppWrapper
 def _fails_once(path):
     with open(path, "a") as fh:

@@ -6,6 +6,7 @@ import pytest
 
 import gpujobs
 from gpujobs.handle import Job
+from support import MPI_IMAGE
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,7 @@ def test_log_prefixes_are_the_global_rank(make_cluster, framework):
     log holding every rank's output)."""
     sim, be = make_cluster()
     b = gpujobs.job(say_rank if framework == "ddp" else mpi_say_rank).queue("q")
-    b = b.ddp(gpus=2) if framework == "ddp" else b.mpi(ranks=2, gpus_per_rank=1, ranks_per_node=2)
+    b = b.ddp(gpus=2) if framework == "ddp" else b.mpi(ranks=2, gpus_per_rank=1, ranks_per_node=2).image(MPI_IMAGE)
     job = Job(be.submit(b.spec()), be)
     assert job.result(timeout=120) == 0
     text = "".join(be.logs(job.id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import pytest
-from support import wait_for
+from support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.handle import Job
@@ -19,7 +19,7 @@ def sleepy(seconds, value):
 
 
 def submit(be, fn, *args, prio=None, name=None, ranks=1):
-    b = gpujobs.job(fn, *args).mpi(ranks=ranks, gpus_per_rank=1).queue("q")
+    b = gpujobs.job(fn, *args).mpi(ranks=ranks, gpus_per_rank=1).image(MPI_IMAGE).queue("q")
     if prio:
         b = b.priority(prio)
     if name:

@@ -18,6 +18,7 @@ from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
+from support import MPI_IMAGE
 
 
 def double(x):
@@ -32,7 +33,7 @@ def ddp(gpus_per_node=2, nodes=2, **opts):
 SPECS = {
     "TrainJob": lambda: ddp().spec(),
     "PyTorchJob": lambda: ddp(kind="PyTorchJob").priority("high").spec(),
-    "MPIJob": lambda: gpujobs.job(double, 1).mpi(ranks=4, ranks_per_node=2).queue("team-a").spec(),
+    "MPIJob": lambda: gpujobs.job(double, 1).mpi(ranks=4, ranks_per_node=2).image(MPI_IMAGE).queue("team-a").spec(),
     "RayJob": lambda: gpujobs.job(double, 1).ray(workers=2).queue("team-a").spec(),
     "VolcanoJob": lambda: ddp(volcano="job").spec(),
     "AppWrapper": lambda: ddp(volcano="appwrapper").spec(),

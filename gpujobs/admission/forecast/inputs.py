@@ -34,7 +34,7 @@ class Job:
     max_runtime_s: float | None = None
     grace_period_s: float = 30.0
     started: float | None = None
-    flavor: str | None = None
+    flavor: str | Mapping[str, Mapping[str, str]] | None = None  # or Kueue's podSetAssignments
     expected_end: float | None = None
     stops_at: float | None = None
     preempted_by: str | None = None

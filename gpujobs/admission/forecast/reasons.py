@@ -31,6 +31,8 @@ def _num(x: float) -> str:
 def _amount(a: float, r: str) -> str:
     if r == "gpu":
         return f"{_num(a)} GPU" + ("" if a == 1 else "s")
+    if r == "memory" and a >= 2 ** 20:  # bytes (Kubernetes quantities)
+        return f"{a / 2 ** 30:.3g} GiB memory"
     return f"{_num(a)} {r}"
 
 
@@ -51,12 +53,22 @@ def _ordinal(n: int) -> str:
     return ordinal(n)
 
 
+def _nominal(cq: ClusterQueue) -> dict[str, dict[str, float]]:
+    """{flavor: {resource: nominal}} over all of the queue's resource groups."""
+    out: dict[str, dict[str, float]] = {}
+    groups = cq.resource_groups if cq.resource_groups is not None else [cq.quota or {}]
+    for g in groups:
+        for f, res in normalize_quota(g, cq.name).items():
+            out.setdefault(f, {}).update(res)
+    return out
+
+
 class _QueueFacts:
     """Free quota, cohort lending and holders of one ClusterQueue at the snapshot."""
 
     def __init__(self, snap: Snapshot, eng: Engine, cq: ClusterQueue):
         self.cq = cq
-        self.quota = normalize_quota(cq.quota, cq.name)
+        self.quota = _nominal(cq)
         self.usage = eng.usage(cq.name)
         self.nominal = {(f, r): a for f, res in self.quota.items() for r, a in res.items()}
         self.members = [q for q in snap.queues if cq.cohort and q.cohort == cq.cohort]
@@ -72,7 +84,7 @@ class _QueueFacts:
         requestable = defaultdict(float, own)
         used: defaultdict[Any, float] = defaultdict(float)
         for m in self.members:
-            mq = normalize_quota(m.quota, m.name)
+            mq = _nominal(m)
             ll = normalize_quota(m.lending_limit, m.name)
             mu = eng.usage(m.name)
             for f, res in mq.items():
@@ -116,7 +128,7 @@ class _QueueFacts:
         for m in self.members:
             if m.name == self.cq.name:
                 continue
-            mq = normalize_quota(m.quota, m.name)
+            mq = _nominal(m)
             mu = eng.usage(m.name)
             over = sum(max(0.0, mu.get((f, r), 0.0) - n) for f, res in mq.items() for r, n in res.items())
             if over > 0:
@@ -179,7 +191,9 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
         def amt(x: str) -> str:
             t_ = amt_of.get(x)
             if t_ is None:
-                t_ = amt_of[x] = ", ".join(_amount(v, r) for r, v in jobs[x].workload.total().items())
+                tot = jobs[x].workload.total()
+                tot = {"gpu": tot["gpu"]} if tot.get("gpu") else tot  # GPUs say it; else all
+                t_ = amt_of[x] = ", ".join(_amount(v, r) for r, v in tot.items())
             return t_
 
         def prio_(x: str) -> int:
@@ -196,14 +210,18 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
             blocked: list[str] = []
             needs = []
             fits_alone = True
-            for r, a in sorted(need.items(), key=lambda kv: kv[0] != "gpu"):
+            for k, (r, a) in enumerate(sorted(need.items(), key=lambda kv: kv[0] != "gpu")):
                 if r not in free_of:
                     free_of[r] = f.free(r)
                 free, lends, _ = free_of[r]
-                if a > free + lends + 1e-9:
+                short = a > free + lends + 1e-9
+                if short:
                     fits_alone = False
+                elif k and r != "gpu":
+                    continue  # besides GPUs (or the first resource), only what is short is named
                 coh = f" (cohort {cq.cohort} lends {_num(lends)})" if cq.cohort else ""
-                needs.append(f"needs {_amount(a, r)}, {_num(free)} free in {name}{coh}")
+                needs.append(f"needs {_amount(a, r)}, {_amount(free, r) if r == 'memory' else _num(free)} "
+                             f"free in {name}{coh}")
             parts.append("; ".join(needs) if needs else "needs nothing")
             vics = [v for v in victims_of.get(wid, ()) if v in stopping]
             if vics:

@@ -68,7 +68,8 @@ class _Sim:
 
         for j in snap.running:
             jobs[j.id] = j
-            eng.restore_admitted(j.workload, j.flavor)
+            # what was admitted stays admitted, even above a quota lowered since (a cluster's record)
+            eng.restore_admitted(j.workload, j.flavor, check=False)
             run_start[j.id] = j.started if j.started is not None else now
             if j.stops_at is not None:
                 eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
@@ -291,4 +292,5 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
 
 def _fits_text(snap: Snapshot, job: Job) -> str:
     need = job.workload.total()
+    need = {"gpu": need["gpu"]} if need.get("gpu") else need  # GPUs say it; else every resource
     return ", ".join(_amount(a, r) for r, a in need.items()) + f" in {job.workload.queue}"

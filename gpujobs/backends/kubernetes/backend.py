@@ -185,6 +185,21 @@ class KubernetesBackend:
         rendered = self.render_job(spec, for_submit=True)
         return submit_rendered(self, rendered)
 
+    def plan(self, spec: JobSpec):
+        """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`), from the cluster's
+        Kueue objects: the same forecast simulation with the job added; nothing is created."""
+        from ...errors import SpecError
+        from .status import forecasting
+        rendered = self.render_job(spec)  # bad input: the same errors as submit, nothing created
+        labels = rendered.job["metadata"].get("labels") or {}
+        queue = labels.get(naming.QUEUE_LABEL)
+        if not queue:
+            raise SpecError("queue", f"a {rendered.kind} is not queued by Kueue, so there is nothing to "
+                            "plan", "plan a Kueue kind (the default), e.g. gpujobs plan TARGET --queue Q")
+        return forecasting.for_backend(self, rendered.namespace).plan(
+            rendered, queue, labels.get(naming.PRIORITY_LABEL), spec.max_runtime_s,
+            float(spec.grace_period_s), spec.display_name)
+
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)
         return naming.load_key(ns, name, self.home)

@@ -36,6 +36,8 @@ class ClusterState:
     """job ids this process has archived (see status/archive.py)"""
     preflight: dict[Any, tuple[float, Any]] = field(default_factory=dict)
     """preflight answers: key -> (time.monotonic() when read, answer), fresh for ``preflight_ttl``"""
+    forecasts: dict[str, Any] = field(default_factory=dict)
+    """namespace -> its KubeForecasts (status/forecasting.py), made on first use"""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """guards making a hub or the PodMetrics (each made once)"""
 

@@ -3,6 +3,7 @@
 ``job.render_job`` is the entry point; ``kubeflow`` and ``ray_volcano`` hold one renderer per
 kind, ``podspec`` the pod template they share, ``payload_objects`` what a pod needs besides its
 image (runtime ConfigMap, key Secret, the sealed call) and ``bootstrap_script`` the script the
-pods run; ``podsets`` reads a rendered object back as Kueue's pod sets; ``yamlout`` prints it all
+pods run; ``images`` what is known of an image without pulling it (Python version, the MPI
+tools); ``podsets`` reads a rendered object back as Kueue's pod sets; ``yamlout`` prints it all
 for ``kubectl apply -f -``.
 """

@@ -15,7 +15,8 @@ Roles (argv[1]):
                     pytorch plugin ``RANK`` whose ``WORLD_SIZE`` counts pods), so with
                     N processes per pod this script starts them itself with
                     RANK = node_rank * N + local_rank and WORLD_SIZE = nodes * N.
-``mpi-launcher``    waits for the workers' sshd, then execs ``mpirun`` of ``mpi-rank``.
+``mpi-launcher``    checks mpirun/ssh, writes a hostfile of the workers and execs ``mpirun
+                    --hostfile`` of ``mpi-rank`` with gpujobs' ssh options (see MPI_SSH_PORT).
 ``mpi-rank``        one MPI rank (rank/size come from MPI itself).
 
 Settings come from the job's ``bootstrap.json`` (``../job/`` beside this file's folder: the
@@ -261,18 +262,91 @@ def supervise(procs):
     return code
 
 
+# MPI over ssh (MPIJob, Volcano's mpi plugin). The workers run sshd on MPI_SSH_PORT, the port
+# mpi-operator's own images configure (mpi-operator@v0.8.0 build/base/Dockerfile, ARG port=2222,
+# in sshd_config and ssh_config): unprivileged, so a root sshd needs no NET_BIND_SERVICE, and the
+# same for stock images (the worker command passes -p). The ssh options go to mpirun through its
+# MCA parameters, under both names: Open MPI 4's plm_rsh_* and Open MPI 5's PRRTE plm_ssh_* (PRRTE
+# renamed the rsh launcher; the ORTE-era names are ignored by 5, kubeflow/mpi-operator#842); they
+# are set in mpirun's environment, where they override the MPI Operator's
+# OMPI_MCA_plm_rsh_args="-o ConnectionAttempts=10" (mpi_job_controller.go ompiEnvVars). Host keys
+# are not checked and known_hosts goes to /dev/null: the ssh directory is the operator's read-only
+# Secret mount, and the workers are new hosts every run. No tree spawn: only the launcher ssh's out.
+MPI_SSH_PORT = 2222
+SSH_OPTIONS = ("-p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+               "-o ConnectionAttempts=10 -o LogLevel=ERROR" % MPI_SSH_PORT)
+MPI_IMAGE_HINT = ("MPI jobs need an image with sshd (openssh-server), an ssh client, Open MPI's mpirun "
+                  "(4 or 5), mpi4py and the submitter's Python (docs/kubernetes-kinds.md, MPIJob; "
+                  "gpujobs' docker/mpi/Dockerfile builds one), named with .image(...)")
+
+
+def mpi_env(env):
+    """mpirun's environment: gpujobs' ssh options for Open MPI 4 and 5 (see above)."""
+    env = dict(env)
+    env.update(OMPI_MCA_plm_rsh_args=SSH_OPTIONS, PRTE_MCA_plm_ssh_args=SSH_OPTIONS,
+               OMPI_MCA_plm_rsh_no_tree_spawn="1", PRTE_MCA_plm_ssh_no_tree_spawn="1",
+               OMPI_MCA_orte_keep_fqdn_hostnames="1", PRTE_MCA_prte_keep_fqdn_hostnames="1")
+    return env
+
+
 def mpi_hosts(cfg):
-    """[(host, slots)] from Volcano's MPI_HOST or the MPI Operator hostfile."""
+    """[(host, slots)] from Volcano's MPI_HOST or the MPI Operator's hostfile (one worker a line)."""
     slots = int(cfg["nproc_per_node"])
     if os.environ.get("MPI_HOST"):
         return [(h, slots) for h in os.environ["MPI_HOST"].split(",") if h]
-    path = os.environ.get("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile")
+    path = os.environ.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile"
     hosts = []
     if os.path.exists(path):
         for line in open(path):
-            if line.strip():
-                hosts.append((line.split()[0], slots))
+            if line.strip() and not line.lstrip().startswith("#"):
+                hosts.append((line.split()[0].split(":")[0], slots))
     return hosts
+
+
+def write_hostfile(hosts):
+    """The hostfile gpujobs passes with --hostfile: ``host slots=N`` per worker. Passed
+    explicitly because Open MPI 5 ignores OMPI_MCA_orte_default_hostfile (ranks would all run on
+    the launcher, and succeed); --hostfile means the same in Open MPI 4 and 5."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix="gpujobs-hostfile-")
+    with os.fdopen(fd, "w") as fh:
+        for host, slots in hosts:
+            fh.write("%s slots=%d\n" % (host, slots))
+    return path
+
+
+def openmpi_version(mpirun):
+    """'5.0.7' from ``mpirun --version`` ('' when it cannot tell); exits when it names another MPI
+    (MPICH's and Intel MPI's Hydra)."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    try:
+        out = subprocess.run([mpirun, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=env, timeout=30).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if "Open MPI" not in out and any(w in out for w in ("HYDRA", "MPICH", "Intel(R) MPI")):
+        fail("this image's mpirun is not Open MPI (%s); gpujobs runs MPIJobs with mpiImplementation "
+             "OpenMPI. %s" % ((out.strip().splitlines() or ["no output"])[0], MPI_IMAGE_HINT))
+    for word in out.replace(")", " ").split():
+        if word[:1].isdigit() and "." in word:
+            return word
+    return ""
+
+
+def wait_for_names(hosts, timeout):
+    """Wait until every worker's DNS name resolves (a headless Service's records follow the pods'
+    readiness by a few seconds; ssh gives up at once on an unknown name); never fatal."""
+    deadline = time.time() + timeout
+    for host, _ in hosts:
+        while True:
+            try:
+                socket.getaddrinfo(host, MPI_SSH_PORT)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    note("worker %s does not resolve after %d s; starting mpirun anyway" % (host, timeout))
+                    return
+                time.sleep(1)
 
 
 def wait_for_ssh(hosts, timeout):
@@ -280,25 +354,18 @@ def wait_for_ssh(hosts, timeout):
     for host, _ in hosts:
         while True:
             try:
-                socket.create_connection((host, 22), timeout=3).close()
+                socket.create_connection((host, MPI_SSH_PORT), timeout=3).close()
                 break
             except OSError:
                 if time.time() > deadline:
-                    fail("worker %s did not accept ssh on port 22 within %d s; the image must "
-                         "run sshd (openssh-server) in the worker pods" % (host, timeout))
+                    fail("worker %s did not accept ssh on port %d within %d s: its sshd did not start "
+                         "(see that pod's log). %s" % (host, MPI_SSH_PORT, timeout, MPI_IMAGE_HINT))
                 time.sleep(1)
 
 
-def run_mpi_launcher(cfg):
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        fail("this image has no mpirun; MPI jobs need an image with Open MPI, openssh-server "
-             "and mpi4py (builder .image(...))")
-    hosts = mpi_hosts(cfg)
-    wait_for_ssh(hosts, int(cfg.get("ssh_wait_s", 300)))
-    argv = [mpirun, "-np", str(int(cfg["nnodes"]) * int(cfg["nproc_per_node"]))]
-    if os.environ.get("MPI_HOST"):
-        argv += ["--host", ",".join("%s:%d" % h for h in hosts)]
+def mpirun_argv(cfg, mpirun, hostfile):
+    """mpirun's argv: every rank placed by the hostfile's slots (workers only)."""
+    argv = [mpirun, "-np", str(int(cfg["nnodes"]) * int(cfg["nproc_per_node"])), "--hostfile", hostfile]
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     for name in cfg.get("forward_env", []):
@@ -309,8 +376,31 @@ def run_mpi_launcher(cfg):
                                                       cfg.get("runtime_configmap", "")), "mpi-rank"]
     else:
         argv += [sys.executable, os.path.join(HERE, "bootstrap.py"), "mpi-rank"]
+    return argv
+
+
+def run_mpi_launcher(cfg):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        fail("this image has no mpirun. " + MPI_IMAGE_HINT)
+    if not shutil.which("ssh"):
+        fail("this image has no ssh client (openssh-client), which mpirun needs to start the ranks "
+             "on the workers. " + MPI_IMAGE_HINT)
+    hosts = mpi_hosts(cfg)
+    if len(hosts) != int(cfg["nnodes"]):
+        fail("expected %d MPI workers but %s lists %d (MPI_HOST or the MPI Operator's hostfile "
+             "/etc/mpi/hostfile); is this pod run by the operator gpujobs rendered it for?"
+             % (int(cfg["nnodes"]), "MPI_HOST" if os.environ.get("MPI_HOST") else "the hostfile", len(hosts)))
+    if os.environ.get("MPI_HOST"):  # Volcano starts master and workers together: wait for sshd
+        wait_for_ssh(hosts, int(cfg.get("ssh_wait_s", 300)))
+    else:  # the MPI Operator created this launcher once every worker's sshd was ready
+        wait_for_names(hosts, float(os.environ.get("GPUJOBS_MPI_DNS_WAIT_S", "60")))
+    version = openmpi_version(mpirun)
+    argv = mpirun_argv(cfg, mpirun, write_hostfile(hosts))
+    note("Open MPI %s: %s ranks on %d workers (%s)" % (version or "(version unknown)", argv[2], len(hosts),
+                                                       ", ".join(h for h, _ in hosts)))
     sys.stdout.flush()
-    os.execv(mpirun, argv)
+    os.execve(mpirun, argv, mpi_env(os.environ))
 
 
 def main(argv=None):

@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import sys
+
 from ....errors import SpecError
 from ....payload import derive_key, new_key
 from ....spec import JobSpec
 from .. import naming
+from . import images
 from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
 from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
                               runtime_configmap)
@@ -86,17 +89,14 @@ def _check(spec: JobSpec, kind: str) -> None:
     if spec.topology_required and spec.topology_preferred:
         raise SpecError("topology", "both required and preferred topology were given",
                         "pass one of them")
-    if spec.image:
-        import re as _re
-        import sys as _sys
-        m = _re.search(r":[^/]*-py(\d)(\d+)(?:-|$)", spec.image)  # rayproject/ray:<ray>-py<XY>[-gpu]
-        here = "%d%d" % _sys.version_info[:2]
-        if m and m.group(1) + m.group(2) != here:
-            raise SpecError("image", f"{spec.image!r} runs Python {m.group(1)}.{m.group(2)} but you submit from "
-                            f"Python {_sys.version_info[0]}.{_sys.version_info[1]}: the cloudpickled call only loads "
-                            "in the same major.minor",
-                            f".image('{spec.image[:m.start(1) - 3]}-py{here}{spec.image[m.end(2):]}') or submit from "
-                            f"Python {m.group(1)}.{m.group(2)}")
+    here = "%d.%d" % sys.version_info[:2]
+    py = images.python_of(spec.image)
+    if spec.image and py and py[0] != here:
+        raise SpecError("image", f"{spec.image!r} runs Python {py[0]} (from {py[1]}) but you submit from Python "
+                        f"{here}: the cloudpickled call only loads in the same major.minor",
+                        f"{images.python_fix(spec.image, here)} or submit from Python {py[0]}")
+    if spec.framework == "mpi" and kind in ("MPIJob", "VolcanoJob"):
+        _check_mpi_image(spec)
     if kind == "AppWrapper" and spec.framework == "mpi":
         # Volcano ends an MPI Job's sshd workers when the master completes (TaskCompleted ->
         # CompleteJob), which the AppWrapper controller sees as failed pods: it resets and, after
@@ -114,6 +114,20 @@ def _check(spec: JobSpec, kind: str) -> None:
         raise SpecError("name", f"{spec.name!r} starts with a digit; on Kubernetes a job name must start "
                         "with a letter (RFC 1035 label: TrainJob's CRD rule, the operators' Services)",
                         f".name('j-{spec.name}') or gpujobs submit --name j-{spec.name} ...")
+
+
+def _check_mpi_image(spec: JobSpec) -> None:
+    """MPI over ssh needs sshd, ssh, Open MPI's mpirun, mpi4py and python3 in the image: refused
+    before submit where the image is known to lack them (images.KNOWN); unknown images are checked
+    by the launcher and workers at run time."""
+    if not spec.image:
+        raise SpecError("image", f"MPI jobs need an image with sshd (openssh-server), an ssh client, Open MPI's "
+                        f"mpirun (4 or 5), mpi4py and Python {'%d.%d' % sys.version_info[:2]}; the default image "
+                        f"({DEFAULT_TORCH_IMAGE}) has none of the first four", images.mpi_image_fix())
+    known = images.mpi_missing(spec.image)
+    if known and known[0]:
+        raise SpecError("image", f"{spec.image!r} has no {', '.join(known[0])} (from {known[1]}); MPI jobs need "
+                        "sshd, an ssh client, Open MPI's mpirun, mpi4py and python3", images.mpi_image_fix())
 
 
 def _gang_pods(kind: str, spec: JobSpec) -> int:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .podspec import RenderCtx, bootstrap_command, container, pod_template
+from .bootstrap_script import MPI_SSH_PORT
+from .podspec import RenderCtx, bootstrap_command, container, pod_template, sshd_command, sshd_readiness
 
 TRAINJOB_RUNTIME = "torch-distributed"
 """ClusterTrainingRuntime of Kubeflow Trainer's default install (replicated job and container 'node')."""
 TRAINJOB_VOLCANO_RUNTIME = "torch-distributed-volcano"
 """A ClusterTrainingRuntime with ``podGroupPolicy.volcano`` (Trainer's Volcano example); used for volcano='gang'."""
 PYTORCH_PORT = 23456
+SSH_PORT = {"name": "ssh", "containerPort": MPI_SSH_PORT, "protocol": "TCP"}
 
 # Where each operator puts the pod's node rank / master address / port (bootstrap.json).
 RANK_ENV: dict[str, tuple[list[str], list[str], list[str]]] = {
@@ -102,13 +104,19 @@ def pytorchjob(ctx: RenderCtx, meta: dict) -> dict:
 
 
 def mpijob(ctx: RenderCtx, meta: dict) -> dict:
-    """MPIJob v2beta1: one launcher running mpirun, ``nodes`` workers running sshd, slots = ranks/node."""
+    """MPIJob v2beta1: one launcher running mpirun, ``nodes`` workers running sshd, slots = ranks/node.
+    ``launcherCreationPolicy: WaitForWorkersReady``: the launcher is created once every worker is
+    Ready, i.e. its sshd accepts connections (readiness probe); until then gpujobs' status says so
+    (status.mapping.mpi_workers_hint). volcano='gang' needs the MPI Operator run with
+    ``--gang-scheduling=volcano`` (mpi-operator@v0.8.0 cmd/mpi-operator/app/options/options.go; its
+    release manifest passes none), else no PodGroup is made (status.mapping.mpi_gang_hint)."""
     spec = ctx.spec
     sched = "volcano" if spec.volcano == "gang" else None
     lc, lvols = container(ctx, "launcher", bootstrap_command("mpi-launcher"), procs=1, gpus=0,
                           cpus=1, shm=False, mode="root")
-    wc, wvols = container(ctx, "worker", ["/usr/sbin/sshd", "-De"], procs=spec.procs_per_node,
-                          gpus=_gpus_per_pod(ctx), mode="sshd")
+    wc, wvols = container(ctx, "worker", sshd_command(), procs=spec.procs_per_node,
+                          gpus=_gpus_per_pod(ctx), mode="sshd", ports=[SSH_PORT])
+    wc["readinessProbe"] = sshd_readiness()
     return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta,
             "spec": {"slotsPerWorker": spec.procs_per_node,
                      "mpiImplementation": "OpenMPI",

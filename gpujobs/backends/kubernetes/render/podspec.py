@@ -5,8 +5,8 @@ Security: every container runs with ``allowPrivilegeEscalation: false``,
 profile; pods run as uid/gid 1000 with ``runAsNonRoot: true``. No hostPath volumes.
 The one exception is MPI over ssh (MPIJob, Volcano ``mpi`` plugin): both operators
 mount the ssh keys at /root/.ssh, so the launcher runs as root (``mode="root"``,
-still no capabilities) and the workers run stock sshd as root, which needs
-SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few).
+still no capabilities) and the workers run sshd as root on port 2222 (``sshd_command``), which
+needs SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few, see SSHD_CAPS).
 """
 from __future__ import annotations
 
@@ -24,7 +24,13 @@ DEFAULT_TORCH_IMAGE = "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"
 """Stock PyTorch image (the one Kubeflow Trainer's torch-distributed runtime uses)."""
 NON_ROOT_UID = 1000
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
-SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE"]
+SSHD_CAPS = ["SETUID", "SETGID", "SYS_CHROOT", "CHOWN", "AUDIT_WRITE", "NET_BIND_SERVICE"]
+"""What a root sshd needs back after ``drop: [ALL]``: SETUID/SETGID to become the user, SYS_CHROOT for
+its privilege-separation chroot (/run/sshd), CHOWN/AUDIT_WRITE for sessions; NET_BIND_SERVICE
+because mpi-operator's images ``setcap CAP_NET_BIND_SERVICE=+eip /usr/sbin/sshd``
+(mpi-operator@v0.8.0 build/base/Dockerfile), and a binary whose file capability lies outside the
+container's bounding set cannot be exec'd at all (capabilities(7), "safety checking for
+capability-dumb binaries"). gpujobs' sshd itself listens on MPI_SSH_PORT (2222), unprivileged."""
 
 
 @lru_cache(maxsize=1)
@@ -193,6 +199,36 @@ def pod_template(ctx: RenderCtx, role: str, c: dict, vols: list[dict], *,
     if ann:
         meta["annotations"] = ann
     return {"metadata": meta, "spec": spec}
+
+
+def sshd_command() -> list[str]:
+    """An MPI worker's command: sshd in the foreground on MPI_SSH_PORT, set up to run in a stock
+    image as in mpi-operator's: the privilege-separation directory /run/sshd (sshd refuses to
+    start without it; mpi-operator's Dockerfile creates /var/run/sshd), host keys when the image
+    has none (``ssh-keygen -A``), ``StrictModes no`` (the keys are the operator's Secret mount,
+    whose directory and file modes sshd's strict checks may refuse; mpi-operator's images set the
+    same), ``UsePAM no`` (PAM's session modules need privileges the container has dropped), keys
+    only. An image without sshd fails with words (exit 3) instead of a worker that never gets
+    ready, which with launcherCreationPolicy WaitForWorkersReady would keep the job waiting."""
+    from .bootstrap_script import MPI_IMAGE_HINT, MPI_SSH_PORT
+    msg = "gpujobs: this image has no sshd (openssh-server), which MPI workers run. " + MPI_IMAGE_HINT
+    script = ('sshd=$(command -v sshd || echo /usr/sbin/sshd); '
+              'if [ ! -x "$sshd" ]; then '
+              f'echo "{msg}" >&2; echo "{msg}" > {TERMINATION_LOG}; exit 3; fi; '
+              'mkdir -p /run/sshd && chmod 0755 /run/sshd; '
+              'ssh-keygen -A >/dev/null 2>&1 || true; '
+              f'exec "$sshd" -D -e -p {MPI_SSH_PORT} -o StrictModes=no -o UsePAM=no '
+              '-o PasswordAuthentication=no -o PermitRootLogin=prohibit-password')
+    return ["/bin/sh", "-c", script]
+
+
+def sshd_readiness() -> dict:
+    """The worker is Ready once its sshd accepts connections, so the MPI Operator's
+    WaitForWorkersReady creates the launcher only then (mpi_job_controller.go countReadyWorkerPods
+    counts the pods' Ready condition)."""
+    from .bootstrap_script import MPI_SSH_PORT
+    return {"tcpSocket": {"port": MPI_SSH_PORT}, "periodSeconds": 2, "timeoutSeconds": 2,
+            "failureThreshold": 3}
 
 
 def bootstrap_command(role: str = "rank") -> list[str]:

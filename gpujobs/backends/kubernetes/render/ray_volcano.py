@@ -6,7 +6,9 @@ import math
 import shlex
 from typing import Any
 
+from .bootstrap_script import MPI_SSH_PORT
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
+                      sshd_command,
                       pod_spec_extras, ray_image, security_context, pod_template)
 from .kubeflow import PYTORCH_PORT
 
@@ -114,12 +116,11 @@ def volcanojob(ctx: RenderCtx, meta: dict) -> dict:
     gpus = spec.gpus_per_proc * spec.procs_per_node
     tasks: list[dict] = []
     if spec.framework == "mpi":
-        plugins = {"mpi": ["--master=master", "--worker=worker", "--port=22"], "ssh": [], "svc": []}
+        plugins = {"mpi": ["--master=master", "--worker=worker", f"--port={MPI_SSH_PORT}"], "ssh": [], "svc": []}
         mc, mvols = container(ctx, "master", bootstrap_command("mpi-launcher"), procs=1, gpus=0,
                               cpus=1, shm=False, mode="root")
-        wc, wvols = container(ctx, "worker", ["/bin/sh", "-c",
-                                              "mkdir -p /var/run/sshd && exec /usr/sbin/sshd -De"],
-                              procs=spec.procs_per_node, gpus=gpus, mode="sshd")
+        wc, wvols = container(ctx, "worker", sshd_command(), procs=spec.procs_per_node, gpus=gpus,
+                              mode="sshd")
         tasks.append(_task("master", 1, pod_template(ctx, "master", mc, mvols, mode="root",
                                                      topology=False), complete_job=True))
         tasks.append(_task("worker", spec.nodes, pod_template(ctx, "worker", wc, wvols, mode="sshd")))

@@ -70,6 +70,7 @@ class StatusHub:
         self._thread = threading.Thread(target=self._flusher, daemon=True, name="status-hub")
         self._started = False
         self.errors: list[BaseException] = []
+        self.workload_changes = 0  # counts Kueue object events (forecasts recompute after a change)
 
     # ------------------------------------------------------------ setup
     def start(self) -> "StatusHub":
@@ -93,6 +94,22 @@ class StatusHub:
                 self._informers[res] = inf
             return inf
 
+    def cluster_informer(self, res: tuple) -> Informer:
+        """A cluster-wide informer of ``res`` (group, version, plural): every namespace's objects,
+        or a cluster-scoped kind's; its changes count in ``workload_changes``. Stopped with the hub."""
+        with self._lock:
+            key = ("*", *res)
+            inf = self._informers.get(key)
+            if inf is None:
+                group, version, plural = res
+                inf = Informer(self.api, group, version, plural, None, self._on_cluster_object,
+                               lock=self._lock).start()
+                self._informers[key] = inf
+            return inf
+
+    def _on_cluster_object(self, type_: str, obj: dict) -> None:
+        self.workload_changes += 1  # (called with the hub's lock held)
+
     def track_kind(self, kind: str) -> Informer:
         """Make sure the job kind ``kind`` (gpujobs name, e.g. 'MPIJob') is watched."""
         info = KINDS[kind]
@@ -108,8 +125,12 @@ class StatusHub:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        for inf in list(self._informers.values()):
-            inf.stop()
+        infs = list(self._informers.values())
+        for inf in infs:  # all told first, then waited for together (0.2 s in all, not each)
+            inf.stop(wait_s=0)
+        deadline = time.monotonic() + 0.2
+        for inf in infs:
+            inf.join(max(0.0, deadline - time.monotonic()))
         self._thread.join(2)
 
     # ------------------------------------------------------------ events
@@ -140,6 +161,7 @@ class StatusHub:
 
     def _on_workload(self, type_: str, obj: dict) -> None:
         with self._lock:
+            self.workload_changes += 1
             self._mark(self._job_of(obj))
             q = (obj.get("spec") or {}).get("queueName")
             if q:
@@ -267,6 +289,18 @@ class StatusHub:
         self._fetch_positions({queue})
         with self._lock:
             return queue in self._positions
+
+    def workloads(self) -> list[dict] | None:
+        """The namespace's Workloads as watched (None before the watch has listed them)."""
+        inf = self._informers.get(WL)
+        if inf is None or not inf.synced.is_set() or inf.missing:
+            return None
+        return inf.items()
+
+    def own_jobs(self) -> dict[str, dict]:
+        """{uid: job object} of the gpujobs jobs watched here."""
+        with self._lock:
+            return {o["metadata"]["uid"]: o for o in self._jobs.values() if o["metadata"].get("uid")}
 
     def status(self, name: str) -> JobStatus | None:
         with self._lock:

@@ -4,7 +4,8 @@ An :class:`Informer` lists once, then watches from the list's resourceVersion wi
 client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After``, and relists on
 410 Gone, diffing the fresh list against its cache so no transition is lost and none is
 duplicated; a 404 (the resource is not served: CRD not installed) marks it ``missing`` and it
-tries again later. ``indexers`` keep the cache also grouped by key. It knows nothing of gpujobs:
+tries again later, a 403 on the list marks it ``forbidden`` (retried every 30 s); ``namespace``
+None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key. It knows nothing of gpujobs:
 :mod:`.hub` builds the status of jobs on top of it (after client-go's SharedIndexInformer).
 """
 from __future__ import annotations
@@ -19,9 +20,10 @@ from kubernetes.client.exceptions import ApiException
 from ..retry import retry_after_s
 
 
-def _path(group: str, version: str, plural: str, namespace: str) -> str:
+def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
+    """The collection's path; ``namespace`` None: cluster-wide (all namespaces, or cluster-scoped)."""
     base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-    return f"{base}/namespaces/{namespace}/{plural}"
+    return f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
 
 
 Indexer = Callable[[dict], Iterable[str]]
@@ -35,7 +37,7 @@ class Informer:
     order, so :meth:`indexed` finds one job's objects without scanning the cache.
     """
 
-    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str,
+    def __init__(self, api_client: Any, group: str, version: str, plural: str, namespace: str | None,
                  on_change: Callable[[str, dict], None], label_selector: str | None = None,
                  watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
         self.lock = lock or threading.RLock()
@@ -51,6 +53,7 @@ class Informer:
         self._next = 0
         self.synced = threading.Event()
         self.missing = False  # the resource is not served (CRD not installed)
+        self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
         self._stop = threading.Event()
         self._watch: kwatch.Watch | None = None
@@ -60,11 +63,20 @@ class Informer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 0.2) -> None:
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()
-        self._thread.join(0.2)  # a daemon thread; a blocked read ends with the connection
+        if wait_s > 0:
+            self._thread.join(wait_s)  # a daemon thread; a blocked read ends with the connection
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def items(self) -> list[dict]:
+        """The cached objects (a copy of the list; the objects are never changed in place)."""
+        with self.lock:
+            return list(self.cache.values())
 
     def _call(self, **kw: Any) -> Any:
         q = [(k, v) for k, v in (("labelSelector", self.label_selector),
@@ -146,7 +158,7 @@ class Informer:
                 if rv is None:
                     rv = self._list()
                     self.relists += 1
-                    self.missing = False
+                    self.missing = self.forbidden = False
                 self._watch = w = kwatch.Watch(return_type="object")
                 for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
                     obj = ev["raw_object"]
@@ -166,6 +178,11 @@ class Informer:
             except ApiException as exc:
                 if exc.status == 410:  # Gone: relist and diff
                     rv = None
+                    continue
+                if exc.status == 403 and rv is None:  # the list itself is refused
+                    self.forbidden = True
+                    self.synced.set()
+                    self._stop.wait(30.0)
                     continue
                 if exc.status == 404:
                     self.missing = True

@@ -155,12 +155,21 @@ def _not_found(job_id: str) -> JobNotFound:
                        "list jobs with gpujobs.jobs(backend='kubernetes')")
 
 
+def _forecast(backend: Cluster, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
+    """A queued job's reason, blocked_by and expected start (see .forecasting)."""
+    if st.phase != "queued":
+        return st
+    from .forecasting import for_backend
+    ns, _ = naming.parse_job_id(st.job_id)
+    return for_backend(backend, ns).with_forecast(st, refresh=refresh, block=block)
+
+
 def status(backend: Cluster, job_id: str) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     st = _final(backend, job_id, hub.status(name))
     if st is None:
         raise _not_found(job_id)
-    return pod_metrics.for_backend(backend).with_metrics(st)
+    return _forecast(backend, pod_metrics.for_backend(backend).with_metrics(st))
 
 
 def wait(backend: Cluster, job_id: str, timeout: float | None = None) -> JobStatus:
@@ -202,7 +211,8 @@ def subscribe(backend: Cluster, job_id: str, cb: Callable[[JobStatus], Any]) -> 
         latest = pm.latest(st.job_id)
         st = st.with_(metrics=latest) if latest and not st.metrics else st
         known = pm.known_progress(st.job_id)  # [progress] as read, no log read here
-        return cb(st.with_(progress=known) if known is not None else st)
+        st = st.with_(progress=known) if known is not None else st
+        return cb(_forecast(backend, st, block=False))  # the watch thread never waits for a list
 
     return hub.subscribe(name, with_known_metrics)
 
@@ -244,7 +254,12 @@ def jobs(backend: Cluster, queue: str | None = None) -> list[JobStatus]:
     out = [archived.pop(s.job_id, s) if s.reason == "Deleted" else s for s in live]
     seen = {s.job_id for s in out}
     out += [a for jid, a in archived.items() if jid not in seen]
-    return [s for s in out if queue is None or s.queue == queue]
+    out = [s for s in out if queue is None or s.queue == queue]
+    if any(s.phase == "queued" for s in out):
+        from .forecasting import for_backend
+        for_backend(backend, ns).refresh()  # once for all of them
+        out = [_forecast(backend, s, refresh=False) for s in out]
+    return out
 
 
 def outcomes(backend: Cluster, job_id: str) -> dict[int, bytes]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ....status import JobEvent, JobStatus
-from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
+from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
@@ -342,6 +342,68 @@ def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     return None, ""
 
 
+def _role(pod: dict) -> str:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE, "")
+
+
+def _pod_failure(pod: dict) -> str:
+    """'exited 3: <the last line of its termination message>' for a failed pod ('' otherwise)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term and int(term.get("exitCode", 0)) != 0:
+            lines = [ln for ln in str(term.get("message") or "").splitlines() if ln.strip()]
+            return f"exited {term['exitCode']}" + (f": {lines[-1].strip()}" if lines else "")
+    return "failed" if (pod.get("status") or {}).get("phase") == "Failed" else ""
+
+
+def mpi_workers_hint(job: dict, pods: list[dict]) -> str:
+    """Why an MPIJob with ``launcherCreationPolicy: WaitForWorkersReady`` has no launcher yet: the
+    MPI Operator creates it only once every worker pod is Ready (mpi-operator@v0.8.0
+    pkg/controller/mpi_job_controller.go countReadyWorkerPods), i.e. once each worker's sshd accepts
+    connections (gpujobs' readiness probe); a failed worker is never recreated (getOrCreateWorker)
+    and does not fail the MPIJob (updateMPIJobStatus), so the job would wait until Kueue's
+    waitForPodsReady timeout evicts it (30 min by default, then requeued)."""
+    if job.get("kind") != "MPIJob" or (job.get("spec") or {}).get("launcherCreationPolicy") != "WaitForWorkersReady":
+        return ""
+    if any(_role(p) == "launcher" for p in pods):
+        return ""
+    reps = (job.get("spec") or {}).get("mpiReplicaSpecs") or {}
+    n = int((reps.get("Worker") or {}).get("replicas", 0))
+    workers = [p for p in pods if _role(p) == "worker"]
+    if not n or not workers:
+        return ""
+    ready = sum(pod_ready(p) for p in workers)
+    msg = f"waiting for {n} MPI workers to be ready (sshd): {ready}/{n} ready; the MPI Operator starts the launcher " \
+          "when all are"
+    failed = [p for p in workers if (p.get("status") or {}).get("phase") == "Failed"]
+    if failed:
+        p = failed[0]
+        msg += (f"; worker {p['metadata']['name']} {_pod_failure(p)}: the MPI Operator does not recreate it, so "
+                "this job cannot start. Cancel it and submit with an image that runs sshd (docs/kubernetes-kinds.md, "
+                "MPIJob)")
+    return msg
+
+
+MPI_GANG_HINT_S = 30.0
+
+
+def mpi_gang_hint(job: dict, podgroup: dict | None, pods: list[dict], now: float | None = None) -> str:
+    """An MPIJob rendered for Volcano gang scheduling (runPolicy.schedulingPolicy) that has pods
+    but no PodGroup after MPI_GANG_HINT_S: the MPI Operator makes the PodGroup only when it runs
+    with ``--gang-scheduling=volcano`` (mpi-operator@v0.8.0 cmd/mpi-operator/app/options/options.go;
+    its release manifest deploy/v2beta1/mpi-operator.yaml passes no such flag)."""
+    if job.get("kind") != "MPIJob" or podgroup or not pods or \
+            not ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy"):
+        return ""
+    import time as _time
+    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    if created is None or (now if now is not None else _time.time()) - created < MPI_GANG_HINT_S:
+        return ""
+    return ("no Volcano PodGroup for this MPIJob: the MPI Operator may run without --gang-scheduling=volcano "
+            "(its release manifest sets none), so its pods are not gang-scheduled; add the flag to the "
+            "mpi-operator Deployment's args, or submit without volcano='gang'")
+
+
 def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup: dict | None = None,
                pods: Iterable[dict] = (), position: int | None = None, position_available: bool = True,
                deleted: bool = False, now: float | None = None) -> JobStatus:
@@ -430,14 +492,16 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
                        "PodGroupPending", position_available=False)
         if pg_phase == "Inqueue" and not ready:
             return out("admitted", "Volcano admitted the gang; pods are being placed", "Inqueue")
+    gang_hint = mpi_gang_hint(job, podgroup, pods, now)
     if size and ready >= size and ks.phase in (None, "running", "starting"):
-        return out("running", ks.message, ks.reason or "Running")
+        return out("running", "; ".join(filter(None, [ks.message, gang_hint])), ks.reason or "Running")
     if ks.phase == "running" and not size:
-        return out("running", ks.message, ks.reason)
+        return out("running", "; ".join(filter(None, [ks.message, gang_hint])), ks.reason)
     if ready or pods or ks.phase in ("starting", "running"):
-        msg = ks.message or f"{ready}/{size} pods ready"
-        return out("starting", "; ".join(filter(None, [msg, unschedulable(pods), stuck_container(pods)])),
-                   ks.reason or "Starting")
+        workers_hint = mpi_workers_hint(job, pods)
+        msg = workers_hint or ks.message or f"{ready}/{size} pods ready"
+        return out("starting", "; ".join(filter(None, [msg, unschedulable(pods), stuck_container(pods), gang_hint])),
+                   "WaitingForWorkers" if workers_hint else ks.reason or "Starting")
     if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
         return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
                    "Admitted")

@@ -33,7 +33,7 @@ from ....progress import PROGRESS_MARKER, parse_progress_line, summarize
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
-from .results import job_pods
+from .results import job_pods, main_container
 
 TAIL_LINES = 5000
 
@@ -115,7 +115,7 @@ class PodMetrics:
         for pod in pods:
             pname = pod["metadata"]["name"]
             last_output = ""
-            for line in self._tail(ns, pname).splitlines():
+            for line in self._tail(ns, pname, main_container(pod)).splitlines():
                 if METRICS_MARKER in line or PROGRESS_MARKER in line:
                     self.feed(job_id, line)
                 elif line.strip() and not line.startswith("GPUJOBS-"):
@@ -124,11 +124,13 @@ class PodMetrics:
         if terminal:
             series.final = True
 
-    def _tail(self, ns: str, pod: str) -> str:
+    def _tail(self, ns: str, pod: str, container: str | None = None) -> str:
+        """The pod's log tail, naming gpujobs' container (a sidecar makes an unqualified read 400)."""
         path = f"/api/v1/namespaces/{ns}/pods/{pod}/log"
+        query = [("tailLines", str(self.tail_lines))] + ([("container", container)] if container else [])
         try:
             self.reads += 1
-            resp = self.api.call_api(path, "GET", query_params=[("tailLines", str(self.tail_lines))],
+            resp = self.api.call_api(path, "GET", query_params=query,
                                      auth_settings=["BearerToken"], _return_http_data_only=True,
                                      _preload_content=False, _request_timeout=60)
             return resp.data.decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from ....runner import STACKS_MARKER
 from .. import naming
 from ..cluster import Cluster
 from ..render.payload_objects import ANN_STACK_REQUEST
-from .results import job_pods
+from .results import job_pods, main_container
 
 TAIL_LINES = 400
 
@@ -66,10 +66,13 @@ def answers(lines: list[str], nonce: str, key: bytes) -> dict[int, str]:
     return out
 
 
-def _tail(api: Any, namespace: str, pod: str) -> list[str]:
+def _tail(api: Any, namespace: str, pod: str, container: str | None = None) -> list[str]:
+    """The pod's log tail; the request names gpujobs' container (with a sidecar, e.g. Istio's, an
+    unqualified pods/log request is answered 400)."""
+    query = [("tailLines", str(TAIL_LINES))] + ([("container", container)] if container else [])
     try:
         resp = api.call_api(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", "GET",
-                            query_params=[("tailLines", str(TAIL_LINES))],
+                            query_params=query,
                             auth_settings=["BearerToken"], _return_http_data_only=True,
                             _preload_content=False, _request_timeout=30)
         return resp.data.decode("utf-8", "replace").splitlines()
@@ -87,14 +90,16 @@ def stacks(backend: Cluster, job_id: str, rank: int | None = None,
     api = backend.api_client
     key = backend.job_key(job_id)
     nonce = secrets.token_hex(8)
-    asked = request(api, ns, job_pods(api, ns, name), nonce)
+    pods = job_pods(api, ns, name)
+    containers = {p["metadata"]["name"]: main_container(p) for p in pods}
+    asked = request(api, ns, pods, nonce)
     found: dict[int, str] = {}
     answered: set[str] = set()
     settled_at = None
     deadline = time.monotonic() + timeout
     while asked and time.monotonic() < deadline:
         for pod in asked:
-            got = answers(_tail(api, ns, pod), nonce, key)
+            got = answers(_tail(api, ns, pod, containers.get(pod)), nonce, key)
             if got:
                 answered.add(pod)
                 if set(got) - set(found):

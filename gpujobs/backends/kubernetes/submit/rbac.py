@@ -1,6 +1,7 @@
 """The namespaced permissions gpujobs uses (kept equal to docs/rbac.yaml by a test).
 
-Nothing here is cluster-wide. Cluster-scoped reads the preflight would like
+Nothing in RULES is cluster-wide; CLUSTER_READ_RULES are optional cluster-wide reads (get, list,
+watch only) that make queued jobs' forecasts and plan() complete. Cluster-scoped reads the preflight would like
 (ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue, the TrainJob CRD,
 PriorityClass) are optional: on 403 that check is skipped with a warning.
 Discovery and SelfSubjectAccessReview are open to every authenticated user by
@@ -26,6 +27,25 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kueue.x-k8s.io", ("localqueues", "workloads"), ("get", "list", "watch")),
     ("visibility.kueue.x-k8s.io", ("localqueues/pendingworkloads",), ("get",)),
 )
+
+
+READ_VERBS = ("get", "list", "watch")
+CLUSTER_READ_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    # optional, read-only, cluster-wide (the ClusterRole gpujobs-forecast-reader of docs/rbac.yaml):
+    # what queued jobs' reasons and expected starts and plan() read (status/forecasting.py)
+    ("kueue.x-k8s.io", ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses",
+                        "localqueues", "workloads"), READ_VERBS),
+    ("visibility.kueue.x-k8s.io", ("clusterqueues/pendingworkloads",), ("get",)),
+)
+
+
+def cluster_read_verbs() -> dict[tuple[str, str], set[str]]:
+    """{(apiGroup, resource): verbs} from CLUSTER_READ_RULES."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for group, resources, verbs in CLUSTER_READ_RULES:
+        for r in resources:
+            out.setdefault((group, r), set()).update(verbs)
+    return out
 
 
 def verbs_by_resource() -> dict[tuple[str, str], set[str]]:

@@ -1,0 +1,67 @@
+"""JobBuilder.plan() on the simulated cluster: the same simulation with the job added, from the
+cluster's own objects; nothing is created (objects and create requests counted before/after)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from k8s_objects import queue, theirs
+from support import MPI_IMAGE
+
+import gpujobs
+
+
+def nap(seconds):
+    import time as _t
+    _t.sleep(seconds)
+
+
+def spec(q, gpus, limit=None, prio=None, name="x"):
+    b = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=gpus).image(MPI_IMAGE).queue(q).name(name)
+    if limit:
+        b = b.max_runtime(limit)
+    if prio:
+        b = b.priority(prio)
+    return b.spec()
+
+
+def objects(sim) -> int:
+    return sum(len(sim.store.list_res(r)[0]) for r in sim.store.resources())
+
+
+def test_plan_answers_from_the_cluster_and_creates_nothing(make_cluster):
+    t0 = time.time() - 30
+
+    def setup(sim):
+        queue(sim, "q", "cq-q", 2)
+        queue(sim, "q2", "cq-q", 2, namespace="other")
+        queue(sim, "free", "cq-free", 4)
+        theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=t0, max_s=120, priority="low")
+    sim, be = make_cluster(setup)
+    time.sleep(0.5)  # the simulated Kueue has restored what it admitted
+    before, creates = objects(sim), sim.server.counts["create"]
+    now_ = be.plan(spec("free", 2))
+    later = be.plan(spec("q", 1, limit=60))
+    urgent = be.plan(spec("q", 2, limit=60, prio="high"))
+    assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in default/free)"
+    assert not later.admit_now and later.position == 1 and later.blocked_by == ("other/r",)
+    assert later.expected_start == pytest.approx(t0 + 120, abs=2)
+    assert later.basis == "expected ends from declared limit"
+    assert "needs 1 GPU, 0 free in cq-q" in later.reason and "other/r (running" in later.reason
+    # cq-q preempts lower priorities within the queue: the high one would evict theirs
+    assert urgent.preempts == ("other/r",) and not urgent.admit_now
+    assert urgent.reason.startswith("would preempt other/r and start once they stop"), urgent.reason
+    assert urgent.expected_start == pytest.approx(time.time() + 30, abs=3)  # their grace period
+    assert objects(sim) == before and sim.server.counts["create"] == creates  # nothing was created
+
+
+def test_plan_refuses_what_submit_refuses(make_cluster):
+    from gpujobs.errors import SpecError
+
+    def setup(sim):
+        queue(sim, "q", "cq-q", 2)
+    sim, be = make_cluster(setup)
+    with pytest.raises(SpecError, match="no LocalQueue 'nope'.*LocalQueues there: q"):
+        be.plan(spec("nope", 1))
+    with pytest.raises(SpecError, match="no WorkloadPriorityClass 'urgent'"):
+        be.plan(spec("q", 1, prio="urgent"))
