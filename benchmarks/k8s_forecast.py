@@ -95,8 +95,8 @@ def main(argv=None) -> int:
         print(f"seeded {a.pending:,} pending Workloads in {time.perf_counter() - t:.1f} s")
         from kubernetes import client
         be = KubernetesBackend(api_client=client.ApiClient(server.configuration()), namespace=NS)
-        spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).queue("q7").priority("low") \
-            .max_runtime(3600).spec()
+        spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).image("gpujobs-mpi:py%d%d" % sys.version_info[:2]) \
+            .queue("q7").priority("low").max_runtime(3600).spec()  # MPI names an MPI image (docker/mpi)
         f = forecasting.for_backend(be, NS)
         t = time.perf_counter()
         p = be.plan(spec)  # starts the cluster-wide watches: their first list is paid here, once
