@@ -6,9 +6,9 @@ import time
 
 import pytest
 from k8s_objects import queue, theirs
+from support import MPI_IMAGE
 
 import gpujobs
-from support import MPI_IMAGE
 
 
 def nap(seconds):
