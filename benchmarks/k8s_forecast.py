@@ -32,6 +32,7 @@ from gpujobs_sim.apiserver import FakeApiServer  # noqa: E402
 API = "kueue.x-k8s.io/v1beta2"
 NS = "team"
 PRIOS = {"low": 100, "normal": 500, "high": 1000}
+MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]  # gpujobs' MPI image (docker/mpi)
 
 
 def iso(t: float) -> str:
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
         print(f"seeded {a.pending:,} pending Workloads in {time.perf_counter() - t:.1f} s")
         from kubernetes import client
         be = KubernetesBackend(api_client=client.ApiClient(server.configuration()), namespace=NS)
-        spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).queue("q7").priority("low") \
+        spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).image(MPI_IMAGE).queue("q7").priority("low") \
             .max_runtime(3600).spec()
         f = forecasting.for_backend(be, NS)
         t = time.perf_counter()

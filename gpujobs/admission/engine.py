@@ -14,13 +14,13 @@ is taken out, and a head whose targets were already claimed in this cycle waits.
 
 Cost: pending workloads live in one heap per (queue, request shape) (Kueue's scheduling
 equivalence: equal shapes fit or fail alike); a head that cannot be admitted is parked until
-quota is released in its cohort, so a cycle looks only at heads that may move.
+quota is released in its cohort, so a cycle looks only at heads that may move. The queues
+themselves (heaps, heads, parking, positions) are :class:`~.queues.Queues`, as Kueue keeps its
+queue manager (``pkg/cache/queue``) apart from its scheduler (``pkg/scheduler``).
 """
 from __future__ import annotations
 
-import heapq
 import time
-from bisect import bisect_left, insort
 from collections import Counter
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -38,6 +38,7 @@ from .model import (
     Workload,
 )
 from .preemption import _Targets
+from .queues import Queues
 from .quota import (
     _CQ,
     EPS,
@@ -51,7 +52,7 @@ from .quota import (
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
 
 
-class Engine(FlavorAssignment):
+class Engine(FlavorAssignment, Queues):
     """Admit workloads to ClusterQueues (see docs/admission.md for the Kueue mapping).
 
     ``requeuing_strategy`` is Kueue's ``waitForPodsReady.requeuingStrategy.timestamp``:
@@ -108,10 +109,7 @@ class Engine(FlavorAssignment):
                 raise SpecError("queues", f"queue {spec.name!r} is defined twice", "rename one")
             cq = _CQ(spec)
             self._cqs[spec.name] = cq
-            for lq in (spec.name, *spec.local_queues):
-                if self._lq.get(lq, spec.name) != spec.name:
-                    raise SpecError("local_queues", f"{lq!r} points to two queues", "rename one")
-                self._lq[lq] = spec.name
+            self._map_local_queues(spec)
             if spec.cohort:
                 coh = self._cohorts.setdefault(spec.cohort, _Cohort(Cohort(spec.cohort)))
                 coh.members.append(cq)
@@ -161,18 +159,6 @@ class Engine(FlavorAssignment):
         known = ", ".join(f"{k}={v}" for k, v in sorted(self.priorities.items(), key=lambda kv: kv[1]))
         raise SpecError("priority", f"unknown priority class {p!r}; known: {known or 'none'}",
                         "use one of the known classes or configure it under [priorities]")
-
-    def cluster_queue_of(self, queue: str) -> str:
-        """The ClusterQueue a LocalQueue (or ClusterQueue) name points to; SpecError if unknown."""
-        if queue not in self._lq:
-            raise SpecError("queue", f"unknown queue {queue!r}; known: {', '.join(sorted(self._lq))}",
-                            "use a known queue, or define it in a [[local.queues]] table of the config "
-                            "file (docs/configuration.md)")
-        return self._lq[queue]
-
-    @property
-    def queue_names(self) -> list[str]:
-        return sorted(self._lq)
 
     def __contains__(self, wid: str) -> bool:
         return wid in self._entries
@@ -240,63 +226,6 @@ class Engine(FlavorAssignment):
             out.append((ps.name, reqs))
         return out
 
-    # ------------------------------------------------------- queue structures
-    def _push_pending(self, e: _Entry) -> None:
-        e.state = "pending"
-        e.version += 1
-        heapq.heappush(e.cq.heaps.setdefault(e.shape, []), (e.key, e.version))
-        insort(e.cq.sorted, e.key)
-        e.cq.stalled = False
-
-    def _drop_pending(self, e: _Entry) -> None:
-        lst = e.cq.sorted
-        i = bisect_left(lst, e.key)
-        if i < len(lst) and lst[i] == e.key:
-            del lst[i]
-        e.version += 1  # its heap item becomes stale
-
-    def _shape_head(self, cq: _CQ, shape: tuple) -> _Entry | None:
-        heap = cq.heaps.get(shape)
-        while heap:
-            key, version = heap[0]
-            e = self._entries.get(key[3])
-            if e is not None and e.state == "pending" and e.version == version:
-                return e
-            heapq.heappop(heap)
-        cq.heaps.pop(shape, None)
-        return None
-
-    def _head(self, cq: _CQ) -> _Entry | None:
-        """The ClusterQueue's head for this cycle: the first pending workload whose shape is not
-        parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO). In a
-        BestEffortFIFO queue a workload whose preemptions are under way stays the head until it
-        is admitted (Kueue's sticky preemptor workload, kueue#6929)."""
-        st = cq.sticky
-        if st is not None:
-            if st.state == "pending" and st.w.id in self._entries and cq.parked.get(st.shape) != st.key:
-                return st
-            cq.sticky = None
-        best = best_any = None
-        for shape in list(cq.heaps):
-            e = self._shape_head(cq, shape)
-            if e is None:
-                continue
-            if best_any is None or e.key < best_any.key:
-                best_any = e
-            if cq.parked.get(shape) == e.key:
-                continue
-            if best is None or e.key < best.key:
-                best = e
-        if cq.spec.strategy == "StrictFIFO" and best_any is not None and best is not best_any:
-            return None
-        return best
-
-    def _unpark(self, cq: _CQ) -> None:
-        for member in (cq.cohort.root.all_cqs if cq.cohort else (cq,)):
-            member.parked.clear()
-            member.stalled = False
-            member.hold = {}
-
     # ----------------------------------------------------------------- API
     def add(self, w: Workload, check: bool = True) -> None:
         """Queue ``w``. SpecError for an unknown queue/priority, QuotaError if it can never fit
@@ -311,13 +240,8 @@ class Engine(FlavorAssignment):
             raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
                              f"or use a queue with more nominal or borrowable quota)")
         podsets = self._podset_totals(cq, w)
-        shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
-        if any(ps.node_selector or ps.tolerations for ps in w.podsets):  # flavors may differ
-            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
-                           for ps in w.podsets)
-        self._seq += 1
-        e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
-                   key=(-prio, w.created, self._seq, w.id), pspecs={ps.name: ps for ps in w.podsets})
+        e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._shape(w, podsets),
+                   key=self._key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._push_pending(e)
 
@@ -328,11 +252,7 @@ class Engine(FlavorAssignment):
         that becomes a victim is put back in its queue instead (it never started), so no id is
         both admitted and preempted."""
         out = Decisions()
-        for cq in self._cqs.values():
-            if cq.spec.strategy == "StrictFIFO" and cq.parked:
-                cq.parked.clear()  # Kueue retries a StrictFIFO head every cycle
-                cq.stalled = False
-                cq.hold = {}
+        self._retry_strict()
         limit = 4 * len(self._entries) + 16 if cycles is None else cycles
         while limit > 0 and self._cycle(out):
             limit -= 1
@@ -394,7 +314,7 @@ class Engine(FlavorAssignment):
         for _, e, asg, targets in seq:
             cq = e.cq
             if asg.mode == NOFIT:
-                cq.parked[e.shape] = e.key
+                self._park(e)
                 progress = True  # the next cycle looks at the next head
                 continue
             if asg.mode == PREEMPT and not targets:
@@ -404,7 +324,7 @@ class Engine(FlavorAssignment):
                     held.append((cq, res))
                     if cq.spec.strategy == "StrictFIFO":
                         cq.hold = res  # it stays the head and reserves again every cycle
-                cq.parked[e.shape] = e.key
+                self._park(e)
                 progress = True
                 continue
             if any(t.w.id in victims for t in targets):
@@ -462,10 +382,7 @@ class Engine(FlavorAssignment):
 
     def _admit(self, e: _Entry, asg: _Asg) -> None:
         cq = e.cq
-        self._drop_pending(e)
-        heap = cq.heaps.get(e.shape)
-        if heap and heap[0][0] == e.key:
-            heapq.heappop(heap)
+        self._take(e)
         e.usage = dict(asg.usage)
         self._charge(cq, e.usage, +1)
         cq.root.version += 1
@@ -566,31 +483,8 @@ class Engine(FlavorAssignment):
             return
         self._release(e)
         if self.requeuing_strategy == "Eviction" and reason in ("PodsReadyTimeout", "AdmissionCheck"):
-            self._seq += 1
-            e.key = (e.key[0], self.clock() if at is None else at, self._seq, e.key[3])
+            e.key = self._key(e.prio, self.clock() if at is None else at, e.w.id)
         self._push_pending(e)
-
-    # -------------------------------------------------------------- positions
-    def positions(self, queue: str) -> dict[str, int]:
-        """Pending workloads of a queue by id -> 1-based position (1 = next). A LocalQueue
-        name gives positions within that LocalQueue, a ClusterQueue name within the CQ."""
-        cq = self._cqs[self.cluster_queue_of(queue)]
-        if queue == cq.name and queue not in cq.spec.local_queues:
-            return {k[3]: i for i, k in enumerate(cq.sorted, 1)}
-        ids = (k[3] for k in cq.sorted)
-        return {wid: i for i, wid in enumerate((x for x in ids if self._entries[x].w.queue == queue), 1)}
-
-    def position(self, wid: str) -> int | None:
-        """1-based position of a pending workload in its ClusterQueue (None unless pending)."""
-        e = self._entries.get(wid)
-        if e is None or e.state != "pending":
-            return None
-        return bisect_left(e.cq.sorted, e.key) + 1
-
-    def pending(self, queue: str | None = None) -> list[str]:
-        cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
-            [self._cqs[self.cluster_queue_of(queue)]]
-        return [k[3] for cq in cqs for k in cq.sorted]
 
     def admitted(self, queue: str | None = None) -> list[str]:
         cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \

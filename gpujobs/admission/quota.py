@@ -4,7 +4,8 @@ cohort trees, what each may still use, what it could ever use, charging usage up
 The floors of the engine, each adding one idea: :class:`Quota` (this module) <-
 :class:`~.preemption.Preemption` (who would have to make room) <-
 :class:`~.flavors.FlavorAssignment` (which flavor a workload gets) <- :class:`~.engine.Engine`
-(queues, scheduling cycles, admit / finish / requeue).
+(scheduling cycles, admit / finish / requeue), which also takes :class:`~.queues.Queues` (the
+pending queues: heaps, heads, parking, positions).
 """
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ class _CQ:
         self.usage: dict[FR, float] = {fr: 0.0 for fr in self.nominal}
         self.cohort: _Cohort | None = None  # the parent cohort
         self.root: _CQ | _Cohort = self       # the root of its cohort tree (itself when alone)
+        # the pending queue (read and written by queues.Queues; hold and sticky by the cycle too)
         self.heaps: dict[tuple, list] = {}
         self.sorted: list[Key] = []
         self.admitted: dict[str, _Entry] = {}

@@ -4,7 +4,8 @@
 >>> b.spec().total_gpus, b.submit()
 """
 from .mapping import GpuPlacement, SiteMapping, load_mapping
-from .translate import SbatchWarning, from_sbatch, from_sbatch_array
+from .options import SbatchWarning
+from .translate import from_sbatch, from_sbatch_array
 
 __all__ = ["from_sbatch", "from_sbatch_array", "load_mapping", "SiteMapping", "GpuPlacement",
            "SbatchWarning"]

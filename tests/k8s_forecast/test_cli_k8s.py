@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from k8s_objects import queue, theirs
-from support import wait_for
+from support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.handle import Job
@@ -46,7 +46,7 @@ def test_cli_plan_and_queue_start_column(make_cluster, tmp_path):
     assert "needs 2 GPUs, 0 free in cq-q" in out.stdout
     assert sum(len(sim.store.list_res(r)[0]) for r in sim.store.resources()) == before  # nothing created
 
-    mine = Job(be.submit(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=2).queue("q").name("mine")
+    mine = Job(be.submit(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=2).image(MPI_IMAGE).queue("q").name("mine")
                          .max_runtime(60).spec()), be)
     wait_for(lambda: mine.status().queue_position == 1)
     out = cli("queue", "--backend", "kubernetes", "-n", "default")

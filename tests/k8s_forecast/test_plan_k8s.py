@@ -6,6 +6,7 @@ import time
 
 import pytest
 from k8s_objects import queue, theirs
+from support import MPI_IMAGE
 
 import gpujobs
 
@@ -16,7 +17,7 @@ def nap(seconds):
 
 
 def spec(q, gpus, limit=None, prio=None, name="x"):
-    b = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=gpus).queue(q).name(name)
+    b = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=gpus).image(MPI_IMAGE).queue(q).name(name)
     if limit:
         b = b.max_runtime(limit)
     if prio:

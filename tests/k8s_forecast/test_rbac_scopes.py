@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 from k8s_objects import queue, theirs
-from support import wait_for
+from support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.status import forecasting
@@ -20,7 +20,7 @@ def nap(seconds):
 
 
 def submit(be, name, q, gpus, limit=None):
-    b = gpujobs.job(nap, 120).mpi(ranks=1, gpus_per_rank=gpus).queue(q).name(name)
+    b = gpujobs.job(nap, 120).mpi(ranks=1, gpus_per_rank=gpus).image(MPI_IMAGE).queue(q).name(name)
     if limit:
         b = b.max_runtime(limit)
     with warnings.catch_warnings():
@@ -47,7 +47,7 @@ def test_without_cluster_scoped_reads_the_reason_is_kueues_own(make_cluster):
     assert st.extra["kueue_reason"] == "WaitingForQuota"
     from gpujobs.errors import BackendUnavailable
     with pytest.raises(BackendUnavailable, match="may not read ClusterQueues.*gpujobs-forecast-reader"):
-        be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+        be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).image(MPI_IMAGE).queue("q").spec())
     assert sim.server.counts[("list", "clusterqueues")] >= 1  # it asked, and was refused
 
 
@@ -81,7 +81,7 @@ def test_forecast_and_plan_only_read_what_rbac_yaml_grants(make_cluster):
     mine = submit(be, "mine", "q", 2, limit=60)
     sim.server.reset_counts()  # from here on: status (its watches start here) and plan
     st = wait_for(lambda: (s := mine.status()).queue_position == 1 and s)
-    be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+    be.plan(gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=1).image(MPI_IMAGE).queue("q").spec())
     assert st.expected_start is not None
     allowed = verbs_by_resource()
     for key, verbs in cluster_read_verbs().items():

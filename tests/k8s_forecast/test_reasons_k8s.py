@@ -9,7 +9,7 @@ import time
 
 import pytest
 from k8s_objects import queue, theirs
-from support import wait_for
+from support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.handle import Job
@@ -23,7 +23,7 @@ def nap(seconds):
 
 
 def submit(be, name, q, gpus, limit=None, prio=None):
-    b = gpujobs.job(nap, 120).mpi(ranks=1, gpus_per_rank=gpus).queue(q).name(name)
+    b = gpujobs.job(nap, 120).mpi(ranks=1, gpus_per_rank=gpus).image(MPI_IMAGE).queue(q).name(name)
     if limit:
         b = b.max_runtime(limit)
     if prio:
@@ -150,7 +150,7 @@ def test_can_never_fit(make_cluster):
         queue(sim, "q2", "cq-q", 2, namespace="other")
         theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=time.time(), max_s=600)
     sim, be = make_cluster(setup)
-    p = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=5).queue("q").on("kubernetes")
+    p = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=5).image(MPI_IMAGE).queue("q").on("kubernetes")
     be_plan = be.plan(p.spec())
     assert not be_plan.admit_now and be_plan.expected_start is None and be_plan.position is None
     assert "can never be admitted" in be_plan.reason and "gpu" in be_plan.reason, be_plan.reason

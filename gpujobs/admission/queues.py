@@ -1,0 +1,174 @@
+"""The engine's pending queues: Kueue's queue manager, kept apart from the scheduling cycle.
+
+Kueue v0.19.2 keeps the two in separate packages: ``pkg/cache/queue`` (``manager.go``,
+``cluster_queue.go``, ``inadmissible_workloads.go``: which LocalQueue feeds which ClusterQueue,
+the pending heap of every ClusterQueue, ``Pop`` with the ``StrictFIFO`` / ``BestEffortFIFO``
+queueing strategies and the sticky preemptor, inadmissible workloads set aside until quota is
+released, ``Pending`` counts) and ``pkg/scheduler`` (``scheduler.go``: the cycle that takes the
+``Heads`` and admits, preempts or waits). Here :class:`Queues` is the first and
+:class:`~.engine.Engine` the second.
+
+Per ClusterQueue (fields of ``_CQ``): pending workloads in one heap per request *shape* (equal
+shapes fit or fail alike: Kueue's scheduling equivalence) with lazily dropped stale items, one
+sorted list of keys for positions, ``parked`` (shape -> the head that could not be admitted:
+Kueue's inadmissible workloads), ``stalled`` (every head is parked), ``sticky`` and ``hold``.
+Keys order a queue: ``(-priority, timestamp, seq, id)``, timestamp being the creation time or,
+after an eviction under the ``Eviction`` requeuing strategy, the eviction time.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from typing import Iterable
+
+from ..errors import SpecError
+from .model import ClusterQueue, Workload
+from .quota import _CQ, Key, _Entry
+
+
+class Queues:
+    """LocalQueue -> ClusterQueue names, pending heaps, heads, parking and positions (the state
+    lives in :class:`~.engine.Engine`)."""
+
+    _cqs: dict[str, _CQ]
+    _entries: dict[str, _Entry]
+    _lq: dict[str, str]
+    _seq: int
+
+    # ------------------------------------------------------- LocalQueues
+    def _map_local_queues(self, spec: ClusterQueue) -> None:
+        """Point the ClusterQueue's own name and its LocalQueues at it (Kueue AddLocalQueue)."""
+        for lq in (spec.name, *spec.local_queues):
+            if self._lq.get(lq, spec.name) != spec.name:
+                raise SpecError("local_queues", f"{lq!r} points to two queues", "rename one")
+            self._lq[lq] = spec.name
+
+    def cluster_queue_of(self, queue: str) -> str:
+        """The ClusterQueue a LocalQueue (or ClusterQueue) name points to; SpecError if unknown."""
+        if queue not in self._lq:
+            raise SpecError("queue", f"unknown queue {queue!r}; known: {', '.join(sorted(self._lq))}",
+                            "use a known queue, or define it in a [[local.queues]] table of the config "
+                            "file (docs/configuration.md)")
+        return self._lq[queue]
+
+    @property
+    def queue_names(self) -> list[str]:
+        return sorted(self._lq)
+
+    # ------------------------------------------------------- keys and shapes
+    def _key(self, prio: int, timestamp: float, wid: str) -> Key:
+        """A queue key; ``seq`` keeps equal priorities and timestamps in arrival order."""
+        self._seq += 1
+        return (-prio, timestamp, self._seq, wid)
+
+    @staticmethod
+    def _shape(w: Workload, podsets: list) -> tuple:
+        """The request shape (Kueue's equivalence hash): per pod set its totals, plus node
+        selectors and tolerations when any pod set has them (flavors may then differ)."""
+        shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+        if any(ps.node_selector or ps.tolerations for ps in w.podsets):
+            shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
+                           for ps in w.podsets)
+        return shape
+
+    # ------------------------------------------------------- heaps
+    def _push_pending(self, e: _Entry) -> None:
+        e.state = "pending"
+        e.version += 1
+        heapq.heappush(e.cq.heaps.setdefault(e.shape, []), (e.key, e.version))
+        insort(e.cq.sorted, e.key)
+        e.cq.stalled = False
+
+    def _drop_pending(self, e: _Entry) -> None:
+        lst = e.cq.sorted
+        i = bisect_left(lst, e.key)
+        if i < len(lst) and lst[i] == e.key:
+            del lst[i]
+        e.version += 1  # its heap item becomes stale
+
+    def _take(self, e: _Entry) -> None:
+        """``e`` leaves its queue to be admitted (its heap item popped when it is on top)."""
+        self._drop_pending(e)
+        heap = e.cq.heaps.get(e.shape)
+        if heap and heap[0][0] == e.key:
+            heapq.heappop(heap)
+
+    def _shape_head(self, cq: _CQ, shape: tuple) -> _Entry | None:
+        heap = cq.heaps.get(shape)
+        while heap:
+            key, version = heap[0]
+            e = self._entries.get(key[3])
+            if e is not None and e.state == "pending" and e.version == version:
+                return e
+            heapq.heappop(heap)
+        cq.heaps.pop(shape, None)
+        return None
+
+    # ------------------------------------------------------- heads, parking
+    def _head(self, cq: _CQ) -> _Entry | None:
+        """The ClusterQueue's head for this cycle: the first pending workload whose shape is not
+        parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO). In a
+        BestEffortFIFO queue a workload whose preemptions are under way stays the head until it
+        is admitted (Kueue's sticky preemptor workload, kueue#6929)."""
+        st = cq.sticky
+        if st is not None:
+            if st.state == "pending" and st.w.id in self._entries and cq.parked.get(st.shape) != st.key:
+                return st
+            cq.sticky = None
+        best = best_any = None
+        for shape in list(cq.heaps):
+            e = self._shape_head(cq, shape)
+            if e is None:
+                continue
+            if best_any is None or e.key < best_any.key:
+                best_any = e
+            if cq.parked.get(shape) == e.key:
+                continue
+            if best is None or e.key < best.key:
+                best = e
+        if cq.spec.strategy == "StrictFIFO" and best_any is not None and best is not best_any:
+            return None
+        return best
+
+    @staticmethod
+    def _park(e: _Entry) -> None:
+        """Set the head ``e`` aside until quota is released in its cohort tree (its shape waits)."""
+        e.cq.parked[e.shape] = e.key
+
+    def _unpark(self, cq: _CQ) -> None:
+        """Quota was released in ``cq``'s cohort tree: every queue of the tree may move again
+        (Kueue QueueInadmissibleWorkloads after a workload finishes)."""
+        for member in (cq.cohort.root.all_cqs if cq.cohort else (cq,)):
+            member.parked.clear()
+            member.stalled = False
+            member.hold = {}
+
+    def _retry_strict(self) -> None:
+        """Kueue retries a StrictFIFO head every cycle: its queue is unparked at each schedule()."""
+        for cq in self._cqs.values():
+            if cq.spec.strategy == "StrictFIFO" and cq.parked:
+                cq.parked.clear()
+                cq.stalled = False
+                cq.hold = {}
+
+    # ------------------------------------------------------- positions
+    def positions(self, queue: str) -> dict[str, int]:
+        """Pending workloads of a queue by id -> 1-based position (1 = next). A LocalQueue
+        name gives positions within that LocalQueue, a ClusterQueue name within the CQ."""
+        cq = self._cqs[self.cluster_queue_of(queue)]
+        if queue == cq.name and queue not in cq.spec.local_queues:
+            return {k[3]: i for i, k in enumerate(cq.sorted, 1)}
+        ids = (k[3] for k in cq.sorted)
+        return {wid: i for i, wid in enumerate((x for x in ids if self._entries[x].w.queue == queue), 1)}
+
+    def position(self, wid: str) -> int | None:
+        """1-based position of a pending workload in its ClusterQueue (None unless pending)."""
+        e = self._entries.get(wid)
+        if e is None or e.state != "pending":
+            return None
+        return bisect_left(e.cq.sorted, e.key) + 1
+
+    def pending(self, queue: str | None = None) -> list[str]:
+        cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
+            [self._cqs[self.cluster_queue_of(queue)]]
+        return [k[3] for cq in cqs for k in cq.sorted]
