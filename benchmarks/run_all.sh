@@ -15,7 +15,8 @@ for cmd in \
   "benchmarks/metrics_overhead.py" \
   "benchmarks/progress_overhead.py" \
   "benchmarks/fault_report.py" \
-  "benchmarks/eta_accuracy.py"; do
+  "benchmarks/eta_accuracy.py" \
+  "benchmarks/k8s_forecast.py"; do
   echo "\$ .venv/bin/python $cmd"
   $PY $cmd 2>&1 | grep -v "^gpujobs: no GPU found"
   echo
