@@ -9,6 +9,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .errors import SpecError
+from .shape import Shape, gang_shape
 from .spec import JobSpec, SecretRef, Volume, check_count
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class JobBuilder(Generic[R]):
             raise SpecError("gpus", "both gpus and gpus_per_node were given", "pass one of them")
         if gpus is not None:
             check_count("gpus", gpus)
-            gpus_per_node = _per_node(gpus, nodes)
+            return self.with_shape(gang_shape(framework, gpus, nodes, procs_per_node))
         if gpus_per_node is None:
             gpus_per_node = 1
         check_count("gpus_per_node", gpus_per_node, minimum=0)
@@ -67,6 +68,10 @@ class JobBuilder(Generic[R]):
                             f"({gpus_per_node} per node), not {procs_per_node}", "drop procs_per_node")
         return self._with(framework=framework, nodes=nodes, procs_per_node=gpus_per_node,
                           gpus_per_proc=1)
+
+    def with_shape(self, shape: Shape) -> "JobBuilder[R]":
+        """Framework and rank layout from :func:`gpujobs.shape.gang_shape` (GPUs -> ranks)."""
+        return self._with(**shape.fields())
 
     def ray(self, workers: int = 1, gpus_per_worker: int = 1, cpus_per_worker: float = 1.0) -> "JobBuilder[R]":
         """A Ray cluster of ``workers`` workers; ``fn`` runs as the driver."""
@@ -203,14 +208,6 @@ class JobBuilder(Generic[R]):
         return Job(job_id, backend, spec=spec)
 
 
-def _per_node(gpus: int, nodes: int) -> int:
-    """GPUs per node; SpecError when ``gpus`` does not split evenly over ``nodes``."""
-    if gpus % nodes:
-        raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
-                        f"use a multiple of nodes, e.g. gpus={nodes * max(1, gpus // nodes)}")
-    return gpus // nodes
-
-
 def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBuilder[R]:
     """Start describing a job that runs ``fn(*args, **kwargs)`` in every rank.
 
@@ -300,16 +297,7 @@ def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,
                 "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")
     check_count("nodes", nodes)
     check_call(fn, args, kwargs, _SUBMIT_OPTIONS)
-    b = JobBuilder(fn, *args, **kwargs)
-    if framework in ("ddp", "fsdp"):
-        b = b._torch(framework, nodes, None, gpus, None)
-    elif framework == "mpi":
-        b = b.mpi(ranks=gpus, gpus_per_rank=1, ranks_per_node=_per_node(gpus, nodes))
-    elif framework == "ray":
-        b = b.ray(workers=nodes, gpus_per_worker=_per_node(gpus, nodes))
-    else:
-        from .spec import FRAMEWORKS
-        raise SpecError("framework", f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
+    b = JobBuilder(fn, *args, **kwargs).with_shape(gang_shape(framework, gpus, nodes))
     if queue is not None:
         b = b.queue(queue)
     if priority is not None:

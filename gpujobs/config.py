@@ -44,16 +44,17 @@ from typing import Any
 
 from . import quantity
 from .errors import SpecError
+from . import contract
 
 
 def gpujobs_home() -> Path:
     """State directory (``GPUJOBS_HOME``, default ``~/.gpujobs``)."""
-    return Path(os.environ.get("GPUJOBS_HOME") or Path.home() / ".gpujobs").expanduser()
+    return Path(os.environ.get(contract.HOME) or Path.home() / ".gpujobs").expanduser()
 
 
 def config_path() -> Path:
-    if os.environ.get("GPUJOBS_CONFIG"):
-        return Path(os.environ["GPUJOBS_CONFIG"]).expanduser()
+    if os.environ.get(contract.CONFIG):
+        return Path(os.environ[contract.CONFIG]).expanduser()
     home_cfg = gpujobs_home() / "config.toml"
     if home_cfg.exists():
         return home_cfg
@@ -84,7 +85,7 @@ def parse_quantity(value: Any, what: str) -> float:
 
 def idle_timeout_s(cfg: dict[str, Any] | None = None) -> float:
     """Seconds the local agent stays up with nothing to do (``GPUJOBS_AGENT_IDLE_S``)."""
-    env = os.environ.get("GPUJOBS_AGENT_IDLE_S")
+    env = os.environ.get(contract.AGENT_IDLE_S)
     if env:
         return float(env)
     cfg = load_config() if cfg is None else cfg

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from .errors import SpecError
+from . import contract
 
 _notice_lock = threading.Lock()
 _notice_shown = False
@@ -20,7 +21,7 @@ def cpu_notice_text(framework: str = "ddp") -> str:
     from .config import config_path
     how = {"mpi": "MPI on CPU", "ray": "Ray workers on CPU"}.get(framework,
                                                                  "torch.distributed with gloo")
-    override = os.environ.get("GPUJOBS_LOCAL_GPUS")
+    override = os.environ.get(contract.LOCAL_GPUS)
     if override:
         slots = (f"GPUJOBS_LOCAL_GPUS={override} sets how many run at once; it cannot make a "
                  "GPU appear.")
@@ -82,9 +83,9 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
     caller already loaded it.
     """
     found = nvml_gpu_count() if found is None else found
-    override = os.environ.get("GPUJOBS_LOCAL_GPUS")
+    override = os.environ.get(contract.LOCAL_GPUS)
     if override:
-        return _slot_count(override, "GPUJOBS_LOCAL_GPUS",
+        return _slot_count(override, contract.LOCAL_GPUS,
                            "e.g. GPUJOBS_LOCAL_GPUS=4, or unset it"), found > 0
     configured = configured_gpus(cfg)
     if configured is not None:
@@ -101,9 +102,9 @@ def local_cpus(cfg: dict[str, Any] | None = None) -> float:
     laptop, ranks sharing cores). Not a positive number: SpecError naming where it came from."""
     from .config import load_config
 
-    env = os.environ.get("GPUJOBS_LOCAL_CPUS")
+    env = os.environ.get(contract.LOCAL_CPUS)
     if env:
-        return _cpu_count(env, "GPUJOBS_LOCAL_CPUS", "e.g. GPUJOBS_LOCAL_CPUS=8, or unset it")
+        return _cpu_count(env, contract.LOCAL_CPUS, "e.g. GPUJOBS_LOCAL_CPUS=8, or unset it")
     cfg = load_config() if cfg is None else cfg
     value = cfg.get("local", {}).get("cpus")
     if value is not None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .status import Progress
+from . import contract
 
 PROGRESS_MARKER = "GPUJOBS-PROGRESS"
 FORMAT_VERSION = 1
@@ -77,7 +78,7 @@ def parse_progress_line(line: str) -> dict | None:
 
 def interval_s() -> float:
     try:
-        return max(0.0, float(os.environ.get("GPUJOBS_PROGRESS_INTERVAL") or DEFAULT_INTERVAL_S))
+        return max(0.0, float(os.environ.get(contract.PROGRESS_INTERVAL) or DEFAULT_INTERVAL_S))
     except ValueError:
         return DEFAULT_INTERVAL_S
 
@@ -131,9 +132,9 @@ class ProgressReporter:
 
 def for_environment(rank: int) -> ProgressReporter:
     """The reporter of this rank: a file in the local result dir, else stdout (pod log)."""
-    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
-    if sink.startswith("dir:"):
-        return ProgressReporter(rank, path=Path(sink[4:]) / f"progress-{rank}.log")
+    directory = contract.result_sink_dir(contract.RankEnv.from_env().result_sink)
+    if directory is not None:
+        return ProgressReporter(rank, path=directory / contract.PROGRESS.name(rank))
     return ProgressReporter(rank)
 
 
@@ -183,8 +184,8 @@ def _setting(name: str, env: dict[str, str], default: float) -> float:
 def stall_settings(env: dict[str, str]) -> tuple[float, float]:
     """(floor seconds, factor): the job's env first, then this process's, then the defaults
     (``GPUJOBS_STALL_FLOOR_S`` 60, ``GPUJOBS_STALL_FACTOR`` 5; a floor of 0 turns it off)."""
-    return (_setting("GPUJOBS_STALL_FLOOR_S", env, DEFAULT_STALL_FLOOR_S),
-            _setting("GPUJOBS_STALL_FACTOR", env, DEFAULT_STALL_FACTOR))
+    return (_setting(contract.STALL_FLOOR_S, env, DEFAULT_STALL_FLOOR_S),
+            _setting(contract.STALL_FACTOR, env, DEFAULT_STALL_FACTOR))
 
 
 def usual_interval(reports: list[dict]) -> float | None:
@@ -207,7 +208,7 @@ class ProgressTail:
         """New reports since the last call (also kept in ``reports``, bounded)."""
         new: list[dict] = []
         try:
-            paths = sorted(self.dir.glob("progress-*.log"))
+            paths = sorted(self.dir.glob(contract.PROGRESS.glob))
         except OSError:
             return new
         for path in paths:

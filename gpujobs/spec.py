@@ -27,7 +27,17 @@ from .errors import SpecError
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
-K8S_KINDS = ("TrainJob", "PyTorchJob", "MPIJob", "RayJob", "VolcanoJob", "AppWrapper")
+KIND_FRAMEWORKS: dict[str, tuple[str, ...]] = {
+    "TrainJob": ("ddp", "fsdp"),
+    "PyTorchJob": ("ddp", "fsdp"),
+    "MPIJob": ("mpi",),
+    "RayJob": ("ray",),
+    "VolcanoJob": ("ddp", "fsdp", "mpi"),
+    "AppWrapper": ("ddp", "fsdp", "mpi"),
+}
+"""The one framework x kind table: the Kubernetes kinds a job of each framework can render as
+(the volcano modes' own rules are in gpujobs.backends.kubernetes.kinds)."""
+K8S_KINDS = tuple(KIND_FRAMEWORKS)
 VOLCANO_MODES = ("none", "gang", "job", "appwrapper")
 """none: Kueue only; gang: Kueue admits, Volcano gang-places the operator's pods;
 job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an AppWrapper (Kueue)."""
@@ -53,6 +63,20 @@ def check_count(field_name: str, value: Any, minimum: int = 1, fix: str | None =
         raise SpecError(field_name, f"must be >= {minimum}, got {value}",
                         fix or f"pass {field_name}={max(minimum, 1)} or more")
     return value
+
+
+def check_kind(framework: str, kind: str | None) -> None:
+    """SpecError when a ``framework`` job cannot render as ``kind`` (:data:`KIND_FRAMEWORKS`)."""
+    if kind is None or framework in KIND_FRAMEWORKS.get(kind, (framework,)):
+        return
+    allowed = [k for k, fws in KIND_FRAMEWORKS.items() if framework in fws]
+    if len(allowed) == 1:
+        raise SpecError("kind", f"a {framework} job renders as {allowed[0]}, not {kind}",
+                        f"drop kind= or use {allowed[0]!r}")
+    names = [repr(k) for k in allowed]
+    article = "an" if framework == "mpi" else "a"  # an em-pee-eye job
+    raise SpecError("kind", f"{article} {framework} job cannot render as {kind}",
+                    f"use {', '.join(names[:-1])} or {names[-1]}")
 
 
 @dataclass(frozen=True)
@@ -209,14 +233,7 @@ class JobSpec:
                             f"use one of {', '.join(VOLCANO_MODES)}")
         if self.kind is not None and self.kind not in K8S_KINDS:
             raise SpecError("kind", f"unknown kind {self.kind!r}", f"use one of {', '.join(K8S_KINDS)}")
-        if self.framework == "ray" and self.kind not in (None, "RayJob"):
-            raise SpecError("kind", f"a ray job renders as RayJob, not {self.kind}", "drop kind= or use 'RayJob'")
-        if self.framework == "mpi" and self.kind in ("TrainJob", "PyTorchJob", "RayJob"):
-            raise SpecError("kind", f"an mpi job cannot render as {self.kind}",
-                            "use 'MPIJob', 'VolcanoJob' or 'AppWrapper'")
-        if self.framework in ("ddp", "fsdp") and self.kind in ("MPIJob", "RayJob"):
-            raise SpecError("kind", f"a {self.framework} job cannot render as {self.kind}",
-                            "use 'TrainJob', 'PyTorchJob', 'VolcanoJob' or 'AppWrapper'")
+        check_kind(self.framework, self.kind)
         check_count("max_payload_bytes", self.max_payload_bytes)
         self._check_placement()  # [hardening]
         if self.grace_period_s < 0:
@@ -285,3 +302,17 @@ class JobSpec:
             d["volume"] = Volume(**d["volume"])
         # The packed call stays packed: the agent and renderers never unpickle user code.
         return cls(_payload=payload or None, **d)
+
+    @classmethod
+    def stored(cls, data: Mapping[str, Any]) -> "JobSpec":
+        """The spec of a job whose sealed call is kept elsewhere (the local agent's job folder):
+        :meth:`from_dict` (so validated, SpecError naming the field), no call attached."""
+        return cls.from_dict(data, _STORED_CALL)
+
+    @property
+    def call_stored_elsewhere(self) -> bool:
+        """Built by :meth:`stored`: :meth:`payload` is not the call."""
+        return self._payload is _STORED_CALL
+
+
+_STORED_CALL = b"<the sealed call is in the job folder>"

@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gpujobs.contract as contract
+from gpujobs.contract import ENV_PREFIX, RankEnv
+
 from .rules import parse_time
 from .store import now_iso
 from .images import facts as image_facts
@@ -322,11 +325,12 @@ class Kubelet:
         self._mounted[md["uid"]] = d
         c0 = (src["spec"].get("containers") or [{}])[0]
         pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
-        payload = local_path(pod_env.get("GPUJOBS_PAYLOAD", ""), mounts)
-        key_file = local_path(pod_env.get("GPUJOBS_KEY_FILE", ""), mounts)
+        told = RankEnv.from_env(pod_env)  # what gpujobs' renderer told the pod
+        payload = local_path(told.payload or "", mounts)
+        key_file = local_path(told.key_file or "", mounts)
         if not payload or not Path(payload).is_file() or not Path(key_file).is_file():
             return None, {}
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUJOBS_", "OMPI_", "PMI"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith((ENV_PREFIX, "OMPI_", "PMI"))}
         for e in c0.get("env") or []:
             if "value" in e:
                 env[e["name"]] = str(e["value"])
@@ -336,15 +340,15 @@ class Kubelet:
                 if ref["key"] in (s.get("data") or {}):
                     env[e["name"]] = base64.b64decode(s["data"][ref["key"]]).decode()
         world = int(ann.get(ANN_WORLD, "1"))
-        env.update({"GPUJOBS_PAYLOAD": payload, "GPUJOBS_RESULT_SINK": "log",
-                    "GPUJOBS_KEY_FILE": key_file,
-                    "GPUJOBS_DEVICE": "cpu", "PYTHONUNBUFFERED": "1", "HOME": str(d),
-                    "GPUJOBS_TERMINATION_LOG": str(d / "termination-log"),
+        # the pod's container paths, moved to the folders its volumes were unpacked into
+        env.update(RankEnv(payload=payload, result_sink="log", key_file=key_file, device="cpu",
+                           termination_log=str(d / "termination-log"),
+                           checkpoint_dir=str(d / "ckpt")).to_env())
+        env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500"),
-                    "GPUJOBS_CHECKPOINT_DIR": str(d / "ckpt")})
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})
         if src is not pod:  # the Ray driver runs on the head, not in the submitter's container
-            env.pop("GPUJOBS_TERMINATION_LOG", None)
+            env.pop(contract.TERMINATION_LOG, None)
         runner = [sys.executable, "-m", "gpujobs.runner"]
         boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
         if boot is not None and ann.get(ANN_ROLE) == "rank":
@@ -356,9 +360,9 @@ class Kubelet:
                 # simulated mpirun, which decides hosts and ssh like Open MPI (mpirun_shim.py)
                 return boot, self._mpi_launcher_env(pod, env, mounts, d)
             env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
-            exports = [x for k in ("GPUJOBS_KEY_FILE", "GPUJOBS_KEY_CONTEXT", "GPUJOBS_PAYLOAD",
-                                   "GPUJOBS_FRAMEWORK", "GPUJOBS_CHECKPOINT_DIR",
-                                   "PYTHONPATH", "GPUJOBS_RESULT_SINK") if k in env for x in ("-x", k)]
+            exports = [x for k in (contract.KEY_FILE, contract.KEY_CONTEXT, contract.PAYLOAD,
+                                   contract.FRAMEWORK, contract.CHECKPOINT_DIR,
+                                   "PYTHONPATH", contract.RESULT_SINK) if k in env for x in ("-x", k)]
             # the real launcher waits for the workers' sshd and runs mpirun of `bootstrap.py mpi-rank`
             # over ssh; here mpirun starts the same mpi-rank command locally (no sshd)
             ranks = boot[:-1] + ["mpi-rank"] if boot is not None else runner
@@ -406,8 +410,8 @@ class Kubelet:
                    GPUJOBS_SIM_LAUNCHER_HOST=str(pod["spec"].get("hostname") or md["name"]),
                    GPUJOBS_SIM_CORES="8", GPUJOBS_SIM_SSH_PORT=str(f["ssh_port"]),
                    GPUJOBS_SIM_NO_HOST_KEY_CHECK="1" if f["no_host_key_check"] else "0",
-                   GPUJOBS_SIM_SSHD=json.dumps(sshd),
-                   GPUJOBS_MPI_DNS_WAIT_S="0")  # no cluster DNS here: the shim knows the workers
+                   GPUJOBS_SIM_SSHD=json.dumps(sshd))
+        out[contract.MPI_DNS_WAIT_S] = "0"  # no cluster DNS here: the shim knows the workers
         return _no_rank_env(out)
 
 
@@ -422,9 +426,9 @@ def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
         return None
     script = argv[2]
     runtime = next((local for mount, local in mounts.items() if repr(mount + "/") in script), None)
-    if runtime is None or not (runtime.parent / "job" / "bootstrap.json").is_file():
+    if runtime is None or not (runtime.parent / "job" / contract.POD_CONFIG).is_file():
         return None
-    cfg = json.loads((runtime.parent / "job" / "bootstrap.json").read_text())
+    cfg = json.loads((runtime.parent / "job" / contract.POD_CONFIG).read_text())
     if cfg.get("framework") == "ray":
         return None
     for mount, local in mounts.items():

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from ..errors import SpecError
 from .base import Backend
+from .. import contract
 
 _BUILTIN = {
     "local": "gpujobs.backends.local:LocalBackend",
@@ -20,7 +21,7 @@ _ALIASES = {"k8s": "kubernetes", "kube": "kubernetes"}
 
 def default_backend_name() -> str:
     """``GPUJOBS_BACKEND``, then the config file's ``backend``, else ``local``."""
-    name = os.environ.get("GPUJOBS_BACKEND")
+    name = os.environ.get(contract.BACKEND)
     if not name:
         from ..config import load_config
         name = load_config().get("backend") or "local"

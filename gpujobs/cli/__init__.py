@@ -12,6 +12,7 @@ import os
 import sys
 
 from . import exitcodes
+from .. import contract
 
 EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage or spec error · 3 backend unavailable · "
           "4 not found · 130 interrupted.  GPUJOBS_DEBUG=1 shows tracebacks.")
@@ -155,7 +156,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
-    debug = os.environ.get("GPUJOBS_DEBUG", "") not in ("", "0")
+    debug = os.environ.get(contract.DEBUG, "") not in ("", "0")
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..builder import JobBuilder, job
 from ..errors import SpecError
+from ..shape import gang_shape
 from ..spec import slug
 
 _SBATCH_SUFFIXES = (".sbatch", ".slurm", ".sub")
@@ -180,23 +181,6 @@ def convert_args(fn: Callable[..., Any], raw: list[str]) -> tuple[list[Any], lis
 
 
 def shape(builder: JobBuilder, framework: str, gpus: int, nodes: int, procs_per_node: int | None) -> JobBuilder:
-    """Apply --framework/--gpus/--nodes/--procs-per-node (gpus=0: CPU ranks)."""
-    if gpus and gpus % nodes:
-        raise SpecError("--gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
-                        "give a multiple of --nodes")
-    per_node = gpus // nodes
-    if framework in ("ddp", "fsdp"):
-        method = builder.ddp if framework == "ddp" else builder.fsdp
-        if gpus == 0:
-            return method(nodes=nodes, gpus_per_node=0, procs_per_node=procs_per_node or 1)
-        return method(nodes=nodes, gpus_per_node=per_node, procs_per_node=procs_per_node)
-    if framework == "mpi":
-        ranks_per_node = procs_per_node or max(per_node, 1)
-        gpr = per_node // ranks_per_node if gpus else 0
-        if gpus and per_node % ranks_per_node:
-            raise SpecError("--procs-per-node", f"{ranks_per_node} ranks cannot share {per_node} GPUs evenly",
-                            "use a divisor of the GPUs per node")
-        return builder.mpi(ranks=ranks_per_node * nodes, gpus_per_rank=gpr, ranks_per_node=ranks_per_node)
-    if framework == "ray":
-        return builder.ray(workers=nodes, gpus_per_worker=per_node)
-    raise SpecError("--framework", f"unknown framework {framework!r}", "use ddp, fsdp, mpi or ray")
+    """Apply --framework/--gpus/--nodes/--procs-per-node (gpus=0: CPU ranks), as
+    :func:`gpujobs.shape.gang_shape` does for every entry point."""
+    return builder.with_shape(gang_shape(framework, gpus, nodes, procs_per_node, options=True))

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Iterable, Sequence
 
 from ..status import GpuSample
+from .. import contract
 
 Device = int | str  # an NVML index or a GPU UUID (as CUDA_VISIBLE_DEVICES may hold)
 
@@ -153,4 +154,4 @@ class NvmlReader:
 
 
 def hostname() -> str:
-    return os.environ.get("GPUJOBS_HOST") or socket.gethostname()
+    return os.environ.get(contract.HOST) or socket.gethostname()

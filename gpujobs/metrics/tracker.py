@@ -20,12 +20,13 @@ from ..status import GpuSample
 from .logline import format_metrics_line, parse_metrics_line
 from .model import DEFAULT_MAXLEN, MetricsHistory
 from .sampler import Ranks, Sampler
+from .. import contract
 
 
 def default_interval() -> float:
     """Seconds between rounds: ``GPUJOBS_METRICS_INTERVAL`` or 2."""
     try:
-        return float(os.environ.get("GPUJOBS_METRICS_INTERVAL") or 2.0)
+        return float(os.environ.get(contract.METRICS_INTERVAL) or 2.0)
     except ValueError:
         return 2.0
 

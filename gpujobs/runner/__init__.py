@@ -9,9 +9,8 @@ the outcome (value or exception with remote traceback) through the result sink:
   from the pod log by the client (needs no permission beyond reading logs).
 
 Environment: RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK/NODE_RANK, MASTER_ADDR,
-MASTER_PORT (torch), GPUJOBS_JOB_ID, GPUJOBS_FRAMEWORK, GPUJOBS_PAYLOAD (file),
-GPUJOBS_KEY (hex HMAC key) or GPUJOBS_KEY_FILE, GPUJOBS_RESULT_SINK,
-GPUJOBS_RETURN_ALL, GPUJOBS_CHECKPOINT_DIR.
+MASTER_PORT (torch), and gpujobs' own (:class:`gpujobs.contract.RankEnv`: job id, framework,
+payload file, key or key file, result sink, return-all, checkpoint folder, restarts …).
 """
 from __future__ import annotations
 
@@ -23,18 +22,22 @@ import signal
 import sys
 from pathlib import Path
 
+from .. import contract
+from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, RankEnv
+
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
 
 
-def read_key() -> bytes:
-    """The job's key: GPUJOBS_KEY / GPUJOBS_KEY_FILE, derived for the job named by
-    GPUJOBS_KEY_CONTEXT when set (Kubernetes: the file holds the submitter's namespace key)."""
-    if os.environ.get("GPUJOBS_KEY"):
-        key = bytes.fromhex(os.environ["GPUJOBS_KEY"])
+def read_key(rank_env: RankEnv | None = None) -> bytes:
+    """The job's key: :data:`~gpujobs.contract.KEY` / the key file, derived for the job named
+    by the key context when set (Kubernetes: the file holds the submitter's namespace key)."""
+    rank_env = rank_env or RankEnv.from_env()
+    if os.environ.get(contract.KEY):
+        key = bytes.fromhex(os.environ[contract.KEY])
     else:
-        key = bytes.fromhex(Path(os.environ["GPUJOBS_KEY_FILE"]).read_text().strip())
-    context = os.environ.get("GPUJOBS_KEY_CONTEXT")
+        key = bytes.fromhex(Path(rank_env.key_file or "").read_text().strip())
+    context = rank_env.key_context
     if not context:
         return key
     from ..payload import derive_key
@@ -48,13 +51,12 @@ def read_payload(path: str) -> bytes:
 
 
 def outcome_path(directory: Path | str, rank: int) -> Path:
-    return Path(directory) / f"outcome-{rank}.bin"
+    return Path(directory) / OUTCOME.name(rank)
 
 
 def result_dir() -> Path | None:
     """The directory of a ``dir:`` result sink (local backend), None for the ``log`` sink."""
-    sink = os.environ.get("GPUJOBS_RESULT_SINK", "log")
-    return Path(sink[4:]) if sink.startswith("dir:") else None
+    return contract.result_sink_dir(RankEnv.from_env().result_sink)
 
 
 def write_outcome(blob: bytes, rank: int) -> None:
@@ -83,10 +85,10 @@ of a pod's containers; kubernetes.io/docs/tasks/debug/debug-application/determin
 
 def _termination_message(line: str) -> None:
     """Also append the result line to the container's termination message file
-    ($GPUJOBS_TERMINATION_LOG, /dev/termination-log in a pod) when the file stays within the
+    (:data:`~gpujobs.contract.TERMINATION_LOG`, /dev/termination-log in a pod) when the file stays within the
     kubelet's 4096 bytes: the kubelet copies it into the pod's status, where it outlives the log
     (rotation, a lost node's logs, a sidecar). A larger result is only in the log."""
-    path = os.environ.get("GPUJOBS_TERMINATION_LOG")
+    path = RankEnv.from_env().termination_log
     if not path:
         return
     data = line.encode()
@@ -109,7 +111,7 @@ def _write_failure_marker(outcome) -> None:
     directory = result_dir()
     if directory is not None:
         try:
-            (directory / f"failure-{outcome.rank}.json").write_text(json.dumps(
+            (directory / FAILURE.name(outcome.rank)).write_text(json.dumps(
                 {"type": outcome.exc_type, "collateral": outcome.collateral}))
         except OSError:
             pass
@@ -147,12 +149,13 @@ def enable_faulthandler(rank: int) -> None:
     if directory is None or not hasattr(signal, "SIGUSR2"):
         return
     try:
-        fh = open(directory / f"stacks-{rank}.txt", "a")
+        fh = open(directory / STACKS.name(rank), "a")
         faulthandler.register(signal.SIGUSR2, file=fh, all_threads=True, chain=False)
         _KEEP.append(fh)
-        tmp = directory / f"stackpid-{rank}.tmp"
+        path = directory / STACKPID.name(rank)
+        tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
-        os.replace(tmp, directory / f"stackpid-{rank}.json")
+        os.replace(tmp, path)
     except (OSError, ValueError, RuntimeError):
         pass
 
@@ -233,26 +236,27 @@ def main() -> int:
     world = int(env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE") or env.get("PMI_SIZE") or 1)
     local_rank = int(env.get("LOCAL_RANK") or env.get("OMPI_COMM_WORLD_LOCAL_RANK") or 0)
     node_rank = int(env.get("GROUP_RANK", env.get("NODE_RANK", "0")))
-    framework = env.get("GPUJOBS_FRAMEWORK", "ddp")
-    key = read_key()
-    ctx = JobContext(job_id=env.get("GPUJOBS_JOB_ID", ""), rank=rank, world_size=world,
+    told = RankEnv.from_env(env)
+    framework = told.framework or "ddp"
+    key = read_key(told)
+    ctx = JobContext(job_id=told.job_id or "", rank=rank, world_size=world,
                      local_rank=local_rank, node_rank=node_rank, device="cpu",
-                     checkpoint_dir=Path(env.get("GPUJOBS_CHECKPOINT_DIR", "/tmp/gpujobs-ckpt")),
-                     framework=framework, restarts=int(env.get("GPUJOBS_RESTARTS", "0")))
+                     checkpoint_dir=Path(told.checkpoint_dir or contract.DEFAULT_CHECKPOINT_DIR),
+                     framework=framework, restarts=told.restarts or 0)
     # Preemption / cancel: SIGTERM only announces; the launcher kills after the grace period.
     signal.signal(signal.SIGTERM, lambda *_: ctx.request_stop())
     _set_current(ctx)
     set_title(f"gpujobs {ctx.job_id} rank {rank}", f"r{rank} {ctx.job_id}")
     enable_faulthandler(rank)
-    if result_dir() is None and env.get("GPUJOBS_STACK_REQUEST"):
-        watch_stack_requests(rank, key, env["GPUJOBS_STACK_REQUEST"])
+    if result_dir() is None and told.stack_request:
+        watch_stack_requests(rank, key, told.stack_request)
 
-    if env.get("GPUJOBS_COMMAND"):
-        return _run_command(json.loads(env["GPUJOBS_COMMAND"]), ctx, key)
+    if told.command:
+        return _run_command(list(told.command), ctx, key)
 
     setup = None
     try:
-        fn, args, kwargs = unpack_call(open_envelope(read_payload(env["GPUJOBS_PAYLOAD"]), key))
+        fn, args, kwargs = unpack_call(open_envelope(read_payload(told.payload or ""), key))
         setup = frameworks.setup(framework, ctx)
         value = fn(*args, **kwargs)
         outcome = Outcome.success(ctx.rank, value)
@@ -262,7 +266,7 @@ def main() -> int:
     rank = ctx.rank
     if not outcome.ok:
         _write_failure_marker(outcome)
-    if not outcome.ok or rank == 0 or env.get("GPUJOBS_RETURN_ALL") == "1":
+    if not outcome.ok or rank == 0 or told.return_all:
         try:
             blob = seal(outcome, key)
         except Exception as exc:  # the return value itself cannot be pickled
@@ -308,7 +312,7 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
     signal.signal(signal.SIGTERM, stop)
     code = proc.wait()
     if code == 0:
-        if ctx.rank == 0 or os.environ.get("GPUJOBS_RETURN_ALL") == "1":
+        if ctx.rank == 0 or RankEnv.from_env().return_all:
             write_outcome(seal(Outcome.success(ctx.rank, 0), key), ctx.rank)
         sys.stdout.flush()
         os._exit(0)

@@ -7,6 +7,7 @@ import signal
 from typing import Any, Mapping
 
 from ..context import JobContext
+from .. import contract
 
 
 def setup(framework: str, ctx: JobContext) -> Any:
@@ -31,7 +32,7 @@ def teardown(framework: str, state: Any) -> None:
     elif framework == "ray" and state is not None:
         # A local instance whose launcher kills it by process group and job id needs no
         # ray.shutdown() (~1.2 s); elsewhere shutdown stops a local instance or leaves a cluster.
-        if state.is_initialized() and os.environ.get("GPUJOBS_RAY_LAUNCHER_CLEANS") != "1":
+        if state.is_initialized() and os.environ.get(contract.RAY_LAUNCHER_CLEANS) != "1":
             state.shutdown()
 
 
@@ -39,7 +40,7 @@ def _setup_torch(ctx: JobContext) -> Any:
     import torch
     import torch.distributed as dist
 
-    if os.environ.get("GPUJOBS_DEVICE", "auto") != "cpu" and torch.cuda.is_available():
+    if os.environ.get(contract.DEVICE, "auto") != "cpu" and torch.cuda.is_available():
         index = ctx.local_rank % torch.cuda.device_count()
         torch.cuda.set_device(index)
         ctx.device = f"cuda:{index}"
@@ -49,7 +50,7 @@ def _setup_torch(ctx: JobContext) -> Any:
         backend = "gloo"
     if not dist.is_initialized():
         kwargs: dict[str, Any] = {"device_id": torch.device(ctx.device)} if backend == "nccl" else {}
-        rdzv = os.environ.get("GPUJOBS_RENDEZVOUS_FILE")  # local gangs: FileStore, no port
+        rdzv = os.environ.get(contract.RENDEZVOUS_FILE)  # local gangs: FileStore, no port
         init = f"file://{rdzv}" if rdzv else "env://"
         dist.init_process_group(backend=backend, init_method=init, rank=ctx.rank,
                                 world_size=ctx.world_size, **kwargs)
@@ -68,7 +69,7 @@ def _setup_mpi(ctx: JobContext) -> Any:
     It is applied before MPI_Init so CUDA-aware MPI sees the right devices.
     """
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", ctx.local_rank))
-    groups = os.environ.get("GPUJOBS_MPI_DEVICES")
+    groups = os.environ.get(contract.MPI_DEVICES)
     if groups:
         os.environ["CUDA_VISIBLE_DEVICES"] = groups.split(";")[ctx.rank % len(groups.split(";"))]
     try:
@@ -80,7 +81,7 @@ def _setup_mpi(ctx: JobContext) -> Any:
     ctx.rank = MPI.COMM_WORLD.Get_rank()
     ctx.world_size = MPI.COMM_WORLD.Get_size()
     ctx.local_rank = local
-    if os.environ.get("GPUJOBS_DEVICE") == "cpu":
+    if os.environ.get(contract.DEVICE) == "cpu":
         ctx.device = "cpu"
     elif groups:
         ctx.device = "cuda:0"
@@ -102,18 +103,18 @@ def check_ray_version(installed: str, wanted: str | None) -> None:
 
 def ray_init_kwargs(env: Mapping[str, str]) -> dict[str, Any]:
     """ray.init arguments: connect to GPUJOBS_RAY_ADDRESS, else start a private local instance."""
-    address = env.get("GPUJOBS_RAY_ADDRESS")
+    address = env.get(contract.RAY_ADDRESS)
     if address:
         return {"address": address, "log_to_driver": True}
     kwargs: dict[str, Any] = {
         "address": "local", "include_dashboard": False, "log_to_driver": True,
-        "num_cpus": int(math.ceil(float(env.get("GPUJOBS_RAY_NUM_CPUS", "1")))),
-        "num_gpus": int(env.get("GPUJOBS_RAY_NUM_GPUS", "0")),
+        "num_cpus": int(math.ceil(float(env.get(contract.RAY_NUM_CPUS, "1")))),
+        "num_gpus": int(env.get(contract.RAY_NUM_GPUS, "0")),
     }
-    if env.get("GPUJOBS_RAY_TEMP_DIR"):
-        kwargs["_temp_dir"] = env["GPUJOBS_RAY_TEMP_DIR"]
-    if env.get("GPUJOBS_RAY_OBJECT_STORE_BYTES"):
-        kwargs["object_store_memory"] = int(env["GPUJOBS_RAY_OBJECT_STORE_BYTES"])
+    if env.get(contract.RAY_TEMP_DIR):
+        kwargs["_temp_dir"] = env[contract.RAY_TEMP_DIR]
+    if env.get(contract.RAY_OBJECT_STORE_BYTES):
+        kwargs["object_store_memory"] = int(env[contract.RAY_OBJECT_STORE_BYTES])
     return kwargs
 
 
@@ -123,7 +124,7 @@ def _setup_ray(ctx: JobContext) -> Any:
     Locally the Ray processes are children of this driver and stop with ``ray.shutdown()``
     (or, if the driver dies, are swept by the launcher by pid and job id).
     """
-    phase = _phase_writer(os.environ.get("GPUJOBS_PHASE_FILE"))
+    phase = _phase_writer(os.environ.get(contract.PHASE_FILE))
     kw = ray_init_kwargs(os.environ)
     phase(f"connecting to Ray at {kw['address']}" if kw["address"] != "local" else
           f"starting Ray head ({kw['num_cpus']} CPUs, {kw['num_gpus']} GPUs)")
@@ -133,8 +134,8 @@ def _setup_ray(ctx: JobContext) -> Any:
         from ..errors import SpecError
         raise SpecError("framework", f"ray cannot be imported in this rank ({exc})",
                         RAY_INSTALL_HINT) from None
-    check_ray_version(ray.__version__, os.environ.get("GPUJOBS_RAY_VERSION"))
-    if not os.environ.get("GPUJOBS_RAY_ADDRESS"):
+    check_ray_version(ray.__version__, os.environ.get(contract.RAY_VERSION))
+    if not os.environ.get(contract.RAY_ADDRESS):
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

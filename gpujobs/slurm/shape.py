@@ -1,4 +1,5 @@
-"""The gang's shape from an sbatch script: nodes, ranks per node and GPUs per rank.
+"""The gang's shape from an sbatch script: nodes, ranks per node and GPUs per rank (the GPUs of
+a node split over its ranks by :func:`gpujobs.shape.split_gpus`, as every entry point does).
 
 Read from ``-N``/``-n``/``--ntasks-per-node`` (directives or the launch line's srun), the GPU
 options (``--gpus``, ``--gpus-per-node``, ``--gpus-per-task``, ``--gres=gpu``: conflicting ones
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..shape import split_gpus
 from . import units
 from .directives import Directive
 from .launch import Launch
@@ -113,14 +115,12 @@ def gang_shape(o: Options, launch: Launch) -> Shape:
             raise o.error(L, "--gpus-per-task", f"{gpt} GPUs per task × {procs} tasks per node "
                           f"is not the {gpn} GPUs per node asked for", "keep one way of asking for GPUs")
     elif gpn:
-        if launch.kind == "python":
-            gpus_per_proc = gpn
-        elif gpn % procs:
+        share = gpn if launch.kind == "python" else split_gpus(gpn, procs)  # gpujobs.shape's split
+        if share is None:
             raise o.error(L, launch.kind, f"{procs} ranks per node cannot share {gpn} GPUs evenly "
                           "(gpujobs gives each rank whole GPUs)",
                           f"start {gpn} ranks per node, or ask for a multiple of {procs} GPUs")
-        else:
-            gpus_per_proc = gpn // procs
+        gpus_per_proc = share
     else:
         gpus_per_proc = 0
     return Shape(nodes, procs, gpus_per_proc, gtype)

@@ -16,6 +16,7 @@ from .html import render_job_html
 from .live import settle
 from .table import JobTable, QueueView, jobs_frame
 from .text import render_job_text
+from .. import contract
 
 __all__ = ["settle", "display_job", "display_bundle", "display_mode", "job_widget", "summarize_outcome",
            "render_job_html", "render_job_text", "JobTable", "QueueView", "jobs_frame"]
@@ -28,7 +29,7 @@ _repr.maxother = 80
 def display_mode() -> str:
     """``widget`` in a Jupyter kernel with ipywidgets, ``html`` in one without, ``text`` in a
     terminal; ``GPUJOBS_DISPLAY`` overrides."""
-    forced = os.environ.get("GPUJOBS_DISPLAY", "").strip().lower()
+    forced = os.environ.get(contract.DISPLAY, "").strip().lower()
     if forced in ("widget", "html", "text"):
         return forced
     try:

@@ -1,12 +1,12 @@
 """The public surface of [plan-eta]: JobStatus forecast fields, gpujobs.Plan, .max_runtime(),
-.plan() on a backend that cannot plan (no cluster needed)."""
+.plan() on Kubernetes with no cluster configured."""
 from __future__ import annotations
 
 import pytest
 
 import gpujobs
 from gpujobs.backends.local.store import status_from_dict
-from gpujobs.errors import SpecError
+from gpujobs.errors import BackendUnavailable, SpecError
 from gpujobs.status import JobStatus
 
 
@@ -28,11 +28,13 @@ def test_max_runtime_sets_the_spec_field_and_is_checked():
         gpujobs.job(f).max_runtime(-1).spec()
 
 
-def test_plan_is_exported_and_kubernetes_says_it_cannot_plan_yet():
+def test_plan_is_exported_and_kubernetes_without_a_cluster_says_how_to_configure_one(monkeypatch):
     assert gpujobs.Plan.__name__ == "Plan" and "Plan" in gpujobs.__all__
-    with pytest.raises(SpecError, match="cannot plan a job yet") as err:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(BackendUnavailable, match="no Kubernetes configuration") as err:
         gpujobs.job(f).on("kubernetes").plan()
-    assert ".on('local')" in err.value.fix
+    assert "export KUBECONFIG=" in str(err.value)
 
 
 def test_start_text_is_coarse_so_progress_lines_do_not_change_every_second():

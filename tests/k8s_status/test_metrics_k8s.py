@@ -140,4 +140,6 @@ def test_lib_zip_ships_the_sampler_but_no_pandas_views():
             "gpujobs/metrics/nvml.py", "gpujobs/metrics/logline.py"} <= names
     assert not names & {"gpujobs/metrics/frame.py", "gpujobs/metrics/usage.py",
                         "gpujobs/metrics/dcgm.py", "gpujobs/metrics/tracker.py"}
-    assert len(lib_zip()) < 64 * 1024
+    # a tripwire far below the 1 MiB a ConfigMap may hold (payload_objects.OBJECT_LIMIT): was 64 KiB;
+    # the computed closure also ships progress.py (ctx.progress in a pod) and contract.py (~70 KB)
+    assert len(lib_zip()) < 96 * 1024

@@ -147,14 +147,14 @@ def test_can_never_fit_and_plan(agent):
     with pytest.raises(QuotaError, match="can never be admitted"):
         submit(agent, job("huge", "team-a", 5))
     with agent.lock:
-        p = agent.forecasts.plan(job("huge", "team-a", 5).spec().to_dict(), "huge")
+        p = agent.forecasts.plan(job("huge", "team-a", 5).spec(), "huge")
     assert not p.admit_now and p.expected_start is None and p.position is None
     assert "can never be admitted: needs 5 gpu" in p.reason and p.summary().startswith("can never start")
     r, _ = submit(agent, job("r", "solo", 2, limit=120))
     running(agent, r)
     with agent.lock:
-        now_ = agent.forecasts.plan(job("x", "team-a", 2, limit=60).spec().to_dict(), "x")
-        later = agent.forecasts.plan(job("y", "solo", 1, limit=60).spec().to_dict(), "y")
+        now_ = agent.forecasts.plan(job("x", "team-a", 2, limit=60).spec(), "x")
+        later = agent.forecasts.plan(job("y", "solo", 1, limit=60).spec(), "y")
     assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in team-a)"
     assert not later.admit_now and later.position == 1 and later.blocked_by == (r,)
     assert later.expected_start == pytest.approx(agent.recs[r].status.started_at + 120, abs=2)

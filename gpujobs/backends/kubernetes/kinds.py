@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import SpecError
-from ...spec import JobSpec
+from ...spec import JobSpec, check_kind
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,7 @@ def resolve_kind(spec: JobSpec, kind: str | None = None) -> str:
                             f"a ray job renders only as RayJob (volcano={mode!r}, kind={kind!r})",
                             "use volcano='none' or 'gang' (KubeRay's Volcano batch scheduler)")
         return "RayJob"
-    if fw == "mpi" and kind in ("TrainJob", "PyTorchJob", "RayJob"):
-        raise SpecError("kind", f"an mpi job cannot render as {kind}",
-                        "use 'MPIJob', 'VolcanoJob' or 'AppWrapper'")
-    if fw in ("ddp", "fsdp") and kind in ("MPIJob", "RayJob"):
-        raise SpecError("kind", f"a {fw} job cannot render as {kind}",
-                        "use 'TrainJob', 'PyTorchJob', 'VolcanoJob' or 'AppWrapper'")
+    check_kind(fw, kind)  # the one framework x kind table (gpujobs.spec.KIND_FRAMEWORKS)
     if mode == "job":
         if kind not in (None, "VolcanoJob"):
             raise SpecError("kind", f"volcano='job' makes a bare Volcano Job, not a {kind}",

@@ -1,13 +1,23 @@
 """Ranks the agent did not start itself: those of a previous agent (crashed or stopped) that
-a new agent re-adopts, watched by pid and judged by the exit files the zygote writes."""
+a new agent re-adopts, watched by pid and judged by the exit files the zygote writes; and the
+new agent's recovery of every stored job (:class:`Recovery`: re-queue, re-adopt, finish, or
+mark lost)."""
 from __future__ import annotations
 
 import os
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
+from ...contract import EXIT, JobFolder
+from ...errors import GpuJobsError
+from ...spec import JobSpec
 from .gang import GangExit, describe_returncode, first_failed
+from .records import Rec, agent_log, ended_during_grace
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
 
@@ -89,7 +99,7 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     codes: dict[int, int] = {}
     for r in range(world):
         try:
-            codes[r] = int((result_dir / f"exit-{r}").read_text())
+            codes[r] = int((result_dir / EXIT.name(r)).read_text())
         except (OSError, ValueError):
             return GangExit(False, codes, r, "lost")
     bad = [r for r, c in codes.items() if c != 0]
@@ -97,3 +107,94 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
         first = first_failed(result_dir, bad)
         return GangExit(False, codes, first, f"rank {first} {describe_returncode(codes[first])}")
     return GangExit(True, codes)
+
+
+class Recovery:
+    """The :class:`~.agent.Agent`'s start-up: its records back from the store, live ranks of
+    the previous agent re-adopted (a mix-in of Agent: it runs on the agent's state)."""
+
+    @staticmethod
+    def _live_pids(runtime: dict) -> list[int]:
+        """The job's recorded rank pids still alive and still the job's (start time checked:
+        a reused pid is not)."""
+        import psutil
+        alive = []
+        for pid, started in runtime.get("pids", []):
+            try:
+                p = psutil.Process(pid)
+                if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def _recover(self) -> None:
+        agent = cast("Agent", self)  # a mix-in: it runs on the agent
+        for jid, seq, st, spec, runtime in agent.store.all():
+            if st.terminal:
+                # Ended (e.g. cancelled) while the previous agent was still stopping its ranks:
+                # finish that stop, or they would hold GPUs the agent hands out again.
+                for pid in agent._live_pids(runtime):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                continue
+            try:
+                typed = JobSpec.stored(spec)  # the store's plain data, typed once
+            except (GpuJobsError, TypeError, ValueError) as exc:  # written by another version
+                agent_log(f"job {jid}: its stored spec does not load ({exc}); marked failed")
+                agent.store.write([(jid, seq, st.with_(phase="failed", reason="unschedulable",
+                                                      message=f"its stored spec does not load: {exc}",
+                                                      finished_at=time.time()), spec, runtime)])
+                continue
+            rec = Rec(jid, seq, st, typed, runtime)
+            agent.recs[jid] = rec
+            folder = JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid))
+            if st.phase == "queued":
+                agent._enqueue(rec, recovered=True)
+                continue
+            alive = agent._live_pids(runtime)
+            world, _ = agent._need(typed)
+            if alive:
+                # Only pids that are still the job's (start time checked): a reused pid is not.
+                # A preempted gang is adopted too: it holds its slots until it has ended, at
+                # the grace deadline the previous agent announced (never two runs at once).
+                rec.gang = Adopted(alive, folder.result_dir, world)
+                devices = [d for rank in runtime.get("devices", []) for d in rank]
+                try:
+                    agent.engine.restore_admitted(agent._workload(rec))
+                except GpuJobsError as exc:  # its queue is gone or shrank: do not block start-up
+                    rec.gang.terminate(2.0)  # short: clients wait for this agent to start
+                    rec.gang = None
+                    agent._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
+                                 message=f"stopped after an agent restart: {exc}",
+                                 finished_at=time.time())
+                    continue
+                agent.free = [d for d in agent.free if d not in devices]
+                agent._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
+                if st.phase == "preempted":
+                    left = float(runtime.get("preempt_deadline", 0.0)) - time.time()
+                    rec.stopping = "preempt"
+                    rec.deadline = time.monotonic() + max(0.0, left)
+                    rec.gang.signal_all(signal.SIGTERM)  # again: it may have been missed
+                else:
+                    agent._sample(rec, runtime.get("devices") if agent.real and devices else None)
+                continue
+            done = exit_from_files(folder.result_dir, world)
+            if st.phase == "preempted":
+                own = ended_during_grace(done, folder.result_dir)
+                if own is not None:
+                    agent._finish(rec, own, note=" (during its preemption grace period, while "
+                                                "the agent was down)")
+                else:
+                    agent._requeue(rec, recovered=True)
+            elif done.message != "lost":
+                agent._finish(rec, done, note=" (ended while the agent was down)")
+            else:
+                pids = [pid for pid, _ in runtime.get("pids", [])]
+                agent._update(rec, "finished", "lost", phase="failed", reason="lost",
+                             message=f"the agent stopped while the job was {st.phase}; its rank "
+                                     f"processes {pids} are gone and left no exit status",
+                             finished_at=time.time())
+        agent._flush_safely()  # a full disk: retried by the loop, start-up goes on

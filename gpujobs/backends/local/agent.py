@@ -9,117 +9,50 @@ own device indices (CUDA_VISIBLE_DEVICES), launches gangs through
 changes to subscribers, and exits after ``GPUJOBS_AGENT_IDLE_S`` seconds with nothing to
 do, or on ``{"op": "stop"}``. A new agent re-adopts live ranks of a crashed one
 (:mod:`.adoption`), or marks their jobs failed with reason "lost".
+
+This module is the scheduler (records, commands, the admit/start/stop/end loop); a job's
+record is :class:`.records.Rec`; recovery at start-up is :class:`.adoption.Recovery`, the
+watching of running gangs :class:`.liveness.Watching`, the process's serve/loop/stop
+:class:`.lifecycle.Lifecycle`. Specs arrive as plain data over the socket and are typed
+once (:meth:`~gpujobs.spec.JobSpec.stored`); the agent and the launchers use the JobSpec.
 """
 from __future__ import annotations
 
-import json
-import os
 import queue as queue_mod
 import signal
-import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
+from ...contract import OUTCOME, JobFolder
 from ...devices import local_gpu_slots
 from ...errors import GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
-from . import private, protocol
-from .adoption import EXIT_FILE_GRACE_S, Adopted, exit_from_files
+from . import private
+from .adoption import EXIT_FILE_GRACE_S, Recovery
 from .forecasting import LocalForecasts
 from .gang import GangExit
 from .launchers import make_gang
-from .server import PeerCheckedServer, make_handler
+from .lifecycle import Lifecycle
+from .liveness import Watching
+from .records import Rec, agent_log, create_time, ended_during_grace, mark_restart
 from .store import Store
 from .zygote import Zygote
 
 CANCEL_GRACE_S = 3.0
 ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
-MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
-STOP_MESSAGES = {  # exit_reason -> what a job still running is told (idle: none are running)
-    "stop": "the agent was stopped (gpujobs agent stop)",
-    "sigterm": "the agent was stopped (SIGTERM)",
-    "idle": "the agent was stopped (idle)",
-}
 
 
-@dataclass
-class Rec:
-    """One job as the agent holds it."""
-    id: str
-    seq: int
-    status: JobStatus
-    spec: dict
-    runtime: dict = field(default_factory=dict)  # cwd, devices, pids, restarts, job_dir
-    gang: Any = None
-    stopping: str = ""  # "", "preempt", "cancel", "stop"
-    deadline: float = 0.0
-    metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
-    ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
-    watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
+class Agent(Recovery, Watching, Lifecycle):
+    """The scheduler: records, commands from clients, and the loop that admits, starts, stops
+    and ends gangs (recovery: :class:`.adoption.Recovery`; running gangs:
+    :class:`.liveness.Watching`; the process: :class:`.lifecycle.Lifecycle`)."""
 
-
-def _read_phase(rec: Rec) -> str | None:
-    """The start-up phase the gang's driver reports (launch_ray.PHASE_FILE), None when none."""
-    job_dir = rec.runtime.get("job_dir")
-    if not job_dir:
-        return None
-    try:
-        return (Path(job_dir) / "phase").read_text()[:200].strip() or None
-    except OSError:
-        return None
-
-
-PREEMPTED_TYPES = ("gpujobs.checkpoint.Preempted",)
-
-
-def ended_during_grace(done: GangExit | None, result_dir: Path) -> GangExit | None:
-    """How a preempted gang that ended within its grace period is to be taken: its own
-    success or failure (a GangExit: the job finishes), or None (requeued): it left through a
-    resumable loop (``Preempted``), was killed, or left no exit status."""
-    if done is None or done.message == "lost":
-        return None
-    if done.ok:
-        return done
-    try:
-        marker = json.loads((result_dir / f"failure-{done.failed_rank}.json").read_text())
-    except (OSError, ValueError):
-        return None  # killed, or exited without an exception of its own
-    if marker.get("collateral") or marker.get("type") in PREEMPTED_TYPES:
-        return None
-    return done
-
-
-def mark_restart(job_dir: Path, restarts: int, by: str) -> None:
-    """A line in every rank log: the next lines come from a new run of the job."""
-    why = f"preempted by {by}" if by else "preempted"
-    line = (f"--- gpujobs: {why}; restart {restarts} starts the job again "
-            f"(from its checkpoint_dir) ---\n")
-    for log in (job_dir / "logs").glob("rank-*.log"):
-        try:
-            with open(log, "a") as fh:
-                fh.write(line)
-        except OSError:
-            pass
-
-
-def _log(text: str) -> None:
-    """A line in the agent's log (its stderr: GPUJOBS_HOME/agent.log)."""
-    try:
-        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} gpujobs-agent[{os.getpid()}]: "
-                         f"{text.rstrip()}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-
-
-class Agent:
     def __init__(self, home: Path):
         self.home = Path(home)
         cfg = load_config()
@@ -150,17 +83,17 @@ class Agent:
             self._recover()
 
     # ------------------------------------------------------------- records
-    def _need(self, spec: dict) -> tuple[int, int]:
+    @staticmethod
+    def _need(spec: JobSpec) -> tuple[int, int]:
         """(ranks, GPU slots per rank); a rank asking for 0 GPUs takes no slot (it is charged
         CPUs, see _workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
-        world = int(spec["nodes"]) * int(spec["procs_per_node"])
-        return world, int(spec["gpus_per_proc"])
+        return spec.world_size, spec.gpus_per_proc
 
     def _workload(self, rec: Rec) -> Workload:
         world, per = self._need(rec.spec)
-        ask = {"gpu": per} if per else {"cpu": float(rec.spec.get("cpus_per_proc") or 1.0)}
-        return Workload(rec.id, rec.spec.get("queue") or "default",
-                        [PodSet("ranks", world, ask)], priority=rec.spec.get("priority"),
+        ask = {"gpu": per} if per else {"cpu": float(rec.spec.cpus_per_proc)}
+        return Workload(rec.id, rec.spec.queue or "default",
+                        [PodSet("ranks", world, ask)], priority=rec.spec.priority,
                         created=rec.status.submitted_at or 0.0)
 
     def _update(self, rec: Rec, event: str | None = None, msg: str = "", **changes: Any) -> None:
@@ -189,7 +122,7 @@ class Agent:
         stored (queries read them from SQLite), so each loop round costs live jobs only."""
         if self.dirty:
             recs = [self.recs[i] for i in self.dirty if i in self.recs]
-            self.store.write([(r.id, r.seq, r.status, r.spec, r.runtime) for r in recs])
+            self.store.write([(r.id, r.seq, r.status, r.spec.to_dict(), r.runtime) for r in recs])
             self.dirty.clear()  # only once written: a failed write (disk full) is retried
             for r in recs:
                 if r.status.terminal and r.gang is None:
@@ -203,87 +136,10 @@ class Agent:
             self._flush()
         except GpuJobsError as exc:
             if str(exc) != str(self.write_error):
-                _log(f"cannot record job state (will retry): {exc}")
+                agent_log(f"cannot record job state (will retry): {exc}")
             self.write_error = exc
 
     # ------------------------------------------------------------ recovery
-    @staticmethod
-    def _live_pids(runtime: dict) -> list[int]:
-        """The job's recorded rank pids still alive and still the job's (start time checked:
-        a reused pid is not)."""
-        import psutil
-        alive = []
-        for pid, started in runtime.get("pids", []):
-            try:
-                p = psutil.Process(pid)
-                if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        return alive
-
-    def _recover(self) -> None:
-        for jid, seq, st, spec, runtime in self.store.all():
-            if st.terminal:
-                # Ended (e.g. cancelled) while the previous agent was still stopping its ranks:
-                # finish that stop, or they would hold GPUs the agent hands out again.
-                for pid in self._live_pids(runtime):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                continue
-            rec = Rec(jid, seq, st, spec, runtime)
-            self.recs[jid] = rec
-            job_dir = Path(runtime.get("job_dir", self.home / "jobs" / jid))
-            if st.phase == "queued":
-                self._enqueue(rec, recovered=True)
-                continue
-            alive = self._live_pids(runtime)
-            world, _ = self._need(spec)
-            if alive:
-                # Only pids that are still the job's (start time checked): a reused pid is not.
-                # A preempted gang is adopted too: it holds its slots until it has ended, at
-                # the grace deadline the previous agent announced (never two runs at once).
-                rec.gang = Adopted(alive, job_dir / "results", world)
-                devices = [d for rank in runtime.get("devices", []) for d in rank]
-                try:
-                    self.engine.restore_admitted(self._workload(rec))
-                except GpuJobsError as exc:  # its queue is gone or shrank: do not block start-up
-                    rec.gang.terminate(2.0)  # short: clients wait for this agent to start
-                    rec.gang = None
-                    self._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
-                                 message=f"stopped after an agent restart: {exc}",
-                                 finished_at=time.time())
-                    continue
-                self.free = [d for d in self.free if d not in devices]
-                self._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
-                if st.phase == "preempted":
-                    left = float(runtime.get("preempt_deadline", 0.0)) - time.time()
-                    rec.stopping = "preempt"
-                    rec.deadline = time.monotonic() + max(0.0, left)
-                    rec.gang.signal_all(signal.SIGTERM)  # again: it may have been missed
-                else:
-                    self._sample(rec, runtime.get("devices") if self.real and devices else None)
-                continue
-            done = exit_from_files(job_dir / "results", world)
-            if st.phase == "preempted":
-                own = ended_during_grace(done, job_dir / "results")
-                if own is not None:
-                    self._finish(rec, own, note=" (during its preemption grace period, while "
-                                                "the agent was down)")
-                else:
-                    self._requeue(rec, recovered=True)
-            elif done.message != "lost":
-                self._finish(rec, done, note=" (ended while the agent was down)")
-            else:
-                pids = [pid for pid, _ in runtime.get("pids", [])]
-                self._update(rec, "finished", "lost", phase="failed", reason="lost",
-                             message=f"the agent stopped while the job was {st.phase}; its rank "
-                                     f"processes {pids} are gone and left no exit status",
-                             finished_at=time.time())
-        self._flush_safely()  # a full disk: retried by the loop, start-up goes on
-
     def _enqueue(self, rec: Rec, recovered: bool = False) -> None:
         try:
             self.engine.add(self._workload(rec))
@@ -296,8 +152,7 @@ class Agent:
 
     # ------------------------------------------------------------- commands
     def submit(self, msg: dict) -> dict:
-        spec = msg["spec"]
-        JobSpec.from_dict(spec, b"x")  # validates (raises SpecError)
+        spec = JobSpec.stored(msg["spec"])  # the one conversion (validated: SpecError)
         jid = msg["id"]
         # The folder comes from the id, never from the client: jobs/<id>, a private folder
         # of this user's (SpecError otherwise; a "job_dir" sent along must name it).
@@ -306,10 +161,10 @@ class Agent:
             return {"ok": True, "id": jid, "cpu_ranks": not self.real}  # idempotent retry
         world, per = self._need(spec)
         now = time.time()
-        st = JobStatus(job_id=jid, phase="queued", name=msg.get("name", jid), queue=spec.get("queue") or "default",
-                       priority=spec.get("priority"), user=msg.get("user", ""), gpus=world * int(spec["gpus_per_proc"]),
+        st = JobStatus(job_id=jid, phase="queued", name=msg.get("name", jid), queue=spec.queue or "default",
+                       priority=spec.priority, user=msg.get("user", ""), gpus=spec.total_gpus,
                        gang_size=world, submitted_at=now, cpu_ranks=not self.real,
-                       extra={"return_all": bool(spec.get("return_all")), "job_dir": job_dir})
+                       extra={"return_all": spec.return_all, "job_dir": job_dir})
         self.seq += 1
         rec = Rec(jid, self.seq, st, spec,
                   {"cwd": msg.get("cwd"), "job_dir": job_dir, "restarts": 0})
@@ -410,7 +265,7 @@ class Agent:
                     continue
                 if victim in admitted and rec.gang is None:
                     # Admitted and preempted in the same pass: it never started; keep it queued.
-                    _log(f"scheduler decision for {victim}: admitted and preempted (by {by}) in "
+                    agent_log(f"scheduler decision for {victim}: admitted and preempted (by {by}) in "
                          f"one pass; it was not started and stays queued")
                     skip.add(victim)
                     self.engine.requeue(victim)
@@ -434,7 +289,7 @@ class Agent:
         return ending
 
     def _preempt(self, rec: Rec, by: str) -> None:
-        grace = float(rec.spec.get("grace_period_s", 30.0))
+        grace = float(rec.spec.grace_period_s)
         self._update(rec, "preempted", f"by {by}; {grace:g} s to checkpoint", phase="preempted")
         if rec.gang is not None:
             # Recorded (wall clock) so an agent restarted meanwhile honours the same deadline.
@@ -447,7 +302,7 @@ class Agent:
 
     def _decision_failed(self, jid: str, doing: str, exc: BaseException) -> None:
         """Log a decision that could not be applied and mark its job; never raises."""
-        _log(f"agent error while {doing} for job {jid}: {type(exc).__name__}: {exc}\n"
+        agent_log(f"agent error while {doing} for job {jid}: {type(exc).__name__}: {exc}\n"
              + traceback.format_exc())
         try:
             rec = self.recs.get(jid)
@@ -463,7 +318,7 @@ class Agent:
             else:
                 self._update(rec, "agent-error", f"while {doing}: {type(exc).__name__}: {exc}")
         except Exception:  # noqa: BLE001
-            _log(traceback.format_exc())
+            agent_log(traceback.format_exc())
 
     @staticmethod
     def _due(rec: Rec) -> bool:
@@ -479,7 +334,7 @@ class Agent:
         try:
             return self._end_gang(rec)
         except Exception:  # noqa: BLE001 - one gang's clean-up must not stop the agent
-            _log(traceback.format_exc())  # the agent's log file
+            agent_log(traceback.format_exc())  # the agent's log file
             return None if rec.stopping else GangExit(False, {}, None, "lost")
 
     @staticmethod
@@ -492,7 +347,7 @@ class Agent:
             deadline = time.monotonic() + EXIT_FILE_GRACE_S + 1.0
             while (done := rec.gang.poll()) is None and time.monotonic() < deadline:
                 time.sleep(0.05)  # an adopted gang's exit files are on their way
-            return ended_during_grace(done, Path(rec.runtime.get("job_dir", "")) / "results")
+            return ended_during_grace(done, JobFolder(rec.runtime.get("job_dir", "")).result_dir)
         if rec.stopping:
             rec.gang.terminate(0.0)
             return None
@@ -543,9 +398,9 @@ class Agent:
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
         """Why a failed rank left no result, when that is a full disk ('' otherwise)."""
         from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
-        rdir = Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)) / "results"
+        rdir = JobFolder(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)).result_dir
         rank = result.failed_rank if result.failed_rank is not None else 0
-        if (rdir / f"outcome-{rank}.bin").exists():
+        if (rdir / OUTCOME.name(rank)).exists():
             return ""
         free = free_bytes(rdir)
         return describe(rdir) if free is not None and free < LOW_SPACE_BYTES else ""
@@ -583,7 +438,7 @@ class Agent:
         world, per = self._need(rec.spec)
         if world * per > len(self.free):  # the engine and the slots disagree: do not overcommit
             self.engine.requeue(rec.id)
-            _log(f"admission of {rec.id} needs {world * per} slot(s), {len(self.free)} free; "
+            agent_log(f"admission of {rec.id} needs {world * per} slot(s), {len(self.free)} free; "
                  f"it stays queued")
             return
         devices = [[self.free.pop(0) for _ in range(per)] for _ in range(world)]
@@ -592,7 +447,7 @@ class Agent:
                      extra={**rec.status.extra, "devices": devices})
         job_dir = Path(rec.runtime["job_dir"])
         try:
-            gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=job_dir / "key",
+            gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=JobFolder(job_dir).key_file,
                              devices=devices if (self.real and per) else None,
                              restarts=int(rec.runtime.get("restarts", 0)),
                              cwd=rec.runtime.get("cwd"), spawner=self._spawner())
@@ -607,7 +462,7 @@ class Agent:
             self._update(rec, "finished", f"failed to start: {exc}", phase="failed",
                          message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
             return
-        rec.runtime["pids"] = [[pid, _create_time(pid)] for pid in gang.pids]
+        rec.runtime["pids"] = [[pid, create_time(pid)] for pid in gang.pids]
         now = time.time()
         seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,
@@ -615,74 +470,7 @@ class Agent:
                      extra={**rec.status.extra, "pids": seen})
         self._sample(rec, devices if (self.real and per) else None)
 
-    # ------------------------------------------------------ metrics [metrics]
-    def _sample(self, rec: Rec, devices: Any) -> None:
-        """Sample the gang's ranks (NVML, or psutil CPU) into a bounded history + metrics.log."""
-        from ...metrics import JobMetrics, ranks_of_gang
-        try:
-            jm = JobMetrics(ranks_of_gang(rec.gang, devices),
-                            path=Path(rec.runtime["job_dir"]) / "metrics.log")
-        except Exception:  # noqa: BLE001 - metrics never stop a job
-            _log(traceback.format_exc())
-            return
-        try:
-            from .liveness import GangWatch, spec_env
-            rec.watch = GangWatch(rec.runtime["job_dir"],
-                                  {r: pid for r, (pid, _) in ranks_of_gang(rec.gang, devices).items()},
-                                  spec_env(rec.spec))
-        except Exception:  # noqa: BLE001 - progress never stops a job
-            traceback.print_exc()
-        jm.on_update = lambda latest: self._on_metrics(rec, jm, latest)
-        rec.metrics = jm.start()
-
-    def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
-        seen = self._watch(rec, latest)  # file reads (and a stack dump) outside the lock
-        phase = _read_phase(rec)
-        with self.lock:
-            if rec.metrics is jm and not rec.status.terminal:
-                changes: dict[str, Any] = {"metrics": latest}
-                starting = rec.status.extra.get("starting")
-                if phase != starting:  # "starting Ray head ..." while fn has not started; then ""
-                    extra = {k: v for k, v in rec.status.extra.items() if k != "starting"}
-                    changes["extra"] = {**extra, "starting": phase} if phase else extra
-                    changes["message"] = phase or ""
-                if seen is not None:
-                    progress, since, message = seen
-                    changes.update(progress=progress or rec.status.progress, stalled_since=since)
-                    if message != rec.status.extra.get("stall", ""):
-                        changes["extra"] = {**changes.get("extra", rec.status.extra), "stall": message}
-                        if message or rec.status.stalled_since is not None:
-                            self.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
-                            changes["events"] = rec.status.events + (JobEvent(
-                                time.time(), "stalled" if message else "moving",
-                                message or "the quiet ranks move again"),)
-                rec.status = rec.status.with_(**changes)  # pushed, not stored each round
-                self._emit(rec)
-
-    @staticmethod
-    def _watch(rec: Rec, latest: tuple) -> Any:
-        watch = rec.watch
-        if watch is None:
-            return None
-        try:
-            return watch.observe(latest)
-        except Exception:  # noqa: BLE001 - progress never stops a job
-            traceback.print_exc()
-            return None
-
-    def _final_progress(self, rec: Rec) -> dict:
-        """The job's last progress report (written when its function returned)."""
-        watch, rec.watch = rec.watch, None
-        if watch is None:
-            return {}
-        try:
-            watch.tail.read()
-            latest = watch.tail.latest()
-        except Exception:  # noqa: BLE001
-            return {}
-        return {"progress": latest, "stalled_since": None} if latest is not None else \
-            {"stalled_since": None}
-
+    # ------------------------------------------------------------- zygote
     def _spawner(self):
         z = self.zygote
         if z is None or not z.ready(0):  # never waits under the lock (see _await_zygote)
@@ -710,112 +498,3 @@ class Agent:
         """A job not finished, or a finished one whose processes are still being stopped (a
         cancel's grace period must not be cut short by an idle exit)."""
         return any(not r.status.terminal or r.gang is not None for r in self.recs.values())
-
-    # ----------------------------------------------------------------- main
-    def run(self) -> None:
-        self._start_zygote()
-        path = protocol.socket_path(self.home)
-        private.make_socket_dir(path.parent)  # ours, 0700: nobody else can reach the socket
-        if path.exists() or path.is_symlink():
-            path.unlink()
-        server = PeerCheckedServer(str(path), make_handler(self))
-        os.chmod(path, 0o600)
-        threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
-        try:
-            private.write_private(self.home / "agent.pid", str(os.getpid()))
-        except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
-            _log(f"cannot write {self.home / 'agent.pid'}: {exc}")
-        signal.signal(signal.SIGTERM, lambda *_: self.request_stop("sigterm"))
-        failures = 0
-        try:
-            while not self.stopping:
-                try:
-                    self.step()
-                    failures = 0
-                except Exception:  # noqa: BLE001 - log it, keep scheduling
-                    failures += 1
-                    _log(f"agent loop error ({failures} in a row), continuing:\n"
-                         + traceback.format_exc())
-                    if failures >= MAX_LOOP_FAILURES:
-                        raise
-                    time.sleep(min(1.0, 0.05 * failures))
-                with self.lock:
-                    running = any(r.gang is not None for r in self.recs.values())
-                    if self.busy() or self.clients:
-                        self.last_active = time.monotonic()
-                    elif time.monotonic() - self.last_active > self.idle_s:
-                        self.exit_reason = "idle"
-                        break
-                self.wake.wait(0.05 if running else 0.5)
-                self.wake.clear()
-        except BaseException as exc:
-            self.exit_reason = f"{type(exc).__name__}: {exc}"
-            _log(f"the agent exits unexpectedly: {self.exit_reason}\n" + traceback.format_exc())
-            raise
-        finally:
-            server.shutdown()
-            self._shutdown()
-            try:
-                path.unlink()
-            except OSError:
-                pass
-
-    def _start_zygote(self) -> None:
-        self.zygote_started = time.monotonic()
-        try:
-            self.zygote = Zygote(self.home / "zygote.log", on_exit=self.wake.set)
-        except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
-            _log(traceback.format_exc())
-
-    def request_stop(self, why: str = "stop") -> None:
-        self.exit_reason = why
-        self.stopping = True
-        self.wake.set()
-
-    def _shutdown(self) -> None:
-        """End the agent. Asked to stop (``gpujobs agent stop``, SIGTERM): running jobs are
-        ended as cancelled, saying by what. Any other exit (an error) cancels nothing: the
-        ranks keep running and the next agent re-adopts them."""
-        asked = STOP_MESSAGES.get(self.exit_reason or "stop")
-        with self.lock:
-            for rec in self.recs.values():
-                if rec.metrics is not None:
-                    rec.metrics.stop(wait=False)
-                    rec.metrics = None
-                if rec.gang is None:
-                    continue
-                if asked is None:
-                    if not rec.status.terminal:
-                        self._update(rec, "agent-exited", f"the agent exited unexpectedly "
-                                     f"({self.exit_reason}); its ranks keep running and the next "
-                                     f"agent re-adopts them")
-                    continue
-                rec.gang.terminate(0.5)
-                if not rec.status.terminal:
-                    self._update(rec, "finished", "the agent was stopped", phase="cancelled",
-                                 message=asked, finished_at=time.time())
-                rec.gang = None
-            self._flush_safely()
-            for qs in self.subs.values():
-                for q in qs:
-                    q.put(None)
-        if self.zygote is not None and asked is None:
-            self.zygote.close()  # it keeps reaping its ranks (exit files) and exits after them
-        elif self.zygote is not None:
-            self.zygote.close()
-            try:
-                self.zygote.proc.wait(5)
-            except Exception:  # noqa: BLE001
-                self.zygote.proc.kill()
-        try:
-            os.unlink(self.home / "agent.pid")
-        except OSError:
-            pass
-
-
-def _create_time(pid: int) -> float:
-    import psutil
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        return 0.0

@@ -255,7 +255,7 @@ class LocalBackend:
     def metrics_history(self, job_id: str) -> list:
         """The job's kept metric samples (bounded; the agent writes them to metrics.log)."""
         from ...metrics import read_history
-        return read_history(self._dir(job_id).root / "metrics.log").samples()
+        return read_history(self._dir(job_id).metrics_log).samples()
 
     def pids(self, job_id: str) -> list[int]:
         try:

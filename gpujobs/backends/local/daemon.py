@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ...errors import GpuJobsError
 from . import private
-from .agent import Agent, _log
+from .agent import Agent
+from .records import agent_log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another agent holds this home
-    _log(f"agent started for {home}")
+    agent_log(f"agent started for {home}")
     err = home / "agent.error"
     try:
         err.unlink()
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
         text = str(exc) or f"{type(exc).__name__} while starting the agent"
-        _log(f"cannot start: {name}: {text}")
+        agent_log(f"cannot start: {name}: {text}")
         try:
             private.write_private(err, f"{name}\n{text}")
         except OSError:  # a full disk: the client says so itself (never an empty error)

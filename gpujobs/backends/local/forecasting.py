@@ -74,8 +74,8 @@ class LocalForecasts:
                 continue
             st = rec.status
             job = Job(ag._workload(rec), user=st.user, name=st.name,
-                      max_runtime_s=rec.spec.get("max_runtime_s"),
-                      grace_period_s=float(rec.spec.get("grace_period_s", 30.0)))
+                      max_runtime_s=rec.spec.max_runtime_s,
+                      grace_period_s=float(rec.spec.grace_period_s))
             if state == "pending":
                 pending.append(job)
                 continue
@@ -116,16 +116,15 @@ class LocalForecasts:
         return {"reason": fc.reason, "blocked_by": fc.blocked_by,
                 "expected_start": fc.expected_start, "expected_start_basis": fc.basis}
 
-    def plan(self, spec: dict, name: str = "", user: str = "") -> Plan:
+    def plan(self, spec: JobSpec, name: str = "", user: str = "") -> Plan:
         """The what-if for a job with ``spec``; nothing is queued."""
-        JobSpec.from_dict(spec, b"x")  # validates (raises SpecError), as submit does
         now = time.time()
         from types import SimpleNamespace
         # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
         w = self.agent._workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
                                                  status=SimpleNamespace(submitted_at=now)))
-        job = Job(w, user=user, name=name, max_runtime_s=spec.get("max_runtime_s"),
-                  grace_period_s=float(spec.get("grace_period_s", 30.0)))
+        job = Job(w, user=user, name=name, max_runtime_s=spec.max_runtime_s,
+                  grace_period_s=float(spec.grace_period_s))
         snap = self.snapshot()
         snap.now = now
         fc = plan(snap, job)

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
+from ... import contract
+from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, JobFolder, RankEnv
+from ...spec import JobSpec
+
 
 @dataclass
 class GangExit:
@@ -27,14 +31,13 @@ class GangExit:
     message: str = ""
 
 
-SUBMITTER_ENV = "env.json"
+SUBMITTER_ENV = contract.SUBMITTER_ENV_FILE
 
 
 def save_submitter_env(job_dir: Path) -> None:
     """Record the submitting process's environment (0600): ranks see what the notebook saw."""
-    import json
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_KEY")}
-    fd = os.open(job_dir / SUBMITTER_ENV, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(contract.KEY_PREFIX)}
+    fd = os.open(JobFolder(job_dir).submitter_env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(env, fh)
@@ -42,9 +45,8 @@ def save_submitter_env(job_dir: Path) -> None:
 
 def submitter_env(job_dir: Path) -> dict[str, str]:
     """The environment recorded at submit, else this process's (jobs from older clients)."""
-    import json
     try:
-        return json.loads((job_dir / SUBMITTER_ENV).read_text())
+        return json.loads(JobFolder(job_dir).submitter_env_file.read_text())
     except (OSError, ValueError):
         return dict(os.environ)
 
@@ -52,7 +54,7 @@ def submitter_env(job_dir: Path) -> dict[str, str]:
 def exit_order(result_dir: Path, rank: int) -> int:
     """The cause first: a rank's own exception (0), then a rank that died without one (killed,
     exit code: 1), then ranks whose error only reports a lost peer (2; runner's failure-N)."""
-    marker = result_dir / f"failure-{rank}.json"
+    marker = result_dir / FAILURE.name(rank)
     if marker.exists():
         try:
             return 2 if json.loads(marker.read_text()).get("collateral") else 0
@@ -95,6 +97,8 @@ class Gang:
     devices: Sequence[Sequence[int]] | None = None
     env: dict[str, str] = field(default_factory=dict)
     return_all: bool = False
+    program: tuple[str, ...] | None = None
+    """A command job's program (every rank runs it instead of a function)."""
     restarts: int = 0
     python: str = sys.executable
     cwd: str | None = None
@@ -105,34 +109,38 @@ class Gang:
     _log_files: list = field(default_factory=list)
 
     @property
+    def folder(self) -> JobFolder:
+        return JobFolder(self.job_dir)
+
+    @property
     def result_dir(self) -> Path:
-        return self.job_dir / "results"
+        return self.folder.result_dir
 
     @property
     def log_dir(self) -> Path:
-        return self.job_dir / "logs"
+        return self.folder.log_dir
 
     def _base_env(self) -> dict[str, str]:
         env = submitter_env(self.job_dir)
         if self.world_size > 1 and "OMP_NUM_THREADS" not in env and "OMP_NUM_THREADS" not in self.env:
             env["OMP_NUM_THREADS"] = "1"  # as torchrun does: N ranks must not each spawn N threads
         env.update(self.env)
-        env.update({
-            "GPUJOBS_JOB_ID": self.job_id,
-            "GPUJOBS_FRAMEWORK": self.framework,
-            "GPUJOBS_PAYLOAD": str(self.job_dir / "payload.bin"),
-            "GPUJOBS_KEY_FILE": str(self.key_file),
-            "GPUJOBS_RESULT_SINK": f"dir:{self.result_dir}",
-            "GPUJOBS_RETURN_ALL": "1" if self.return_all else "0",
-            "GPUJOBS_CHECKPOINT_DIR": str(self.job_dir / "checkpoint"),
-            "GPUJOBS_RESTARTS": str(self.restarts),
-            "PYTHONUNBUFFERED": "1",
-        })
-        env.pop("GPUJOBS_KEY", None)
+        env.update(self.rank_env().to_env())
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop(contract.KEY, None)
         if self.devices is None:
-            env["GPUJOBS_DEVICE"] = "cpu"
             env["CUDA_VISIBLE_DEVICES"] = ""
         return env
+
+    def rank_env(self) -> RankEnv:
+        """What every rank of this gang is told (the rank contract)."""
+        folder = self.folder
+        return RankEnv(job_id=self.job_id, framework=self.framework,
+                       payload=str(folder.payload_file), key_file=str(self.key_file),
+                       result_sink=contract.dir_sink(folder.result_dir),
+                       return_all=self.return_all, checkpoint_dir=str(folder.checkpoint_dir),
+                       restarts=self.restarts, command=self.program,
+                       device="cpu" if self.devices is None else None)
 
     def _rendezvous(self, env: dict[str, str]) -> None:
         """A one-machine gang meets through a FileStore in the job dir (no port to take).
@@ -141,26 +149,24 @@ class Gang:
         torch, libuv or not), which stalled whole admissions when the launcher hosted one per
         gang; a FileStore never did. MASTER_ADDR/MASTER_PORT are still set for user code.
         """
-        path = self.job_dir / f"rendezvous-{self.restarts}"
-        for stale in self.job_dir.glob("rendezvous-*"):
+        path = self.job_dir / RENDEZVOUS.name(self.restarts)
+        for stale in self.job_dir.glob(RENDEZVOUS.glob):
             stale.unlink()
-        env["GPUJOBS_RENDEZVOUS_FILE"] = str(path)
+        env.update(RankEnv(rendezvous_file=str(path)).to_env())
 
     @classmethod
-    def from_spec(cls, spec: dict, **kw: Any) -> Self:
-        """The gang of ``spec`` (a JobSpec.to_dict()): rank count, env and return_all from it,
-        the rest (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
-        world = int(spec.get("nodes", 1)) * int(spec.get("procs_per_node", 1))
-        return cls(framework=spec.get("framework", "ddp"), world_size=world,
-                   env={k: v for k, v in spec.get("env", [])},
-                   return_all=bool(spec.get("return_all")), **kw)
+    def from_spec(cls, spec: JobSpec, **kw: Any) -> Self:
+        """The gang of ``spec``: rank count, env, return_all and command from it, the rest
+        (job_id, job_dir, key_file, devices, restarts, cwd, spawner …) from ``kw``."""
+        return cls(framework=spec.framework, world_size=spec.world_size, env=spec.env_dict(),
+                   return_all=spec.return_all, program=spec.command, **kw)
 
     def _prepare_dirs(self) -> None:
         """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
-        for d in (self.result_dir, self.log_dir, self.job_dir / "checkpoint"):
+        for d in (self.result_dir, self.log_dir, self.folder.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for pattern in ("outcome-*", "exit-*", "failure-*"):
-            for stale in self.result_dir.glob(pattern):
+        for kind in (OUTCOME, EXIT, FAILURE):
+            for stale in self.result_dir.glob(kind.any_glob):
                 stale.unlink()
 
     def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
@@ -185,11 +191,11 @@ class Gang:
             env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0")
             if self.devices is not None:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.devices[rank]))
-            log_path = self.log_dir / f"rank-{rank}.log"
+            log_path = self.folder.rank_log(rank)
             if self.spawner is not None:
                 try:
                     self.procs[rank] = self.spawner(env=env, log_path=log_path, cwd=self.cwd,
-                                                    exit_file=self.result_dir / f"exit-{rank}")
+                                                    exit_file=self.folder.result(EXIT, rank))
                     continue
                 except OSError:
                     pass  # no warm zygote: a fresh interpreter

@@ -3,37 +3,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Iterator
 
+from ...contract import OUTCOME, RANK_LOG, JobFolder
 from ...errors import StateError
 from ...payload import new_key, seal
 from .private import write_private
 
 
-class JobDir:
-    """``$GPUJOBS_HOME/jobs/<id>/``: spec.json, payload.bin, key (0600), results/, logs/, checkpoint/."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    @property
-    def key_file(self) -> Path:
-        return self.root / "key"
-
-    @property
-    def result_dir(self) -> Path:
-        return self.root / "results"
-
-    @property
-    def log_dir(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.root / "checkpoint"
+class JobDir(JobFolder):
+    """``$GPUJOBS_HOME/jobs/<id>/`` (names: :class:`gpujobs.contract.JobFolder`), made and read:
+    spec.json, payload.bin, key (0600), results/, logs/, checkpoint/."""
 
     def create(self, spec_dict: dict, payload: bytes) -> bytes:
         """Write everything a gang needs; return the job's HMAC key.
@@ -61,8 +43,8 @@ class JobDir:
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(key.hex().encode())
-        write_private(self.root / "payload.bin", seal(payload, key) if payload else b"")
-        write_private(self.root / "spec.json", json.dumps(spec_dict))
+        write_private(self.payload_file, seal(payload, key) if payload else b"")
+        write_private(self.spec_file, json.dumps(spec_dict))
         return key
 
     def key(self) -> bytes:
@@ -70,17 +52,17 @@ class JobDir:
 
     def outcomes(self) -> dict[int, bytes]:
         out = {}
-        for p in self.result_dir.glob("outcome-*.bin"):
-            m = re.match(r"outcome-(\d+)\.bin$", p.name)
-            if m:
-                out[int(m.group(1))] = p.read_bytes()
+        for p in self.result_dir.glob(OUTCOME.glob):
+            rank = OUTCOME.rank_of(p.name)
+            if rank is not None:
+                out[rank] = p.read_bytes()
         return out
 
     def log_files(self, rank: int | None = None) -> list[tuple[int, Path]]:
         files = []
-        for p in self.log_dir.glob("rank-*.log"):
-            r = int(p.stem.split("-")[1])
-            if rank is None or r == rank:
+        for p in self.log_dir.glob(RANK_LOG.glob):
+            r = RANK_LOG.rank_of(p.name)
+            if r is not None and (rank is None or r == rank):
                 files.append((r, p))
         return sorted(files)
 

@@ -20,11 +20,14 @@ from dataclasses import dataclass
 import psutil
 
 from ...errors import PreflightError
+from ...spec import JobSpec
 from .gang import Gang, GangExit, describe_returncode
+from ... import contract
 
 MPI_INSTALL_HINT = ("install Open MPI and mpi4py: `apt-get install openmpi-bin libopenmpi-dev` "
                     "and `pip install mpi4py` (or `pip install 'gpujobs[mpi]'`)")
-_RANK_WRAPPER = 'exec "$0" -m gpujobs.runner >>"$GPUJOBS_LOG_DIR/rank-$OMPI_COMM_WORLD_RANK.log" 2>&1'
+_RANK_WRAPPER = (f'exec "$0" -m gpujobs.runner >>"${contract.LOG_DIR}/{contract.RANK_LOG.prefix}'
+                 f'$OMPI_COMM_WORLD_RANK{contract.RANK_LOG.suffix}" 2>&1')
 _FIRST_FAILED = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)")
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 
@@ -46,7 +49,7 @@ def job_processes(job_id: str) -> list[psutil.Process]:
         try:
             if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if p.environ().get("GPUJOBS_JOB_ID") == job_id:
+            if p.environ().get(contract.JOB_ID) == job_id:
                 found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -126,7 +129,7 @@ class MpiGang(Gang):
 
     @property
     def launcher_log(self):
-        return self.log_dir / "mpirun.txt"
+        return self.log_dir / contract.MPIRUN_LOG
 
     def command(self) -> list[str]:
         cmd = [self.mpirun_path or check_mpi_available(), "-np", str(self.world_size),
@@ -141,11 +144,11 @@ class MpiGang(Gang):
         env = self._base_env()
         for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
             env.pop(var, None)  # the runner must read Open MPI's rank, not a stale one
-        env["GPUJOBS_LOG_DIR"] = str(self.log_dir)
+        env[contract.LOG_DIR] = str(self.log_dir)
         # Containers often forbid the cross-memory-attach single copy; shared memory still works.
         env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         if self.devices is not None:
-            env["GPUJOBS_MPI_DEVICES"] = ";".join(",".join(map(str, d)) for d in self.devices)
+            env[contract.MPI_DEVICES] = ";".join(",".join(map(str, d)) for d in self.devices)
             env.pop("CUDA_VISIBLE_DEVICES", None)
         self._mpirun = self._popen(self.command(), env, self.launcher_log)
         self.procs[0] = self._mpirun
@@ -188,7 +191,8 @@ class MpiGang(Gang):
             return int(m.group(1)), int(m.group(2))
         if m := _SIGNALLED.search(text):
             return int(m.group(1)), -int(m.group(2))
-        written = sorted(int(p.stem.split("-")[1]) for p in self.result_dir.glob("outcome-*.bin"))
+        written = sorted(r for p in self.result_dir.glob(contract.OUTCOME.glob)
+                         if (r := contract.OUTCOME.rank_of(p.name)) is not None)
         failed = [r for r in written if r != 0] or written
         return (failed[0] if failed else 0), mpirun_code
 
@@ -212,10 +216,10 @@ class MpiGang(Gang):
         self._end()
 
 
-def mpi_launcher(spec: dict, **kw) -> MpiGang:
+def mpi_launcher(spec: JobSpec, **kw) -> MpiGang:
     """The local agent's launcher for ``framework="mpi"`` (see :mod:`.launchers`).
 
-    ``spec`` is a JobSpec.to_dict(); ``kw``: job_id, job_dir, key_file, devices, restarts,
+    ``kw``: job_id, job_dir, key_file, devices, restarts,
     cwd, spawner (ignored: ranks must be mpirun's children).
     """
     kw.pop("spawner", None)

@@ -27,13 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import PreflightError
+from ...spec import JobSpec
 from .gang import Gang, GangExit, describe_returncode
 from .launch_mpi import descendants, kill_tree
 from .private import make_socket_dir, runtime_dir
+from ... import contract
+from ...contract import JobFolder
 
 #: the driver writes what it is doing before fn runs (starting Ray) here; the agent shows it as
 #: the job's status message (agent.Agent._on_metrics) and clears it when the file is gone
-PHASE_FILE = "phase"
+PHASE_FILE = contract.PHASE_FILE_NAME
 RAY_INSTALL_HINT = "install Ray: `pip install 'gpujobs[ray]'` (ray[default])"
 _SOCKET_ROOM = 66  # Ray adds "/session_<date>_<pid>/sockets/plasma_store"; AF_UNIX paths <= 107
 
@@ -49,7 +52,7 @@ def ray_temp_dir(job_dir: Path) -> Path:
     """``job_dir/ray`` when Ray's socket paths fit under it, else a short dir in the user's
     private runtime folder (the agent socket's: ours, 0700, checked; never a name in the
     temp dir another user could take first)."""
-    inside = Path(job_dir) / "ray"
+    inside = JobFolder(job_dir).ray_dir
     if len(str(inside)) + _SOCKET_ROOM <= 107:
         return inside
     tag = hashlib.sha1(str(Path(job_dir).resolve()).encode()).hexdigest()[:12]
@@ -93,28 +96,28 @@ class RayGang(Gang):
         shutil.rmtree(temp, ignore_errors=True)
         temp.mkdir(mode=0o700)
         if temp.parent != self.job_dir:
-            link = self.job_dir / "ray"
+            link = self.folder.ray_dir
             if link.is_symlink():
                 link.unlink()
             link.symlink_to(temp)
         env = self._base_env()
-        env.pop("GPUJOBS_RAY_ADDRESS", None)
-        env.update(RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=str(self.world_size),
-                   GPUJOBS_RAY_NUM_CPUS=str(self.num_cpus), GPUJOBS_RAY_NUM_GPUS=str(self.num_gpus),
-                   GPUJOBS_RAY_TEMP_DIR=str(temp), GPUJOBS_RAY_VERSION=version,
-                   GPUJOBS_RAY_LAUNCHER_CLEANS="1",  # _cleanup() ends Ray: no ray.shutdown()
-                   GPUJOBS_PHASE_FILE=str(self.job_dir / PHASE_FILE))  # "starting Ray head"
+        env.pop(contract.RAY_ADDRESS, None)
+        env.update(RANK="0", LOCAL_RANK="0", GROUP_RANK="0", WORLD_SIZE=str(self.world_size))
+        env.update({contract.RAY_NUM_CPUS: str(self.num_cpus), contract.RAY_NUM_GPUS: str(self.num_gpus),
+                    contract.RAY_TEMP_DIR: str(temp), contract.RAY_VERSION: version,
+                    contract.RAY_LAUNCHER_CLEANS: "1",  # _cleanup() ends Ray: no ray.shutdown()
+                    contract.PHASE_FILE: str(self.folder.phase_file)})  # "starting Ray head"
         for var, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0"),
                            ("RAY_USAGE_STATS_ENABLED", "0")):
             env.setdefault(var, value)
         if self.devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(
                 str(d) for d in sorted({d for group in self.devices for d in group}))
-            env.pop("GPUJOBS_DEVICE", None)
+            env.pop(contract.DEVICE, None)
         else:
             env.pop("CUDA_VISIBLE_DEVICES", None)  # Ray hands out its logical GPU ids itself
         self.procs[0] = self._popen([self.python, "-m", "gpujobs.runner"], env,
-                                    self.log_dir / "rank-0.log")
+                                    self.folder.rank_log(0))
 
     @property
     def driver_pid(self) -> int | None:
@@ -171,21 +174,21 @@ class RayGang(Gang):
             self.procs[0].wait()
         temp = self.temp_dir
         shutil.rmtree(temp, ignore_errors=True)
-        link = self.job_dir / "ray"
+        link = self.folder.ray_dir
         if link.is_symlink():
             link.unlink()
 
 
-def ray_launcher(spec: dict, **kw) -> RayGang:
+def ray_launcher(spec: JobSpec, **kw) -> RayGang:
     """The local agent's launcher for ``framework="ray"`` (see :mod:`.launchers`).
 
-    ``spec`` is a JobSpec.to_dict(): ``nodes`` workers of ``gpus_per_proc`` GPUs and
+    ``spec``: ``nodes`` workers of ``gpus_per_proc`` GPUs and
     ``cpus_per_proc`` CPUs; ``kw``: job_id, job_dir, key_file, devices, restarts, cwd,
     spawner (ignored: Ray needs a fresh driver process).
     """
     kw.pop("spawner", None)
-    return RayGang.from_spec(spec, cpus_per_worker=float(spec.get("cpus_per_proc", 1.0)),
-                             gpus_per_worker=int(spec.get("gpus_per_proc", 0)), **kw)
+    return RayGang.from_spec(spec, cpus_per_worker=float(spec.cpus_per_proc),
+                             gpus_per_worker=spec.gpus_per_proc, **kw)
 
 
 ray_launcher.preflight = lambda: check_ray_available() and None  # type: ignore[attr-defined]

@@ -4,8 +4,8 @@ The agent calls :func:`make_gang` for every admitted job (and again on each rest
 preemption). ddp/fsdp use :class:`~.gang.Gang`; other frameworks may register a launcher
 (Ray, mpirun) with :func:`register_launcher`; until one is registered they use Gang too.
 
-A launcher is ``factory(spec_dict, **kw) -> gang`` (:meth:`.gang.Gang.from_spec` maps the
-spec) where the gang offers ``start()``, ``poll() -> GangExit | None`` (may wait while it
+A launcher is ``factory(spec, **kw) -> gang``, ``spec`` a :class:`~gpujobs.spec.JobSpec`
+(:meth:`.gang.Gang.from_spec` maps it) where the gang offers ``start()``, ``poll() -> GangExit | None`` (may wait while it
 cleans up), ``ended()`` and ``all_exited()`` (cheap checks), ``signal_all(sig)``,
 ``terminate(grace)`` (cleans up once; a later ``poll()`` returns the exit without doing it
 again), ``pids`` and ``world_size``. Keyword arguments: ``job_id``, ``job_dir`` (Path),
@@ -14,9 +14,9 @@ again), ``pids`` and ``world_size``. Keyword arguments: ``job_id``, ``job_dir`` 
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
+from ...spec import JobSpec
 from .gang import Gang
 
 Launcher = Callable[..., Any]
@@ -44,7 +44,7 @@ def _load_plugins() -> None:
         pass
 
 
-def gang_launcher(spec: dict, **kw: Any) -> Gang:
+def gang_launcher(spec: JobSpec, **kw: Any) -> Gang:
     """Plain rank processes (torch.distributed env, FileStore rendezvous in the job dir)."""
     return Gang.from_spec(spec, **kw)
 
@@ -62,7 +62,7 @@ def _lazy(module: str, name: str) -> Launcher:
         import importlib
         return getattr(importlib.import_module(module, __package__), name)
 
-    def factory(spec: dict, **kw: Any) -> Any:
+    def factory(spec: JobSpec, **kw: Any) -> Any:
         return load()(spec, **kw)
     factory.preflight = lambda: load().preflight()  # type: ignore[attr-defined]
     return factory
@@ -72,9 +72,7 @@ register_launcher("ray", _lazy(".launch_ray", "ray_launcher"))  # [ray-mpi]
 register_launcher("mpi", _lazy(".launch_mpi", "mpi_launcher"))
 
 
-def make_gang(spec: dict, **kw: Any) -> Any:
-    """The gang for ``spec`` (a JobSpec.to_dict()), from the launcher of its framework."""
-    if spec.get("command"):  # command jobs: the runner runs the program in every rank
-        spec = {**spec, "env": [*spec.get("env", []),
-                                ["GPUJOBS_COMMAND", json.dumps(list(spec["command"]))]]}
-    return launcher_for(spec.get("framework", "ddp"))(spec, **kw)
+def make_gang(spec: JobSpec, **kw: Any) -> Any:
+    """The gang for ``spec``, from the launcher of its framework (a command job's ranks run
+    its program: :attr:`.gang.Gang.program`)."""
+    return launcher_for(spec.framework)(spec, **kw)

@@ -17,17 +17,25 @@ they sit, from a stack dump), never acted on.
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ...contract import JobFolder
+from ...status import JobEvent
+from .records import Rec, agent_log, read_phase
 from ...progress import BUSY_PCT, ProgressTail, stall_settings, usual_interval
 from ...status import Progress
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 class GangWatch:
     def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
                  now: float | None = None):
         self.job_dir = Path(job_dir)
-        self.tail = ProgressTail(self.job_dir / "results")
+        self.folder = JobFolder(self.job_dir)
+        self.tail = ProgressTail(self.folder.result_dir)
         self.pids = dict(pids)
         self.floor, self.factor = stall_settings(env or {})
         now = time.time() if now is None else now
@@ -61,7 +69,7 @@ class GangWatch:
 
     def _log_grew(self, rank: int) -> bool:
         try:
-            size = (self.job_dir / "logs" / f"rank-{rank}.log").stat().st_size
+            size = self.folder.rank_log(rank).stat().st_size
         except OSError:
             return False
         grew = size != self._log_size.get(rank, size)
@@ -101,7 +109,7 @@ class GangWatch:
     def _locate(self, ranks: list[int]) -> dict[int, str]:
         from .stacks import dump_stacks, where
         try:
-            dumps = dump_stacks(self.job_dir / "results", ranks, timeout=2.0)
+            dumps = dump_stacks(self.folder.result_dir, ranks, timeout=2.0)
         except Exception:  # noqa: BLE001 - where they sit is a nicety
             return {}
         return {r: w for r, text in dumps.items() if (w := where(text))}
@@ -117,5 +125,76 @@ class GangWatch:
                 "; see job.stacks() / gpujobs stack")
 
 
-def spec_env(spec: dict[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in spec.get("env", [])}
+class Watching:
+    """The :class:`~.agent.Agent`'s view of its running gangs: metrics sampled each round,
+    progress and stalls (:class:`GangWatch`), the driver's start-up phase, all pushed as
+    status (a mix-in of Agent: it runs on the agent's state) [metrics] [progress]."""
+
+    def _sample(self, rec: Rec, devices: Any) -> None:
+        """Sample the gang's ranks (NVML, or psutil CPU) into a bounded history + metrics.log."""
+        agent = cast("Agent", self)  # a mix-in: it runs on the agent
+        from ...metrics import JobMetrics, ranks_of_gang
+        try:
+            jm = JobMetrics(ranks_of_gang(rec.gang, devices),
+                            path=JobFolder(rec.runtime["job_dir"]).metrics_log)
+        except Exception:  # noqa: BLE001 - metrics never stop a job
+            agent_log(traceback.format_exc())
+            return
+        try:
+            rec.watch = GangWatch(rec.runtime["job_dir"],
+                                  {r: pid for r, (pid, _) in ranks_of_gang(rec.gang, devices).items()},
+                                  rec.spec.env_dict())
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
+        jm.on_update = lambda latest: agent._on_metrics(rec, jm, latest)
+        rec.metrics = jm.start()
+
+    def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
+        agent = cast("Agent", self)  # a mix-in: it runs on the agent
+        seen = agent._watch(rec, latest)  # file reads (and a stack dump) outside the lock
+        phase = read_phase(rec)
+        with agent.lock:
+            if rec.metrics is jm and not rec.status.terminal:
+                changes: dict[str, Any] = {"metrics": latest}
+                starting = rec.status.extra.get("starting")
+                if phase != starting:  # "starting Ray head ..." while fn has not started; then ""
+                    extra = {k: v for k, v in rec.status.extra.items() if k != "starting"}
+                    changes["extra"] = {**extra, "starting": phase} if phase else extra
+                    changes["message"] = phase or ""
+                if seen is not None:
+                    progress, since, message = seen
+                    changes.update(progress=progress or rec.status.progress, stalled_since=since)
+                    if message != rec.status.extra.get("stall", ""):
+                        changes["extra"] = {**changes.get("extra", rec.status.extra), "stall": message}
+                        if message or rec.status.stalled_since is not None:
+                            agent.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
+                            changes["events"] = rec.status.events + (JobEvent(
+                                time.time(), "stalled" if message else "moving",
+                                message or "the quiet ranks move again"),)
+                rec.status = rec.status.with_(**changes)  # pushed, not stored each round
+                agent._emit(rec)
+
+    @staticmethod
+    def _watch(rec: Rec, latest: tuple) -> Any:
+        watch = rec.watch
+        if watch is None:
+            return None
+        try:
+            return watch.observe(latest)
+        except Exception:  # noqa: BLE001 - progress never stops a job
+            traceback.print_exc()
+            return None
+
+    @staticmethod
+    def _final_progress(rec: Rec) -> dict:
+        """The job's last progress report (written when its function returned)."""
+        watch, rec.watch = rec.watch, None
+        if watch is None:
+            return {}
+        try:
+            watch.tail.read()
+            latest = watch.tail.latest()
+        except Exception:  # noqa: BLE001
+            return {}
+        return {"progress": latest, "stalled_since": None} if latest is not None else \
+            {"stalled_since": None}

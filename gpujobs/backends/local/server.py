@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import SpecError
+from ...spec import JobSpec
 from . import private, protocol
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
 
 
 def _plan(agent: Agent, msg: dict) -> dict:  # read-only: nothing is queued
-    plan = agent.forecasts.plan(msg["spec"], msg.get("name", ""), msg.get("user", ""))
+    plan = agent.forecasts.plan(JobSpec.stored(msg["spec"]), msg.get("name", ""), msg.get("user", ""))
     return {"ok": True, "plan": plan.to_dict()}
 
 

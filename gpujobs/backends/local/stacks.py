@@ -16,13 +16,15 @@ import signal
 import time
 from pathlib import Path
 
+from ...contract import STACKPID, STACKS
+
 SETTLE_S = 0.05  # a dump is complete once its file stopped growing for this long
 
 
 def stack_pids(result_dir: Path) -> dict[int, int]:
     """{rank: pid} of the ranks that registered for stack dumps and are still alive."""
     out: dict[int, int] = {}
-    for p in Path(result_dir).glob("stackpid-*.json"):
+    for p in Path(result_dir).glob(STACKPID.glob):
         try:
             doc = json.loads(p.read_text())
             rank, pid = int(doc["rank"]), int(doc["pid"])
@@ -61,7 +63,7 @@ def dump_stacks(result_dir: Path, ranks: list[int] | None = None,
         pids = {r: p for r, p in pids.items() if r in ranks}
     start: dict[int, int] = {}
     for rank, pid in pids.items():
-        path = result_dir / f"stacks-{rank}.txt"
+        path = result_dir / STACKS.name(rank)
         try:
             start[rank] = path.stat().st_size
         except OSError:
@@ -75,7 +77,7 @@ def dump_stacks(result_dir: Path, ranks: list[int] | None = None,
     deadline = time.monotonic() + timeout
     while start and time.monotonic() < deadline:
         for rank in list(start):
-            path = result_dir / f"stacks-{rank}.txt"
+            path = result_dir / STACKS.name(rank)
             try:
                 size = path.stat().st_size
             except OSError:

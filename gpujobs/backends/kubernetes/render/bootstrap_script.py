@@ -47,6 +47,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(os.path.dirname(HERE), "job")
 CONTROL = os.path.join(os.path.dirname(HERE), "control")  # downwardAPI: requests (job.stacks())
 EXIT_SETUP = 3
+CONFIG = "bootstrap.json"
+"""gpujobs.contract.POD_CONFIG: read before gpujobs (lib.zip) can be imported (a test checks
+that the two agree); everything after check_environment() takes gpujobs' names from
+gpujobs.contract."""
+MPI_DNS_WAIT = "GPUJOBS_MPI_DNS_WAIT_S"
+"""gpujobs.contract.MPI_DNS_WAIT_S, read by the MPI launcher role, which runs without lib.zip
+(a test checks that the two agree)."""
 
 
 _VERIFY = (
@@ -71,7 +78,7 @@ def fail(msg):
 
 
 def load_config():
-    with open(os.path.join(JOB, "bootstrap.json")) as fh:
+    with open(os.path.join(JOB, CONFIG)) as fh:
         return json.load(fh)
 
 
@@ -93,30 +100,27 @@ def check_environment(cfg):
 
 
 def base_env(cfg):
+    """The ranks' environment: the pod's, plus the rank contract (gpujobs.contract.RankEnv)
+    from bootstrap.json where the pod's env does not say (MPI ranks over ssh lack the pod env)."""
+    from gpujobs.contract import POD_INLINE_PAYLOAD, POD_PAYLOAD, RankEnv
     env = dict(os.environ)
     lib = os.path.join(HERE, "lib.zip")
     env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    for name in ("payload.b64", "payload.bin"):
-        if os.path.exists(os.path.join(JOB, name)):
-            env.setdefault("GPUJOBS_PAYLOAD", os.path.join(JOB, name))
-    env.setdefault("GPUJOBS_KEY_FILE", cfg["key_file"])
-    env.setdefault("GPUJOBS_KEY_CONTEXT", cfg["job_id"])  # MPI ranks over ssh lack the pod env
-    env.setdefault("GPUJOBS_RESULT_SINK", "log")
-    env.setdefault("GPUJOBS_JOB_ID", cfg["job_id"])
-    env.setdefault("GPUJOBS_FRAMEWORK", cfg["framework"])
-    env.setdefault("GPUJOBS_CHECKPOINT_DIR", cfg["checkpoint_dir"])
+    payload = next((os.path.join(JOB, name) for name in (POD_INLINE_PAYLOAD, POD_PAYLOAD)
+                    if os.path.exists(os.path.join(JOB, name))), None)
+    RankEnv(job_id=cfg["job_id"], framework=cfg["framework"], payload=payload,
+            key_file=cfg["key_file"], key_context=cfg["job_id"], result_sink="log",
+            checkpoint_dir=cfg["checkpoint_dir"],
+            stack_request=os.path.join(CONTROL, "stack-request") if os.path.isdir(CONTROL) else None,
+            ).setdefault_into(env)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if os.path.isdir(CONTROL):
-        env.setdefault("GPUJOBS_STACK_REQUEST", os.path.join(CONTROL, "stack-request"))
-    if cfg.get("return_all"):
-        env["GPUJOBS_RETURN_ALL"] = "1"
-    if cfg.get("command"):
-        env["GPUJOBS_COMMAND"] = json.dumps(list(cfg["command"]))
+    env.update(RankEnv(return_all=True if cfg.get("return_all") else None,
+                       command=tuple(cfg["command"]) if cfg.get("command") else None).to_env())
     return env
 
 
 def rank_argv(cfg):
-    # Command jobs run through the runner too (GPUJOBS_COMMAND): same exit codes, same result line.
+    # Command jobs run through the runner too (RankEnv.command): same exit codes, same result line.
     return [sys.executable, "-m", "gpujobs.runner"]
 
 
@@ -126,13 +130,14 @@ def note(msg):
 
 
 def metrics_interval():
-    raw = os.environ.get("GPUJOBS_METRICS_INTERVAL", "").strip()
+    from gpujobs.contract import METRICS_INTERVAL
+    raw = os.environ.get(METRICS_INTERVAL, "").strip()
     if not raw:
         return 2.0
     try:
         return float(raw)
     except ValueError:
-        note("GPUJOBS_METRICS_INTERVAL=%r is not a number of seconds; using 2" % raw)
+        note("%s=%r is not a number of seconds; using 2" % (METRICS_INTERVAL, raw))
         return 2.0
 
 
@@ -140,7 +145,8 @@ def make_sampler(lock):
     """The pod's Sampler (not started, no ranks yet), or None with one log line saying why."""
     interval = metrics_interval()
     if interval <= 0:
-        note("metrics off (GPUJOBS_METRICS_INTERVAL=%s)" % os.environ["GPUJOBS_METRICS_INTERVAL"])
+        from gpujobs.contract import METRICS_INTERVAL
+        note("metrics off (%s=%s)" % (METRICS_INTERVAL, os.environ[METRICS_INTERVAL]))
         return None, []
     try:
         from gpujobs.metrics.podlaunch import visible_gpus
@@ -394,7 +400,7 @@ def run_mpi_launcher(cfg):
     if os.environ.get("MPI_HOST"):  # Volcano starts master and workers together: wait for sshd
         wait_for_ssh(hosts, int(cfg.get("ssh_wait_s", 300)))
     else:  # the MPI Operator created this launcher once every worker's sshd was ready
-        wait_for_names(hosts, float(os.environ.get("GPUJOBS_MPI_DNS_WAIT_S", "60")))
+        wait_for_names(hosts, float(os.environ.get(MPI_DNS_WAIT, "60")))
     version = openmpi_version(mpirun)
     argv = mpirun_argv(cfg, mpirun, write_hostfile(hosts))
     note("Open MPI %s: %s ranks on %d workers (%s)" % (version or "(version unknown)", argv[2], len(hosts),
@@ -413,7 +419,8 @@ def main(argv=None):
     if role == "mpi-rank" or cfg["framework"] == "ray":
         env = base_env(cfg)
         if cfg["framework"] == "ray":
-            env.setdefault("GPUJOBS_RAY_ADDRESS", "auto")
+            from gpujobs.contract import RAY_ADDRESS
+            env.setdefault(RAY_ADDRESS, "auto")
         rank = mpi_world_rank() if role == "mpi-rank" else None
         if rank is not None:  # the launcher's log holds every rank's output: say whose it is
             return run_prefixed(rank_argv(cfg), env, rank)

@@ -4,8 +4,9 @@ Three places, chosen so that a typical submit creates exactly one object (the jo
 
 - **runtime** (shared, per namespace): ConfigMap ``gpujobs-runtime-<hash>`` holding
   ``bootstrap.py`` (see bootstrap_script.py) and ``lib.zip`` (deflated, imported in place by
-  zipimport: gpujobs' runner, payload, context, fsdp, errors, status and the metrics sampler,
-  a minimal ``gpujobs`` package and the submitter's own cloudpickle), so a stock PyTorch
+  zipimport: the import closure of gpujobs' runner, context, fsdp, errors and the bootstrap's
+  metrics sampler, computed from the package by :mod:`.shipped`, and the submitter's own
+  cloudpickle), so a stock PyTorch
   image works unchanged. Its name is the hash of its contents and it is ``immutable``: every
   job of this gpujobs version shares it; submit creates it, once preflight has passed,
   when it is missing. Mounted at ``/opt/gpujobs/runtime``.
@@ -32,10 +33,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .... import contract
 from ....errors import PayloadError
 from ....payload import seal
 from ....spec import JobSpec
 from .. import naming
+from .shipped import gpujobs_files
 
 RUNTIME_DIR = "/opt/gpujobs/runtime"
 JOB_DIR = "/opt/gpujobs/job"
@@ -57,47 +60,13 @@ ANN_PAYLOAD = "gpujobs.dev/payload"
 ANN_BOOTSTRAP = "gpujobs.dev/bootstrap"
 LABEL_SHARED = "gpujobs.dev/shared"
 
-_GPUJOBS_ROOT = Path(__file__).resolve().parents[3]
-SHIPPED_GPUJOBS = ("__init__.py", "errors.py", "payload.py", "context.py", "fsdp.py",
-                   "runner/__init__.py", "runner/__main__.py", "runner/frameworks.py",
-                   # the bootstrap's metrics sampler (GPUJOBS-METRICS lines); stdlib + optional
-                   # pynvml/psutil only, no pandas: frame/usage/dcgm/tracker are not shipped
-                   "status.py", "metrics/__init__.py", "metrics/logline.py", "metrics/model.py",
-                   "metrics/sampler.py", "metrics/cpu.py", "metrics/nvml.py",
-                   "metrics/podlaunch.py")
-_LIB_INIT = '''"""gpujobs inside a pod: the runner subset shipped by the Kubernetes backend.
-
-``gpujobs.context()``, ``gpujobs.fsdp`` and ``gpujobs.errors`` work in the job's function;
-submitting jobs from inside a job needs gpujobs installed in the image.
-"""
-from . import errors
-from .context import JobContext, context
-from .errors import SpecError
-
-
-def __getattr__(name):
-    if name == "fsdp":
-        import importlib
-        return importlib.import_module(".fsdp", __name__)
-    raise AttributeError(f"gpujobs.{name} is not available inside the pod (only the runner subset "
-                         "is shipped); install gpujobs in the image to use it there")
-'''
-_METRICS_INIT = '''"""gpujobs.metrics inside a pod: only the sampler the bootstrap runs (no pandas views)."""
-from .logline import METRICS_MARKER, format_metrics_line, parse_metrics_line
-from .sampler import Sampler, log_sink
-'''
-_REPLACED = {"__init__.py": _LIB_INIT, "metrics/__init__.py": _METRICS_INIT}
-
-
 @lru_cache(maxsize=1)
 def shipped_files() -> dict[str, str]:
-    """``lib/``-relative path -> source text of what the pod needs to run the runner."""
+    """``lib/``-relative path -> source text of what the pod needs to run the runner: gpujobs'
+    share (computed from the package, :mod:`.shipped`) and the submitter's cloudpickle."""
     import cloudpickle
 
-    files: dict[str, str] = {}
-    for rel in SHIPPED_GPUJOBS:
-        text = _REPLACED.get(rel) or (_GPUJOBS_ROOT / rel).read_text()
-        files[f"gpujobs/{rel}"] = text
+    files: dict[str, str] = dict(gpujobs_files())
     cp_dir = Path(cloudpickle.__file__).parent
     for p in sorted(cp_dir.glob("*.py")):
         files[f"cloudpickle/{p.name}"] = p.read_text()
@@ -213,7 +182,7 @@ class JobFiles:
         """The path GPUJOBS_PAYLOAD points at inside the pod ('' for a command job)."""
         if not self.sealed:
             return ""
-        return f"{JOB_DIR}/{'payload.b64' if self.inline else 'payload.bin'}"
+        return f"{JOB_DIR}/{contract.POD_INLINE_PAYLOAD if self.inline else contract.POD_PAYLOAD}"
 
     def annotations(self) -> dict[str, str]:
         """Pod-template annotations (inline mode only; empty otherwise)."""
@@ -242,9 +211,9 @@ def job_files(spec: JobSpec, key: bytes, boot_cfg: dict) -> JobFiles:
 
 def payload_secret(namespace: str, name: str, files: JobFiles, labels: dict) -> dict:
     """The per-job Secret for a call too big to travel inline (owned by the job at submit)."""
-    data = {"bootstrap.json": base64.b64encode(files.bootstrap_json.encode()).decode()}
+    data = {contract.POD_CONFIG: base64.b64encode(files.bootstrap_json.encode()).decode()}
     if files.sealed:
-        data["payload.bin"] = base64.b64encode(files.sealed).decode()
+        data[contract.POD_PAYLOAD] = base64.b64encode(files.sealed).decode()
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": naming.payload_secret_name(name), "namespace": namespace,
                          "labels": dict(labels)},
@@ -255,14 +224,14 @@ def pod_volumes(name: str, files: JobFiles, runtime: dict, key_secret: dict) -> 
     """The three gpujobs volumes of every pod: runtime (``runtime``: its ConfigMap), job files,
     key (``key_secret``: its Secret)."""
     if files.inline:
-        items = [{"path": "bootstrap.json",
+        items = [{"path": contract.POD_CONFIG,
                   "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_BOOTSTRAP}']"}}]
         if files.sealed:
-            items.append({"path": "payload.b64",
+            items.append({"path": contract.POD_INLINE_PAYLOAD,
                           "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_PAYLOAD}']"}})
         job_vol = {"name": "gpujobs-job", "downwardAPI": {"items": items, "defaultMode": 0o444}}
     else:
-        keys = ["bootstrap.json"] + (["payload.bin"] if files.sealed else [])
+        keys = [contract.POD_CONFIG] + ([contract.POD_PAYLOAD] if files.sealed else [])
         job_vol = {"name": "gpujobs-job", "secret": {
             "secretName": naming.payload_secret_name(name),
             "items": [{"key": k, "path": k} for k in keys], "defaultMode": 0o444}}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ....contract import RankEnv
 from ....quantity import scale_quantity
 from ....spec import JobSpec
 from .. import naming
@@ -91,15 +92,12 @@ def resources(spec: JobSpec, procs: int, gpus: int, cpus: float | None = None) -
 def env_list(ctx: RenderCtx, extra: dict[str, str] | None = None) -> list[dict]:
     """gpujobs' variables, the user's env, then secrets by reference (secretKeyRef)."""
     spec = ctx.spec
-    env = {"GPUJOBS_JOB_ID": ctx.job_id, "GPUJOBS_FRAMEWORK": spec.framework,
-           "GPUJOBS_RESULT_SINK": "log", "GPUJOBS_KEY_FILE": KEY_FILE,
-           "GPUJOBS_TERMINATION_LOG": TERMINATION_LOG,
-           "GPUJOBS_KEY_CONTEXT": ctx.job_id,  # the runner derives this job's key from the file's
-           "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    if ctx.files.payload_file:
-        env["GPUJOBS_PAYLOAD"] = ctx.files.payload_file
-    if spec.return_all:
-        env["GPUJOBS_RETURN_ALL"] = "1"
+    env = RankEnv(job_id=ctx.job_id, framework=spec.framework,
+                  payload=ctx.files.payload_file or None, key_file=KEY_FILE,
+                  key_context=ctx.job_id,  # the runner derives this job's key from the file's
+                  result_sink="log", return_all=True if spec.return_all else None,
+                  termination_log=TERMINATION_LOG).to_env()
+    env.update({"PYTHONUNBUFFERED": "1", "HOME": "/tmp"})
     env.update(extra or {})
     env.update(spec.env_dict())
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]

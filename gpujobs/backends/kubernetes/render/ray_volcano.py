@@ -6,6 +6,7 @@ import math
 import shlex
 from typing import Any
 
+from .... import contract
 from .bootstrap_script import MPI_SSH_PORT
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
                       sshd_command,
@@ -42,7 +43,7 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         meta["labels"]["volcano.sh/queue-name"] = spec.volcano_queue or "default"
     body: dict[str, Any] = {
         # The runner compares the cluster's Ray with the client's and fails clearly on a mismatch.
-        "entrypoint": shlex.join(["env", f"GPUJOBS_RAY_VERSION={client_ray_version() or image_ray_version(image)}",
+        "entrypoint": shlex.join(["env", f"{contract.RAY_VERSION}={client_ray_version() or image_ray_version(image)}",
                                   *bootstrap_command()]),
         "submissionMode": "K8sJobMode",
         "shutdownAfterJobFinishes": True,
