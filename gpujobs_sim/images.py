@@ -11,7 +11,10 @@ Fields: ``sshd`` (openssh-server installed), ``ssh`` (the client), ``ssh_port`` 
 the image's sshd_config and ssh_config name; 22 when they keep the default),
 ``no_host_key_check`` (the image's /etc/ssh/ssh_config sets ``StrictHostKeyChecking no`` and
 ``UserKnownHostsFile /dev/null``), ``openmpi`` (major version of its ``mpirun``, 0 = none),
-``python3`` (an interpreter on PATH).
+``python3`` (an interpreter on PATH), ``privsep_dir`` (the image has sshd's privilege-separation
+directory /run/sshd: Debian's openssh-server makes it only when its service starts, so a stock
+image has none and sshd exits "Missing privilege separation directory"; mpi-operator's Dockerfile
+and gpujobs' docker/mpi create it).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from fnmatch import fnmatch
 from typing import Any
 
 EVERYTHING: dict[str, Any] = {"sshd": True, "ssh": True, "ssh_port": 22, "no_host_key_check": False,
-                              "openmpi": 4, "python3": True}
+                              "openmpi": 4, "python3": True, "privsep_dir": False}
 
 # (image pattern, facts, source)
 KNOWN: list[tuple[str, dict[str, Any], str]] = [
@@ -32,12 +35,12 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
     # no (mpi-operator@v0.8.0 build/base/Dockerfile, ARG port=2222); openmpi.Dockerfile adds
     # openmpi-bin (Debian trixie: Open MPI 5.0.x); no python3
     ("mpioperator/base*", {"sshd": True, "ssh": True, "ssh_port": 2222, "no_host_key_check": True,
-                           "openmpi": 0, "python3": False}, "mpi-operator@v0.8.0 build/base/Dockerfile"),
+                           "openmpi": 0, "python3": False, "privsep_dir": True}, "mpi-operator@v0.8.0 build/base/Dockerfile"),
     ("mpioperator/openmpi*", {"sshd": True, "ssh": True, "ssh_port": 2222, "no_host_key_check": True,
-                              "openmpi": 5, "python3": False},
+                              "openmpi": 5, "python3": False, "privsep_dir": True},
      "mpi-operator@v0.8.0 build/base/Dockerfile, openmpi.Dockerfile"),
     ("mpioperator/mpi-pi:openmpi*", {"sshd": True, "ssh": True, "ssh_port": 2222, "no_host_key_check": True,
-                                     "openmpi": 5, "python3": False},
+                                     "openmpi": 5, "python3": False, "privsep_dir": True},
      "mpi-operator@v0.8.0 examples/v2beta1/pi/Dockerfile (FROM mpioperator/openmpi)"),
 ]
 

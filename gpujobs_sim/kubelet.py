@@ -157,10 +157,11 @@ class Kubelet:
         c0 = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
         now = now_iso()
         if phase == "Running":
+            ready = self._probe_ready(pod)
             status = {"phase": "Running", "startTime": now, "podIP": "127.0.0.1", "conditions": [
-                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True",
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": str(ready),
                                                              "lastTransitionTime": now}],
-                "containerStatuses": [{"name": c0, "ready": True, "restartCount": 0,
+                "containerStatuses": [{"name": c0, "ready": ready, "restartCount": 0,
                                        "state": {"running": {"startedAt": now}}}]}
         else:
             term = {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
@@ -238,11 +239,11 @@ class Kubelet:
         ns, name = md["namespace"], md["name"]
         c0 = (pod["spec"].get("containers") or [{}])[0]
         argv = " ".join([*(c0.get("command") or []), *(c0.get("args") or [])])
-        if "sshd" in argv and not image_facts(c0.get("image", ""), self.images)["sshd"]:
-            # an MPI worker's command starts sshd; an image without openssh-server cannot
-            self.server.logs.append(ns, name, f"sshd: not found: the image {c0.get('image')} has no "
-                                    "openssh-server\n")
-            return 127
+        if "sshd" in argv:  # an MPI worker's command starts sshd
+            problem = self._sshd_problem(pod, c0, argv)
+            if problem:
+                self.server.logs.append(ns, name, problem[1])
+                return problem[0]
         self.server.logs.append(ns, name, ann.get(ANN_LOGS, f"hello from {name}\n"))
         seconds = float(ann.get(ANN_SECONDS, self.default_seconds))
         deadline = time.time() + seconds
@@ -255,6 +256,35 @@ class Kubelet:
             if cur is None or (idle and cur["metadata"].get("annotations", {}).get(ANN_IDLE) != "true"):
                 return 0 if cur is not None else 143
         return int(ann.get(ANN_EXIT, "0"))
+
+    def _sshd_problem(self, pod: dict, c0: dict, argv: str) -> tuple[int, str] | None:
+        """(exit code, log) when this container's sshd cannot run: the image has no sshd; sshd's
+        privilege-separation directory is missing (neither in the image nor made by the command:
+        OpenSSH's sshd exits 255 "Missing privilege separation directory: /run/sshd")."""
+        import re
+        f = image_facts(c0.get("image", ""), self.images)
+        if not f["sshd"]:
+            return 127, f"sshd: not found: the image {c0.get('image')} has no openssh-server\n"
+        if not f["privsep_dir"] and not re.search(r"mkdir\b[^;&|\n]*\s(?:/var)?/run/sshd\b", argv):
+            return 255, "Missing privilege separation directory: /run/sshd\n"
+        return None
+
+    def _probe_ready(self, pod: dict) -> bool:
+        """Ready as the kubelet's TCP readiness probe would find it: a probe on another port than
+        the one the container's sshd listens on (its ``-p``, else the image's sshd_config) fails."""
+        import re
+        c0 = (pod["spec"].get("containers") or [{}])[0]
+        probe = ((c0.get("readinessProbe") or {}).get("tcpSocket") or {}).get("port")
+        argv = " ".join([*(c0.get("command") or []), *(c0.get("args") or [])])
+        if "sshd" not in argv:
+            return True
+        if self._sshd_problem(pod, c0, argv) is not None:
+            return False  # it is about to exit, never Ready (no race with WaitForWorkersReady)
+        if probe is None:
+            return True
+        m = re.search(r"sshd\b[^;&|\n]*?(?:-p\s*|-o\s*Port[= ])(\d+)", argv)
+        port = int(m.group(1)) if m else int(image_facts(c0.get("image", ""), self.images)["ssh_port"])
+        return int(probe) == port
 
     def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None) -> int:
         """Run the pod's process, its output the pod log; killed at once when the pod ``uid``

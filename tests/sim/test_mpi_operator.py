@@ -76,6 +76,43 @@ def test_with_gang_scheduling_volcano_the_operator_makes_a_podgroup_named_after_
             assert p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "pi"
 
 
+def _worker_phase_and_log(sim, name):
+    pod = wait_for(lambda: (p := sim.store.get("v1", "Pod", name, "default")) and
+                   p["status"].get("phase") in ("Running", "Failed") and p)
+    return pod, sim.server.logs.read("default", name)[0].decode()
+
+
+def test_stock_sshd_without_its_privilege_separation_directory_exits_and_with_it_runs():
+    """OpenSSH's sshd exits 255 without /run/sshd; Debian's openssh-server makes it only when its
+    service starts (a stock image has none), mpi-operator's Dockerfile makes /var/run/sshd."""
+    with SimCluster(gpus=None, cpus=None, run_seconds=30) as sim:
+        sim.store.create(mpijob("stock", policy="WaitForWorkersReady", image="example/stock-sshd:1", workers=1))
+        pod = wait_for(lambda: (p := sim.store.get("v1", "Pod", "stock-worker-0", "default")) and
+                       p["status"].get("phase") == "Failed" and p)
+        assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 255
+        assert "Missing privilege separation directory: /run/sshd" in \
+            sim.server.logs.read("default", "stock-worker-0")[0].decode()
+        job = mpijob("made", policy="WaitForWorkersReady", image="example/stock-sshd:1", workers=1)
+        job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] = [
+            "/bin/sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De"]
+        sim.store.create(job)
+        wait_for(lambda: roles(sim, "made") == ["launcher", "worker"])
+        sim.store.create(mpijob("theirs", policy="WaitForWorkersReady", image="mpioperator/openmpi:v0.8.0", workers=1))
+        wait_for(lambda: roles(sim, "theirs") == ["launcher", "worker"])
+
+
+def test_a_readiness_probe_on_another_port_than_sshd_s_keeps_the_worker_unready_and_no_launcher():
+    with SimCluster(gpus=None, cpus=None, run_seconds=30) as sim:
+        job = mpijob("probe", policy="WaitForWorkersReady", image="mpioperator/openmpi:v0.8.0", workers=1)
+        c = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        c["readinessProbe"] = {"tcpSocket": {"port": 22}}  # their sshd listens on 2222 (sshd_config)
+        sim.store.create(job)
+        pod = wait_for(lambda: (p := sim.store.get("v1", "Pod", "probe-worker-0", "default")) and
+                       p["status"].get("phase") == "Running" and
+                       any(x["type"] == "Ready" and x["status"] == "False" for x in p["status"]["conditions"]) and p)
+        assert pod and roles(sim, "probe") == ["worker"]
+
+
 # ------------------------------------------------------------------ the simulated mpirun
 def _hostfile(tmp_path):
     path = tmp_path / "hostfile"
