@@ -15,7 +15,7 @@ import pytest
 
 import gpujobs
 from gpujobs.backends.local import agent_pids, stop_agent
-from gpujobs.errors import JobCancelledError, QuotaError, SpecError, StateError
+from gpujobs.errors import JobCancelledError, JobFailedError, QuotaError, SpecError, StateError
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +106,29 @@ def test_three_jobs_on_two_slots_queue_in_order(agent, tmp_path):
     assert st.gang_size == 2 and st.gang_ready == 2 and st.exit_code == 0
     table = gpujobs.jobs()
     assert {s.job_id for s in table} >= {j.id for j in jobs}
+
+
+def test_a_run_past_max_runtime_is_stopped_and_fails_with_time_limit(agent, tmp_path):
+    """max_runtime_s is a limit, as sbatch --time and activeDeadlineSeconds are: before the fix
+    the local agent let the job run on (it only fed the forecast)."""
+    slow = (gpujobs.job(sleeper, 300, "never").ddp(gpus=1).max_runtime(2)
+            .options(grace_period_s=1).submit())
+    quick = gpujobs.job(sleeper, 0.2, "quick").ddp(gpus=1).max_runtime(120).submit()
+    wait_phase(slow, "running")
+    agent(slow, quick)
+    pids = slow.backend.pids(slow.id)
+    assert pids
+    st = slow.wait(timeout=60)
+    assert (st.phase, st.reason) == ("failed", "time-limit")
+    assert "max_runtime_s is 2" in st.message and ".max_runtime(SECONDS)" in st.message
+    assert 2 <= st.finished_at - st.started_at < 30
+    with pytest.raises(JobFailedError, match="time limit"):
+        slow.result(timeout=30)
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "the timed-out ranks were not stopped"
+    assert quick.result(timeout=60) == "quick" and quick.status().phase == "succeeded"
 
 
 def test_high_priority_preempts_and_low_resumes_from_checkpoint(agent):

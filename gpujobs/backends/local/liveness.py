@@ -174,6 +174,25 @@ class Watching:
                 rec.status = rec.status.with_(**changes)  # pushed, not stored each round
                 agent._emit(rec)
 
+    def _enforce_time_limits(self, now: float | None = None) -> None:
+        """``max_runtime_s`` as sbatch's ``--time`` and Kubernetes' activeDeadlineSeconds: a
+        gang running longer is stopped (SIGTERM: ``should_stop()`` turns True, so it can save a
+        checkpoint; SIGKILL after ``grace_period_s``, as sbatch's KillWait) and the job fails
+        with reason ``time-limit``. Each run counts from its own start (a requeued
+        job's new run gets the whole limit again). Called under the agent's lock."""
+        agent = cast("Agent", self)  # a mix-in: it runs on the agent
+        now = time.time() if now is None else now
+        for rec in agent.recs.values():
+            st, limit = rec.status, rec.spec.max_runtime_s
+            if (not limit or rec.gang is None or rec.stopping or rec.ending
+                    or st.phase != "running" or not st.started_at or now - st.started_at < limit):
+                continue
+            msg = (f"stopped at its time limit: it ran {now - st.started_at:.0f} s, max_runtime_s is "
+                   f"{limit:g}; for a longer run submit with .max_runtime(SECONDS) (CLI: --time SECONDS)")
+            agent._update(rec, "finished", msg, phase="failed", message=msg, reason="time-limit",
+                          finished_at=now)
+            agent._stop_gang(rec, "cancel", float(rec.spec.grace_period_s))  # its end stands as this failure
+
     @staticmethod
     def _watch(rec: Rec, latest: tuple) -> Any:
         watch = rec.watch
