@@ -6,8 +6,11 @@
   (with :mod:`~gpujobs_sim.streams`, :mod:`~gpujobs_sim.nonresource`, :mod:`~gpujobs_sim.podlogs`).
 - :mod:`gpujobs_sim.controllers`: the simulated controllers' reconcile thread, driven by store events
   (:mod:`~gpujobs_sim.changes` says what to look at again): Kueue (:mod:`~gpujobs_sim.kueue`),
-  Volcano and the operators (:mod:`~gpujobs_sim.operators`, :mod:`~gpujobs_sim.mpi_operator`), the
-  kubelet; :mod:`~gpujobs_sim.conditions` writes status conditions and suspend fields.
+  Volcano and the operators (:mod:`~gpujobs_sim.operators` dispatches to one module per operator:
+  :mod:`~gpujobs_sim.mpi_operator`, :mod:`~gpujobs_sim.trainer`, :mod:`~gpujobs_sim.kuberay`,
+  :mod:`~gpujobs_sim.volcano`, :mod:`~gpujobs_sim.appwrapper`; with :mod:`~gpujobs_sim.pod_templates`
+  and :mod:`~gpujobs_sim.job_status`), the kubelet; :mod:`~gpujobs_sim.conditions` writes status
+  conditions and suspend fields.
 - :mod:`gpujobs_sim.cluster`: :class:`SimCluster`, the one-call fixture.
 """
 from .apiserver import FakeApiServer

@@ -1,6 +1,6 @@
 """Simulated controllers: Kueue (kueue.py), Volcano, the job operators (MPI, Training, Trainer,
-KubeRay, Volcano Job, AppWrapper: operators.py, mpi_operator.py) and the kubelet, reconciling the
-fake apiserver's store in one thread driven by its events.
+KubeRay, Volcano Job, AppWrapper: operators.py and the operator modules it calls) and the kubelet,
+reconciling the fake apiserver's store in one thread driven by its events.
 
 Operators create pods (Pending -> Running -> Succeeded) and write each kind's status; Volcano
 creates PodGroups (Pending/Inqueue/Running, running vs minMember).

@@ -48,7 +48,7 @@ ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", 
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
                                              "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
 ANN_IDLE = "sim.gpujobs.dev/idle"
-RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see operators._ray_submitter
+RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see kuberay._ray_submitter
 MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
 
 

@@ -35,7 +35,9 @@ import secrets
 from typing import Any
 
 from .conditions import _cond
+from .pod_templates import OWNER
 from .store import now_iso
+from .volcano import _podgroup
 
 ROLE_LABEL, JOB_LABEL, INDEX_LABEL = ("training.kubeflow.org/job-role", "training.kubeflow.org/job-name",
                                       "training.kubeflow.org/replica-index")
@@ -93,7 +95,6 @@ def _supporting_objects(ctrl: Any, job: dict) -> None:
             "name": f"{md['name']}-ssh", "namespace": ns, "labels": {"app": md["name"]},
             "ownerReferences": _owned(job)}, "data": {"ssh-privatekey": fake, "ssh-publickey": fake}})
     if getattr(ctrl, "mpi_gang_scheduling", "") == "volcano":
-        from .operators import _podgroup
         _podgroup(ctrl, job, _min_member(job), ctrl._pods_of(job), name=md["name"])
 
 
@@ -106,7 +107,6 @@ def _min_member(job: dict) -> int:
 
 
 def _create_pod(ctrl: Any, job: dict, name: str, tmpl: dict, ann: dict, owner: list[dict]) -> None:
-    from .operators import OWNER
     md = job["metadata"]
     labels = {**((tmpl.get("metadata") or {}).get("labels") or {}),
               **{k: v for k, v in (md.get("labels") or {}).items() if k.startswith("gpujobs.dev/")},
