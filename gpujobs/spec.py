@@ -19,6 +19,7 @@ ddp/fsdp: one rank per GPU. mpi: ``ranks`` = world_size. ray: one worker per
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -236,8 +237,10 @@ class JobSpec:
         check_kind(self.framework, self.kind)
         check_count("max_payload_bytes", self.max_payload_bytes)
         self._check_placement()  # [hardening]
-        if self.grace_period_s < 0:
-            raise SpecError("grace_period_s", "must be >= 0", "e.g. grace_period_s=30")
+        if (isinstance(self.grace_period_s, bool) or not isinstance(self.grace_period_s, (int, float))
+                or not math.isfinite(self.grace_period_s) or self.grace_period_s < 0):
+            raise SpecError("grace_period_s", f"must be a finite number of seconds >= 0, got "
+                            f"{self.grace_period_s!r}", "e.g. grace_period_s=30")
         if self.fn is not None and self._payload is None:
             from .payload import pack_call  # late import: payload imports cloudpickle
             object.__setattr__(self, "_payload",
@@ -247,8 +250,9 @@ class JobSpec:
     def _check_placement(self) -> None:
         """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""
         if self.max_runtime_s is not None and (isinstance(self.max_runtime_s, bool) or not isinstance(
-                self.max_runtime_s, (int, float)) or self.max_runtime_s <= 0):
-            raise SpecError("max_runtime_s", f"must be a positive number of seconds, got "
+                self.max_runtime_s, (int, float)) or not math.isfinite(self.max_runtime_s)
+                or self.max_runtime_s <= 0):
+            raise SpecError("max_runtime_s", f"must be a positive, finite number of seconds, got "
                             f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
         for k, v in self.node_selector:
             if not isinstance(k, str) or not isinstance(v, str):

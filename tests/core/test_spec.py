@@ -96,6 +96,13 @@ def test_payload_size_limit_has_hint():
     (lambda b: b.options(volcano="maybe"), "volcano"),
     (lambda b: b.options(nonsense=1), "nonsense"),
     (lambda b: b.secret_env(TOKEN="plain-value"), "secret_env[TOKEN]"),
+    # non-finite limits passed the `<= 0` / `< 0` checks (nan compares False) and reached the agent
+    # and the renderers (activeDeadlineSeconds=int(inf) raises there)
+    (lambda b: b.max_runtime(float("nan")), "max_runtime_s"),
+    (lambda b: b.max_runtime(float("inf")), "max_runtime_s"),
+    (lambda b: b.options(grace_period_s=float("nan")), "grace_period_s"),
+    (lambda b: b.options(grace_period_s=float("inf")), "grace_period_s"),
+    (lambda b: b.options(grace_period_s="30"), "grace_period_s"),
 ])
 def test_builder_bad_input(call, field):
     with pytest.raises(SpecError) as err:
