@@ -98,3 +98,23 @@ def test_cli_plan_and_queue_start(jobs_cli):
     st = json.loads(cli("status", q.stdout.split()[-1], "-o", "json", env=env).stdout)
     assert st["expected_start_basis"] == "expected ends from declared limit"
     assert len(st["blocked_by"]) == 1 and st["blocked_by"][0].startswith("holder-")
+
+
+def test_reason_column_cuts_at_a_clause_with_an_ellipsis():
+    # was text[:40]: "needs 2 GPUs, 0 free in cq-q; ahead: oth", a cut word and no sign of the cut
+    now = time.time()
+    long = "needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left); expected to start in ~9 min"
+    jobs = [JobStatus("q", "queued", queue="q", queue_position=1, submitted_at=now, reason=long),
+            JobStatus("s", "queued", queue="q", queue_position=2, submitted_at=now, reason="fits")]
+    headers, rows = output.job_rows(jobs, wide=False, now=now)
+    cells = {r[0]: r[headers.index("REASON")] for r in rows}
+    assert cells == {"q": "needs 2 GPUs, 0 free in cq-q…", "s": "fits"}
+    headers, rows = output.job_rows(jobs, wide=True, now=now)
+    assert rows[0][headers.index("REASON")] == long
+    assert len(output.short("x" * 100)) == 40 and output.short("x" * 100).endswith("…")
+
+
+def test_status_lines_show_a_dash_for_what_is_unknown():
+    # a Kubernetes job has no user: `gpujobs status` printed "User:" and nothing
+    text = output.status_lines(JobStatus("default/mine", "queued", queue="q", queue_position=1))
+    assert "\nUser:        -\n" in text and "\nName:        -\n" in text
