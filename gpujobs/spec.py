@@ -216,8 +216,14 @@ class JobSpec:
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
             if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
-                raise SpecError(fname, f"{v!r} is not a valid {fname} name",
-                                "use lowercase letters, digits and '-' (a Kubernetes name)")
+                suggestion = slug(v, 63) if isinstance(v, str) else ""
+                if fname == "priority" and not isinstance(v, str):
+                    fix = "name a priority class, e.g. 'high' (the class gives the number)"
+                else:
+                    fix = ((f"use {suggestion!r} (" if suggestion else "use ")
+                           + "lowercase letters, digits and '-' (a Kubernetes name)"
+                           + (")" if suggestion else ""))
+                raise SpecError(fname, f"{v!r} is not a valid {fname} name", fix)
         for k, v in self.env:
             if not isinstance(k, str) or not _ENV_RE.match(k):
                 raise SpecError("env", f"{k!r} is not a valid environment variable name",

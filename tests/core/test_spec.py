@@ -210,3 +210,16 @@ def test_upper_case_job_name_is_explained_with_a_lower_case_suggestion():
         gpujobs.job(noop).name("Exp_1").spec()
     assert "DNS-1123" in err.value.problem and "lower case" in err.value.problem
     assert "use 'exp-1'" in err.value.fix
+
+
+def test_a_bad_queue_or_priority_name_gets_a_fix_that_runs_as_written():
+    # the fix only described a Kubernetes name; for an int priority it asked for letters
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).queue("Team A").spec()
+    assert err.value.fix.startswith("use 'team-a' (")
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).priority(5).spec()
+    assert err.value.field == "priority" and "'high'" in err.value.fix
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).queue("!!").spec()
+    assert err.value.fix.startswith("use lowercase letters")
