@@ -118,3 +118,20 @@ def test_status_lines_show_a_dash_for_what_is_unknown():
     # a Kubernetes job has no user: `gpujobs status` printed "User:" and nothing
     text = output.status_lines(JobStatus("default/mine", "queued", queue="q", queue_position=1))
     assert "\nUser:        -\n" in text and "\nName:        -\n" in text
+
+
+@pytest.mark.parametrize("value, seconds", [("600", 600.0), ("01:30:00", 5400.0), ("1-00:00:00", 86400.0),
+                                            ("2:30", 150.0), ("-5", -5.0)])  # -5: the spec refuses it
+def test_time_takes_seconds_or_sbatch_clock_forms(value, seconds):
+    # help says "like sbatch --time", but --time 01:30:00 was "invalid float value"
+    from gpujobs.cli import build_parser
+    assert build_parser().parse_args(["plan", "t.py:f", "--time", value]).max_runtime == seconds
+
+
+@pytest.mark.parametrize("value", ["1h", "UNLIMITED", "1:xx"])
+def test_time_that_is_no_limit_is_refused_with_the_forms(value, capsys):
+    from gpujobs.cli import build_parser
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["submit", "t.py:f", "--time", value])
+    err = capsys.readouterr().err
+    assert "--time" in err and ("01:00:00" in err or "leave --time out" in err), err
