@@ -4,8 +4,10 @@
   (with :mod:`~gpujobs_sim.resources`, :mod:`~gpujobs_sim.selectors`, :mod:`~gpujobs_sim.patches`).
 - :mod:`gpujobs_sim.apiserver`: :class:`FakeApiServer`, real HTTP the official client talks to
   (with :mod:`~gpujobs_sim.streams`, :mod:`~gpujobs_sim.nonresource`, :mod:`~gpujobs_sim.podlogs`).
-- :mod:`gpujobs_sim.controllers`: simulated Kueue, Volcano, operators and kubelet, driven by store events
-  (:mod:`~gpujobs_sim.changes` says what to look at again).
+- :mod:`gpujobs_sim.controllers`: the simulated controllers' reconcile thread, driven by store events
+  (:mod:`~gpujobs_sim.changes` says what to look at again): Kueue (:mod:`~gpujobs_sim.kueue`),
+  Volcano and the operators (:mod:`~gpujobs_sim.operators`, :mod:`~gpujobs_sim.mpi_operator`), the
+  kubelet; :mod:`~gpujobs_sim.conditions` writes status conditions and suspend fields.
 - :mod:`gpujobs_sim.cluster`: :class:`SimCluster`, the one-call fixture.
 """
 from .apiserver import FakeApiServer

@@ -34,6 +34,7 @@ import copy
 import secrets
 from typing import Any
 
+from .conditions import _cond
 from .store import now_iso
 
 ROLE_LABEL, JOB_LABEL, INDEX_LABEL = ("training.kubeflow.org/job-role", "training.kubeflow.org/job-name",
@@ -192,7 +193,6 @@ def _create_launcher(ctrl: Any, job: dict, ann: dict) -> None:
 
 def write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool) -> None:
     """updateMPIJobStatus (see the module doc)."""
-    from .controllers import _cond
     md = job["metadata"]
     role = lambda p: (p["metadata"].get("labels") or {}).get(ROLE_LABEL)  # noqa: E731
     launcher = [p for p in pods if role(p) == "launcher"]

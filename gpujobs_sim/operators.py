@@ -8,7 +8,7 @@ import copy
 import time
 from typing import Any
 
-from .controllers import _cond, get_suspend
+from .conditions import _cond, get_suspend
 from .rules import outcome
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_RAY_HEAD, ANN_ROLE, ANN_WORLD, RAY_SUBMITTER
 from .store import now_iso

@@ -153,3 +153,30 @@ def user_module(folder: Path, monkeypatch: Any, name: str, source: str = TRAIN_P
         yield importlib.import_module(name), src
     finally:
         sys.modules.pop(name, None)
+
+
+def cluster_maker(build: Callable[..., Any]) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """The body of a ``make_cluster`` fixture: ``make(*a, **kw)`` starts ``build(*a, **kw)`` (a
+    started SimCluster) with a KubernetesBackend on namespace ``default``; afterwards the
+    backends' watches and the clusters are stopped, and no pod process may survive."""
+    import psutil
+
+    from gpujobs.backends.kubernetes.backend import KubernetesBackend
+    started: list[Any] = []
+    backends: list[Any] = []
+
+    def make(*a: Any, **kw: Any) -> tuple[Any, Any]:
+        sim = build(*a, **kw)
+        started.append(sim)
+        be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q")
+        backends.append(be)
+        return sim, be
+
+    yield make
+    for be in backends:
+        be.state.stop_watches()
+    for sim in started:
+        pids = sim.stop()
+        assert not sim.controllers.errors, sim.controllers.errors
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not alive, f"pod processes survived: {alive}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpujobs.backends.kubernetes.status import forecasting as f
+from gpujobs.backends.kubernetes.status import kueue_model as f
 from gpujobs_sim.crds import crds_dir
 
 EXAMPLES = crds_dir() / "examples" / "kueue"  # $GPUJOBS_CRDS_DIR, else <repo>/../shared/crds

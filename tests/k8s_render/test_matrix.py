@@ -18,7 +18,7 @@ import pytest
 import gpujobs
 from gpujobs_sim import crds
 from gpujobs_sim import rules as sim_rules
-from gpujobs_sim.controllers import workload_for
+from gpujobs_sim.kueue import workload_for
 from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
 from gpujobs.backends.kubernetes.render.payload_objects import (ANN_BOOTSTRAP, ANN_PAYLOAD, JOB_DIR,
