@@ -49,6 +49,12 @@ _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 
 
+#: the longest run-time limit: Kueue's Workload ``spec.maximumExecutionTimeSeconds`` is an int32
+#: (``format: int32, minimum: 1``, shared/crds/kueue/kueue.x-k8s.io_workloads.yaml), and so is the
+#: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
+MAX_RUNTIME_S = 2**31 - 1
+
+
 def slug(text: str, limit: int = 40) -> str:
     """``text`` as a Kubernetes name part: lowercase, runs of other characters as '-', at most
     ``limit`` characters ('' when nothing usable is left)."""
@@ -260,6 +266,9 @@ class JobSpec:
                 or self.max_runtime_s <= 0):
             raise SpecError("max_runtime_s", f"must be a positive, finite number of seconds, got "
                             f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
+        if self.max_runtime_s is not None and self.max_runtime_s > MAX_RUNTIME_S:
+            raise SpecError("max_runtime_s", f"{self.max_runtime_s:g} s is more than Kueue's limit of "
+                            f"{MAX_RUNTIME_S} s (about 68 years)", "e.g. max_runtime_s=3600, or None for no limit")
         for k, v in self.node_selector:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",

@@ -100,6 +100,7 @@ def test_payload_size_limit_has_hint():
     # and the renderers (activeDeadlineSeconds=int(inf) raises there)
     (lambda b: b.max_runtime(float("nan")), "max_runtime_s"),
     (lambda b: b.max_runtime(float("inf")), "max_runtime_s"),
+    (lambda b: b.max_runtime(2**31), "max_runtime_s"),  # Kueue's maximumExecutionTimeSeconds: int32
     (lambda b: b.options(grace_period_s=float("nan")), "grace_period_s"),
     (lambda b: b.options(grace_period_s=float("inf")), "grace_period_s"),
     (lambda b: b.options(grace_period_s="30"), "grace_period_s"),
