@@ -22,7 +22,7 @@ from . import images
 from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
 from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
                               runtime_configmap)
-from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx
+from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx, deadline_s
 from . import kubeflow as kf
 from . import ray_volcano as rv
 
@@ -173,7 +173,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         if spec.priority:
             labels[naming.PRIORITY_LABEL] = spec.priority
         if spec.max_runtime_s:
-            labels[naming.MAX_EXEC_LABEL] = str(int(spec.max_runtime_s))
+            labels[naming.MAX_EXEC_LABEL] = str(deadline_s(spec.max_runtime_s))
     annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(_gang_pods(kind, spec)),
                    naming.ANN_GPUS: str(spec.total_gpus), naming.ANN_WORLD: str(spec.world_size),
                    naming.ANN_RETURN_ALL: "true" if spec.return_all else "false"}
