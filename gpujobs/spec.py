@@ -45,6 +45,47 @@ job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an App
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# An image reference as the kubelet parses it (else the pod fails later with InvalidImageName):
+# the grammar of distribution/reference v0.5.0 (reference.go), and its normalize.go rule that the
+# first component is a registry only when it has a '.' or ':' or is 'localhost'; names of at most
+# 255 characters (NameTotalLengthMax).
+_IMAGE_DOMAIN_RE = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*"
+                              r"[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
+_IMAGE_PATH_RE = re.compile(r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*")
+_IMAGE_TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
+_IMAGE_DIGEST_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
+
+
+def _image_suggestion(image: str) -> str:
+    """``image`` without surrounding blanks and with its name (not its tag) in lowercase."""
+    v = image.strip()
+    rest, at, digest = v.partition("@")
+    i = rest.rfind(":") if rest.rfind(":") > rest.rfind("/") else len(rest)
+    return rest[:i].lower() + rest[i:] + at + digest
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not an image reference a kubelet can pull, or None when it is."""
+    rest, at, digest = image.partition("@")
+    if at and not _IMAGE_DIGEST_RE.fullmatch(digest):
+        return f"its digest {digest!r} is not ALGORITHM:HEX (e.g. sha256:<64 hex digits>)"
+    name, tag = rest, None
+    if rest.rfind(":") > rest.rfind("/"):
+        name, tag = rest[:rest.rfind(":")], rest[rest.rfind(":") + 1:]
+    if tag is not None and not _IMAGE_TAG_RE.fullmatch(tag):
+        return f"its tag {tag!r} is not 1-128 letters, digits, '_', '.', '-' (not starting with '.' or '-')"
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if not _IMAGE_DOMAIN_RE.fullmatch(parts[0]):
+            return f"its registry {parts[0]!r} is not a host name[:port]"
+        parts = parts[1:]
+    bad = [p for p in parts if not _IMAGE_PATH_RE.fullmatch(p)]
+    if bad:
+        return (f"its name part {bad[0]!r} is not lowercase letters and digits separated by '.', '_', "
+                "'__' or '-'")
+    if len(name) > 255:
+        return "its name is longer than 255 characters"
+    return None
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 
@@ -219,6 +260,15 @@ class JobSpec:
                             (f"use {suggestion!r}, or " if suggestion else "use ")
                             + "at most 40 lowercase letters, digits and '-', starting and ending "
                             "with a letter or digit")
+        if self.image is not None and (not isinstance(self.image, str)
+                                       or (self.image and image_problem(self.image))):
+            why = image_problem(self.image) if isinstance(self.image, str) else \
+                f"an image is a string, not {type(self.image).__name__}"
+            fixed = _image_suggestion(self.image) if isinstance(self.image, str) else ""
+            raise SpecError("image", f"{self.image!r} is not an image reference: {why}",
+                            f"use {fixed!r}" if fixed and not image_problem(fixed) else
+                            "use registry/name:tag with the name in lowercase, e.g. "
+                            "'pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime'")
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
             if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):

@@ -224,3 +224,25 @@ def test_a_bad_queue_or_priority_name_gets_a_fix_that_runs_as_written():
     with pytest.raises(SpecError) as err:
         gpujobs.job(noop).queue("!!").spec()
     assert err.value.fix.startswith("use lowercase letters")
+
+
+@pytest.mark.parametrize("image", [
+    "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", "gpujobs-mpi:py311", "localhost:5000/gpujobs-mpi:py311",
+    "nvcr.io/nvidia/pytorch:24.01-py3", "ghcr.io/org/team/img:Latest_1", "ubuntu@sha256:" + "a" * 64,
+    "rayproject/ray:2.52.0-py311-gpu", "[::1]:5000/x"])
+def test_image_references_the_kubelet_pulls_are_accepted(image):
+    assert gpujobs.job(noop).image(image).spec().image == image
+
+
+@pytest.mark.parametrize("image, fix", [
+    # were accepted, and each pod would fail at pull time with InvalidImageName
+    ("Pytorch/Pytorch:2.5-Cuda", "use 'pytorch/pytorch:2.5-Cuda'"),
+    ("pytorch/pytorch:2.5 ", "use 'pytorch/pytorch:2.5'"),
+    ("my image:1", "use registry/name:tag"),
+    ("x:", "use registry/name:tag"),
+    ("ubuntu@sha256:zz", "use registry/name:tag"),
+])
+def test_an_image_the_kubelet_cannot_parse_is_refused_with_a_fix(image, fix):
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).image(image).spec()
+    assert err.value.field == "image" and err.value.fix.startswith(fix), err.value
