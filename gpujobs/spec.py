@@ -262,7 +262,7 @@ class JobSpec:
                             "with a letter or digit")
         if self.image is not None and (not isinstance(self.image, str)
                                        or (self.image and image_problem(self.image))):
-            why = image_problem(self.image) if isinstance(self.image, str) else \
+            why = (image_problem(self.image) if isinstance(self.image, str) else None) or \
                 f"an image is a string, not {type(self.image).__name__}"
             fixed = _image_suggestion(self.image) if isinstance(self.image, str) else ""
             raise SpecError("image", f"{self.image!r} is not an image reference: {why}",

@@ -107,9 +107,9 @@ def mpijob(ctx: RenderCtx, meta: dict) -> dict:
     """MPIJob v2beta1: one launcher running mpirun, ``nodes`` workers running sshd, slots = ranks/node.
     ``launcherCreationPolicy: WaitForWorkersReady``: the launcher is created once every worker is
     Ready, i.e. its sshd accepts connections (readiness probe); until then gpujobs' status says so
-    (status.mapping.mpi_workers_hint). volcano='gang' needs the MPI Operator run with
+    (status.hints.mpi_workers_hint). volcano='gang' needs the MPI Operator run with
     ``--gang-scheduling=volcano`` (mpi-operator@v0.8.0 cmd/mpi-operator/app/options/options.go; its
-    release manifest passes none), else no PodGroup is made (status.mapping.mpi_gang_hint)."""
+    release manifest passes none), else no PodGroup is made (status.hints.mpi_gang_hint)."""
     spec = ctx.spec
     sched = "volcano" if spec.volcano == "gang" else None
     lc, lvols = container(ctx, "launcher", bootstrap_command("mpi-launcher"), procs=1, gpus=0,
