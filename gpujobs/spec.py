@@ -19,6 +19,7 @@ ddp/fsdp: one rank per GPU. mpi: ``ranks`` = world_size. ray: one worker per
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -44,8 +45,55 @@ job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an App
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# An image reference as the kubelet parses it (else the pod fails later with InvalidImageName):
+# the grammar of distribution/reference v0.5.0 (reference.go), and its normalize.go rule that the
+# first component is a registry only when it has a '.' or ':' or is 'localhost'; names of at most
+# 255 characters (NameTotalLengthMax).
+_IMAGE_DOMAIN_RE = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*"
+                              r"[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
+_IMAGE_PATH_RE = re.compile(r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*")
+_IMAGE_TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
+_IMAGE_DIGEST_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
+
+
+def _image_suggestion(image: str) -> str:
+    """``image`` without surrounding blanks and with its name (not its tag) in lowercase."""
+    v = image.strip()
+    rest, at, digest = v.partition("@")
+    i = rest.rfind(":") if rest.rfind(":") > rest.rfind("/") else len(rest)
+    return rest[:i].lower() + rest[i:] + at + digest
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not an image reference a kubelet can pull, or None when it is."""
+    rest, at, digest = image.partition("@")
+    if at and not _IMAGE_DIGEST_RE.fullmatch(digest):
+        return f"its digest {digest!r} is not ALGORITHM:HEX (e.g. sha256:<64 hex digits>)"
+    name, tag = rest, None
+    if rest.rfind(":") > rest.rfind("/"):
+        name, tag = rest[:rest.rfind(":")], rest[rest.rfind(":") + 1:]
+    if tag is not None and not _IMAGE_TAG_RE.fullmatch(tag):
+        return f"its tag {tag!r} is not 1-128 letters, digits, '_', '.', '-' (not starting with '.' or '-')"
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if not _IMAGE_DOMAIN_RE.fullmatch(parts[0]):
+            return f"its registry {parts[0]!r} is not a host name[:port]"
+        parts = parts[1:]
+    bad = [p for p in parts if not _IMAGE_PATH_RE.fullmatch(p)]
+    if bad:
+        return (f"its name part {bad[0]!r} is not lowercase letters and digits separated by '.', '_', "
+                "'__' or '-'")
+    if len(name) > 255:
+        return "its name is longer than 255 characters"
+    return None
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
+
+
+#: the longest run-time limit: Kueue's Workload ``spec.maximumExecutionTimeSeconds`` is an int32
+#: (``format: int32, minimum: 1``, shared/crds/kueue/kueue.x-k8s.io_workloads.yaml), and so is the
+#: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
+MAX_RUNTIME_S = 2**31 - 1
 
 
 def slug(text: str, limit: int = 40) -> str:
@@ -212,11 +260,26 @@ class JobSpec:
                             (f"use {suggestion!r}, or " if suggestion else "use ")
                             + "at most 40 lowercase letters, digits and '-', starting and ending "
                             "with a letter or digit")
+        if self.image is not None and (not isinstance(self.image, str)
+                                       or (self.image and image_problem(self.image))):
+            why = (image_problem(self.image) if isinstance(self.image, str) else None) or \
+                f"an image is a string, not {type(self.image).__name__}"
+            fixed = _image_suggestion(self.image) if isinstance(self.image, str) else ""
+            raise SpecError("image", f"{self.image!r} is not an image reference: {why}",
+                            f"use {fixed!r}" if fixed and not image_problem(fixed) else
+                            "use registry/name:tag with the name in lowercase, e.g. "
+                            "'pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime'")
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
             if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
-                raise SpecError(fname, f"{v!r} is not a valid {fname} name",
-                                "use lowercase letters, digits and '-' (a Kubernetes name)")
+                suggestion = slug(v, 63) if isinstance(v, str) else ""
+                if fname == "priority" and not isinstance(v, str):
+                    fix = "name a priority class, e.g. 'high' (the class gives the number)"
+                else:
+                    fix = ((f"use {suggestion!r} (" if suggestion else "use ")
+                           + "lowercase letters, digits and '-' (a Kubernetes name)"
+                           + (")" if suggestion else ""))
+                raise SpecError(fname, f"{v!r} is not a valid {fname} name", fix)
         for k, v in self.env:
             if not isinstance(k, str) or not _ENV_RE.match(k):
                 raise SpecError("env", f"{k!r} is not a valid environment variable name",
@@ -236,8 +299,10 @@ class JobSpec:
         check_kind(self.framework, self.kind)
         check_count("max_payload_bytes", self.max_payload_bytes)
         self._check_placement()  # [hardening]
-        if self.grace_period_s < 0:
-            raise SpecError("grace_period_s", "must be >= 0", "e.g. grace_period_s=30")
+        if (isinstance(self.grace_period_s, bool) or not isinstance(self.grace_period_s, (int, float))
+                or not math.isfinite(self.grace_period_s) or self.grace_period_s < 0):
+            raise SpecError("grace_period_s", f"must be a finite number of seconds >= 0, got "
+                            f"{self.grace_period_s!r}", "e.g. grace_period_s=30")
         if self.fn is not None and self._payload is None:
             from .payload import pack_call  # late import: payload imports cloudpickle
             object.__setattr__(self, "_payload",
@@ -247,9 +312,13 @@ class JobSpec:
     def _check_placement(self) -> None:
         """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""
         if self.max_runtime_s is not None and (isinstance(self.max_runtime_s, bool) or not isinstance(
-                self.max_runtime_s, (int, float)) or self.max_runtime_s <= 0):
-            raise SpecError("max_runtime_s", f"must be a positive number of seconds, got "
+                self.max_runtime_s, (int, float)) or not math.isfinite(self.max_runtime_s)
+                or self.max_runtime_s <= 0):
+            raise SpecError("max_runtime_s", f"must be a positive, finite number of seconds, got "
                             f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
+        if self.max_runtime_s is not None and self.max_runtime_s > MAX_RUNTIME_S:
+            raise SpecError("max_runtime_s", f"{self.max_runtime_s:g} s is more than Kueue's limit of "
+                            f"{MAX_RUNTIME_S} s (about 68 years)", "e.g. max_runtime_s=3600, or None for no limit")
         for k, v in self.node_selector:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",

@@ -210,6 +210,7 @@ class Engine(FlavorAssignment, Queues):
                     short_all.append("; ".join(short))
                 else:
                     problems.append(" | ".join(short_all))
+                    done.update(group)  # one line per resource group, not one per resource of it
         if not problems:
             return True, f"fits queue {cq.name!r}"
         return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)

@@ -43,8 +43,32 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
     p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
-    p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=float,
-                   help="declared run-time limit in seconds (like sbatch --time); forecasts use it")
+    p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=time_limit,
+                   help="run-time limit: seconds (3600), or sbatch's H:M:S / D-H:M:S (01:00:00; a bare "
+                        "number is seconds here, minutes in sbatch); the run is stopped past it "
+                        "(reason time-limit) and forecasts use it")
+
+
+def time_limit(value: str) -> float:
+    """``--time``: seconds, or Slurm's ``M:S``, ``H:M:S``, ``D-H[:M[:S]]`` (was: seconds only, so
+    ``--time 1:00:00`` "like sbatch --time" was an invalid float)."""
+    if ":" in value or "-" in value.lstrip("-"):
+        from ..slurm.units import ValueProblem, parse_time
+        try:
+            limit = parse_time(value)
+        except ValueProblem as exc:
+            raise argparse.ArgumentTypeError(f"{exc.problem} (fix: {_TIME_FIX})") from None
+        if limit is None:
+            raise argparse.ArgumentTypeError(f"{value}: leave --time out for no limit")
+        return limit
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a time limit (fix: {_TIME_FIX})") from None
+
+
+# not the Slurm parser's own fix: a bare number is minutes there, seconds here
+_TIME_FIX = "give seconds, e.g. --time 3600, or H:M:S, e.g. --time 01:00:00"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: hints written for Python, and what to run instead at the command line
 CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
-             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`"}
+             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
+             # builder calls in spec/render fixes, as the flag that sets the same field
+             "pass .image('JOB')": "pass --image JOB",
+             "e.g. max_runtime_s=3600, or None for no limit": "e.g. --time 3600, or no --time for no limit"}
 
 
 def cli_message(msg: str) -> str:

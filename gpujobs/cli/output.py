@@ -37,6 +37,19 @@ def reason(st: JobStatus) -> str:
     return st.reason or (st.message if st.phase in ("failed", "cancelled", "preempted") else "")
 
 
+def short(text: str, width: int = 40) -> str:
+    """``text`` in at most ``width`` characters for a table cell: cut after its last whole clause
+    ('; ', else ', ') that fits, with '…' (``-o wide`` shows it all)."""
+    if len(text) <= width:
+        return text
+    head = text[:width - 1]
+    for sep in ("; ", ", "):
+        i = head.rfind(sep)
+        if i >= width // 3:
+            return head[:i] + "…"
+    return head.rstrip() + "…"
+
+
 def clock(t: float, now: float) -> str:
     """HH:MM:SS today, else 'Dec 02 14:05'."""
     lt, ln = time.localtime(t), time.localtime(now)
@@ -66,7 +79,7 @@ def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None
         row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
                str(st.queue_position) if st.queue_position else "-",
                age(now - st.submitted_at if st.submitted_at else None), start(st, now),
-               (reason(st) or "-")[:40] if not wide else (reason(st) or "-"),
+               short(reason(st) or "-") if not wide else (reason(st) or "-"),
                progress_cell(st, now)]
         if wide:
             row += [st.priority or "-", f"{st.gang_ready}/{st.gang_size}" if st.gang_size else "-",
@@ -139,7 +152,7 @@ def status_lines(st: JobStatus) -> str:
         rows.append(("Reason", st.reason))
     if st.message:
         rows.append(("Message", st.message))
-    out = "\n".join(f"{k + ':':<13}{v}" for k, v in rows)
+    out = "\n".join(f"{k + ':':<13}{v or '-'}" for k, v in rows)  # an unknown user: "-", not blank
     if st.events:
         out += "\nEvents:\n" + "\n".join(
             f"  {time.strftime('%H:%M:%S', time.localtime(e.time))}  {e.kind:<10} {e.message}".rstrip()

@@ -18,15 +18,17 @@ from .options import Options
 
 
 @dataclass(frozen=True)
-class Shape:
+class ScriptShape:
     nodes: int
     procs_per_node: int
     gpus_per_proc: int
     gpu_type: str | None  # from --gres=gpu:TYPE:N or --gpus=TYPE:N, for the site mapping
 
 
-def gang_shape(o: Options, launch: Launch) -> Shape:
-    """The shape, or a line-numbered SpecError when the options disagree."""
+def script_shape(o: Options, launch: Launch) -> ScriptShape:
+    """The shape the script asks for (its #SBATCH, srun and launcher lines; not
+    :func:`gpujobs.shape.gang_shape`, which derives ranks from a GPU count), or a line-numbered
+    SpecError when they disagree."""
     srun = launch.srun
     L = launch.line
     nodes = o.value("nodes", units.parse_nodes) if "nodes" in o.opts else None
@@ -123,7 +125,7 @@ def gang_shape(o: Options, launch: Launch) -> Shape:
         gpus_per_proc = share
     else:
         gpus_per_proc = 0
-    return Shape(nodes, procs, gpus_per_proc, gtype)
+    return ScriptShape(nodes, procs, gpus_per_proc, gtype)
 
 
 def _gpus_per_node(o: Options, nodes: int, tasks_per_node: int | None) -> tuple[int | None, str | None, int | None]:

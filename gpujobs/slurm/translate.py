@@ -30,7 +30,7 @@ from .directives import Directive, DirectiveProblem, Script, read_script
 from .launch import SLURM_RANK_PRELUDE, needs_shell, shell_wrap
 from .mapping import SiteMapping, load_mapping
 from .options import Options, SbatchWarning
-from .shape import gang_shape
+from .shape import script_shape
 from .source import read_source
 
 __all__ = ["SbatchWarning", "from_sbatch", "from_sbatch_array", "slurm_env"]
@@ -51,7 +51,7 @@ class _Translator(Options):
             raise SpecError("framework", f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
         fw = framework or launch.framework
         L = launch.line
-        shape = gang_shape(self, launch)
+        shape = script_shape(self, launch)
         nodes, procs, gpus_per_proc = shape.nodes, shape.procs_per_node, shape.gpus_per_proc
         gtype = shape.gpu_type
 

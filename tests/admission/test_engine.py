@@ -296,3 +296,12 @@ def test_hierarchical_cohort_lends_its_subtree_and_refuses_a_cycle():
     with pytest.raises(SpecError, match="cycle"):
         Engine([ClusterQueue("a", {"gpu": 1}, cohort="x")],
                cohorts=[Cohort("x", parent="y"), Cohort("y", parent="x")])
+
+
+def test_can_ever_fit_names_each_shortage_once():
+    # a job asking for GPUs and CPUs of one resource group: the GPU shortage was listed twice
+    # (once per resource of the group), e.g. plan()'s reason on Kubernetes "needs 16 gpu ... | needs 16 gpu ..."
+    eng = Engine([ClusterQueue("a", {"gpu": 2, "cpu": 16})])
+    ok, why = eng.can_ever_fit(Workload("big", "a", [PodSet("ranks", 1, {"gpu": 16, "cpu": 16})]))
+    assert not ok and why.count("needs 16 gpu") == 1, why
+    assert "|" not in why, why

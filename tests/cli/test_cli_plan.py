@@ -98,3 +98,40 @@ def test_cli_plan_and_queue_start(jobs_cli):
     st = json.loads(cli("status", q.stdout.split()[-1], "-o", "json", env=env).stdout)
     assert st["expected_start_basis"] == "expected ends from declared limit"
     assert len(st["blocked_by"]) == 1 and st["blocked_by"][0].startswith("holder-")
+
+
+def test_reason_column_cuts_at_a_clause_with_an_ellipsis():
+    # was text[:40]: "needs 2 GPUs, 0 free in cq-q; ahead: oth", a cut word and no sign of the cut
+    now = time.time()
+    long = "needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left); expected to start in ~9 min"
+    jobs = [JobStatus("q", "queued", queue="q", queue_position=1, submitted_at=now, reason=long),
+            JobStatus("s", "queued", queue="q", queue_position=2, submitted_at=now, reason="fits")]
+    headers, rows = output.job_rows(jobs, wide=False, now=now)
+    cells = {r[0]: r[headers.index("REASON")] for r in rows}
+    assert cells == {"q": "needs 2 GPUs, 0 free in cq-q…", "s": "fits"}
+    headers, rows = output.job_rows(jobs, wide=True, now=now)
+    assert rows[0][headers.index("REASON")] == long
+    assert len(output.short("x" * 100)) == 40 and output.short("x" * 100).endswith("…")
+
+
+def test_status_lines_show_a_dash_for_what_is_unknown():
+    # a Kubernetes job has no user: `gpujobs status` printed "User:" and nothing
+    text = output.status_lines(JobStatus("default/mine", "queued", queue="q", queue_position=1))
+    assert "\nUser:        -\n" in text and "\nName:        -\n" in text
+
+
+@pytest.mark.parametrize("value, seconds", [("600", 600.0), ("01:30:00", 5400.0), ("1-00:00:00", 86400.0),
+                                            ("2:30", 150.0), ("-5", -5.0)])  # -5: the spec refuses it
+def test_time_takes_seconds_or_sbatch_clock_forms(value, seconds):
+    # help says "like sbatch --time", but --time 01:30:00 was "invalid float value"
+    from gpujobs.cli import build_parser
+    assert build_parser().parse_args(["plan", "t.py:f", "--time", value]).max_runtime == seconds
+
+
+@pytest.mark.parametrize("value", ["1h", "UNLIMITED", "1:xx"])
+def test_time_that_is_no_limit_is_refused_with_the_forms(value, capsys):
+    from gpujobs.cli import build_parser
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["submit", "t.py:f", "--time", value])
+    err = capsys.readouterr().err
+    assert "--time" in err and ("01:00:00" in err or "leave --time out" in err), err

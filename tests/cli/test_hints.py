@@ -131,3 +131,15 @@ def test_unknown_job_in_the_cli_suggests_the_command(cli):
     r = cli("status", "nope-123")
     assert r.returncode == 4
     assert "gpujobs queue -a" in r.stderr and "gpujobs.jobs()" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args, shown, hidden", [
+    # the fixes were the builder's Python (.image('gpujobs-mpi:py311'), max_runtime_s=3600) in the CLI
+    (["plan", "train.py:main", "--framework", "mpi", "--gpus", "2", "--backend", "kubernetes"],
+     "pass --image gpujobs-mpi:py", ".image("),
+    (["plan", "train.py:main", "--gpus", "1", "--time", "-5"], "e.g. --time 3600", "max_runtime_s=3600"),
+])
+def test_spec_fixes_in_the_cli_name_the_flag(cli, tmp_path, args, shown, hidden):
+    (cli.cwd / "train.py").write_text("def main():\n    return 1\n")
+    r = cli(*args, env={"KUBECONFIG": str(tmp_path / "none")}, timeout=120)
+    assert r.returncode == 2 and shown in r.stderr and hidden not in r.stderr, r.stderr

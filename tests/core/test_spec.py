@@ -96,6 +96,14 @@ def test_payload_size_limit_has_hint():
     (lambda b: b.options(volcano="maybe"), "volcano"),
     (lambda b: b.options(nonsense=1), "nonsense"),
     (lambda b: b.secret_env(TOKEN="plain-value"), "secret_env[TOKEN]"),
+    # non-finite limits passed the `<= 0` / `< 0` checks (nan compares False) and reached the agent
+    # and the renderers (activeDeadlineSeconds=int(inf) raises there)
+    (lambda b: b.max_runtime(float("nan")), "max_runtime_s"),
+    (lambda b: b.max_runtime(float("inf")), "max_runtime_s"),
+    (lambda b: b.max_runtime(2**31), "max_runtime_s"),  # Kueue's maximumExecutionTimeSeconds: int32
+    (lambda b: b.options(grace_period_s=float("nan")), "grace_period_s"),
+    (lambda b: b.options(grace_period_s=float("inf")), "grace_period_s"),
+    (lambda b: b.options(grace_period_s="30"), "grace_period_s"),
 ])
 def test_builder_bad_input(call, field):
     with pytest.raises(SpecError) as err:
@@ -203,3 +211,38 @@ def test_upper_case_job_name_is_explained_with_a_lower_case_suggestion():
         gpujobs.job(noop).name("Exp_1").spec()
     assert "DNS-1123" in err.value.problem and "lower case" in err.value.problem
     assert "use 'exp-1'" in err.value.fix
+
+
+def test_a_bad_queue_or_priority_name_gets_a_fix_that_runs_as_written():
+    # the fix only described a Kubernetes name; for an int priority it asked for letters
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).queue("Team A").spec()
+    assert err.value.fix.startswith("use 'team-a' (")
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).priority(5).spec()
+    assert err.value.field == "priority" and "'high'" in err.value.fix
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).queue("!!").spec()
+    assert err.value.fix.startswith("use lowercase letters")
+
+
+@pytest.mark.parametrize("image", [
+    "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime", "gpujobs-mpi:py311", "localhost:5000/gpujobs-mpi:py311",
+    "nvcr.io/nvidia/pytorch:24.01-py3", "ghcr.io/org/team/img:Latest_1", "ubuntu@sha256:" + "a" * 64,
+    "rayproject/ray:2.52.0-py311-gpu", "[::1]:5000/x"])
+def test_image_references_the_kubelet_pulls_are_accepted(image):
+    assert gpujobs.job(noop).image(image).spec().image == image
+
+
+@pytest.mark.parametrize("image, fix", [
+    # were accepted, and each pod would fail at pull time with InvalidImageName
+    ("Pytorch/Pytorch:2.5-Cuda", "use 'pytorch/pytorch:2.5-Cuda'"),
+    ("pytorch/pytorch:2.5 ", "use 'pytorch/pytorch:2.5'"),
+    ("my image:1", "use registry/name:tag"),
+    ("x:", "use registry/name:tag"),
+    ("ubuntu@sha256:zz", "use registry/name:tag"),
+])
+def test_an_image_the_kubelet_cannot_parse_is_refused_with_a_fix(image, fix):
+    with pytest.raises(SpecError) as err:
+        gpujobs.job(noop).image(image).spec()
+    assert err.value.field == "image" and err.value.fix.startswith(fix), err.value

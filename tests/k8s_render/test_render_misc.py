@@ -198,3 +198,30 @@ def test_pod_memory_is_per_process_memory_times_processes(memory, expected):
         "resources"]
     assert parse_quantity(res["requests"]["memory"], "m") == parse_quantity(expected, "m")
     assert res["limits"]["memory"] == res["requests"]["memory"]
+
+
+def _deadlines(obj):
+    """Every activeDeadlineSeconds in a rendered object."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "activeDeadlineSeconds":
+                yield v
+            else:
+                yield from _deadlines(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _deadlines(v)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: gpujobs.job(f, 1).ddp(gpus=2),
+    lambda: gpujobs.job(f, 1).ddp(gpus=2).options(kind="PyTorchJob"),
+    lambda: gpujobs.job(f, 1).mpi(ranks=2).image(MPI_IMAGE),
+    lambda: gpujobs.job(f, 1).ray(workers=1),
+])
+@pytest.mark.parametrize("limit, whole", [(1.5, 2), (0.5, 1), (3600, 3600)])
+def test_a_fractional_limit_is_rounded_up_not_down(build, limit, whole):
+    # int() made 1.5 s a 1 s limit and 0.5 s a 0, which Kueue's max-exec-time (minimum 1) refuses
+    r = render_job(build().max_runtime(limit).spec(), opts=RenderOptions(namespace="ml"))
+    assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole)
+    assert set(_deadlines(r.job["spec"])) == {whole}

@@ -104,9 +104,9 @@ def test_sim_prunes_what_the_installed_crd_does_not_declare(make_cluster):
 def test_pytorchjob_with_kueue_integration_off_says_how_to_enable_it(make_cluster, monkeypatch):
     """Kueue v0.19's default configuration leaves kubeflow.org/pytorchjob out of
     integrations.frameworks: the job stays suspended with no Workload, and status must say why."""
-    from gpujobs.backends.kubernetes.status import mapping as status_map
+    from gpujobs.backends.kubernetes.status import hints
     from gpujobs.errors import DeprecatedPathWarning
-    monkeypatch.setattr(status_map, "NO_WORKLOAD_HINT_S", 1.0, raising=False)
+    monkeypatch.setattr(hints, "NO_WORKLOAD_HINT_S", 1.0)
     sim, be = make_cluster(gpus=2, disabled_integrations=("kubeflow.org/pytorchjob",))
     with pytest.warns(DeprecatedPathWarning):
         b = gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).kubernetes(kind="PyTorchJob").queue("q")

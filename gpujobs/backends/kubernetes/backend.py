@@ -23,7 +23,7 @@ from ...spec import JobSpec
 from ...status import JobStatus
 from . import naming
 from .cluster import ClusterState
-from .render.job import Rendered, RenderOptions, render_job
+from .render.job import Rendered, RenderOptions, check_spec, render_job
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -169,7 +169,12 @@ class KubernetesBackend:
                                 "set a Kubernetes name (lowercase letters, digits, '-') there, "
                                 "or give one with -n: `gpujobs submit TARGET -n NAMESPACE` "
                                 "(Python: .kubernetes(namespace=...))")
-        key = self.signing_key(spec.namespace or self.namespace) if for_submit else None
+        key = None
+        if for_submit:
+            # bad input (an MPI job without an MPI image, …) is a SpecError before the key is
+            # looked up: that needs the cluster, and a missing kubeconfig must not hide the fix
+            check_spec(spec, kind, self.options)
+            key = self.signing_key(spec.namespace or self.namespace)
         return render_job(spec, kind, opts=self.options, submission_id=submission_id, key=key)
 
     def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:

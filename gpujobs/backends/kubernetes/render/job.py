@@ -22,7 +22,7 @@ from . import images
 from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
 from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
                               runtime_configmap)
-from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx
+from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx, deadline_s
 from . import kubeflow as kf
 from . import ray_volcano as rv
 
@@ -139,15 +139,25 @@ def _gang_pods(kind: str, spec: JobSpec) -> int:
     return spec.nodes
 
 
-def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | None = None,
-               submission_id: str | None = None, key: bytes | None = None) -> Rendered:
-    """Render ``spec``; raises SpecError/PayloadError on bad input (nothing is created)."""
+def check_spec(spec: JobSpec, kind: str | None = None,
+               opts: RenderOptions | None = None) -> tuple[JobSpec, str]:
+    """The render-time checks alone (kind, image, names): what ``render_job`` refuses, without a key
+    or a cluster, so submit can refuse bad input before it connects. Returns the spec with the
+    configured Volcano queue and the resolved kind."""
     opts = opts or RenderOptions()
     if spec.volcano_queue is None and opts.default_volcano_queue:
         import dataclasses
         spec = dataclasses.replace(spec, volcano_queue=opts.default_volcano_queue)
     kind = resolve_kind(spec, kind)
     _check(spec, kind)
+    return spec, kind
+
+
+def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | None = None,
+               submission_id: str | None = None, key: bytes | None = None) -> Rendered:
+    """Render ``spec``; raises SpecError/PayloadError on bad input (nothing is created)."""
+    opts = opts or RenderOptions()
+    spec, kind = check_spec(spec, kind, opts)
     namespace = spec.namespace or opts.namespace
     sid = submission_id or naming.new_submission_id()
     name = naming.job_name(spec, sid)
@@ -163,7 +173,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         if spec.priority:
             labels[naming.PRIORITY_LABEL] = spec.priority
         if spec.max_runtime_s:
-            labels[naming.MAX_EXEC_LABEL] = str(int(spec.max_runtime_s))
+            labels[naming.MAX_EXEC_LABEL] = str(deadline_s(spec.max_runtime_s))
     annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(_gang_pods(kind, spec)),
                    naming.ANN_GPUS: str(spec.total_gpus), naming.ANN_WORLD: str(spec.world_size),
                    naming.ANN_RETURN_ALL: "true" if spec.return_all else "false"}

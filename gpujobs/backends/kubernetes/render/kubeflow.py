@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .bootstrap_script import MPI_SSH_PORT
-from .podspec import RenderCtx, bootstrap_command, container, pod_template, sshd_command, sshd_readiness
+from .podspec import RenderCtx, bootstrap_command, deadline_s, container, pod_template, sshd_command, sshd_readiness
 
 TRAINJOB_RUNTIME = "torch-distributed"
 """ClusterTrainingRuntime of Kubeflow Trainer's default install (replicated job and container 'node')."""
@@ -55,7 +55,7 @@ def trainjob(ctx: RenderCtx, meta: dict, runtime: str = TRAINJOB_RUNTIME,
     if ctx.kueue:
         body["suspend"] = True
     if spec.max_runtime_s:
-        body["activeDeadlineSeconds"] = int(spec.max_runtime_s)
+        body["activeDeadlineSeconds"] = deadline_s(spec.max_runtime_s)
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta,
             "spec": body}
 
@@ -65,7 +65,7 @@ def _run_policy(ctx: RenderCtx, pods: int) -> dict:
     if ctx.kueue:
         rp["suspend"] = True
     if ctx.spec.max_runtime_s:
-        rp["activeDeadlineSeconds"] = int(ctx.spec.max_runtime_s)
+        rp["activeDeadlineSeconds"] = deadline_s(ctx.spec.max_runtime_s)
     if ctx.spec.volcano == "gang":
         sp: dict[str, Any] = {"minAvailable": pods}
         if ctx.spec.volcano_queue:
@@ -107,9 +107,9 @@ def mpijob(ctx: RenderCtx, meta: dict) -> dict:
     """MPIJob v2beta1: one launcher running mpirun, ``nodes`` workers running sshd, slots = ranks/node.
     ``launcherCreationPolicy: WaitForWorkersReady``: the launcher is created once every worker is
     Ready, i.e. its sshd accepts connections (readiness probe); until then gpujobs' status says so
-    (status.mapping.mpi_workers_hint). volcano='gang' needs the MPI Operator run with
+    (status.hints.mpi_workers_hint). volcano='gang' needs the MPI Operator run with
     ``--gang-scheduling=volcano`` (mpi-operator@v0.8.0 cmd/mpi-operator/app/options/options.go; its
-    release manifest passes none), else no PodGroup is made (status.mapping.mpi_gang_hint)."""
+    release manifest passes none), else no PodGroup is made (status.hints.mpi_gang_hint)."""
     spec = ctx.spec
     sched = "volcano" if spec.volcano == "gang" else None
     lc, lvols = container(ctx, "launcher", bootstrap_command("mpi-launcher"), procs=1, gpus=0,

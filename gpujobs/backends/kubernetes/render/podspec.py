@@ -10,6 +10,7 @@ needs SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few, see SS
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -49,6 +50,13 @@ def ray_image(gpu: bool) -> str:
     version = client_ray_version() or "2.52.0"
     py = "py%d%d" % sys.version_info[:2]
     return f"rayproject/ray:{version}-{py}{'-gpu' if gpu else ''}"
+
+
+def deadline_s(max_runtime_s: float) -> int:
+    """``max_runtime_s`` as the whole seconds of ``activeDeadlineSeconds`` and Kueue's
+    ``max-exec-time-seconds``: rounded up, at least 1 (a limit is an upper bound; int() made 1.5 s
+    a 1 s limit and 0.5 s a 0, which Kueue's ``minimum: 1`` refuses)."""
+    return max(1, math.ceil(max_runtime_s))
 
 
 def cpu_str(cpus: float) -> str:

@@ -256,7 +256,7 @@ class StatusHub:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             # a queued job Kueue made no Workload for: nothing changes, but after a while its
-            # status says the Kueue integration may be off (mapping.integration_hint)
+            # status says the Kueue integration may be off (hints.integration_hint)
             dirty |= {n for n, s in self._status.items() if s.phase == "queued"
                       and not s.message.startswith("no Kueue Workload") and not (s.extra or {}).get("workload")}
         for name in dirty:

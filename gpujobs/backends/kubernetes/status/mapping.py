@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ....status import JobEvent, JobStatus
+from .hints import integration_hint, mpi_gang_hint, mpi_workers_hint, stuck_container, unschedulable
+from .objects import JOB_UID_LABEL, conditions, owner_uids, parse_time, pod_ready, true_condition  # noqa: F401
 from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 PENDING_REASONS = {
     "Pending": "waiting for quota",
@@ -39,31 +40,6 @@ EVICTION_REASONS = {
     "LocalQueueStopped": "its LocalQueue was stopped", "Deactivated": "deactivated",
     "NodeFailures": "a node failed", "InactiveWorkload": "deactivated",
 }
-
-
-def parse_time(text: Any) -> float | None:
-    if not text:
-        return None
-    if isinstance(text, _dt.datetime):
-        return text.replace(tzinfo=text.tzinfo or _dt.timezone.utc).timestamp()
-    try:
-        return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def conditions(obj: dict | None) -> dict[str, dict]:
-    """Conditions by type (the last one of each type wins). Tolerates ``status: [...]``."""
-    if not obj:
-        return {}
-    st = obj.get("status")
-    conds = st if isinstance(st, list) else (st or {}).get("conditions") or []
-    return {c.get("type", ""): c for c in conds if isinstance(c, dict)}
-
-
-def _true(conds: dict[str, dict], t: str) -> dict | None:
-    c = conds.get(t)
-    return c if c and str(c.get("status")) == "True" else None
 
 
 # ------------------------------------------------------------------ Workload
@@ -100,13 +76,13 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
                   timeouts=sum(int(e.get("count", 0)) for e in stats if e.get("reason") == "PodsReadyTimeout"))
     pr = conds.get("PodsReady")
     pods_ready = None if pr is None else str(pr.get("status")) == "True"
-    fin = _true(conds, "Finished")
+    fin = true_condition(conds, "Finished")
     if fin:
         ok = fin.get("reason") in ("Succeeded", "")
         return WorkloadState("finished", fin.get("reason", ""), fin.get("message", ""), finished_ok=ok,
                              pods_ready=pods_ready, **common)
-    ev = _true(conds, "Evicted")
-    qr, adm = _true(conds, "QuotaReserved"), _true(conds, "Admitted")
+    ev = true_condition(conds, "Evicted")
+    qr, adm = true_condition(conds, "QuotaReserved"), true_condition(conds, "Admitted")
     if (wl.get("spec") or {}).get("active") is False:
         reason = ev.get("reason", "Deactivated") if ev else "Deactivated"
         # the cause: DeactivationTarget (transient), old reasons "DeactivatedDueToX" /
@@ -156,16 +132,6 @@ def gang_from_podgroup(pg: dict | None) -> tuple[int, int] | None:
     return min(ready, size) if size else ready, size
 
 
-def pod_ready(pod: dict) -> bool:
-    st = pod.get("status") or {}
-    if st.get("phase") == "Succeeded":
-        return True
-    if st.get("phase") != "Running":
-        return False
-    ready = conditions(pod).get("Ready")
-    return ready is None or str(ready.get("status")) == "True"
-
-
 def gang_size_of(job: dict) -> int:
     """Pods that must all be up: gpujobs' annotation, else the replicas the kind declares."""
     ann = (job.get("metadata") or {}).get("annotations") or {}
@@ -209,27 +175,27 @@ def kind_state(job: dict) -> KindState:
     if kind in ("MPIJob", "PyTorchJob"):
         suspended = (spec.get("runPolicy") or {}).get("suspend") or spec.get("suspend")
         for t, ph in (("Succeeded", "succeeded"), ("Failed", "failed")):
-            c = _true(conds, t)
+            c = true_condition(conds, t)
             if c:
                 return KindState(ph, c.get("reason", t), c.get("message", ""), started_at=start,
                                  finished_at=end or parse_time(c.get("lastTransitionTime")))
-        if _true(conds, "Suspended") or suspended:
+        if true_condition(conds, "Suspended") or suspended:
             return KindState("suspended", "Suspended")
-        restarts = 1 if _true(conds, "Restarting") else 0
-        if _true(conds, "Running"):
+        restarts = 1 if true_condition(conds, "Restarting") else 0
+        if true_condition(conds, "Running"):
             return KindState("running", "Running", ready=gang_size_of(job), started_at=start, restarts=restarts)
-        if _true(conds, "Created") or _true(conds, "Restarting"):
+        if true_condition(conds, "Created") or true_condition(conds, "Restarting"):
             return KindState("starting", "Created", started_at=start, restarts=restarts)
         return KindState(None)
     if kind == "TrainJob":
         for t, ph in (("Complete", "succeeded"), ("Succeeded", "succeeded"), ("Failed", "failed")):
-            c = _true(conds, t)
+            c = true_condition(conds, t)
             if c:
                 return KindState(ph, c.get("reason", t), c.get("message", ""),
                                  finished_at=parse_time(c.get("lastTransitionTime")))
-        if spec.get("suspend") or _true(conds, "Suspended"):
+        if spec.get("suspend") or true_condition(conds, "Suspended"):
             return KindState("suspended", "Suspended")
-        return KindState("starting" if _true(conds, "Created") else None)
+        return KindState("starting" if true_condition(conds, "Created") else None)
     if kind == "RayJob":
         dep, js = st.get("jobDeploymentStatus", ""), st.get("jobStatus", "")
         msg, reason = st.get("message", ""), st.get("reason", "")
@@ -250,10 +216,10 @@ def kind_state(job: dict) -> KindState:
         rcs = st.get("rayClusterStatus") or {}
         rc_conds = conditions({"status": rcs})
         ready = None
-        if _true(rc_conds, "RayClusterProvisioned") or rcs.get("state") == "ready":
+        if true_condition(rc_conds, "RayClusterProvisioned") or rcs.get("state") == "ready":
             ready = gang_size_of(job)
         elif "readyWorkerReplicas" in rcs:
-            head = 1 if _true(rc_conds, "HeadPodReady") else 0
+            head = 1 if true_condition(rc_conds, "HeadPodReady") else 0
             ready = head + int(rcs.get("readyWorkerReplicas") or 0)
         if dep == "Running" or js == "RUNNING":
             return KindState("running", js or dep, msg, ready=ready, started_at=start)
@@ -286,53 +252,19 @@ def kind_state(job: dict) -> KindState:
         if ph == "Succeeded":
             return KindState("succeeded", ph)
         if ph == "Failed":
-            return KindState("failed", ph, _true(conds, "Unhealthy") and conds["Unhealthy"].get("message") or "")
+            return KindState("failed", ph, true_condition(conds, "Unhealthy") and conds["Unhealthy"].get("message") or "")
         if ph in ("Suspended", "Suspending", "") and spec.get("suspend", True) is not False:
             return KindState("suspended", ph or "Suspended")
         if ph in ("Resuming", "Resetting"):
             return KindState("starting", ph, restarts=int(st.get("retries") or 0))
         if ph == "Running":
-            all_ready = _true(conds, "PodsReady")
+            all_ready = true_condition(conds, "PodsReady")
             return KindState("running", ph, ready=gang_size_of(job) if all_ready else None)
         return KindState(None)
     return KindState(None)
 
 
 # ------------------------------------------------------------------ putting it together
-def unschedulable(pods: Iterable[dict]) -> str:
-    """'pod X unschedulable: <scheduler message>' for the first pod the scheduler cannot place."""
-    for pod in pods:
-        c = conditions(pod).get("PodScheduled") or {}
-        if str(c.get("status")) == "False" and c.get("reason") == "Unschedulable":
-            return f"pod {pod['metadata']['name']} unschedulable: {c.get('message', '')}".rstrip(": ")
-    return ""
-
-
-STUCK_REASONS = {
-    "ErrImagePull": "its image cannot be pulled; check .image(...) and the registry credentials",
-    "ImagePullBackOff": "its image cannot be pulled; check .image(...) and the registry credentials",
-    "InvalidImageName": "its image name is not valid; check .image(...)",
-    "CreateContainerConfigError": "a Secret or ConfigMap it needs is missing (e.g. one named in "
-                                  ".secret_env(...))",
-    "CreateContainerError": "its container cannot be created",
-    "CrashLoopBackOff": "its container keeps crashing; see job.logs()",
-}
-"""Container waiting reasons that never resolve by themselves: the gang would wait forever."""
-
-
-def stuck_container(pods: Iterable[dict]) -> str:
-    """'pod X: ImagePullBackOff: <what to do> (<kubelet message>)' for the first pod whose
-    container is stuck, so a job that can never start says why instead of 'starting 1/2'."""
-    for pod in pods:
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            waiting = (cs.get("state") or {}).get("waiting") or {}
-            hint = STUCK_REASONS.get(waiting.get("reason", ""))
-            if hint:
-                detail = f" ({waiting['message']})" if waiting.get("message") else ""
-                return f"pod {pod['metadata']['name']}: {waiting['reason']}: {hint}{detail}"
-    return ""
-
-
 def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -340,68 +272,6 @@ def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
             if term and int(term.get("exitCode", 0)) != 0:
                 return int(term["exitCode"]), f"pod {pod['metadata']['name']}: {term.get('reason', 'Error')}"
     return None, ""
-
-
-def _role(pod: dict) -> str:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE, "")
-
-
-def _pod_failure(pod: dict) -> str:
-    """'exited 3: <the last line of its termination message>' for a failed pod ('' otherwise)."""
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated") or {}
-        if term and int(term.get("exitCode", 0)) != 0:
-            lines = [ln for ln in str(term.get("message") or "").splitlines() if ln.strip()]
-            return f"exited {term['exitCode']}" + (f": {lines[-1].strip()}" if lines else "")
-    return "failed" if (pod.get("status") or {}).get("phase") == "Failed" else ""
-
-
-def mpi_workers_hint(job: dict, pods: list[dict]) -> str:
-    """Why an MPIJob with ``launcherCreationPolicy: WaitForWorkersReady`` has no launcher yet: the
-    MPI Operator creates it only once every worker pod is Ready (mpi-operator@v0.8.0
-    pkg/controller/mpi_job_controller.go countReadyWorkerPods), i.e. once each worker's sshd accepts
-    connections (gpujobs' readiness probe); a failed worker is never recreated (getOrCreateWorker)
-    and does not fail the MPIJob (updateMPIJobStatus), so the job would wait until Kueue's
-    waitForPodsReady timeout evicts it (30 min by default, then requeued)."""
-    if job.get("kind") != "MPIJob" or (job.get("spec") or {}).get("launcherCreationPolicy") != "WaitForWorkersReady":
-        return ""
-    if any(_role(p) == "launcher" for p in pods):
-        return ""
-    reps = (job.get("spec") or {}).get("mpiReplicaSpecs") or {}
-    n = int((reps.get("Worker") or {}).get("replicas", 0))
-    workers = [p for p in pods if _role(p) == "worker"]
-    if not n or not workers:
-        return ""
-    ready = sum(pod_ready(p) for p in workers)
-    msg = f"waiting for {n} MPI workers to be ready (sshd): {ready}/{n} ready; the MPI Operator starts the launcher " \
-          "when all are"
-    failed = [p for p in workers if (p.get("status") or {}).get("phase") == "Failed"]
-    if failed:
-        p = failed[0]
-        msg += (f"; worker {p['metadata']['name']} {_pod_failure(p)}: the MPI Operator does not recreate it, so "
-                "this job cannot start. Cancel it and submit with an image that runs sshd (docs/kubernetes-kinds.md, "
-                "MPIJob)")
-    return msg
-
-
-MPI_GANG_HINT_S = 30.0
-
-
-def mpi_gang_hint(job: dict, podgroup: dict | None, pods: list[dict], now: float | None = None) -> str:
-    """An MPIJob rendered for Volcano gang scheduling (runPolicy.schedulingPolicy) that has pods
-    but no PodGroup after MPI_GANG_HINT_S: the MPI Operator makes the PodGroup only when it runs
-    with ``--gang-scheduling=volcano`` (mpi-operator@v0.8.0 cmd/mpi-operator/app/options/options.go;
-    its release manifest deploy/v2beta1/mpi-operator.yaml passes no such flag)."""
-    if job.get("kind") != "MPIJob" or podgroup or not pods or \
-            not ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy"):
-        return ""
-    import time as _time
-    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
-    if created is None or (now if now is not None else _time.time()) - created < MPI_GANG_HINT_S:
-        return ""
-    return ("no Volcano PodGroup for this MPIJob: the MPI Operator may run without --gang-scheduling=volcano "
-            "(its release manifest sets none), so its pods are not gang-scheduled; add the flag to the "
-            "mpi-operator Deployment's args, or submit without volcano='gang'")
 
 
 def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup: dict | None = None,
@@ -486,7 +356,7 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     if podgroup and not ws:
         pg_phase = (podgroup.get("status") or {}).get("phase", "Pending")
         if pg_phase == "Pending" and not ready:
-            unsched = _true(conditions(podgroup), "Unschedulable")
+            unsched = true_condition(conditions(podgroup), "Unschedulable")
             return out("queued", "Volcano: " + ((unsched or {}).get("message") or "waiting in queue "
                                                  f"{base['queue'] or 'default'}"),
                        "PodGroupPending", position_available=False)
@@ -509,43 +379,7 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
                position_available=position_available)
 
 
-NO_WORKLOAD_HINT_S = 30.0
-"""How long a queued job may have no Workload before status says Kueue may not manage its kind
-(Kueue makes the Workload within a reconcile, well under a second, when the integration is on)."""
-KUEUE_FRAMEWORKS = {"MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
-                    "TrainJob": "trainer.kubeflow.org/trainjob", "RayJob": "ray.io/rayjob",
-                    "AppWrapper": "workload.codeflare.dev/appwrapper"}
-"""Kueue's integration names (kueue v0.19 apis/config/v1beta2/configuration_types.go
-Integrations.Frameworks); kubeflow.org/pytorchjob is not in its default configuration
-(config/components/manager/controller_manager_config.yaml)."""
-
-
-def integration_hint(job: dict, now: float | None = None) -> str:
-    """'' while a queued job is young; after NO_WORKLOAD_HINT_S without a Workload, what to check."""
-    import time as _time
-    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
-    fw = KUEUE_FRAMEWORKS.get(job.get("kind", ""))
-    if not fw or created is None:
-        return ""
-    age = (now if now is not None else _time.time()) - created
-    if age < NO_WORKLOAD_HINT_S:
-        return ""
-    return (f"no Kueue Workload {int(NO_WORKLOAD_HINT_S)} s after submit: Kueue's integration for {fw} may be off (Kueue "
-            f"manages only the kinds in its Configuration's integrations.frameworks). Ask the cluster admin "
-            f"to add \"{fw}\" to integrations.frameworks in the kueue-manager-config ConfigMap (namespace "
-            f"kueue-system) and restart the kueue-controller-manager Deployment; or check that the LocalQueue "
-            f"exists and Kueue is running (kubectl -n kueue-system get pods)")
-
-
 def positions_from_summary(summary: dict) -> dict[str, int]:
     """Visibility ``PendingWorkloadsSummary`` -> {workload name: 1-based LocalQueue position}."""
     return {it["metadata"]["name"]: int(it.get("positionInLocalQueue", 0)) + 1
             for it in summary.get("items") or []}
-
-
-def owner_uids(obj: dict) -> set[str]:
-    md = obj.get("metadata") or {}
-    uids = {o.get("uid") for o in md.get("ownerReferences") or [] if o.get("uid")}
-    if (md.get("labels") or {}).get(JOB_UID_LABEL):
-        uids.add(md["labels"][JOB_UID_LABEL])
-    return uids
