@@ -117,7 +117,7 @@ def test_plan_reports_preemption_and_start_after_grace():
     p = plan(snap, queued("hi", "q", 4, t=NOW, limit=100, prio="high"))
     assert p.preempts == ("low",) and not p.admit_now
     assert p.expected_start == NOW + 45
-    assert p.reason.startswith("would preempt low and start once they stop")
+    assert p.reason.startswith("would preempt low and start once it stops")
 
 
 def test_plan_unknown_queue_or_priority_is_a_spec_error():
@@ -233,3 +233,16 @@ def test_reasons_read_the_quota_of_every_resource_group():
     fc = forecast(snap)["exp-9"]
     assert fc.reason.startswith("needs 4 GPUs, 2 free in team-a; ahead: exp-7 (running, ~12 min left)"), fc.reason
     assert "cpu" not in fc.reason  # 32 of 48 free cpu: enough, not named
+
+
+def test_plan_reason_agrees_with_the_number_of_victims():
+    # "would preempt low and start once they stop" for one victim
+    snap = Snapshot([ClusterQueue("q", {"gpu": 4})],
+                    running=[running("low1", "q", 2, ran=10, limit=5000, prio="low"),
+                             running("low2", "q", 2, ran=10, limit=5000, prio="low")], now=NOW)
+    p = plan(snap, queued("hi", "q", 4, t=NOW, limit=100, prio="high"))
+    assert set(p.preempts) == {"low1", "low2"}
+    assert " and start once they stop; " in p.reason, p.reason
+    one = Snapshot([ClusterQueue("q", {"gpu": 4})], running=[running("low", "q", 4, ran=10, limit=5000, prio="low")],
+                   now=NOW)
+    assert " and start once it stops; " in plan(one, queued("hi", "q", 4, t=NOW, limit=100, prio="high")).reason

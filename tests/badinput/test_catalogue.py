@@ -92,6 +92,8 @@ CASES: list[Case] = [
     Case("builder-mig-profile", "api", lambda: B(train).mig("bad profile!").submit(), SpecError, ("gpu_resource",), ("mig-1g.10gb",)),
     Case("builder-grace", "api", lambda: B(train).options(grace_period_s=-1).submit(), SpecError, ("grace_period_s",), ("grace_period_s=30",)),
     Case("builder-max-runtime", "api", lambda: B(train).options(max_runtime_s=-5).submit(), SpecError, ("max_runtime_s",), ("max_runtime_s=3600",)),
+    Case("builder-max-runtime-nan", "api", lambda: B(train).max_runtime(float("nan")).submit(), SpecError, ("max_runtime_s", "nan"), ("max_runtime_s=3600",)),
+    Case("builder-image-reference", "api", lambda: B(train).image("Pytorch/pytorch:2.5").submit(), SpecError, ("image", "Pytorch"), ("'pytorch/pytorch:2.5'",)),
     Case("builder-toleration-type", "api", lambda: B(train).tolerations("x").submit(), SpecError, ("tolerations",), ("operator",)),
     Case("builder-node-selector-value", "api", lambda: B(train).node_selector(zone=1).submit(), SpecError, ("node_selector[zone]",), ("'1'",)),
     Case("builder-volume-claim", "api", lambda: B(train).volume("Bad Claim").submit(), SpecError, ("volume", "Bad Claim"), ("claim's name",)),
@@ -128,6 +130,9 @@ CASES: list[Case] = [
     Case("cli-missing-file", "cli", ["submit", "nonexist.py:main"], 2, ("target", "nonexist.py"), ("path of the Python file",)),
     Case("cli-missing-function", "cli", ["submit", "train.py:missing"], 2, ("target", "missing"), ("define missing",)),
     Case("cli-gpus-negative", "cli", ["submit", "train.py:main", "--gpus", "-1"], 2, ("gpus",), ("fix:",)),
+    Case("cli-time-not-a-limit", "cli", ["submit", "train.py:main", "--time", "1h"], 2, ("--time", "1h"), ("--time 01:00:00",)),
+    Case("cli-k8s-mpi-no-image-no-cluster", "cli", ["submit", "train.py:main", "--framework", "mpi", "--backend", "kubernetes"], 2,
+         ("image", "MPI"), ("--image gpujobs-mpi:py",), env={"KUBECONFIG": "/nonexistent/kubeconfig"}),
     Case("cli-uneven", "cli", ["submit", "train.py:main", "--gpus", "3", "--nodes", "2"], 2, ("--gpus",), ("multiple of --nodes",)),
     Case("cli-queue-name", "cli", ["submit", "train.py:main", "--queue", "Bad Q"], 2, ("queue", "Bad Q"), ("lowercase",)),
     Case("cli-env-syntax", "cli", ["submit", "train.py:main", "--env", "NOEQUALS"], 2, ("--env", "NOEQUALS"), ("KEY=VALUE",)),
@@ -259,7 +264,7 @@ def test_bad_input(case: Case, gpujobs_home, tmp_path, monkeypatch, request):
         (work / "job.sbatch").write_text(H + "#SBATCH --nodes=1\nsrun python train.py\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUJOBS_")}
         env.update(GPUJOBS_HOME=str(gpujobs_home), GPUJOBS_LOCAL_GPUS="2",
-                   GPUJOBS_CONFIG=os.environ["GPUJOBS_CONFIG"])
+                   GPUJOBS_CONFIG=os.environ["GPUJOBS_CONFIG"], **case.env)
         proc = subprocess.run([str(GPUJOBS_CLI), *case.run], cwd=work, env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == case.error, (proc.returncode, proc.stderr)

@@ -50,7 +50,7 @@ def test_plan_answers_from_the_cluster_and_creates_nothing(make_cluster):
     assert "needs 1 GPU, 0 free in cq-q" in later.reason and "other/r (running" in later.reason
     # cq-q preempts lower priorities within the queue: the high one would evict theirs
     assert urgent.preempts == ("other/r",) and not urgent.admit_now
-    assert urgent.reason.startswith("would preempt other/r and start once they stop"), urgent.reason
+    assert urgent.reason.startswith("would preempt other/r and start once it stops"), urgent.reason
     assert urgent.expected_start == pytest.approx(time.time() + 30, abs=3)  # their grace period
     assert objects(sim) == before and sim.server.counts["create"] == creates  # nothing was created
 

@@ -286,7 +286,8 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
         fc.reason = "fits now" + (f" ({_fits_text(snap, job)})" if _fits_text(snap, job) else "")
     elif fc.preempts and not fc.reason.startswith("would"):
         vics = ", ".join(fc.preempts)
-        fc.reason = f"would preempt {vics} and start once they stop; " + fc.reason
+        they = "they stop" if len(fc.preempts) > 1 else "it stops"
+        fc.reason = f"would preempt {vics} and start once {they}; " + fc.reason
     return fc
 
 
