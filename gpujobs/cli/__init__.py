@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: hints written for Python, and what to run instead at the command line
 CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
+             "gpujobs.jobs(backend='kubernetes')": "`gpujobs queue -a --backend kubernetes`",
              "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
              # builder calls in spec/render fixes, as the flag that sets the same field
              "pass .image('JOB')": "pass --image JOB",

@@ -143,3 +143,10 @@ def test_spec_fixes_in_the_cli_name_the_flag(cli, tmp_path, args, shown, hidden)
     (cli.cwd / "train.py").write_text("def main():\n    return 1\n")
     r = cli(*args, env={"KUBECONFIG": str(tmp_path / "none")}, timeout=120)
     assert r.returncode == 2 and shown in r.stderr and hidden not in r.stderr, r.stderr
+
+
+def test_an_unknown_kubernetes_job_in_the_cli_suggests_the_command():
+    # the CLI printed "(fix: list jobs with gpujobs.jobs(backend='kubernetes'))"
+    from gpujobs.backends.kubernetes.status.live import _not_found
+    shown = cli_message(str(_not_found("ml/nope-1")))
+    assert "`gpujobs queue -a --backend kubernetes`" in shown and "gpujobs.jobs(" not in shown, shown
