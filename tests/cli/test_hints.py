@@ -150,3 +150,14 @@ def test_an_unknown_kubernetes_job_in_the_cli_suggests_the_command():
     from gpujobs.backends.kubernetes.status.live import _not_found
     shown = cli_message(str(_not_found("ml/nope-1")))
     assert "`gpujobs queue -a --backend kubernetes`" in shown and "gpujobs.jobs(" not in shown, shown
+
+
+@pytest.mark.parametrize("msg", [
+    "LocalQueue ml/x: no LocalQueue 'x' in namespace 'ml'; list them with `kubectl get localqueues -n ml` "
+    "and pass .queue(name)",                                              # submit's preflight
+    "queue: no LocalQueue 'x' in namespace 'ml'; LocalQueues there: q (fix: use one of them: .queue(NAME))",  # plan()
+])
+def test_an_unknown_kubernetes_queue_in_the_cli_names_the_flag(msg):
+    # the CLI printed the builder call .queue(...)
+    shown = cli_message(msg)
+    assert "--queue NAME" in shown and ".queue(" not in shown, shown
