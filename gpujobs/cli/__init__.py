@@ -149,9 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: hints written for Python, and what to run instead at the command line
 CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
+             "gpujobs.jobs(backend='kubernetes')": "`gpujobs queue -a --backend kubernetes`",
              "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
              # builder calls in spec/render fixes, as the flag that sets the same field
              "pass .image('JOB')": "pass --image JOB",
+             "and pass .queue(name)": "and pass --queue NAME",
+             "use one of them: .queue(NAME)": "use one of them: --queue NAME",
              "e.g. max_runtime_s=3600, or None for no limit": "e.g. --time 3600, or no --time for no limit"}
 
 

@@ -143,3 +143,21 @@ def test_spec_fixes_in_the_cli_name_the_flag(cli, tmp_path, args, shown, hidden)
     (cli.cwd / "train.py").write_text("def main():\n    return 1\n")
     r = cli(*args, env={"KUBECONFIG": str(tmp_path / "none")}, timeout=120)
     assert r.returncode == 2 and shown in r.stderr and hidden not in r.stderr, r.stderr
+
+
+def test_an_unknown_kubernetes_job_in_the_cli_suggests_the_command():
+    # the CLI printed "(fix: list jobs with gpujobs.jobs(backend='kubernetes'))"
+    from gpujobs.backends.kubernetes.status.live import _not_found
+    shown = cli_message(str(_not_found("ml/nope-1")))
+    assert "`gpujobs queue -a --backend kubernetes`" in shown and "gpujobs.jobs(" not in shown, shown
+
+
+@pytest.mark.parametrize("msg", [
+    "LocalQueue ml/x: no LocalQueue 'x' in namespace 'ml'; list them with `kubectl get localqueues -n ml` "
+    "and pass .queue(name)",                                              # submit's preflight
+    "queue: no LocalQueue 'x' in namespace 'ml'; LocalQueues there: q (fix: use one of them: .queue(NAME))",  # plan()
+])
+def test_an_unknown_kubernetes_queue_in_the_cli_names_the_flag(msg):
+    # the CLI printed the builder call .queue(...)
+    shown = cli_message(msg)
+    assert "--queue NAME" in shown and ".queue(" not in shown, shown
