@@ -22,6 +22,13 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def _as_flags(msg: str) -> str:
+    """A spec error's Python fix as the cell's flags (``.image('X')`` -> ``--image X``)."""
+    import re
+    msg = re.sub(r"\.image\('([^']+)'\)", r"--image \1", msg)
+    return re.sub(r"\.queue\((?:'([^']+)'|name|NAME)\)", lambda m: f"--queue {m.group(1) or 'NAME'}", msg)
+
+
 @magics_class
 class GpuJobMagics(Magics):
     """Holds the magic-level configuration (default backend) for one shell."""
@@ -54,6 +61,8 @@ class GpuJobMagics(Magics):
                               help="block until the job ends (Ctrl-C stops waiting; the job "
                                    "keeps running)")
     @magic_arguments.argument("--name", default=None, help="job name")
+    @magic_arguments.argument("--image", default=None,
+                              help="container image of the pods (Kubernetes; MPI jobs need one)")
     @magic_arguments.argument("--backend", default=None, help="backend (local, kubernetes)")
     @cell_magic
     def gpujob(self, line: str, cell: str) -> Any:
@@ -73,11 +82,11 @@ class GpuJobMagics(Magics):
         try:
             job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
                                  framework=args.framework, queue=args.queue,
-                                 priority=args.priority,
+                                 priority=args.priority, image=args.image,
                                  name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created
-            raise UsageError(f"%%gpujob: {exc}") from None
+            raise UsageError(f"%%gpujob: {_as_flags(str(exc))}") from None
         if args.out:
             self._user_ns[args.out] = job
         if not args.wait:

@@ -17,6 +17,7 @@ import signal
 import socket
 import time
 
+from support import MPI_IMAGE
 from support import wait_for as until  # noqa: F401
 from pathlib import Path
 from typing import Callable
@@ -99,7 +100,7 @@ def _k8s_jobs(sim, be, n: int, during: Callable[[], int]) -> dict:
     ids, phases = [], {}
     faults = 0
     for i in range(n):
-        jid = be.submit(gpujobs.job(double, i).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+        jid = be.submit(gpujobs.job(double, i).mpi(ranks=1, gpus_per_rank=1).image(MPI_IMAGE).queue("q").spec())
         ids.append(jid)
         phases[jid] = []
         be.subscribe(jid, lambda s, j=jid: phases[j].append(s.phase))
@@ -145,7 +146,7 @@ def k8s_submit_bursts(n: int = 3) -> dict:
         before = sorted((k.kind, o["metadata"]["name"]) for k, o in sim.store.all_objects())
         srv.inject(500, count=8, verb="create")
         try:
-            be.submit(gpujobs.job(double, 9).mpi(ranks=1, gpus_per_rank=1).queue("q").spec())
+            be.submit(gpujobs.job(double, 9).mpi(ranks=1, gpus_per_rank=1).image(MPI_IMAGE).queue("q").spec())
             r["jobs_lost"] += 1  # should not have succeeded
         except SubmitError:
             pass

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from support import MPI_IMAGE
+
 pytestmark = pytest.mark.slow
 jupyter_client = pytest.importorskip("jupyter_client")
 
@@ -119,7 +121,7 @@ def test_kubernetes_submit_kill_kernel_attach(gpujobs_home, tmp_path):
             assert ns == "default"
             assert any(r.kind == "MPIJob" and o["metadata"]["name"] == name
                        for r, o in sim.store.all_objects())
-        _story(env, "--framework mpi", check_job_id=in_cluster)
+        _story(env, f"--framework mpi --image {MPI_IMAGE}", check_job_id=in_cluster)
     finally:
         pids = sim.stop()
     import psutil

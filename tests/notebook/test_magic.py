@@ -36,8 +36,14 @@ def local_jobs():
     ("--gpus 0", "x = 1", "gpus: must be >= 1"),
     ("--queue Team_A", "x = 1", "queue: 'Team_A' is not a valid queue name"),
     ("-o 9lives", "x = 1", "'9lives' is not a Python name"),
+    # an MPI cell on Kubernetes needs an image: the fix names the cell's flag (it said .image('…'))
+    ("--framework mpi --backend kubernetes", "x = 1", "and pass --image gpujobs-mpi:py"),
+    # --image reaches the spec: past the image check, the missing cluster is what remains
+    ("--framework mpi --backend kubernetes --image gpujobs-mpi:py311", "x = 1", "no Kubernetes configuration"),
 ])
-def test_bad_input_is_one_line_and_creates_no_job(shell, line, cell, needle):
+def test_bad_input_is_one_line_and_creates_no_job(shell, line, cell, needle, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))  # no cluster, whatever the machine has
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     res, cap = run(shell, line, cell)
     assert isinstance(res.error_in_exec, UsageError), res.error_in_exec
     assert needle in str(res.error_in_exec)
@@ -55,7 +61,7 @@ def test_line_expands_notebook_variables(shell):
 def test_help_lists_the_options(shell):
     doc = shell.find_cell_magic("gpujob").__doc__
     for opt in ("--gpus", "--nodes", "--framework", "--queue", "--priority", "--return", "-o",
-                "--wait", "--name", "--backend"):
+                "--wait", "--name", "--image", "--backend"):
         assert opt in doc
 
 
