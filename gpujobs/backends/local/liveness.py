@@ -135,14 +135,13 @@ class Watching:
         agent = cast("Agent", self)  # a mix-in: it runs on the agent
         from ...metrics import JobMetrics, ranks_of_gang
         try:
-            jm = JobMetrics(ranks_of_gang(rec.gang, devices),
-                            path=JobFolder(rec.runtime["job_dir"]).metrics_log)
+            ranks = ranks_of_gang(rec.gang, devices)
+            jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log)
         except Exception:  # noqa: BLE001 - metrics never stop a job
             agent_log(traceback.format_exc())
             return
         try:
-            rec.watch = GangWatch(rec.runtime["job_dir"],
-                                  {r: pid for r, (pid, _) in ranks_of_gang(rec.gang, devices).items()},
+            rec.watch = GangWatch(rec.runtime["job_dir"], {r: pid for r, (pid, _) in ranks.items()},
                                   rec.spec.env_dict())
         except Exception:  # noqa: BLE001 - progress never stops a job
             traceback.print_exc()
