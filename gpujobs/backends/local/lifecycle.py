@@ -114,14 +114,13 @@ class Lifecycle:
             for qs in agent.subs.values():
                 for q in qs:
                     q.put(None)
-        if agent.zygote is not None and asked is None:
-            agent.zygote.close()  # it keeps reaping its ranks (exit files) and exits after them
-        elif agent.zygote is not None:
-            agent.zygote.close()
-            try:
-                agent.zygote.proc.wait(5)
-            except Exception:  # noqa: BLE001
-                agent.zygote.proc.kill()
+        if agent.zygote is not None:
+            agent.zygote.close()  # not asked: it keeps reaping its ranks (exit files), exits after them
+            if asked is not None:
+                try:
+                    agent.zygote.proc.wait(5)
+                except Exception:  # noqa: BLE001
+                    agent.zygote.proc.kill()
         try:
             os.unlink(agent.home / "agent.pid")
         except OSError:
