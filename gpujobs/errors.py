@@ -33,6 +33,9 @@ so a ``PreflightError`` raised in the agent arrives with its ``obj``, a ``Kubern
 """
 from __future__ import annotations
 
+import re
+from typing import Mapping
+
 
 class GpuJobsError(Exception):
     """Base class of every error gpujobs raises on purpose."""
@@ -170,3 +173,16 @@ class WaitTimeout(GpuJobsError, TimeoutError):
 class DeprecatedPathWarning(FutureWarning):
     """gpujobs was asked for something upstream deprecates (shown by default, unlike
     DeprecationWarning); the message names the supported path."""
+
+
+def fixes_for(msg: str, table: Mapping[str, str]) -> str:
+    """An error's message with the Python fixes it names rewritten for another front end (the
+    CLI, the cell magic): ``table`` maps a Python text to the text to show instead; ``JOB`` in a
+    key matches a quoted value (no quote, no space) that its replacement repeats."""
+    for python, shown in table.items():
+        if "JOB" in python:
+            pattern = re.escape(python).replace("JOB", r"([^'\s]+)")
+            msg = re.sub(pattern, shown.replace("JOB", r"\1"), msg)
+        else:
+            msg = msg.replace(python, shown)
+    return msg

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 import gpujobs
-from gpujobs.errors import GpuJobsError
+from gpujobs.errors import GpuJobsError, fixes_for
 from gpujobs.spec import FRAMEWORKS
 
 from .cell import cell_job_name, compile_cell
@@ -22,11 +22,9 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
-def _as_flags(msg: str) -> str:
-    """A spec error's Python fix as the cell's flags (``.image('X')`` -> ``--image X``)."""
-    import re
-    msg = re.sub(r"\.image\('([^']+)'\)", r"--image \1", msg)
-    return re.sub(r"\.queue\((?:'([^']+)'|name|NAME)\)", lambda m: f"--queue {m.group(1) or 'NAME'}", msg)
+#: a spec error's Python fixes, and the cell's flags that set the same field
+MAGIC_HINTS = {".image('JOB')": "--image JOB", ".queue('JOB')": "--queue JOB",
+               ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME"}
 
 
 @magics_class
@@ -86,7 +84,7 @@ class GpuJobMagics(Magics):
                                  name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created
-            raise UsageError(f"%%gpujob: {_as_flags(str(exc))}") from None
+            raise UsageError(f"%%gpujob: {fixes_for(str(exc), MAGIC_HINTS)}") from None
         if args.out:
             self._user_ns[args.out] = job
         if not args.wait:

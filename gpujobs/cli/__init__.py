@@ -160,14 +160,8 @@ CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
 
 def cli_message(msg: str) -> str:
     """An error line with its Python hints replaced by the command to run here."""
-    import re
-    for python, cli in CLI_HINTS.items():
-        if "JOB" in python:
-            pattern = re.escape(python).replace("JOB", r"([^'\s]+)")
-            msg = re.sub(pattern, cli.replace("JOB", r"\1"), msg)
-        else:
-            msg = msg.replace(python, cli)
-    return msg
+    from ..errors import fixes_for
+    return fixes_for(msg, CLI_HINTS)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -127,10 +127,13 @@ def pruned_init(name: str, shipped: frozenset[str]) -> str:
     absent: list[str] = []
     drop: set[int] = set()
     tree = ast.parse(text)
+    deps_at: dict[int, list[str]] = {}
+    for dep, _top, stmt in imports_of(name):
+        deps_at.setdefault(stmt.lineno, []).append(dep)
     for node in tree.body:
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        deps = [d for d, _top, stmt in imports_of(name) if stmt.lineno == node.lineno]
+        deps = deps_at.get(node.lineno, [])
         if deps and not all(d in shipped for d in deps):
             drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))
             absent += [a.asname or a.name.split(".")[0] for a in node.names]

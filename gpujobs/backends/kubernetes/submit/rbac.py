@@ -39,19 +39,19 @@ CLUSTER_READ_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
-def cluster_read_verbs() -> dict[tuple[str, str], set[str]]:
-    """{(apiGroup, resource): verbs} from CLUSTER_READ_RULES."""
+def _verbs(rules: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
-    for group, resources, verbs in CLUSTER_READ_RULES:
+    for group, resources, verbs in rules:
         for r in resources:
             out.setdefault((group, r), set()).update(verbs)
     return out
+
+
+def cluster_read_verbs() -> dict[tuple[str, str], set[str]]:
+    """{(apiGroup, resource): verbs} from CLUSTER_READ_RULES."""
+    return _verbs(CLUSTER_READ_RULES)
 
 
 def verbs_by_resource() -> dict[tuple[str, str], set[str]]:
     """{(apiGroup, resource): verbs} from RULES."""
-    out: dict[tuple[str, str], set[str]] = {}
-    for group, resources, verbs in RULES:
-        for r in resources:
-            out.setdefault((group, r), set()).update(verbs)
-    return out
+    return _verbs(RULES)
