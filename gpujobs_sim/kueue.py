@@ -77,16 +77,7 @@ class Kueue:
         self._covered: dict[str, set] = {}
         for cq in cqs:
             spec = cq.get("spec") or {}
-            groups, blim, llim = [], {}, {}
-            for rg in spec.get("resourceGroups") or []:
-                group: dict[str, dict[str, float]] = {}
-                for fl in rg.get("flavors") or []:
-                    for r in fl.get("resources") or []:
-                        group.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
-                        for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
-                            if r.get(key) is not None:
-                                lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
-                groups.append(group)
+            groups, blim, llim = _resource_groups(spec)
             pre = spec.get("preemption") or {}
             bwc = pre.get("borrowWithinCohort") or {}
             ff = spec.get("flavorFungibility") or {}
@@ -108,14 +99,11 @@ class Kueue:
         cohorts = []  # Kueue Cohort objects: a parent and quota of their own (hierarchical cohorts)
         for co in self.store.list(WL_API, "Cohort"):
             spec = co.get("spec") or {}
-            own, blim, llim = {}, {}, {}
-            for rg in spec.get("resourceGroups") or []:
-                for fl in rg.get("flavors") or []:
-                    for r in fl.get("resources") or []:
-                        own.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
-                        for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
-                            if r.get(key) is not None:
-                                lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
+            groups, blim, llim = _resource_groups(spec)
+            own: dict[str, dict[str, float]] = {}
+            for group in groups:  # a Cohort's quota is not split into groups
+                for flavor, res in group.items():
+                    own.setdefault(flavor, {}).update(res)
             cohorts.append(Cohort(co["metadata"]["name"], own, parent=spec.get("parentName") or None,
                                   borrowing_limit=blim or None, lending_limit=llim or None))
         self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0)
@@ -413,6 +401,24 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
         "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
                              "uid": uid, "controller": True, "blockOwnerDeletion": True}]},
         "spec": spec}
+
+
+def _resource_groups(spec: dict) -> tuple[list[dict[str, dict[str, float]]], dict, dict]:
+    """A ClusterQueue's or Cohort's spec.resourceGroups: ([{flavor: {resource: nominal}} per group],
+    {flavor: {resource: borrowingLimit}}, {flavor: {resource: lendingLimit}})."""
+    groups: list[dict[str, dict[str, float]]] = []
+    blim: dict[str, dict[str, float]] = {}
+    llim: dict[str, dict[str, float]] = {}
+    for rg in spec.get("resourceGroups") or []:
+        group: dict[str, dict[str, float]] = {}
+        for fl in rg.get("flavors") or []:
+            for r in fl.get("resources") or []:
+                group.setdefault(fl["name"], {})[r["name"]] = float(quantity(r["nominalQuota"]))
+                for key, lim in (("borrowingLimit", blim), ("lendingLimit", llim)):
+                    if r.get(key) is not None:
+                        lim.setdefault(fl["name"], {})[r["name"]] = float(quantity(r[key]))
+        groups.append(group)
+    return groups, blim, llim
 
 
 def _wkey(wl: dict) -> str:

@@ -34,7 +34,7 @@ import copy
 import secrets
 from typing import Any
 
-from .conditions import _cond
+from .conditions import _cond, _is_true
 from .pod_templates import OWNER
 from .store import now_iso
 from .volcano import _podgroup
@@ -146,16 +146,11 @@ def reconcile(ctrl: Any, job: dict, pods: list[dict], sim_annotations: Any) -> l
             pod = ctrl.store.get("v1", "Pod", name, ns)
         workers.append(pod)
     launcher = [p for p in pods if (p["metadata"].get("labels") or {}).get(ROLE_LABEL) == "launcher"]
-    ready = sum(_ready(p) for p in workers if p is not None)
+    ready = sum(_is_true(p, "Ready") for p in workers if p is not None)
     policy = spec.get("launcherCreationPolicy") or "AtStartup"
     if not launcher and (policy == "AtStartup" or ready == len(workers)):
         _create_launcher(ctrl, job, sim_annotations("mpi-launcher"))
     return ctrl._pods_of(job)
-
-
-def _ready(pod: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _create_launcher(ctrl: Any, job: dict, ann: dict) -> None:
@@ -211,7 +206,7 @@ def write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool) -> Non
             _cond(o, "Suspended", "True", "MPIJobSuspended", "MPIJob suspended")
             _cond(o, "Running", "False", "MPIJobSuspended", f"MPIJob {name} is suspended.")
             return
-        if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in st.get("conditions") or []):
+        if _is_true(o, "Suspended"):
             _cond(o, "Suspended", "False", "MPIJobResumed", "MPIJob resumed")
         st.setdefault("startTime", now)
         rs = st.setdefault("replicaStatuses", {})

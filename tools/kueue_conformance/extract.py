@@ -139,13 +139,6 @@ def cases_of(fsrc: str):
     return env, cases
 
 
-def _flavors_of_adm(adm, wl) -> list:
-    out = []
-    for ps in adm["podsets"]:
-        out.append({"name": ps["name"], "flavors": dict(ps["flavors"])})
-    return out
-
-
 def workload_record(w: WL, queue_of_cq: dict | None = None) -> dict:
     d = w.d
     rec = {"name": d["name"], "priority": d["priority"], "created": d["created"],
