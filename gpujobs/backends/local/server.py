@@ -63,8 +63,8 @@ def _stop(agent: Agent, msg: dict) -> dict:
     return {"ok": True, "pid": os.getpid()}
 
 
-#: op -> its answer, called under the agent's lock (``wait`` and ``subscribe`` are the
-#: handler's own: they hold the connection)
+#: op -> its answer, called under the agent's lock but for :data:`UNLOCKED` (``wait`` and
+#: ``subscribe`` are the handler's own: they hold the connection)
 OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
     "ping": lambda agent, msg: {"ok": True, "pid": os.getpid(), "slots": agent.slots},
     "submit": lambda agent, msg: agent.submit(msg),
@@ -76,6 +76,9 @@ OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
     "agent_pids": _agent_pids,
     "stop": _stop,
 }
+#: ops that take the agent's lock themselves, only to copy what they need: plan() simulates
+#: outside it, so other clients' requests do not wait for the simulation
+UNLOCKED = frozenset({"plan"})
 
 
 def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
@@ -113,6 +116,8 @@ def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
             answer = OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise SpecError("op", f"unknown agent operation {op!r}", "update gpujobs on both sides")
+            if op in UNLOCKED:
+                return answer(agent, msg)
             with agent.lock:
                 return answer(agent, msg)
 
