@@ -76,9 +76,10 @@ OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
     "agent_pids": _agent_pids,
     "stop": _stop,
 }
-#: ops that take the agent's lock themselves, only to copy what they need: plan() simulates
-#: outside it, so other clients' requests do not wait for the simulation
-UNLOCKED = frozenset({"plan"})
+#: ops that take the agent's lock themselves, only to copy what they need, so other clients'
+#: requests do not wait for the rest: plan() simulates outside it, jobs() reads the store and
+#: encodes the statuses (immutable) outside it
+UNLOCKED = frozenset({"plan", "jobs"})
 
 
 def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
