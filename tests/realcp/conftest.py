@@ -325,14 +325,8 @@ def _kueue_objects(kdir: Path, webhook_port: int, visibility_port: int) -> list[
         if not doc:
             continue
         doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
-        hooks = []
         for h in doc["webhooks"]:
-            path = h["clientConfig"]["service"]["path"]
-            if "rayservice" in path or "sparkapplication" in path:
-                continue  # left out of the binary (tools/controlplane/kueue/jobs.go.overlay)
-            h["clientConfig"]["service"] = {**svc, "path": path}
-            hooks.append(h)
-        doc["webhooks"] = hooks
+            h["clientConfig"]["service"] = {**svc, "path": h["clientConfig"]["service"]["path"]}
         out.append(doc)
     for name in ("apiservice_v1beta2.yaml", "apiservice_v1beta1.yaml"):
         p = kdir / "config/components/visibility" / name

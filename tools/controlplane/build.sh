@@ -4,7 +4,7 @@
 # file (etcd/, k8s/, kueue/). Nothing upstream is copied into the repository.
 #
 # Binaries go outside the clone, to ${XDG_CACHE_HOME:-$HOME/.cache}/gpujobs-controlplane/<stamp>/bin,
-# where <stamp> hashes the Go version, this script and the wrappers' go.mod/go.sum/overlay, so a fresh
+# where <stamp> hashes the Go version, the pinned versions and the wrappers' go.mod/go.sum, so a fresh
 # clone on the same machine (CI) reuses them. A component that cannot be built is written to
 # <bin>/MISSING ("name<TAB>module@version<TAB>reason") and the others are still built; the script fails
 # only when etcd or kube-apiserver is missing. The last line of output is the bin folder.
@@ -18,9 +18,9 @@ K8S_VERSION=v1.37.2
 KUEUE_VERSION=v0.17.0
 ETCD_VERSION=v3.6.16
 
-# The stamp: Go version, the pinned versions and build flags, the wrappers' go.mod/go.sum/overlay.
+# The stamp: Go version, the pinned versions and build flags, the wrappers' go.mod/go.sum.
 RECIPE="k8s=$K8S_VERSION kueue=$KUEUE_VERSION etcd=$ETCD_VERSION cgo=0 trimpath -s -w ldflags=v1"
-stamp="$( { "$GO" version; echo "$RECIPE"; cat "$HERE"/*/go.mod "$HERE"/*/go.sum "$HERE"/kueue/jobs.go.overlay; } \
+stamp="$( { "$GO" version; echo "$RECIPE"; cat "$HERE"/*/go.mod "$HERE"/*/go.sum; } \
           | sha256sum | cut -c1-16)"
 ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/gpujobs-controlplane/$stamp"
 BIN="$ROOT/bin"
@@ -102,11 +102,8 @@ build kube-apiserver -- "k8s.io/kubernetes@$K8S_VERSION" k8s -- \
 build kube-controller-manager kube-scheduler -- "k8s.io/kubernetes@$K8S_VERSION" k8s -- \
   -ldflags "$K8S_LDFLAGS" k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 
-# Kueue: ray-operator replaced by v1.5.0 (go.mod) and the integration list swapped for ours (overlay).
-KUEUE_DIR="$(cd "$HERE/kueue" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
-overlay="$ROOT/kueue-overlay.json"
-printf '{"Replace": {"%s": "%s"}}\n' "$KUEUE_DIR/pkg/controller/jobs/jobs.go" "$HERE/kueue/jobs.go.overlay" > "$overlay"
-build kueue -- "sigs.k8s.io/kueue@$KUEUE_VERSION" kueue -- -overlay "$overlay" \
+# Kueue as released: every module its go.mod names is served (docs/controlplane.md, probe).
+build kueue -- "sigs.k8s.io/kueue@$KUEUE_VERSION" kueue -- \
   -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.GitCommit=module-$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.BuildDate=$now" \
   sigs.k8s.io/kueue/cmd/kueue
 
