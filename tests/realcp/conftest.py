@@ -216,10 +216,10 @@ class ControlPlane:
                            f"{self.log_tail(name)}")
 
     def stop(self) -> None:
-        for name, p in reversed(list(self.procs.items())):
+        for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for name, p in reversed(list(self.procs.items())):
+        for p in reversed(list(self.procs.values())):
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:

@@ -13,10 +13,10 @@ import yaml
 
 from gpujobs.backends.kubernetes import KubernetesBackend, naming
 from gpujobs.backends.kubernetes.submit import rbac
-from gpujobs.errors import GpujobsError
+from gpujobs.errors import GpuJobsError
 
 from .conftest import NS, QUEUE, _apply
-from .test_kueue_real import spec_of, wait_for, workload_of, is_true
+from .kube import spec_of, wait_for, workload_of, is_true
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 
@@ -102,7 +102,7 @@ def test_a_user_without_the_role_is_refused_before_anything_is_created(controlpl
     before = client.CoreV1Api(admin_api).list_namespaced_config_map(NS).items
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(GpujobsError) as e:
+        with pytest.raises(GpuJobsError) as e:
             be.submit(spec_of("PyTorchJob"))
     assert "403" in str(e.value) or "forbidden" in str(e.value).lower(), e.value
     after = client.CoreV1Api(admin_api).list_namespaced_config_map(NS).items

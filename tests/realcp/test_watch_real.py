@@ -8,7 +8,7 @@ import uuid
 from gpujobs.backends.kubernetes.status.informer import Informer
 
 from .conftest import NS
-from .test_kueue_real import wait_for
+from .kube import wait_for
 
 
 def _cm(name: str, **data) -> dict:
