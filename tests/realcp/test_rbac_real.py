@@ -129,3 +129,17 @@ def test_queue_position_with_the_role_alone(controlplane, alice, gpujobs_home, a
         for j in made:
             wait_for(lambda j=j: workload_of(admin_api, "PyTorchJob", naming.parse_job_id(j)[1])
                      is None, 60, "cleanup")
+
+
+def test_plan_with_the_forecast_reader_cluster_role(controlplane, alice, gpujobs_home, admin_api):
+    """docs/rbac.yaml's optional ClusterRole is what plan() reads the ClusterQueue with: with it,
+    an 8-GPU job on an idle 8-GPU queue would be admitted now; a 16-GPU job never fits."""
+    controlplane.require_kueue()
+    _apply(admin_api, _docs_for("alice", ("ClusterRole", "ClusterRoleBinding")))
+    be = _backend(alice, gpujobs_home)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = be.plan(spec_of("PyTorchJob", gpus=4))
+        never = be.plan(spec_of("PyTorchJob", gpus=8))
+    assert fits.admit_now and fits.position is None, fits
+    assert not never.admit_now and never.expected_start is None, never
