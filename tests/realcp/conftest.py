@@ -23,6 +23,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ def pytest_collection_modifyitems(config, items):
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.realcp)
             item.add_marker(pytest.mark.slow)
+            # the first test also pays the session's start (minutes on a busy 2-core machine)
+            item.add_marker(pytest.mark.timeout(900))
 
 
 # ------------------------------------------------------------------------- certificates
@@ -170,6 +173,8 @@ class ControlPlane:
     pki: dict = field(default_factory=dict)
     admin_kubeconfig: Path = Path()
     timings: dict[str, float] = field(default_factory=dict)
+    threads: list[threading.Thread] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def has_kueue(self) -> bool:
@@ -216,6 +221,9 @@ class ControlPlane:
                            f"{self.log_tail(name)}")
 
     def stop(self) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=10)
         for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -270,9 +278,10 @@ def _crd_docs(path: Path):
             yield doc
 
 
-def kueue_module_dir() -> Path:
+def kueue_module_dir(module: str = "sigs.k8s.io/kueue") -> Path:
+    """Where ``module`` (Kueue, or one of the modules Kueue's build pins) is in the module cache."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    r = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue"],
+    r = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", module],
                        cwd=REPO / "tools" / "controlplane" / "kueue", capture_output=True,
                        text=True, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
     return Path(r.stdout.strip())
@@ -287,6 +296,19 @@ def _apply(api, objs: list[dict]) -> None:
         ns = obj["metadata"].get("namespace")
         res.server_side_apply(body=obj, name=obj["metadata"]["name"], namespace=ns,
                               field_manager="realcp", force_conflicts=True)
+
+
+def _create(api, objs: list[dict]) -> None:
+    """Create each object (admin); one that exists already is left as it is."""
+    from kubernetes import dynamic
+    from kubernetes.dynamic.exceptions import ConflictError
+    dc = dynamic.DynamicClient(api)
+    for obj in objs:
+        res = dc.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        try:
+            res.create(body=obj, namespace=obj["metadata"].get("namespace"))
+        except ConflictError:
+            pass
 
 
 def _wait_established(api, names: list[str], timeout: float = 60) -> None:
@@ -337,6 +359,38 @@ def _kueue_objects(kdir: Path, webhook_port: int, visibility_port: int) -> list[
     return out
 
 
+def _sync_secret(cp: ControlPlane, ns: str, name: str, folder: Path) -> None:
+    """Keep ``folder`` equal to Secret ``ns/name``, as a kubelet's Secret volume would: Kueue's
+    cert rotator (open-policy-agent/cert-controller v0.16.0 rotator.go ensureCertsMounted) fills
+    the Secret and then waits for tls.crt to appear in the webhook's cert dir."""
+    import base64
+
+    from kubernetes import client
+    api = cp.api()
+    core = client.CoreV1Api(api)
+    folder.mkdir(parents=True, exist_ok=True)
+    seen: dict[str, str] = {}
+    try:
+        while not cp.stopping.wait(0.5):
+            try:
+                data = core.read_namespaced_secret(name, ns).data or {}
+            except Exception:  # noqa: BLE001 - the apiserver may be stopping
+                continue
+            if data == seen or "tls.crt" not in data:
+                continue
+            for key, value in data.items():   # key before cert: the watcher reloads on tls.crt
+                if key != "tls.crt":
+                    tmp = folder / f".{key}.tmp"
+                    tmp.write_bytes(base64.b64decode(value))
+                    tmp.replace(folder / key)
+            tmp = folder / ".tls.crt.tmp"
+            tmp.write_bytes(base64.b64decode(data["tls.crt"]))
+            tmp.replace(folder / "tls.crt")
+            seen = data
+    finally:
+        api.close()
+
+
 def _kueue_config(cp: ControlPlane, webhook_port: int, visibility_port: int,
                   health_port: int) -> Path:
     cfg = {
@@ -372,12 +426,13 @@ def _wait(cond, timeout: float, what: str, interval: float = 0.3):
     raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
-def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> ControlPlane:
+def start_controlplane(cp: ControlPlane) -> None:
+    """Start every component of ``cp`` (the caller stops them, also when this fails)."""
     from kubernetes import client
 
     from gpujobs_sim import crds as sim_crds
 
-    cp = ControlPlane(bin_dir, run, missing)
+    bin_dir, missing, run = cp.bin, cp.missing, cp.run
     t0 = time.monotonic()
     (run / "pki").mkdir()
     cp.pki = _pki(run / "pki")
@@ -429,8 +484,8 @@ def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> Con
     for name, extra in (("kube-controller-manager", [
             f"--service-account-private-key-file={pki / 'sa.key'}",
             f"--root-ca-file={pki / 'ca.crt'}", "--use-service-account-credentials=false",
-            "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,"
-            "-route,-persistentvolume-binder,-attachdetach"]),
+            "--controllers=*,-node-ipam-controller,-node-lifecycle-controller,"
+            "-persistentvolume-binder-controller,-persistentvolume-attach-detach-controller"]),
             ("kube-scheduler", [])):
         if name in missing or not (bin_dir / name).exists():
             continue
@@ -446,6 +501,13 @@ def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> Con
         if path.parent.name in ("kueue", "examples", "reference"):
             continue
         crds.extend(_crd_docs(path))
+    # CRDs shared/crds lacks, from the modules Kueue v0.17.0 is built against (its trainjob
+    # integration indexes TrainingRuntimes at start-up and fails without their CRD)
+    have = {c["metadata"]["name"] for c in crds}
+    for module, rel in (("github.com/kubeflow/trainer/v2", "manifests/base/crds"),
+                        ("sigs.k8s.io/jobset", "config/components/crd/bases")):
+        for path in sorted((kueue_module_dir(module) / rel).glob("*.yaml")):
+            crds.extend(c for c in _crd_docs(path) if c["metadata"]["name"] not in have)
     kdir = kueue_module_dir()
     with_kueue = "kueue" not in missing and (bin_dir / "kueue").exists()
     webhook_port, vis_port, health_port = free_port(), free_port(), free_port()
@@ -457,7 +519,7 @@ def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> Con
                         "name": "kueue-webhook-service", "namespace": "kueue-system",
                         "path": "/convert", "port": webhook_port}}}}
             crds.append(doc)
-    _apply(api, crds)
+    _create(api, crds)
     _wait_established(api, [c["metadata"]["name"] for c in crds])
     cp.timings["crds"] = time.monotonic() - t0
 
@@ -465,6 +527,11 @@ def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> Con
         _apply(api, _kueue_objects(kdir, webhook_port, vis_port))
         cfg = _kueue_config(cp, webhook_port, vis_port, health_port)
         cp.start("kueue", [f"--config={cfg}", f"--kubeconfig={kc}", "--zap-log-level=2"])
+        sync = threading.Thread(target=_sync_secret, daemon=True, name="realcp-cert-sync",
+                                args=(cp, "kueue-system", "kueue-webhook-server-cert",
+                                      cp.run / "kueue-webhook-certs"))
+        sync.start()
+        cp.threads.append(sync)
         cp.wait_http("kueue", f"http://127.0.0.1:{health_port}/readyz", 120)
         reg = client.ApiregistrationV1Api(api)
         _wait(lambda: any(c.type == "Available" and c.status == "True" for c in
@@ -473,7 +540,6 @@ def start_controlplane(bin_dir: Path, missing: dict[str, str], run: Path) -> Con
         cp.timings["kueue"] = time.monotonic() - t0
     _seed(api, with_kcm="kube-controller-manager" in cp.procs)
     cp.timings["ready"] = time.monotonic() - t0
-    return cp
 
 
 def _seed(api, with_kcm: bool) -> None:
@@ -525,24 +591,21 @@ def controlplane(tmp_path_factory):
             pytest.fail(f"{name} was not built ({missing.get(name, 'no reason recorded')}); "
                         "run `make controlplane`")
     run = Path(tempfile.mkdtemp(prefix="gpujobs-realcp-"))
-    cp = None
+    cp = ControlPlane(bin_dir, run, missing)
     try:
-        cp = start_controlplane(bin_dir, missing, run)
+        try:
+            start_controlplane(cp)
+        except Exception as exc:
+            pytest.fail(f"the control plane did not start: {exc}\n(logs in {run})")
         # seconds from the start to each component ready, kept beside the binaries (README numbers)
         (bin_dir.parent / "last-start.json").write_text(json.dumps(cp.timings, indent=1))
         yield cp
-    except Exception as exc:
-        if cp is not None:
-            cp.stop()
-            cp = None
-        pytest.fail(f"the control plane did not start: {exc}\n(logs in {run})")
     finally:
-        if cp is not None:
-            cp.stop()
-            left = [n for n, p in cp.procs.items() if p.poll() is None]
-            assert not left, f"still running after stop: {left}"
-            if os.environ.get("GPUJOBS_REALCP_KEEP") is None:
-                shutil.rmtree(run, ignore_errors=True)
+        cp.stop()
+        left = [n for n, p in cp.procs.items() if p.poll() is None]
+        assert not left, f"still running after stop: {left}"
+        if os.environ.get("GPUJOBS_REALCP_KEEP") is None:
+            shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
