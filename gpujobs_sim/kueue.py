@@ -19,6 +19,7 @@ the controllers' reconcile pass and keeps its state there.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from typing import Any, Callable
@@ -376,9 +377,18 @@ class Kueue:
         return items
 
 
+def workload_name(kind: str, api_version: str, name: str, uid: str) -> str:
+    """``<kind>-<name>-<hash>``: the first 5 hex digits of sha1("Kind\\nGroup\\nname\\nuid"), the prefix
+    truncated to 253 - 6 characters (kueue v0.17.0 pkg/controller/jobframework/workload_names.go,
+    GenerateWorkloadNameWithExtra, getHash; ShortWorkloadNames off)."""
+    group = api_version.rpartition("/")[0]
+    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]
+    return f"{(kind.lower() + '-' + name)[:253 - 6]}-{digest}"
+
+
 def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> dict:
-    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name
-    ``<kind>-<job>-<hash>``, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
+    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name from
+    :func:`workload_name`, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
     from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
     class's value as ``priority``; a max-exec-time label as ``maximumExecutionTimeSeconds``
     (k8s-semantics.md §1.1))."""
@@ -396,7 +406,8 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
         # site/data/labels_and_annotations.yaml, kueue.x-k8s.io/max-exec-time-seconds)
         spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_LABEL])
     return {"apiVersion": WL_API, "kind": "Workload", "metadata": {
-        "name": f"{job['kind'].lower()}-{md['name']}-{uid[:5]}", "namespace": md.get("namespace", "default"),
+        "name": workload_name(job["kind"], job["apiVersion"], md["name"], uid),
+        "namespace": md.get("namespace", "default"),
         "labels": {JOB_UID: uid},
         "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
                              "uid": uid, "controller": True, "blockOwnerDeletion": True}]},

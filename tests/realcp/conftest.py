@@ -272,8 +272,11 @@ def _bin_dir() -> tuple[Path, dict[str, str]]:
     return b, missing
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD alone is 1.3 MB
+
+
 def _crd_docs(path: Path):
-    for doc in yaml.safe_load_all(path.read_text()):
+    for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
             yield doc
 

@@ -117,3 +117,26 @@ def test_a_higher_priority_job_preempts_a_lower_one(controlplane, backend, jobs)
                   "gpujobs to see the preemption")
     assert st.phase in ("preempted", "queued"), st
     assert "preempt" in (st.reason + st.message).lower(), st
+
+
+@pytest.mark.parametrize("kind", sorted(KUEUE_KINDS))
+def test_the_simulators_workload_is_the_one_real_kueue_makes(controlplane, backend, jobs, kind):
+    """gpujobs_sim.kueue.workload_for(job) against the Workload Kueue v0.17.0 made for the same
+    job: its name, queue, priority and podSets (names, counts, requests)."""
+    from gpujobs_sim.kueue import workload_for
+    controlplane.require_kueue()
+    job_id = jobs(spec_of(kind, priority="high"))
+    name = naming.parse_job_id(job_id)[1]
+    api = backend.api_client
+    real = wait_for(lambda: workload_of(api, kind, name), 60, f"{kind} {name}'s Workload")
+    sim = workload_for(job_obj(api, kind, name), priority=1000)
+    assert sim["metadata"]["name"] == real["metadata"]["name"]
+    for key in ("queueName", "priority", "priorityClassRef"):
+        assert sim["spec"].get(key) == real["spec"].get(key), key
+
+    def sets(wl):
+        return [(p["name"], p["count"],
+                 [((c.get("resources") or {}).get("requests") or {})
+                  for c in p["template"]["spec"].get("containers", [])])
+                for p in wl["spec"]["podSets"]]
+    assert sets(sim) == sets(real)

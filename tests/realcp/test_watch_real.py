@@ -42,14 +42,16 @@ def test_informer_sees_create_update_delete_in_order(admin_api):
         inf.stop()
 
 
-def test_informer_relists_when_the_real_apiserver_answers_410_gone(admin_api):
-    """A watch from a resourceVersion older than the apiserver's watch cache gets an ERROR event
-    with code 410 ("too old resource version"); the informer must relist and carry on."""
+def test_informer_started_from_a_stale_resource_version_converges(admin_api):
+    """A watch from a resourceVersion far older than the list's: kube-apiserver v1.37.2 answered
+    it here with the current objects as ADDED events, not with 410 Gone (also after an etcd
+    compaction; seen while writing this test), so the informer must converge either way: a
+    relist on 410, or the replayed state."""
     from kubernetes import client
     core = client.CoreV1Api(admin_api)
     name = f"g-{uuid.uuid4().hex[:8]}"
-    core.create_namespaced_config_map(NS, _cm(name, v="1"))
     later = f"h-{uuid.uuid4().hex[:8]}"
+    core.create_namespaced_config_map(NS, _cm(name, v="1"))
 
     class StaleFirstList(Informer):
         def _list(self) -> str:
@@ -60,14 +62,13 @@ def test_informer_relists_when_the_real_apiserver_answers_410_gone(admin_api):
                          label_selector="t=watch", watch_timeout=30).start()
     try:
         assert inf.synced.wait(30)
-        wait_for(lambda: inf.relists >= 2, 30, "a relist after 410")
         core.create_namespaced_config_map(NS, _cm(later, v="1"))
-        wait_for(lambda: later in inf.cache, 30, "the watch resumed after the relist")
-        assert name in inf.cache
+        core.delete_namespaced_config_map(name, NS)
+        wait_for(lambda: later in inf.cache and name not in inf.cache, 30,
+                 "the cache to show the create and the delete after a stale start")
     finally:
         inf.stop()
-        for n in (name, later):
-            try:
-                core.delete_namespaced_config_map(n, NS)
-            except Exception:  # noqa: BLE001 - not created when the test failed early
-                pass
+        try:
+            core.delete_namespaced_config_map(later, NS)
+        except Exception:  # noqa: BLE001 - not created when the test failed early
+            pass
