@@ -226,6 +226,51 @@ def _log_failure(outcome) -> None:
         sys.stderr.write(outcome.traceback)
 
 
+def wait_for_launch(gate: Path, token: str, rank: int) -> None:
+    """A local rank, before anything of the job runs: record this process (pid, start time)
+    in the job's pids/ folder, where a restarted agent finds it, then wait at the start gate
+    until the agent has recorded the launch (``go``). A fenced launch (a new agent took over
+    before that; :func:`gpujobs.contract.launch_state`) exits here, having run nothing."""
+    import time
+
+    pid = os.getpid()
+    try:
+        import psutil
+        started = psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - the agent then matches the pid alone
+        started = 0.0
+    pid_dir = gate.parent / contract.PIDS_DIR
+    record = pid_dir / contract.PROCESS.name(pid)
+    try:
+        pid_dir.mkdir(mode=0o700, exist_ok=True)
+        tmp = record.with_name(record.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"pid": pid, "start": started, "rank": rank, "launch": token}, fh)
+        os.replace(tmp, record)
+    except OSError as exc:
+        print(f"gpujobs: cannot record this rank's pid in {pid_dir}: {exc}", file=sys.stderr)
+    # Recorded before the gate is read: a new agent either sees this file (and ends this
+    # process) or has fenced the gate already (this process ends itself): never neither.
+    every = 0.005
+    while True:
+        try:
+            state = contract.launch_state(gate.read_text(), token)
+        except FileNotFoundError:
+            state = "fenced"
+        except OSError:
+            state = "wait"
+        if state == "go":
+            return
+        if state == "fenced":
+            print(f"gpujobs: rank {rank} of a launch the agent no longer runs (a restarted "
+                  f"agent starts the job afresh); it exits without running the job", flush=True)
+            os._exit(0)
+        time.sleep(every)
+        every = min(every * 1.5, 0.1)
+
+
 def main() -> int:
     from ..context import JobContext, _set_current
     from ..payload import Outcome, open_envelope, seal, unpack_call
@@ -237,6 +282,8 @@ def main() -> int:
     local_rank = int(env.get("LOCAL_RANK") or env.get("OMPI_COMM_WORLD_LOCAL_RANK") or 0)
     node_rank = int(env.get("GROUP_RANK", env.get("NODE_RANK", "0")))
     told = RankEnv.from_env(env)
+    if told.launch_file and told.launch:
+        wait_for_launch(Path(told.launch_file), told.launch, rank)
     framework = told.framework or "ddp"
     key = read_key(told)
     ctx = JobContext(job_id=told.job_id or "", rank=rank, world_size=world,

@@ -10,16 +10,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ...contract import EXIT, JobFolder
+from ...contract import EXIT, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
-from .gang import GangExit, describe_returncode, first_failed
+from .gang import GangExit, describe_returncode, first_failed, write_launch
 from .records import Rec, agent_log, ended_during_grace
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
+STRAY_GRACE_S = 3.0  # a previous agent's rank told to stop gets SIGKILL after this
 
 
 class Adopted:
@@ -109,6 +110,90 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     return GangExit(True, codes)
 
 
+def launch_processes(folder: JobFolder) -> dict[int, tuple[object, str]]:
+    """The job's rank processes still alive, from the pid files its ranks wrote at their start
+    gate (start time checked: a reused pid is not the job's): pid -> (process, launch token).
+    Files of processes that are gone are removed."""
+    import json
+
+    import psutil
+    found: dict[int, tuple[object, str]] = {}
+    for path in folder.pid_dir.glob(PROCESS.glob):
+        try:
+            rec = json.loads(path.read_text())
+            p = psutil.Process(int(rec["pid"]))
+            started = float(rec.get("start") or 0.0)
+            if (started and abs(p.create_time() - started) >= 1) or p.status() == psutil.STATUS_ZOMBIE:
+                raise psutil.NoSuchProcess(p.pid)
+            found[p.pid] = (p, str(rec.get("launch", "")))
+        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return found
+
+
+def stop_processes(procs: list, grace: float = STRAY_GRACE_S) -> None:
+    """SIGTERM each process (its process group when it leads one), SIGKILL what is left after
+    ``grace`` seconds; returns once they are gone (or 5 s more have passed)."""
+    import psutil
+
+    def send(p, sig: int) -> None:
+        try:
+            if os.getpgid(p.pid) == p.pid:
+                os.killpg(p.pid, sig)
+            else:
+                p.send_signal(sig)
+        except (OSError, psutil.Error):
+            pass
+
+    def alive() -> list:
+        out = []
+        for p in procs:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    for p in procs:
+        send(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in alive():
+        send(p, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def stop_strays(folder: JobFolder, keep: str = "", fence: bool = True) -> list[int]:
+    """End every rank process of the job not of launch ``keep`` (a previous agent's launch
+    the store does not know as started): first fence the start gate (a rank not yet recorded
+    then exits by itself), then stop the recorded ones. Returns the pids stopped."""
+    if fence and not keep and folder.launch_file.exists():
+        try:
+            write_launch(folder, f"fenced-{os.getpid()}", go=False)
+        except OSError as exc:
+            agent_log(f"cannot fence the start gate {folder.launch_file}: {exc}")
+    strays = [p for p, token in launch_processes(folder).values() if not keep or token != keep]
+    if strays:
+        stop_processes(strays)
+    return [p.pid for p in strays]  # type: ignore[attr-defined]
+
+
+def release_adopted(folder: JobFolder, token: str) -> None:
+    """An adopted gang whose start gate its agent did not open before it died: open it."""
+    try:
+        if token and launch_state(folder.launch_file.read_text(), token) == "wait":
+            write_launch(folder, token, go=True)
+    except OSError:
+        pass
+
+
 class Recovery:
     """The :class:`~.agent.Agent`'s start-up: its records back from the store, live ranks of
     the previous agent re-adopted (a mix-in of Agent: it runs on the agent's state)."""
@@ -139,6 +224,7 @@ class Recovery:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
+                stop_strays(JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid)), fence=False)
                 continue
             try:
                 typed = JobSpec.stored(spec)  # the store's plain data, typed once
@@ -151,12 +237,24 @@ class Recovery:
             rec = Rec(jid, seq, st, typed, runtime)
             agent.recs[jid] = rec
             folder = JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid))
-            if st.phase == "queued":
+            alive = agent._live_pids(runtime)
+            # Ranks a previous agent started but had not recorded as started (it died while
+            # forking them): ended before the job is started again, never beside its new run.
+            stray = stop_strays(folder, keep=runtime.get("launch", "") if alive else "")
+            if stray:
+                agent_log(f"job {jid}: stopped rank processes {stray} a previous agent started "
+                          f"and did not record")
+                agent._update(rec, "strays-stopped", f"the previous agent's unrecorded ranks "
+                              f"{stray} were stopped")
+            if st.phase == "queued" or (st.phase == "admitted" and not runtime.get("pids")):
+                if st.phase == "admitted":
+                    agent._update(rec, "queued", "the previous agent stopped while starting it",
+                                  phase="queued")
                 agent._enqueue(rec, recovered=True)
                 continue
-            alive = agent._live_pids(runtime)
             world, _ = agent._need(typed)
             if alive:
+                release_adopted(folder, runtime.get("launch", ""))
                 # Only pids that are still the job's (start time checked): a reused pid is not.
                 # A preempted gang is adopted too: it holds its slots until it has ended, at
                 # the grace deadline the previous agent announced (never two runs at once).

@@ -128,6 +128,18 @@ class Agent(Recovery, Watching, Lifecycle):
                 if r.status.terminal and r.gang is None:
                     del self.recs[r.id]
             self.write_error = None
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Open the start gate of gangs whose start (pids, launch token) is now stored: a
+        new agent after a crash knows every rank that runs the job (never two runs)."""
+        for r in self.recs.values():
+            if r.held and r.gang is not None:
+                try:
+                    r.gang.release()
+                    r.held = False
+                except OSError as exc:  # a full disk: the ranks wait, retried next round
+                    agent_log(f"cannot let the ranks of {r.id} start (will retry): {exc}")
 
     def _flush_safely(self) -> None:
         """``_flush``; a failed write (a full disk) is logged once and retried next round: the
@@ -420,6 +432,7 @@ class Agent(Recovery, Watching, Lifecycle):
         rec.runtime["devices"] = []
         rec.runtime["pids"] = []
         rec.gang = None
+        rec.held = False
 
     def _requeue(self, rec: Rec, recovered: bool = False, by: str = "") -> None:
         rec.gang = None
@@ -453,6 +466,8 @@ class Agent(Recovery, Watching, Lifecycle):
                              restarts=int(rec.runtime.get("restarts", 0)),
                              cwd=rec.runtime.get("cwd"), spawner=self._spawner())
             rec.gang = gang
+            rec.held = hasattr(gang, "release")  # ranks wait at their gate until it is stored
+            gang.gated = rec.held
             gang.start()
         except Exception as exc:  # noqa: BLE001
             if rec.gang is not None:
@@ -464,6 +479,7 @@ class Agent(Recovery, Watching, Lifecycle):
                          message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
             return
         rec.runtime["pids"] = [[pid, create_time(pid)] for pid in gang.pids]
+        rec.runtime["launch"] = getattr(gang, "launch", "")
         now = time.time()
         seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,

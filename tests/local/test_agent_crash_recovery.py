@@ -1,0 +1,104 @@
+"""The real agent killed at the worst moments (issue 27 [local-reliability-2]): while its
+zygote forks a gang, while zygote-less ranks finish, after a disk-full failure. Each test
+stops what it started (by pid) and checks that no rank survives."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+import gpujobs
+from gpujobs.backends.local import agent_pids
+
+pytestmark = pytest.mark.slow
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait(cond, timeout: float, what: str, every: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
+def say(value):
+    return value
+
+
+def append_rank(marker: str):
+    """Each rank of each run appends its rank: one execution is one line per rank."""
+    import time as _t
+
+    import gpujobs as _g
+    ctx = _g.context()
+    with open(marker, "a") as fh:
+        fh.write(f"{ctx.rank}\n")
+    _t.sleep(1.0)  # the gang overlaps a second run, if there is one
+    return ctx.rank
+
+
+class ForkWatch(threading.Thread):
+    """SIGKILLs the agent as soon as its zygote has a new child; records every child seen."""
+
+    def __init__(self, agent: int, zygote: int):
+        super().__init__(daemon=True)
+        self.agent, self.zygote = agent, psutil.Process(zygote)
+        self.before = {c.pid for c in self.zygote.children()}
+        self.seen: set[int] = set()
+        self.killed = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                kids = {c.pid for c in self.zygote.children()} - self.before
+            except psutil.NoSuchProcess:
+                return
+            self.seen |= kids
+            if kids and not self.killed.is_set():
+                os.kill(self.agent, signal.SIGKILL)
+                self.killed.set()
+            if self.killed.is_set():
+                time.sleep(0.01)  # keep recording what the old zygote still forks
+
+
+def test_agent_killed_while_its_zygote_forks_a_gang_runs_the_job_once(
+        gpujobs_home, monkeypatch, tmp_path):
+    """Before: the ranks already forked ran on unsupervised and the next agent started the
+    job again (two executions, or two rank 0s hung in all_reduce on overcommitted slots)."""
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "4")
+    monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
+    assert gpujobs.job(say, 1).ddp(gpus=1).submit().result(timeout=180) == 1  # a warm agent
+    pids = agent_pids(gpujobs_home)
+    _wait(lambda: pids["zygote"] is not None, 60, "the zygote")
+    marker = tmp_path / "runs.txt"
+    watch = ForkWatch(pids["agent"], pids["zygote"])
+    watch.start()
+    try:
+        job = gpujobs.job(append_rank, str(marker)).ddp(gpus=4).submit()
+        _wait(watch.killed.is_set, 120, "the zygote's first fork")
+        assert job.result(timeout=300) == 0  # a new agent starts on this call
+    finally:
+        watch.stop.set()
+        watch.join()
+    lines = sorted(marker.read_text().split())
+    assert lines == ["0", "1", "2", "3"], f"each rank must run once: {lines}"
+    assert watch.seen, "the zygote forked nothing before the kill"
+    _wait(lambda: not any(_alive(p) for p in watch.seen), 30, "the old ranks to end")
+    st = job.status()
+    assert st.phase == "succeeded", (st.phase, st.message)
+    kinds = [e.kind for e in st.events]
+    # The ranks forked before the kill were either stopped (not recorded as started) or, had
+    # the start been recorded, adopted; and the job started once after that.
+    assert "strays-stopped" in kinds or "adopted" in kinds, kinds
+    assert kinds.count("started") == 1, kinds
