@@ -102,3 +102,72 @@ def test_agent_killed_while_its_zygote_forks_a_gang_runs_the_job_once(
     # the start been recorded, adopted; and the job started once after that.
     assert "strays-stopped" in kinds or "adopted" in kinds, kinds
     assert kinds.count("started") == 1, kinds
+
+
+def returns_when_told(gate: str, value):
+    import os as _os
+    import time as _t
+    print("rank up", flush=True)
+    while not _os.path.exists(gate):
+        _t.sleep(0.02)
+    return value
+
+
+def test_zygote_less_ranks_that_finish_while_the_agent_is_down_are_not_lost(local_agent, tmp_path):
+    """Before: ranks started without the zygote leave no exit file, and recovery marked the
+    job `lost` although its signed result was on disk."""
+    from inproc import drive, submit
+    from ray_mpi.helpers import alive
+
+    from gpujobs.backends.local.agent import Agent
+    agent = local_agent
+    gate = tmp_path / "go"
+    jid, jd = submit(agent, gpujobs.job(returns_when_told, str(gate), 42).ddp(gpus=2))
+    drive(agent, lambda: "".join(jd.read_logs()).count("rank up") == 2)
+    pids = list(agent.recs[jid].gang.pids)
+    agent.exit_reason = "SIGKILL (simulated)"
+    agent._shutdown()  # an unexpected exit: the ranks run on
+    agent.recs.clear()
+    agent.exit_reason = "stop"
+    gate.touch()  # they return while no agent runs
+    _wait(lambda: not alive(pids), 60, "the ranks to return")
+    assert not list(jd.result_dir.glob("exit-*"))  # no zygote: no exit files
+    nxt = Agent(agent.home)
+    nxt.seen = agent.seen
+    try:
+        st = nxt.status(jid)
+        assert (st.phase, st.reason) == ("succeeded", ""), (st.phase, st.reason, st.message)
+        assert "while the agent was down" in st.events[-1].message
+    finally:
+        nxt._shutdown()
+        nxt.store.close()
+    assert gpujobs.attach(jid).result(timeout=30) == 42
+
+
+def test_a_forged_result_is_not_taken_as_the_outcome_after_a_restart(local_agent, tmp_path):
+    """A result that does not verify under the job's key is no outcome: the job is lost."""
+    from inproc import drive, submit
+    from ray_mpi.helpers import alive
+
+    from gpujobs.backends.local.agent import Agent
+    from gpujobs.payload import new_key, seal
+    agent = local_agent
+    jid, jd = submit(agent, gpujobs.job(returns_when_told, str(tmp_path / "never"), 1).ddp(gpus=1))
+    drive(agent, lambda: "rank up" in "".join(jd.read_logs()))
+    pids = list(agent.recs[jid].gang.pids)
+    agent.exit_reason = "SIGKILL (simulated)"
+    agent._shutdown()
+    agent.recs.clear()
+    agent.exit_reason = "stop"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    _wait(lambda: not alive(pids), 30, "the ranks to die")
+    (jd.result_dir / "outcome-0.bin").write_bytes(seal("forged", new_key()))
+    nxt = Agent(agent.home)
+    nxt.seen = agent.seen
+    try:
+        st = nxt.status(jid)
+        assert (st.phase, st.reason) == ("failed", "lost"), (st.phase, st.reason, st.message)
+    finally:
+        nxt._shutdown()
+        nxt.store.close()

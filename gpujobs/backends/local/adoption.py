@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ...contract import EXIT, PROCESS, JobFolder, launch_state
+from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
 from .gang import GangExit, describe_returncode, first_failed, write_launch
@@ -96,13 +96,14 @@ class Adopted:
 
 
 def exit_from_files(result_dir: Path, world: int) -> GangExit:
-    """How ranks ended, from the exit files the zygote writes; missing ones are 'lost'."""
+    """How ranks ended, from the exit files the zygote writes; without them (ranks it did not
+    fork), from the outcomes that verify under the job's key; else 'lost'."""
     codes: dict[int, int] = {}
     for r in range(world):
         try:
             codes[r] = int((result_dir / EXIT.name(r)).read_text())
         except (OSError, ValueError):
-            return GangExit(False, codes, r, "lost")
+            return exit_from_outcomes(result_dir) or GangExit(False, codes, r, "lost")
     bad = [r for r, c in codes.items() if c != 0]
     if bad:
         first = first_failed(result_dir, bad)
@@ -192,6 +193,31 @@ def release_adopted(folder: JobFolder, token: str) -> None:
             write_launch(folder, token, go=True)
     except OSError:
         pass
+
+
+def exit_from_outcomes(result_dir: Path) -> GangExit | None:
+    """How a gang whose ranks are all gone ended, from the outcomes it wrote that verify under
+    the job's key (a rank's own failure marker says it failed): the first failed rank, else
+    rank 0's result; None when no outcome is the job's."""
+    from ...errors import ResultAuthError
+    from ...payload.envelope import verified_body
+    try:
+        key = bytes.fromhex(JobFolder(result_dir.parent).key_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    ranks = []
+    for path in result_dir.glob(OUTCOME.glob):
+        rank = OUTCOME.rank_of(path.name)
+        try:
+            if rank is not None and verified_body(path.read_bytes(), key):
+                ranks.append(rank)
+        except (OSError, ResultAuthError):
+            continue
+    failed = [r for r in ranks if (result_dir / FAILURE.name(r)).exists()]
+    if failed:
+        first = first_failed(result_dir, failed)
+        return GangExit(False, {r: 1 for r in failed}, first, f"rank {first} {describe_returncode(1)}")
+    return GangExit(True, {0: 0}) if 0 in ranks else None
 
 
 class Recovery:
