@@ -171,3 +171,47 @@ def test_a_forged_result_is_not_taken_as_the_outcome_after_a_restart(local_agent
     finally:
         nxt._shutdown()
         nxt.store.close()
+
+
+@pytest.fixture
+def small_home(monkeypatch):
+    """GPUJOBS_HOME on a 2 MiB tmpfs (root can mount one; skipped where mount is refused)."""
+    from support import tmpfs_home
+    with tmpfs_home(monkeypatch, "2m", "gpujobs-full-", GPUJOBS_LOCAL_GPUS="2",
+                    GPUJOBS_AGENT_IDLE_S="60") as mnt:
+        yield mnt
+
+
+def wait_then_big(gate: str):
+    import os as _os
+    import time as _t
+    print("rank up", flush=True)
+    while not _os.path.exists(gate):
+        _t.sleep(0.05)
+    return b"x" * 300_000  # a result that does not fit on the full disk
+
+
+def test_a_disk_full_failure_keeps_its_cause_across_an_agent_restart(small_home, tmp_path):
+    """Before: the failure lived only in the killed agent's memory; the next agent said
+    `lost` ("the agent stopped while the job was running …")."""
+    home = small_home
+    gate = tmp_path / "go"
+    big = gpujobs.job(wait_then_big, str(gate)).ddp(gpus=1).submit()
+    _wait(lambda: "rank up" in big.logs(), 120, "the rank")
+    filler = home / "filler"
+    with open(filler, "ab", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+    try:
+        gate.touch()
+        st = big.wait(timeout=120)
+        assert (st.phase, st.reason) == ("failed", "disk-full"), (st.phase, st.reason, st.message)
+        os.kill(agent_pids(home)["agent"], signal.SIGKILL)
+        again = big.status()  # through a new agent, the disk still full
+        assert (again.phase, again.reason) == ("failed", "disk-full"), (again.reason, again.message)
+        assert "no space left on device" in again.message, again.message
+    finally:
+        filler.unlink()

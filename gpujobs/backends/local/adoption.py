@@ -315,6 +315,13 @@ class Recovery:
                     agent._requeue(rec, recovered=True)
             elif done.message != "lost":
                 agent._finish(rec, done, note=" (ended while the agent was down)")
+            elif full := agent._no_room_for_results(rec, done):
+                # Its end (reported before the agent died) could not be stored: the disk is
+                # full; that is its cause, not the agent's stop.
+                msg = (f"its ranks ended and neither their exit status nor their result could "
+                       f"be recorded: {full}")
+                agent._update(rec, "finished", msg, phase="failed", reason="disk-full",
+                              message=msg, finished_at=time.time())
             else:
                 pids = [pid for pid, _ in runtime.get("pids", [])]
                 agent._update(rec, "finished", "lost", phase="failed", reason="lost",
