@@ -34,7 +34,7 @@ from ...errors import GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private
-from .adoption import EXIT_FILE_GRACE_S, Recovery
+from .adoption import EXIT_FILE_GRACE_S, Recovery, exit_from_outcomes
 from .forecasting import LocalForecasts
 from .gang import GangExit
 from .launchers import make_gang
@@ -363,6 +363,9 @@ class Agent(Recovery, Watching, Lifecycle):
             return ended_during_grace(done, JobFolder(rec.runtime.get("job_dir", "")).result_dir)
         if rec.stopping:
             rec.gang.terminate(0.0)
+            if rec.stopping == "preempt":  # at the deadline: a function that returned in time
+                result_dir = JobFolder(rec.runtime.get("job_dir", "")).result_dir  # is finished
+                return ended_during_grace(exit_from_outcomes(result_dir), result_dir)
             return None
         return rec.gang.poll()
 
