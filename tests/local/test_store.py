@@ -42,9 +42,8 @@ def test_a_database_without_the_jobs_table_is_refused(tmp_path):
     assert tables == ["other"]
 
 
-def test_a_new_home_gets_its_schema(tmp_path):
-    db = tmp_path / "state.db"
-    db.write_bytes(b"")  # what make_private_db leaves before SQLite opens it
+def test_a_new_home_gets_its_schema_beside_its_first_job_folder(tmp_path):
+    db = _home_with_a_job(tmp_path)  # the client writes the folder before the agent starts
     store = Store(db)
     try:
         assert store.all() == [] and store.max_seq() == 0

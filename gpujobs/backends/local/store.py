@@ -82,10 +82,12 @@ class Store:
                                            check_same_thread=False, timeout=10)
             else:
                 from .private import make_private_db
+                existed = self.path.exists()  # a new one is empty before its schema
                 make_private_db(self.path)  # 0600 whatever the umask (its WAL/SHM follow)
                 self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
                                            isolation_level=None)
-                self._refuse_if_emptied()
+                if existed:
+                    self._refuse_if_emptied()
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
@@ -96,9 +98,9 @@ class Store:
             raise _fail(self.path, exc, "opening it") from None
 
     def _refuse_if_emptied(self) -> None:
-        """A database without its jobs table (zero bytes, or another schema) beside job
-        folders lost its jobs: a StateError, never a fresh schema over them (a new home's
-        file, made empty just before, has no job folders beside it)."""
+        """A database found without its jobs table (zero bytes, or another schema) beside job
+        folders lost its jobs: a StateError, never a fresh schema over them (the first
+        agent's new file is not checked: the first job's folder is already there)."""
         has = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'")
         if has.fetchone() is None:
             folders = _job_folders(self.path.parent)
