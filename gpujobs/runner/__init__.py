@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import contract
 from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, RankEnv
+from ..filemodes import open_private, replace_private, write_private
 
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
@@ -62,13 +63,7 @@ def result_dir() -> Path | None:
 def write_outcome(blob: bytes, rank: int) -> None:
     directory = result_dir()
     if directory is not None:
-        path = outcome_path(directory, rank)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        replace_private(outcome_path(directory, rank), blob, sync=True)
     else:
         line = f"{RESULT_MARKER} {rank} {base64.b64encode(blob).decode()}\n"
         sys.stdout.write("\n" + line)
@@ -111,7 +106,7 @@ def _write_failure_marker(outcome) -> None:
     directory = result_dir()
     if directory is not None:
         try:
-            (directory / FAILURE.name(outcome.rank)).write_text(json.dumps(
+            write_private(directory / FAILURE.name(outcome.rank), json.dumps(
                 {"type": outcome.exc_type, "collateral": outcome.collateral}))
         except OSError:
             pass
@@ -149,13 +144,11 @@ def enable_faulthandler(rank: int) -> None:
     if directory is None or not hasattr(signal, "SIGUSR2"):
         return
     try:
-        fh = open(directory / STACKS.name(rank), "a")
+        fh = open_private(directory / STACKS.name(rank), "a")
         faulthandler.register(signal.SIGUSR2, file=fh, all_threads=True, chain=False)
         _KEEP.append(fh)
-        path = directory / STACKPID.name(rank)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
-        os.replace(tmp, path)
+        replace_private(directory / STACKPID.name(rank),
+                        json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
     except (OSError, ValueError, RuntimeError):
         pass
 
@@ -243,12 +236,8 @@ def wait_for_launch(gate: Path, token: str, rank: int) -> None:
     record = pid_dir / contract.PROCESS.name(pid)
     try:
         pid_dir.mkdir(mode=0o700, exist_ok=True)
-        tmp = record.with_name(record.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"pid": pid, "start": started, "rank": rank, "launch": token}, fh)
-        os.replace(tmp, record)
+        replace_private(record, json.dumps({"pid": pid, "start": started, "rank": rank,
+                                            "launch": token}))
     except OSError as exc:
         print(f"gpujobs: cannot record this rank's pid in {pid_dir}: {exc}", file=sys.stderr)
     # Recorded before the gate is read: a new agent either sees this file (and ends this

@@ -20,6 +20,7 @@ from typing import Any, Callable, Self, Sequence
 
 from ... import contract
 from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, JobFolder, RankEnv
+from ...filemodes import replace_private
 from ...spec import JobSpec
 
 
@@ -55,10 +56,7 @@ def submitter_env(job_dir: Path) -> dict[str, str]:
 def write_launch(folder: JobFolder, token: str, go: bool) -> None:
     """The start gate of ``folder``'s ranks, replaced atomically (0600): launch ``token``
     waits, or runs (``go``); a token no rank has stops every rank still at the gate."""
-    from .private import write_private
-    tmp = folder.launch_file.with_name(f"{folder.launch_file.name}.tmp")
-    write_private(tmp, contract.launch_line(token, go))
-    os.replace(tmp, folder.launch_file)
+    replace_private(folder.launch_file, contract.launch_line(token, go))
 
 
 def exit_order(result_dir: Path, rank: int) -> int:
