@@ -123,7 +123,7 @@ class GangWatch:
                 "ranks " + ", ".join(map(str, ranks)))
         sits = "; ".join(f"rank {r} in {self.where[r]}" for r in ranks if r in self.where)
         return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
-                f" (no progress, no output, CPU/GPU idle for over {limit:.0f} s)"
+                f" (no progress, no output, CPU/GPU idle for over {limit:.3g} s)"
                 + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")
 
 
