@@ -10,6 +10,8 @@ import time
 
 import psutil
 import pytest
+from ray_mpi.helpers import alive
+from support import fill, tmpfs_home, wait_for
 
 import gpujobs
 from gpujobs.backends.local import agent_pids
@@ -17,18 +19,11 @@ from gpujobs.backends.local import agent_pids
 pytestmark = pytest.mark.slow
 
 
-def _alive(pid: int) -> bool:
+def _wait(cond, timeout: float, what: str) -> None:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait(cond, timeout: float, what: str, every: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
+        wait_for(cond, timeout, every=0.02)
+    except AssertionError:
+        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def say(value):
@@ -94,7 +89,7 @@ def test_agent_killed_while_its_zygote_forks_a_gang_runs_the_job_once(
     lines = sorted(marker.read_text().split())
     assert lines == ["0", "1", "2", "3"], f"each rank must run once: {lines}"
     assert watch.seen, "the zygote forked nothing before the kill"
-    _wait(lambda: not any(_alive(p) for p in watch.seen), 30, "the old ranks to end")
+    _wait(lambda: not alive(watch.seen), 30, "the old ranks to end")
     st = job.status()
     assert st.phase == "succeeded", (st.phase, st.message)
     kinds = [e.kind for e in st.events]
@@ -117,7 +112,6 @@ def test_zygote_less_ranks_that_finish_while_the_agent_is_down_are_not_lost(loca
     """Before: ranks started without the zygote leave no exit file, and recovery marked the
     job `lost` although its signed result was on disk."""
     from inproc import drive, submit
-    from ray_mpi.helpers import alive
 
     from gpujobs.backends.local.agent import Agent
     agent = local_agent
@@ -147,7 +141,6 @@ def test_zygote_less_ranks_that_finish_while_the_agent_is_down_are_not_lost(loca
 def test_a_forged_result_is_not_taken_as_the_outcome_after_a_restart(local_agent, tmp_path):
     """A result that does not verify under the job's key is no outcome: the job is lost."""
     from inproc import drive, submit
-    from ray_mpi.helpers import alive
 
     from gpujobs.backends.local.agent import Agent
     from gpujobs.payload import new_key, seal
@@ -176,7 +169,6 @@ def test_a_forged_result_is_not_taken_as_the_outcome_after_a_restart(local_agent
 @pytest.fixture
 def small_home(monkeypatch):
     """GPUJOBS_HOME on a 2 MiB tmpfs (root can mount one; skipped where mount is refused)."""
-    from support import tmpfs_home
     with tmpfs_home(monkeypatch, "2m", "gpujobs-full-", GPUJOBS_LOCAL_GPUS="2",
                     GPUJOBS_AGENT_IDLE_S="60") as mnt:
         yield mnt
@@ -198,13 +190,7 @@ def test_a_disk_full_failure_keeps_its_cause_across_an_agent_restart(small_home,
     gate = tmp_path / "go"
     big = gpujobs.job(wait_then_big, str(gate)).ddp(gpus=1).submit()
     _wait(lambda: "rank up" in big.logs(), 120, "the rank")
-    filler = home / "filler"
-    with open(filler, "ab", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 4096)
-        except OSError:
-            pass
+    filler = fill(home)
     try:
         gate.touch()
         st = big.wait(timeout=120)
