@@ -85,14 +85,8 @@ class Adopted:
                 pass
 
     def terminate(self, grace: float = 0.0) -> None:
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.signal_all(signal.SIGKILL)
-        deadline = time.monotonic() + 5.0  # gone before their slots are handed out again
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        """Gone (or 5 s past SIGKILL) before their slots are handed out again."""
+        stop_processes(list(self.procs.values()), grace)
 
 
 def exit_from_files(result_dir: Path, world: int) -> GangExit:
