@@ -48,8 +48,8 @@ def test_start_column_forecast_for_queued_actual_for_running():
     col = headers.index("START")
     assert headers[col + 1] == "REASON"
     starts = {r[0]: r[col] for r in rows}
-    assert starts["q1"] == "~" + time.strftime("%H:%M:%S", time.localtime(now + 600)) or \
-        starts["q1"].startswith("~")  # another day: 'Dec 02 14:05'
+    assert starts["q1"] == "in ~10 min (" + time.strftime("%H:%M", time.localtime(now + 600)) + ")" or \
+        starts["q1"].startswith("in ~10 min (")  # another day: 'Dec 02 14:05'
     assert starts["q2"] == "N/A"  # nothing to go on: as squeue --start
     assert starts["r"] == time.strftime("%H:%M:%S", time.localtime(now - 60)) or len(starts["r"]) > 8
 

@@ -393,7 +393,7 @@ class Agent(Recovery, Watching, Lifecycle):
                 msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
                          message=msg, reason=reason, finished_at=time.time())
-        self.forecasts.note_finished(rec.status)
+        self.forecasts.note_finished(rec.status, rec.spec.max_runtime_s)
         self._forget(rec)
 
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
