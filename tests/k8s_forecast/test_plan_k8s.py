@@ -45,8 +45,10 @@ def test_plan_answers_from_the_cluster_and_creates_nothing(make_cluster):
     urgent = be.plan(spec("q", 2, limit=60, prio="high"))
     assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in default/free)"
     assert not later.admit_now and later.position == 1 and later.blocked_by == ("other/r",)
-    assert later.expected_start == pytest.approx(t0 + 120, abs=2)
-    assert later.basis == "expected ends from declared limit"
+    assert later.expected_start == pytest.approx(t0 + 120 + 30, abs=2)  # + r's 30 s grace
+    assert later.basis == "expected ends from declared limit + grace"
+    assert later.not_before is not None and later.not_before <= time.time()  # r may end at once
+    assert later.expected_start_range[0] <= later.expected_start <= later.expected_start_range[1]
     assert "needs 1 GPU, 0 free in cq-q" in later.reason and "other/r (running" in later.reason
     # cq-q preempts lower priorities within the queue: the high one would evict theirs
     assert urgent.preempts == ("other/r",) and not urgent.admit_now
