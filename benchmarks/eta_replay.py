@@ -15,13 +15,14 @@ reclaim Any), 8 kinds of job (4 users x 2 names) with typical runtimes drawn log
 (50/25/20/5 %); declared limits ~3x the typical runtime (lognormal sigma 0.3) rounded up to 5 s,
 15 % of jobs without a limit; 20 % fail, mostly early (10-40 % into the run); 30 % report
 progress; priorities low/normal/high 25/60/15 %; preempted runs resume from a checkpoint
-(grace 2 s). Three scenarios, one agent (history carries over): ``steady`` (~85 % load),
+(grace 2 s). First ``--warmup`` unmeasured runs of each kind (a machine in use has history);
+then three scenarios, one agent (history carries over): ``steady`` (~85 % load),
 ``heavy`` (~120 % load), ``sweeps`` (bursts of 8 one-GPU jobs of one kind, and high-priority
 4-GPU jobs that preempt).
 
 Each job's ``status()`` right after submit gives the forecast (expected_start, its range,
 not_before, queue position). Naive: position x mean runtime of finished jobs / (slots / mean
-GPUs per job). Reported per scenario, per size and per priority, over the jobs that waited
+GPUs per job; no number before a job has finished). Reported per scenario, per size and per priority, over the jobs that waited
 (queued when forecast): median and p90 absolute error of the forecast and of naive, their
 ratio, the share of actual starts inside the stated range (+-1 s for the agent's scheduling
 and spawn), jobs with no numeric forecast, and lower-bound violations (actual start before
@@ -146,8 +147,8 @@ def replay(jobs: list[dict], slots: int, finished: list[float], gpus_seen: list[
         lat = time.perf_counter() - c0
         now = time.time()
         naive = None
-        if st.phase == "queued" and st.queue_position:
-            mean_rt = statistics.mean(finished) if finished else 6.0
+        if st.phase == "queued" and st.queue_position and finished:
+            mean_rt = statistics.mean(finished)
             per = slots / (statistics.mean(gpus_seen) if gpus_seen else 1.8)
             naive = now + st.queue_position * mean_rt / per
         out.append({**j, "handle": h, "at": now, "phase": st.phase, "expected": st.expected_start,
@@ -198,6 +199,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="jobs per scenario: 60 x scale")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--slots", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2, help="unmeasured runs of each kind first (history)")
     a = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
     (home / "config.toml").write_text(CONFIG.format(half=a.slots // 2))
@@ -215,6 +217,12 @@ def main() -> None:
             "median ratio | starts inside range | lower-bound violations |\n|---|---|---|---|---|---|---|---|")
     try:
         t_start = time.time()
+        if a.warmup:  # history exists on a machine in use: each kind ran a.warmup times before
+            warm = [_job(k, rng, 0.0, gpus=1, prio="normal") for k in ks for _ in range(a.warmup)]
+            for w in warm:
+                w["fail"] = None
+            replay(warm, a.slots, finished, gpus_seen)
+            print(f"warm-up: {len(warm)} jobs (not measured), done at +{time.time() - t_start:.0f} s", flush=True)
         for sc in ("steady", "heavy", "sweeps"):
             rows = replay(make_jobs(sc, ks, rng, a.slots, a.scale), a.slots, finished, gpus_seen)
             for r in rows:

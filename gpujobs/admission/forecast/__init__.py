@@ -22,15 +22,16 @@ Expected ends, in the order they are trusted (``basis``):
 Every forecast carries ``not_before``, a true lower bound (any job holding quota may end at
 any moment, so nothing later than the forecast's own time is certain), and, with an expected
 start, ``expected_start_range`` (early, late) from two more runs with the ``EARLY_Q`` and
-``LATE_Q`` runtime quantiles (the late run: declared limits + grace, where declared).
+``LATE_Q`` runtime quantiles (the late run: declared limits + grace, where declared), for
+starts within ``RANGE_HORIZON_S``.
 
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
 """
-from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, SOURCES,
+from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, RANGE_HORIZON_S, SOURCES,
                      Forecast, History, Job, Snapshot, expected_end, expected_runtime)
 from .reasons import duration
 from .simulate import forecast, plan
 
 __all__ = ["Job", "History", "Snapshot", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
-           "duration", "SOURCES", "MODES", "EARLY_Q", "LATE_Q", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]
+           "duration", "SOURCES", "MODES", "EARLY_Q", "LATE_Q", "RANGE_HORIZON_S", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from .inputs import (AHEAD_SHOWN, HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
+from .inputs import (AHEAD_SHOWN, HORIZON_S, RANGE_HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
                      expected_runtime)
 from ...status import start_when
 from .reasons import _amount, _basis_text, _reasons, duration
@@ -31,10 +31,12 @@ class _Sim:
 
     def __init__(self, snap: Snapshot, pending: Sequence[Job], mode: str,
                  targets: set[str] | None, want_reasons: bool,
-                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S):
+                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S,
+                 until: float | None = None):
         self.snap, self.pending, self.mode = snap, pending, mode
         self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
         self.horizon_s = horizon_s
+        self.until = until  # stop past this time (the early run: past the latest expected start)
 
     def run(self) -> _Run:
         snap = self.snap
@@ -42,6 +44,7 @@ class _Sim:
         eng = snap.engine(lambda: clock[0])  # the engine's clock is the simulated time
         now = t = snap.now
         horizon = now + self.horizon_s
+        stop = min(horizon, self.until) if self.until is not None else horizon
         cut = False
         jobs: dict[str, Job] = {}
         events: list = []
@@ -135,7 +138,7 @@ class _Sim:
             if not events:
                 break
             when = events[0][0]
-            if when > horizon:
+            if when > stop:
                 cut = True  # beyond the horizon: no start (see HORIZON_S)
                 break
             t = clock[0] = when
@@ -187,9 +190,12 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         if start is not None:
             fc.expected_start = start
             fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
-            lo = early.starts.get(wid, start) if early is not None else start
-            hi = late.starts.get(wid, edge) if late is not None else start
-            fc.expected_start_range = (min(lo, start), max(hi, start))
+            if start <= now + RANGE_HORIZON_S:
+                lo = early.starts.get(wid, start) if early is not None else start
+                hi = late.starts.get(wid, edge) if late is not None else start
+                fc.expected_start_range = (min(lo, start), max(hi, start))
+            else:
+                fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
         elif not unknown_labels(wid):  # nothing unknown: it starts beyond the horizon
@@ -250,17 +256,20 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
     pess = _Sim(snap, pending, "point", None if ids is None else want, reasons,
                 None if ids is None else want, horizon_s).run()
     labels = _unknown_labels(snap, pess)
-    early, late = _range_runs(snap, pending, {w for w in want if w in pess.starts}, horizon_s)
+    early, late = _range_runs(snap, pending, {w: s for w in want if (s := pess.starts.get(w)) is not None
+                                              and s <= snap.now + RANGE_HORIZON_S}, horizon_s)
     return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s)
 
 
-def _range_runs(snap: Snapshot, pending: Sequence[Job], started: set[str],
+def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float],
                 horizon_s: float) -> tuple[_Run | None, _Run | None]:
-    """The ``early`` and ``late`` runs for the ids that got an expected start (none: no runs)."""
-    if not started:
+    """The ``early`` and ``late`` runs for the ids that got an expected start (``starts``;
+    none: no runs). The early run stops past the latest of those starts (an early end later
+    than the expected start is the expected start)."""
+    if not starts:
         return None, None
-    return (_Sim(snap, pending, "early", set(started), False, None, horizon_s).run(),
-            _Sim(snap, pending, "late", set(started), False, None, horizon_s).run())
+    return (_Sim(snap, pending, "early", set(starts), False, None, horizon_s, max(starts.values())).run(),
+            _Sim(snap, pending, "late", set(starts), False, None, horizon_s).run())
 
 
 def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
@@ -280,8 +289,8 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     pess = _Sim(snap, pending, "point", {job.id}, True, {job.id}, horizon_s).run()
     labels = _unknown_labels(snap, pess, [job])
     start = pess.starts.get(job.id)
-    early, late = _range_runs(snap, pending, {job.id} if start is not None and start > snap.now + 1e-9
-                              else set(), horizon_s)
+    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and start > snap.now + 1e-9
+                              else {}, horizon_s)
     fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True
