@@ -79,3 +79,9 @@ def test_one_start_text_in_every_view():
         assert f"starts {words}" in p.summary() and f"starts {words}" in output.plan_lines("j", p)
         for text in (st.summary(), header_html(st), output.status_lines(st), output.plan_lines("j", p)):
             assert "starts now" not in text and "Start:      now" not in text, text
+
+
+def test_range_from_json_is_a_tuple():
+    from gpujobs.status import JobStatus
+    st = JobStatus("j", "queued", expected_start_range=[10.0, 20.0], not_before=5.0)  # as JSON gives it
+    assert st.expected_start_range == (10.0, 20.0) and st.to_dict()["not_before"] == 5.0
