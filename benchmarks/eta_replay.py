@@ -11,13 +11,13 @@ Workload (of this benchmark's own design, shaped after published GPU-cluster tra
 heavy-tailed durations after Philly (ATC'19), Helios (SC'21), PAI (NSDI'22)): ``--slots`` GPU
 slots in two queues of half each sharing a cohort (within-queue preemption LowerPriority,
 reclaim Any), 8 kinds of job (4 users x 2 names) with typical runtimes drawn lognormal (median
-6 s, sigma 0.9, 2-40 s), each run lognormal around its kind's (sigma 0.35); sizes 1/2/4/8 GPUs
+10 s, sigma 0.9, 3-60 s), each run lognormal around its kind's (sigma 0.35); sizes 1/2/4/8 GPUs
 (50/25/20/5 %); declared limits ~3x the typical runtime (lognormal sigma 0.3) rounded up to 5 s,
 15 % of jobs without a limit; 20 % fail, mostly early (10-40 % into the run); 30 % report
 progress; priorities low/normal/high 25/60/15 %; preempted runs resume from a checkpoint
 (grace 2 s). First ``--warmup`` unmeasured runs of each kind (a machine in use has history);
-then three scenarios, one agent (history carries over): ``steady`` (~85 % load),
-``heavy`` (~120 % load), ``sweeps`` (bursts of 8 one-GPU jobs of one kind, and high-priority
+then three scenarios, one agent (history carries over): ``steady`` (~100 % offered load),
+``heavy`` (~140 %), ``sweeps`` (~110 %: bursts of 8 one-GPU jobs of one kind, and high-priority
 4-GPU jobs that preempt).
 
 Each job's ``status()`` right after submit gives the forecast (expected_start, its range,
@@ -42,21 +42,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-CONFIG = """
-[[local.queues]]
-name = "qa"
-gpus = {half}
+CONFIG = "".join(f"""[[local.queues]]
+name = "{q}"
+gpus = {{half}}
 cohort = "lab"
 preemption = "LowerPriority"
 reclaim = "Any"
 
-[[local.queues]]
-name = "qb"
-gpus = {half}
-cohort = "lab"
-preemption = "LowerPriority"
-reclaim = "Any"
-"""
+""" for q in ("qa", "qb"))
 GRACE = 2.0
 TOL = 1.0  # s: the agent's scheduling pass and the gang's spawn, allowed around the range
 SIZES = ((1, 0.50), (2, 0.25), (4, 0.20), (8, 0.05))
@@ -94,13 +87,13 @@ def kinds(rng: random.Random) -> list[dict]:
     for u in ("ann", "bob", "cy", "dee"):
         for n in ("train", "eval"):
             out.append({"user": u, "name": f"{u}-{n}", "queue": "qa" if u in ("ann", "bob") else "qb",
-                        "typical": min(40.0, max(2.0, rng.lognormvariate(math.log(6.0), 0.9)))})
+                        "typical": min(60.0, max(3.0, rng.lognormvariate(math.log(10.0), 0.9)))})
     return out
 
 
 def make_jobs(scenario: str, kinds_: list[dict], rng: random.Random, slots: int, scale: float) -> list[dict]:
     mean_gpu_s = sum(g * p for g, p in SIZES) * statistics.mean(k["typical"] for k in kinds_)
-    load = {"steady": 0.85, "heavy": 1.2, "sweeps": 0.9}[scenario]
+    load = {"steady": 1.0, "heavy": 1.4, "sweeps": 1.1}[scenario]
     rate = load * slots / mean_gpu_s
     n = max(10, int(60 * scale))
     jobs, t = [], 0.0
