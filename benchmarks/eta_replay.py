@@ -16,8 +16,8 @@ reclaim Any), 8 kinds of job (4 users x 2 names) with typical runtimes drawn log
 15 % of jobs without a limit; 20 % fail, mostly early (10-40 % into the run); 30 % report
 progress; priorities low/normal/high 25/60/15 %; preempted runs resume from a checkpoint
 (grace 2 s). First ``--warmup`` unmeasured runs of each kind (a machine in use has history);
-then three scenarios, one agent (history carries over): ``steady`` (~100 % offered load),
-``heavy`` (~140 %), ``sweeps`` (~110 %: bursts of 8 one-GPU jobs of one kind, and high-priority
+then three scenarios, one agent (history carries over): ``steady`` (~120 % offered load
+while it lasts), ``heavy`` (~160 %), ``sweeps`` (~130 %: bursts of 8 one-GPU jobs of one kind, and high-priority
 4-GPU jobs that preempt).
 
 Each job's ``status()`` right after submit gives the forecast (expected_start, its range,
@@ -93,7 +93,7 @@ def kinds(rng: random.Random) -> list[dict]:
 
 def make_jobs(scenario: str, kinds_: list[dict], rng: random.Random, slots: int, scale: float) -> list[dict]:
     mean_gpu_s = sum(g * p for g, p in SIZES) * statistics.mean(k["typical"] for k in kinds_)
-    load = {"steady": 1.0, "heavy": 1.4, "sweeps": 1.1}[scenario]
+    load = {"steady": 1.2, "heavy": 1.6, "sweeps": 1.3}[scenario]
     rate = load * slots / mean_gpu_s
     n = max(10, int(60 * scale))
     jobs, t = [], 0.0
@@ -121,7 +121,36 @@ def _job(k: dict, rng: random.Random, t: float, gpus: int | None = None, prio: s
             "gpus": gpus or _pick(rng, SIZES), "prio": prio or _pick(rng, PRIOS)}
 
 
-def replay(jobs: list[dict], slots: int, finished: list[float], gpus_seen: list[int]) -> list[dict]:
+class Finished:
+    """Runtimes of finished jobs for the naive estimator, read every 2 s by one ``jobs()`` call in
+    a thread (so the submitting loop keeps the trace's pace)."""
+
+    def __init__(self) -> None:
+        import threading
+        self.runtimes: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self) -> None:
+        from gpujobs.backends import get_backend
+        while not self._stop.wait(2.0):
+            try:
+                for st in get_backend("local").jobs():
+                    if st.terminal and st.started_at and st.finished_at:
+                        self.runtimes[st.job_id] = st.finished_at - st.started_at
+            except Exception:  # noqa: BLE001 - the agent may be between starts
+                pass
+
+    def values(self) -> list[float]:
+        return list(self.runtimes.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def replay(jobs: list[dict], slots: int, finished: Finished, gpus_seen: list[int]) -> list[dict]:
     import gpujobs
     t0 = time.time()
     out = []
@@ -140,21 +169,15 @@ def replay(jobs: list[dict], slots: int, finished: list[float], gpus_seen: list[
         lat = time.perf_counter() - c0
         now = time.time()
         naive = None
-        if st.phase == "queued" and st.queue_position and finished:
-            mean_rt = statistics.mean(finished)
+        done = finished.values()
+        if st.phase == "queued" and st.queue_position and done:
+            mean_rt = statistics.mean(done)
             per = slots / (statistics.mean(gpus_seen) if gpus_seen else 1.8)
             naive = now + st.queue_position * mean_rt / per
         out.append({**j, "handle": h, "at": now, "phase": st.phase, "expected": st.expected_start,
                     "range": st.expected_start_range, "not_before": st.not_before, "naive": naive,
                     "basis": st.expected_start_basis, "latency": lat})
         gpus_seen.append(j["gpus"])
-        for r in out[:-5] if len(out) % 5 == 0 else ():  # runtimes of finished jobs, for naive
-            if "done" not in r:
-                s = r["handle"].status()
-                if s.terminal:
-                    r["done"] = True
-                    if s.started_at and s.finished_at:
-                        finished.append(s.finished_at - s.started_at)
     for r in out:
         s = r["handle"].status()
         while not s.terminal:
@@ -203,7 +226,7 @@ def main() -> None:
     get_backend.cache_clear()
     rng = random.Random(a.seed)
     ks = kinds(rng)
-    finished: list[float] = []
+    finished = Finished()
     gpus_seen: list[int] = []
     allrows: list[dict] = []
     head = ("| population | waited | no number | forecast median / p90 (s) | naive median / p90 (s) | "
@@ -223,6 +246,7 @@ def main() -> None:
             allrows += rows
             print(f"scenario {sc}: {len(rows)} jobs, done at +{time.time() - t_start:.0f} s", flush=True)
     finally:
+        finished.stop()
         stop_agent()
     print(head)
     for sc in ("steady", "heavy", "sweeps"):
