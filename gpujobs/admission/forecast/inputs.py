@@ -22,7 +22,7 @@ PROGRESS_SPREAD = 0.25  # the range's ends around a progress rate's end: +-25 % 
 AHEAD_SHOWN = 3    # pending workloads named in a reason
 BLOCKED_BY_MAX = 10  # pending ids ahead listed in blocked_by (holders are all listed)
 HORIZON_S = 2 * 86400.0  # how far ahead starts are simulated (SLURM's bf_window is 1 day)
-RANGE_HORIZON_S = 6 * 3600.0  # starts further ahead get no range (its two runs cost most there)
+RANGE_HORIZON_S = 3 * 3600.0  # starts further ahead get no range (its two runs cost most there)
 
 
 # ------------------------------------------------------------------ inputs

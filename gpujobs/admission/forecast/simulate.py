@@ -289,8 +289,8 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     pess = _Sim(snap, pending, "point", {job.id}, True, {job.id}, horizon_s).run()
     labels = _unknown_labels(snap, pess, [job])
     start = pess.starts.get(job.id)
-    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and start > snap.now + 1e-9
-                              else {}, horizon_s)
+    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and
+                              snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s)
     fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True
