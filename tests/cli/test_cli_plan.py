@@ -96,7 +96,8 @@ def test_cli_plan_and_queue_start(jobs_cli):
     waiter = next(line for line in table if "waiter" in line)
     assert " ~" in waiter and "needs 1 GPU" in waiter
     st = json.loads(cli("status", q.stdout.split()[-1], "-o", "json", env=env).stdout)
-    assert st["expected_start_basis"] == "expected ends from declared limit"
+    assert st["expected_start_basis"] == "expected ends from declared limit + grace"
+    assert st["not_before"] <= time.time() and st["expected_start_range"][0] <= st["expected_start"]
     assert len(st["blocked_by"]) == 1 and st["blocked_by"][0].startswith("holder-")
 
 
