@@ -85,7 +85,14 @@ class FlavorAssignment(Preemption):
                     return asg
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
-                for f in rg.flavors:
+                # Kueue LastTriedFlavorIdx: the scan resumes after the flavor tried last
+                start = e.last[0].get((ps_name, r), -1) + 1 if e.last is not None else 0
+                attempted = -1
+                for i in range(start, len(rg.flavors)):
+                    f = rg.flavors[i]
+                    attempted = i
+                    if e.pin is not None and e.pin.get((ps_name, r), f) != f:
+                        continue  # recomputing: only the flavor nominated first (NominationMapping)
                     if self._flavors is not None and (f not in self._flavors
                                                       or not self._flavors[f].admits(e.pspecs[ps_name])):
                         continue  # an untolerated taint or a node selector it does not match
@@ -111,6 +118,7 @@ class FlavorAssignment(Preemption):
                     return asg
                 f, per = best
                 for rr, (rr_mode, borrow) in per.items():
+                    asg.tried[(ps_name, rr)] = -1 if attempted == len(rg.flavors) - 1 else attempted
                     flavors[rr] = f
                     asg.modes[(ps_name, rr)] = rr_mode
                     fr = (f, rr)

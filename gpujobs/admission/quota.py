@@ -51,6 +51,10 @@ class _Entry:
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
     pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
+    # Kueue's LastAssignment: the flavor scan's progress, (tried, cq generation, cycle) with
+    # tried {(pod set, resource): index of the last flavor tried, -1 once all were}
+    last: tuple | None = None
+    pin: dict | None = None                      # NominationMapping while recomputing
 
 
 @dataclass
@@ -62,6 +66,7 @@ class _Asg:
     need: set = field(default_factory=set)        # frs whose mode is Preempt
     borrow: int = 0
     modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
+    tried: dict = field(default_factory=dict)     # (pod set, resource) -> last flavor index tried
 
 
 class _RG:
@@ -118,6 +123,7 @@ class _CQ:
         self.admitted_prios: Counter = Counter()
         self.parked: dict[tuple, Key] = {}  # shape -> key of the head that could not be admitted
         self.stalled = False                 # every head is parked: skip until something changes
+        self.generation = 0                  # Kueue AllocatableResourceGeneration: +1 per release
         self.bwc = spec.borrow_within_cohort != "Never"
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known

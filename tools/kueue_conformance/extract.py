@@ -404,7 +404,8 @@ def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_tes
 def main() -> None:
     import yaml
     repo, tag = sys.argv[1], sys.argv[2]
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else OUT
+    out.mkdir(parents=True, exist_ok=True)
     hier = ("pkg/scheduler/preemption/preemption_hierarchical_test.go", "TestHierarchicalPreemptions")
     for fname, test, fn in (("preemption_test.TestPreemption.yaml", "TestPreemption", preemption_cases),
                             ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
@@ -423,7 +424,7 @@ def main() -> None:
                   f"# ({cases[0]['source']['file']}, {test}); {n_ok} of {len(cases)} cases extracted,\n"
                   f"# the others say why under `skip`. Semantics of the fields: README.md here.\n")
         doc = {"fixtures": FIXTURES[test], "cases": cases}
-        (OUT / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
+        (out / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
         print(fname, n_ok, "of", len(cases))
 
 
