@@ -501,7 +501,8 @@ class Engine(FlavorAssignment, Queues):
                          reserved_at: float | None = None, check: bool = True) -> Admission:
         """Re-enter a workload that is already running (re-adopted after a restart, or read
         from a cluster) and charge its quota without waiting for room. ``flavor`` is one flavor
-        for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments);
+        for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments: a
+        resource it gives no flavor is charged to no quota, as in Kueue);
         None picks the first flavor of each resource group. ``reserved_at`` is when its quota
         was reserved (preemption takes the most recently admitted first). Raises like
         :meth:`add` when its queue is unknown or (unless ``check=False``: a cluster's record of
@@ -520,9 +521,9 @@ class Engine(FlavorAssignment, Queues):
                 if isinstance(flavor, str):
                     f = flavor
                 elif isinstance(flavor, Mapping):
-                    f = (flavor.get(ps_name) or {}).get(r) or (rg.flavors[0] if rg else None)
+                    f = (flavor.get(ps_name) or {}).get(r)
                     if f is None:
-                        continue
+                        continue  # no flavor assigned: Kueue charges it to no quota (flavor "")
                 else:
                     assert rg is not None  # (no flavor given and no resource group: skipped above)
                     f = rg.flavors[0]

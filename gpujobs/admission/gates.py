@@ -82,6 +82,8 @@ GATES: tuple[Gate, ...] = (
        "usage-based LocalQueue ordering; needs admissionFairSharing configured (not modelled)"),
     _g("TopologyAwareScheduling", (True, 402), (True, 683), (True, 645), "n/a",
        "topology-aware scheduling (not modelled)"),
+    _g("TASRecomputeAssignmentWithinSchedulingCycle", (False, 0), (True, 903), (True, 830), "n/a",
+       "recompute a topology assignment within the cycle (topology-aware scheduling: not modelled)"),
 )
 BY_NAME = {g.name: g for g in GATES}
 

@@ -10,6 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 import runner  # noqa: E402
 
+from gpujobs.admission import gates as GATES  # noqa: E402
+
 CASES = runner.load()
 DIFFERENCES = runner.differences()
 
@@ -43,7 +45,7 @@ def test_suite_size_and_sources():
     assert len(replayed) >= 80, len(replayed)
     for c in replayed:
         src = c["source"]
-        assert src["repo"] == "kubernetes-sigs/kueue" and src["ref"] == "v0.19.2"
+        assert src["repo"] == "kubernetes-sigs/kueue" and src["ref"] == GATES.REFS[c["kueue_version"]]
         assert src["file"].startswith("pkg/scheduler/") and src["test"] and src["case"]
     ids = {runner.case_id(c) for _, _, c in CASES}
     for cid, why in DIFFERENCES.items():

@@ -13,25 +13,26 @@ HERE = Path(__file__).parent
 
 
 def load() -> list[tuple[str, dict, dict]]:
-    """(file name, fixtures, case) for every case of every data file."""
+    """(file name, fixtures, case) for every case of every data file, one folder per Kueue
+    version (``<version>/<file>.yaml``); each case gets its file's ``kueue_version``."""
     out = []
-    for path in sorted(HERE.glob("*.yaml")):
-        if path.name == "differences.yaml":
-            continue
+    for path in sorted(HERE.glob("*/*.yaml")):
         doc = yaml.safe_load(path.read_text())
         for case in doc["cases"]:
-            out.append((path.name, doc.get("fixtures") or {}, case))
+            case["kueue_version"] = doc["kueue_version"]
+            out.append((f"{path.parent.name}/{path.name}", doc.get("fixtures") or {}, case))
     return out
 
 
 def differences() -> dict[str, str]:
-    """'<test>/<case>' -> why the engine is expected to differ (docs/admission.md lists them)."""
+    """'<version>/<test>/<case>' -> why the engine is expected to differ (docs/admission.md
+    lists them); an entry names the versions whose case it is."""
     doc = yaml.safe_load((HERE / "differences.yaml").read_text()) or {}
-    return {f"{d['test']}/{d['case']}": d["why"] for d in doc.get("differences", [])}
+    return {f"{v}/{d['test']}/{d['case']}": d["why"] for d in doc.get("differences", []) for v in d["versions"]}
 
 
 def case_id(case: dict) -> str:
-    return f"{case['source']['test']}/{case['source']['case']}"
+    return f"{case['kueue_version']}/{case['source']['test']}/{case['source']['case']}"
 
 
 def _queue(d: dict) -> ClusterQueue:
@@ -109,7 +110,9 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     if "resourceFlavors" in fixtures:  # the test's ResourceFlavor objects (labels, taints)
         flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
                                   tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
+    # the case's Kueue version decides the feature gates' defaults, the case may set some
     eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
+                 kueue_version=case["kueue_version"], feature_gates=case.get("feature_gates"),
                  flavors=flavors, fair_sharing=bool(case.get("fair_sharing")),
                  fair_sharing_strategies=tuple(case.get("strategies") or
                                                ("LessThanOrEqualToFinalShare", "LessThanInitialShare")))
