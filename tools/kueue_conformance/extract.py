@@ -88,6 +88,8 @@ class Evaluator:
             return out
         if k == "call":
             f = x[1]
+            if f[0] == "index":  # a generic instantiation: ptr.To[int32](0)
+                f = f[1]
             args = [self.ev(a[1]) if a[0] == "spread" else self.ev(a) for a in x[2]]
             spread = [a for a in x[2] if a[0] == "spread"]
             if spread:
