@@ -127,3 +127,11 @@ def basis(version: str | None = None, overrides: Mapping[str, bool] | None = Non
     vals = feature_gates(v, overrides)
     gates = ", ".join(f"{g.name}={'on' if vals[g.name] else 'off'}" for g in GATES if g.engine == "modelled")
     return f"Kueue {v} scheduler ({gates})"
+
+
+def with_basis(plan, version: str | None, source: str):  # noqa: ANN001, ANN201 - a status.Plan
+    """``plan`` with the Kueue version its admission followed (and where that version came
+    from) added to its basis."""
+    import dataclasses
+    line = f"admission as {basis(version)}, {source}"
+    return dataclasses.replace(plan, basis=f"{plan.basis}; {line}" if plan.basis else line)
