@@ -186,6 +186,16 @@ class Engine(FlavorAssignment, Queues):
     def usage(self, queue: str) -> dict[tuple[str, str], float]:
         return dict(self._cqs[self.cluster_queue_of(queue)].usage)
 
+    def weighted_share(self, name: str) -> float:
+        """Kueue's weighted share of a ClusterQueue or Cohort (its dominant resource share over
+        its fair weight, x1000: the metrics ``cluster_queue_weighted_share`` /
+        ``cohort_weighted_share``); SpecError for an unknown name."""
+        node = self._cqs.get(name) or self._cohorts.get(name)
+        if node is None:
+            raise SpecError("name", f"no ClusterQueue or Cohort {name!r}",
+                            f"use one of {', '.join(sorted({*self._cqs, *self._cohorts}))}")
+        return fairsharing.drs(self, node).share()
+
     # ----------------------------------------------------------- can it ever fit
     def can_ever_fit(self, w: Workload) -> tuple[bool, str]:
         """Whether ``w`` fits its queue when everything else is idle, and why not (with numbers)."""

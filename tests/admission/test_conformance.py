@@ -46,7 +46,8 @@ def test_suite_size_and_sources():
     for c in replayed:
         src = c["source"]
         assert src["repo"] == "kubernetes-sigs/kueue" and src["ref"] == GATES.REFS[c["kueue_version"]]
-        assert src["file"].startswith("pkg/scheduler/") and src["test"] and src["case"]
+        assert src["file"].startswith(("pkg/scheduler/", "test/integration/singlecluster/scheduler/"))
+        assert src["test"] and src["case"]
     ids = {runner.case_id(c) for _, _, c in CASES}
     for cid, why in DIFFERENCES.items():
         assert cid in ids and len(why) > 20, cid

@@ -74,6 +74,8 @@ class Evaluator:
                 return a + b
             if x[1] == "-":
                 return a - b
+            if x[1] == "/":
+                return a / b
             raise Unsupported(f"operator {x[1]}")
         if k == "comp":
             t = x[1]
@@ -492,6 +494,10 @@ SUITES = {"v0.17.0": ("scheduler_test.TestSchedule.yaml", "preemption_test.TestP
           "v0.20": SIX + ("scheduler_recompute_preemption_test.TestScheduleRecomputePreemptionTargets.yaml",)}
 
 
+# the versions whose integration specs (scenarios.SPECS) are extracted too
+INTEGRATION = ("v0.19.2", "v0.20")
+
+
 def main() -> None:
     import yaml
     repo, version = sys.argv[1], GATES.kueue_version(sys.argv[2])
@@ -510,6 +516,21 @@ def main() -> None:
         doc = {"kueue_version": version, "fixtures": FIXTURES[test], "cases": cases}
         (out / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
         print(fname, n_ok, "of", len(cases))
+    if version in INTEGRATION:
+        import scenarios
+        by_file: dict[str, list] = {}
+        for path, when, it in scenarios.SPECS:
+            src = git_show(repo, ref, path)
+            by_file.setdefault(path, []).extend(scenarios.spec_cases(src, path, when, it, ref, Evaluator))
+        for path, cases in by_file.items():
+            fname = f"integration.{Path(path).stem}.yaml"
+            n_ok = sum("skip" not in c for c in cases)
+            header = (f"# Extracted by tools/kueue_conformance/extract.py (scenarios.py) from kubernetes-sigs/kueue\n"
+                      f"# {ref} ({path}, the Ginkgo specs scenarios.SPECS names); {n_ok} of {len(cases)} specs\n"
+                      f"# extracted as steps, the others say why under `skip`. Semantics: ../README.md.\n")
+            doc = {"kueue_version": version, "fixtures": {}, "cases": cases}
+            (out / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
+            print(fname, n_ok, "of", len(cases))
 
 
 if __name__ == "__main__":
