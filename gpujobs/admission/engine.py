@@ -291,14 +291,15 @@ class Engine(FlavorAssignment, Queues):
         """Kueue lastAssignmentOutdated: with FlavorFungibilityPreserveScanProgress progress
         recorded in this or the previous cycle is kept; otherwise it goes once quota was
         released in the queue (its AllocatableResourceGeneration advanced)."""
-        assert e.last is not None
-        if self._preserve_scan and self._cycle_no - e.last[2] <= 1:
+        last = e.last
+        assert last is not None
+        if self._preserve_scan and self._cycle_no - last[2] <= 1:
             return False
-        return e.cq.generation > e.last[1]
+        return e.cq.generation > last[1]
 
     def _record(self, e: _Entry, asg: _Asg) -> None:
         """Kueue recordAssignment: the assignment's scan progress becomes the entry's."""
-        e.last = (asg.tried, e.cq.generation, self._cycle_no)
+        e.last = (asg.tried, e.cq.generation, self._cycle_no, asg.left)
 
     def _skipped(self, e: _Entry) -> None:
         """Kueue markSkipped: the progress is dropped unless PreserveScanProgress keeps it."""
@@ -306,9 +307,12 @@ class Engine(FlavorAssignment, Queues):
             e.last = None
 
     @staticmethod
-    def _scan_from(e: _Entry) -> frozenset:
-        """Where the next flavor scan starts (empty: from the first flavor everywhere)."""
-        return frozenset((k, i) for k, i in e.last[0].items() if i >= 0) if e.last is not None else frozenset()
+    def _scan_from(e: _Entry) -> frozenset | None:
+        """Where the next flavor scan starts (None: from the first flavor everywhere)."""
+        last = e.last
+        if last is None or not last[3]:
+            return None
+        return frozenset((k, i) for k, i in last[0].items() if i >= 0)
 
     def _nominate(self, e: _Entry) -> tuple[_Asg, "_Targets"]:
         """Kueue getAssignments: the flavor assignment and, if it preempts, the targets."""
@@ -367,7 +371,7 @@ class Engine(FlavorAssignment, Queues):
                 continue
             cq.hold = {}
             home = cq.root
-            if e.last is not None and self._outdated(e):
+            if e.last is not None and e.cq.generation > e.last[1] and self._outdated(e):
                 e.last = None
             scan_from = self._scan_from(e)
             cached = cq.nominated
@@ -407,7 +411,7 @@ class Engine(FlavorAssignment, Queues):
             if self._recompute_overlap and any(t.w.id in victims for t in targets):
                 asg, targets = self._recompute(e, asg, victims)
                 deferred = asg.mode == FIT  # Kueue DeferredFit: it fits once those victims are gone
-            pending_flavors = e.last is not None and any(i >= 0 for i in e.last[0].values())
+            pending_flavors = e.last is not None and e.last[3]
             if asg.mode == NOFIT:
                 if not pending_flavors:  # Kueue requeues it at once while flavors are left to try
                     self._park(e)

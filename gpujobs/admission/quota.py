@@ -51,8 +51,9 @@ class _Entry:
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
     pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
-    # Kueue's LastAssignment: the flavor scan's progress, (tried, cq generation, cycle) with
-    # tried {(pod set, resource): index of the last flavor tried, -1 once all were}
+    # Kueue's LastAssignment: the flavor scan's progress, (tried, cq generation, cycle,
+    # flavors left) with tried {(pod set, resource): index of the last flavor tried, -1 once
+    # all were}; flavors left: some index is not -1 (Kueue PendingFlavors)
     last: tuple | None = None
     pin: dict | None = None                      # NominationMapping while recomputing
 
@@ -67,6 +68,7 @@ class _Asg:
     borrow: int = 0
     modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
     tried: dict = field(default_factory=dict)     # (pod set, resource) -> last flavor index tried
+    left: bool = False                            # a scan stopped before its last flavor
 
 
 class _RG:
