@@ -1,4 +1,5 @@
-"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
+"""The admission engine: Kueue's scheduler, cohort trees included, without an API server, as
+the Kueue version chosen for it runs it (its feature gates' defaults: :mod:`.gates`).
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.
@@ -10,7 +11,8 @@ in order, ``flavorFungibility``), find preemption targets for heads that need th
 (``preemption``: the classical candidate generator, fill-back), order the heads (fit within
 nominal before borrowing, then priority, then FIFO) and process them in that order: a head
 is admitted or issues its preemptions only if it still fits once every victim of this cycle
-is taken out, and a head whose targets were already claimed in this cycle waits.
+is taken out, and a head whose targets were already claimed in this cycle waits (or, with
+RecomputeAssignmentUponPreemptionTargetsOverlap, is assigned again without those victims).
 
 Cost: pending workloads live in one heap per (queue, request shape) (Kueue's scheduling
 equivalence: equal shapes fit or fail alike); a head that cannot be admitted is parked until

@@ -90,7 +90,7 @@ class FlavorAssignment(Preemption):
                 best, best_mode = None, (NOFIT, 1 << 30)
                 start = resume.get((ps_name, r), -1) + 1 if resume else 0
                 attempted = -1
-                for attempted, f in enumerate(rg.flavors[start:] if start else rg.flavors, start):
+                for attempted, f in enumerate(rg.flavors[start:] if start else rg.flavors, start):  # noqa: B007 (read after it)
                     if pin is not None and pin.get((ps_name, r), f) != f:
                         continue  # recomputing: only the flavor nominated first (NominationMapping)
                     if self._flavors is not None and (f not in self._flavors
