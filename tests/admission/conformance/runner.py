@@ -35,7 +35,9 @@ def case_id(case: dict) -> str:
     return f"{case['kueue_version']}/{case['source']['test']}/{case['source']['case']}"
 
 
-def _queue(d: dict) -> ClusterQueue:
+def _groups(d: dict) -> tuple[list[dict], dict, dict]:
+    """A queue's or cohort's resource groups as ({flavor: {resource: nominal}} per group,
+    borrowing limits, lending limits)."""
     groups, blim, llim = [], {}, {}
     for rg in d.get("resource_groups", []):
         group = {}
@@ -47,6 +49,11 @@ def _queue(d: dict) -> ClusterQueue:
                 if "lending_limit" in q:
                     llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
         groups.append(group)
+    return groups, blim, llim
+
+
+def _queue(d: dict) -> ClusterQueue:
+    groups, blim, llim = _groups(d)
     return ClusterQueue(
         d["name"], None, resource_groups=groups, cohort=d.get("cohort"),
         borrowing_limit=blim or None, lending_limit=llim or None,
@@ -60,15 +67,8 @@ def _queue(d: dict) -> ClusterQueue:
 
 
 def _cohort(c: dict) -> Cohort:
-    quota, blim, llim = {}, {}, {}
-    for rg in c.get("resource_groups", []):
-        for fq in rg:
-            quota[fq["flavor"]] = {r: q["nominal"] for r, q in fq["resources"].items()}
-            for r, q in fq["resources"].items():
-                if "borrowing_limit" in q:
-                    blim.setdefault(fq["flavor"], {})[r] = q["borrowing_limit"]
-                if "lending_limit" in q:
-                    llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
+    groups, blim, llim = _groups(c)
+    quota = {f: res for g in groups for f, res in g.items()}
     return Cohort(c["name"], quota, parent=c.get("parent"), borrowing_limit=blim or None,
                   lending_limit=llim or None, fair_weight=float(c.get("fair_weight", 1.0)))
 
