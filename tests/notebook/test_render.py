@@ -107,3 +107,41 @@ def test_queued_job_shows_reason_and_expected_start():
     assert list(df["start"]) == ["in ~12m00s", "unknown"]
     assert "<b>" in header_html(status("running", started_at=now)) and \
         "gpujobs-start" not in header_html(status("running", started_at=now))
+
+
+def test_header_says_the_phase_once():
+    """#31: the badge said 'running' and the timing 'running 20s' next to it."""
+    from gpujobs.views.html import header_html
+    running = status("running", started_at=1000.0, gang_ready=2)
+    html = re.sub(r"<[^>]+>", " ", header_html(running))
+    assert len(re.findall(r"\brunning\b", html)) == 1, html
+    assert re.search(r"\bfor \d+", html), html
+    text = render_job_text(running)
+    assert text.count("running") == 1, text
+    done = status("succeeded", started_at=1000.0, finished_at=1008.0)
+    assert "ran 8s" in header_html(done)
+
+
+def _font_covers(ch: str) -> bool | None:
+    import shutil
+    import subprocess
+    if shutil.which("fc-list") is None:
+        return None
+    out = subprocess.run(["fc-list", f":charset={ord(ch):x}", "family"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return bool(out.strip())
+
+
+def test_every_glyph_of_the_job_card_has_a_font():
+    """#31: the ⓘ of the CPU chip rendered as a box in Debian Chromium (no installed font has
+    it). Every non-ASCII character the card uses must be in some installed font."""
+    import html as _html
+    import pytest
+    st = status("running", started_at=1000.0, gang_ready=2, cpu_ranks=True,
+                message="rank 1 failed … retrying")
+    text = _html.unescape(re.sub(r"<[^>]+>", " ", render_job_html(st)) + render_job_text(st))
+    chars = sorted({c for c in text if ord(c) > 127})
+    covered = {c: _font_covers(c) for c in chars}
+    if any(v is None for v in covered.values()):
+        pytest.skip("no fontconfig (fc-list) to ask")
+    assert all(covered.values()), {f"U+{ord(c):04X}": v for c, v in covered.items()}
