@@ -161,6 +161,25 @@ def cell_job_name(cell: str, count: int, returns: tuple[str, ...] = ()) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 not hasattr(builtins, node.func.id) and ok(node.func.id):
             return ok(node.func.id)
-    assigned = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name) and ok(t.id)]
-    return ok(assigned[-1]) if assigned else f"cell-{count}"
+    assigned = [ok("-".join(names)) for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and not _is_context_call(node.value)
+                for names in [_target_names(node.targets)] if names and ok("-".join(names))]
+    return assigned[-1] if assigned else f"cell-{count}"
+
+
+def _target_names(targets: list[ast.expr]) -> list[str]:
+    """``a = …`` -> [a]; ``total, world = …`` -> [total, world]; attributes, subscripts: []."""
+    out: list[str] = []
+    for t in targets:
+        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+        out += [e.id for e in elts if isinstance(e, ast.Name)]
+    return out
+
+
+def _is_context_call(value: ast.expr) -> bool:
+    """``gpujobs.context()`` / ``context()``: every cell's ``ctx``, never what it is about."""
+    if not isinstance(value, ast.Call):
+        return False
+    f = value.func
+    return (isinstance(f, ast.Attribute) and f.attr == "context") or \
+        (isinstance(f, ast.Name) and f.id == "context")

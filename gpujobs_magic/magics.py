@@ -22,6 +22,14 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def _prompt_count(shell: Any) -> int | None:
+    """The number in this cell's ``In [N]`` prompt: IPython's own count for ``Out[N]``
+    (``execution_count`` is already N + 1 while the cell runs in IPython 9, N in 8)."""
+    hook = getattr(shell, "displayhook", None)
+    count = getattr(hook, "prompt_count", None)
+    return count if isinstance(count, int) and count > 0 else None
+
+
 #: a spec error's Python fixes, and the cell's flags that set the same field
 MAGIC_HINTS = {".image('JOB')": "--image JOB", ".queue('JOB')": "--queue JOB",
                ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME"}
@@ -74,7 +82,7 @@ class GpuJobMagics(Magics):
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"%%gpujob -o: {args.out!r} is not a Python name")
         self.cells += 1
-        count = getattr(self.shell, "execution_count", None) or self.cells
+        count = _prompt_count(self.shell) or self.cells
         cellfn = compile_cell(cell, self._user_ns, shell=self.shell, returns=returns,
                               name=f"cell_{count}")
         try:

@@ -291,6 +291,25 @@ def test_job_names_are_derived_from_the_cell():
     assert cell_job_name("import torch\nloss_value = torch.zeros(1)\n", 3) == "loss-value"
     assert cell_job_name("print(1)\n", 7) == "cell-7"
     assert cell_job_name("x = (", 2) == "cell-2"
-    import gpujobs
+    # #31: `ctx = gpujobs.context()` named every job "ctx"; tuple targets were skipped
+    assert cell_job_name("import gpujobs\nctx = gpujobs.context()\nprint(ctx.rank)\n", 4) == "cell-4"
+    assert cell_job_name("ctx = gpujobs.context()\nt = 1\ntotal, world = t, ctx.world_size\n", 4) \
+        == "total-world"
     for cell in ("# Ünïcödé!!", "# " + "x" * 80, "# 9 lives"):
         gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name
+
+
+def test_cell_number_in_names_is_the_prompt_number(shell, monkeypatch):
+    """#31: a cell run as In [19] made a job named cell-20 (IPython 9 counts ahead)."""
+    seen = {}
+
+    def fake_submit(fn, **kw):
+        seen.update(kw, fn=fn)
+        return None
+    monkeypatch.setattr(gpujobs, "submit", fake_submit)
+    for _ in range(3):
+        shell.run_cell("x = 1", store_history=True)
+    res = shell.run_cell("%%gpujob\nprint(1)\n", store_history=True)
+    assert res.error_in_exec is None, res.error_in_exec
+    assert seen["name"] == f"cell-{res.execution_count}", (seen["name"], res.execution_count)
+    assert seen["fn"].__name__ == f"cell_{res.execution_count}"
