@@ -49,6 +49,16 @@ def transform(cell: str, shell: Any | None) -> str:
     return src
 
 
+def register_source(src: str, name: str) -> str:
+    """Put the cell's lines into linecache under the file name its code is compiled with (so
+    tracebacks here and, shipped with the call, in the ranks show them); returns that name."""
+    import linecache
+    filename = f"<{name}>"
+    lines = [ln + "\n" for ln in src.splitlines()]
+    linecache.cache[filename] = (len(src), None, lines, filename)
+    return filename
+
+
 def _parse(src: str, filename: str) -> ast.Module:
     try:
         tree = ast.parse(src, filename)
@@ -94,8 +104,8 @@ def compile_cell(cell: str, namespace: Mapping[str, Any], *, shell: Any | None =
     With ``returns`` the function returns ``{name: value}`` for those names; otherwise
     the value of a final expression (like IPython), else None.
     """
-    filename = f"<{name}>"
     src = transform(cell, shell)
+    filename = register_source(src, name)
     tree = _parse(src, filename)
     reads, assigned = analyse(src, filename)
     for r in returns:

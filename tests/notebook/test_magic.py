@@ -215,6 +215,8 @@ def test_remote_error_with_wait_is_raised_as_its_own_type(shell, no_leftovers):
     res, _ = run(shell, "--gpus 2 --wait -o job", "import gpujobs\nif gpujobs.context().rank == 1:\n"
                  "    raise KeyError('rank one broke')\n")
     assert isinstance(res.error_in_exec, KeyError) and "rank one broke" in str(res.error_in_exec)
+    tb = res.error_in_exec.remote_traceback  # #31: the cell's own line, not just <dynamic-code>
+    assert "raise KeyError('rank one broke')" in tb and "<dynamic-code>" not in tb, tb
     assert shell.user_ns["job"].status().phase == "failed"
     no_leftovers(shell.user_ns["job"].id)
 
