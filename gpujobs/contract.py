@@ -99,7 +99,7 @@ AGENT_IDLE_S = "GPUJOBS_AGENT_IDLE_S"
 DISPLAY = "GPUJOBS_DISPLAY"
 """``html`` or ``text``: how views display, whatever the front end seems to be."""
 DEBUG = "GPUJOBS_DEBUG"
-"""Set (not 0): the CLI shows tracebacks."""
+"""Set (not 0): the CLI shows tracebacks, and notebooks show gpujobs' own frames in them."""
 
 ENV_PREFIX = "GPUJOBS_"
 """Every gpujobs variable starts so (a simulated pod starts without the host's)."""
