@@ -112,7 +112,8 @@ def _write_failure_marker(outcome) -> None:
     if directory is not None:
         try:
             (directory / FAILURE.name(outcome.rank)).write_text(json.dumps(
-                {"type": outcome.exc_type, "collateral": outcome.collateral}))
+                {"type": outcome.exc_type, "collateral": outcome.collateral,
+                 "message": (outcome.exc_message or "").strip()[:500]}))
         except OSError:
             pass
 

@@ -68,6 +68,20 @@ def first_failed(result_dir: Path, ranks: list[int]) -> int:
     return min(ranks, key=lambda r: (exit_order(result_dir, r), r))
 
 
+def failed_rank_message(result_dir: Path, rank: int, code: int) -> str:
+    """``KeyError: 'missing_key' (rank 1); exit code 1`` when the rank left its exception in its
+    failure marker (plain JSON: nothing unpickled), else ``rank 1 exit code 1``."""
+    try:
+        marker = json.loads((result_dir / FAILURE.name(rank)).read_text())
+    except (OSError, ValueError):
+        marker = None
+    if not isinstance(marker, dict) or not marker.get("type"):
+        return f"rank {rank} {describe_returncode(code)}"
+    from ...payload.outcome import exception_line
+    return f"{exception_line(str(marker['type']), str(marker.get('message') or ''), rank)}; " \
+        f"{describe_returncode(code)}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -223,7 +237,7 @@ class Gang:
             self.terminate(grace=2.0)
             codes = {r: p.returncode for r, p in self.procs.items()}
             return self._finish(GangExit(False, codes, first,
-                                         f"rank {first} {describe_returncode(codes[first])}"))
+                                         failed_rank_message(self.result_dir, first, codes[first])))
         if all(c == 0 for c in codes.values()):
             return self._finish(GangExit(True, codes))
         return None
