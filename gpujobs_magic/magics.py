@@ -140,15 +140,17 @@ class GpuJobMagics(Magics):
     # ------------------------------------------------------------------ %gpujobs
     @line_magic
     def gpujobs(self, line: str) -> Any:
-        """``%gpujobs jobs`` | ``%gpujobs queue [NAME]`` | ``%gpujobs backend [NAME]``."""
+        """``%gpujobs jobs`` | ``%gpujobs queue [NAME] [--all]`` | ``%gpujobs backend [NAME]``."""
         words = line.split()
         verb = words[0] if words else "jobs"
         rest = words[1:]
         try:
             if verb == "jobs" and len(rest) <= 1:
                 return gpujobs.jobs(rest[0] if rest else None, backend=self.backend)
-            if verb == "queue" and len(rest) <= 1:
-                return gpujobs.queue(rest[0] if rest else None, backend=self.backend)
+            if verb == "queue" and len([w for w in rest if w != "--all"]) <= 1:
+                names = [w for w in rest if w != "--all"]
+                return gpujobs.queue(names[0] if names else None, backend=self.backend,
+                                     all="--all" in rest)
             if verb == "backend" and len(rest) <= 1:
                 if rest:
                     from gpujobs.backends import get_backend
@@ -159,5 +161,5 @@ class GpuJobMagics(Magics):
                 return None
         except GpuJobsError as exc:
             raise UsageError(f"%gpujobs {verb}: {exc}") from None
-        raise UsageError("%gpujobs: use '%gpujobs jobs [QUEUE]', '%gpujobs queue [NAME]' or "
+        raise UsageError("%gpujobs: use '%gpujobs jobs [QUEUE]', '%gpujobs queue [NAME] [--all]' or "
                          "'%gpujobs backend [NAME]'")
