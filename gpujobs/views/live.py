@@ -38,6 +38,9 @@ def _resend(widget: Any) -> None:
     send = getattr(widget, "send_state", None)
     if callable(send):
         send()
+    resync = getattr(widget, "resend_fallback", None)
+    if callable(resync):
+        resync()
     for child in getattr(widget, "children", ()) or ():
         _resend(child)
 LOGS_EVERY_S = 2.0

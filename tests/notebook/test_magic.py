@@ -272,13 +272,21 @@ def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recordin
     from gpujobs.views import display_job
     monkeypatch.setenv("GPUJOBS_DISPLAY", "widget")
     job = ScriptedJob(script()[-1:], value=7)
+    updates = []
+    from IPython.display import DisplayHandle
+    monkeypatch.setattr(DisplayHandle, "update", lambda self, obj, **kw: updates.append(obj))
     with capture_output() as cap:
         w = display_job(job)
-    data = cap.outputs[0].data
-    assert set(data) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
-    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
-    assert "train: succeeded" in data["text/plain"] and 'data-phase="succeeded"' in data["text/html"]
+    # #31: the widget view alone, then its static copy (what a reopened notebook shows when
+    # the kernel restarted and the widget's model is gone)
+    view, copy = (o.data for o in cap.outputs)
+    assert set(view) == {"application/vnd.jupyter.widget-view+json"}
+    assert view["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    assert set(copy) == {"text/html", "text/plain"} and "gpujobs-fallback" in copy["text/html"]
+    assert "train: succeeded" in copy["text/plain"] and 'data-phase="succeeded"' in copy["text/html"]
     assert w.updater.join(timeout=5) and w.result_text == "7"
+    assert "gpujobs-live" in w._dom_classes
+    assert updates and "<code>7</code>" in updates[-1]["text/html"]  # the copy kept current
     monkeypatch.setenv("GPUJOBS_DISPLAY", "text")
     with capture_output() as cap:
         assert display_job(job) is None
