@@ -176,10 +176,12 @@ def logs_html(logs_tail: str, lines: int = 12) -> str:
     if not logs_tail:
         return ""
     tail = "\n".join(logs_tail.rstrip("\n").splitlines()[-lines:])
-    # column-reverse keeps the box scrolled to its end: the newest line is always in view
+    # column-reverse keeps the box scrolled to its end: the newest line is always in view. The
+    # <pre> must neither shrink nor scroll itself (JupyterLab styles pre with overflow:auto,
+    # which made it a flex item that shrinks to the box and shows its first lines)
     return (f'<div class="gpujobs-logs" style="max-height:14em;overflow:auto;font-size:85%;'
             f'background:#f6f8fa;margin:2px 0;display:flex;flex-direction:column-reverse">'
-            f'<pre style="margin:0">{esc(tail)}</pre></div>')
+            f'<pre style="margin:0;flex:none;overflow:visible">{esc(tail)}</pre></div>')
 
 
 def last_line_html(logs_tail: str) -> str:
