@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
 from ... import contract
-from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, JobFolder, RankEnv
+from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, STARTED, JobFolder, RankEnv
 from ...spec import JobSpec
 
 
@@ -179,7 +179,7 @@ class Gang:
         """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
         for d in (self.result_dir, self.log_dir, self.folder.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for kind in (OUTCOME, EXIT, FAILURE):
+        for kind in (OUTCOME, EXIT, FAILURE, STARTED):
             for stale in self.result_dir.glob(kind.any_glob):
                 stale.unlink()
 
