@@ -78,6 +78,22 @@ def _run_all(page, tries: int = 4) -> None:
     pytest.fail("JupyterLab never started running the cells")
 
 
+def _write_notebook(lab, name: str, sources: list[str]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = lab.root / name
+    nbformat.write(nb, path)
+    return path
+
+
+def _open(page, lab, name: str) -> None:
+    """Open notebook ``name`` in JupyterLab (a fresh layout) and wait for an idle kernel."""
+    page.goto(lab.url(f"lab/tree/{name}?reset"), wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+
+
 def _chromium() -> str | None:
     return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
@@ -99,20 +115,14 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
         pytest.skip("no chromium binary (apt-get install chromium); never `playwright install`")
     from playwright.sync_api import sync_playwright
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP_CELL), nbformat.v4.new_code_cell(JOB_CELL)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, lab.root / "demo.ipynb")
+    _write_notebook(lab, "demo.ipynb", [SETUP_CELL, JOB_CELL])
 
     phases: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            page.goto(lab.url("lab/tree/demo.ipynb?reset"), wait_until="domcontentloaded")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                                   timeout=60_000)
+            _open(page, lab, "demo.ipynb")
             page.evaluate(OBSERVE_JS)
             _run_all(page)
             deadline = time.monotonic() + 90
@@ -201,17 +211,12 @@ def test_reopened_notebook_shows_the_static_copy_queue_table_and_log_tail(lab, t
         pytest.skip("no chromium binary (apt-get install chromium); never `playwright install`")
     from playwright.sync_api import sync_playwright
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in REOPEN_CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = lab.root / "reopen.ipynb"
-    nbformat.write(nb, path)
+    path = _write_notebook(lab, "reopen.ipynb", REOPEN_CELLS)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            page.goto(lab.url("lab/tree/reopen.ipynb?reset"), wait_until="domcontentloaded")
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+            _open(page, lab, "reopen.ipynb")
             _run_all(page)
             page.wait_for_function(
                 "() => (document.querySelector('.gpujobs-job-widget .gpujobs-phase') || {})"
@@ -260,9 +265,7 @@ def test_reopened_notebook_shows_the_static_copy_queue_table_and_log_tail(lab, t
             # restart the kernel (no widget models any more), then reopen the notebook
             [session] = [s for s in _api(lab, "GET", "api/sessions") if s["path"].endswith("reopen.ipynb")]
             _api(lab, "POST", f"api/kernels/{session['kernel']['id']}/restart")
-            page.goto(lab.url("lab/tree/reopen.ipynb?reset"), wait_until="domcontentloaded")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+            _open(page, lab, "reopen.ipynb")
             page.wait_for_function(
                 "() => Array.from(document.querySelectorAll('.gpujobs-fallback'))"
                 ".some(e => e.offsetParent !== null)", timeout=30_000)
