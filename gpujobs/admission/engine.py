@@ -202,9 +202,17 @@ class Engine(FlavorAssignment, Queues):
     def can_ever_fit(self, w: Workload) -> tuple[bool, str]:
         """Whether ``w`` fits its queue when everything else is idle, and why not (with numbers)."""
         cq = self._cqs[self.cluster_queue_of(w.queue)]
+        short, problems = self._never_fits(cq, w)
+        if not problems:
+            return True, f"fits queue {cq.name!r}"
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
+        return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+
+    def _never_fits(self, cq: _CQ, w: Workload) -> tuple[list[str], list[str]]:
+        """(the resources ``w`` asks more of than ``cq`` could ever give, the problems in numbers)."""
         used: Counter = Counter()
         problems = []
+        lacking: list[str] = []
         for _, reqs in self._podset_totals(cq, w):
             done: set = set()
             for r in sorted(reqs):
@@ -215,6 +223,7 @@ class Engine(FlavorAssignment, Queues):
                     continue  # a zero request for a resource the queue does not cover
                 if rg is None:
                     problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
+                    lacking.append(r)
                     break
                 group = {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 short_all = []
@@ -223,6 +232,7 @@ class Engine(FlavorAssignment, Queues):
                     for rr, a in group.items():
                         cap = self._potential(cq, (f, rr))
                         if used[(f, rr)] + a > cap + EPS:
+                            lacking.append(rr)
                             n = cq.nominal.get((f, rr), 0.0)
                             short.append(f"needs {_num(used[(f, rr)] + a)} {rr}, queue {cq.name!r} flavor "
                                          f"{f!r} has nominal {_num(n)} + borrowable {_num(cap - n)} = {_num(cap)}")
@@ -235,9 +245,7 @@ class Engine(FlavorAssignment, Queues):
                 else:
                     problems.append(" | ".join(short_all))
                     done.update(group)  # one line per resource group, not one per resource of it
-        if not problems:
-            return True, f"fits queue {cq.name!r}"
-        return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+        return sorted(set(lacking)), problems
 
     @staticmethod
     def _podset_totals(cq: _CQ, w: Workload) -> list:
@@ -259,11 +267,13 @@ class Engine(FlavorAssignment, Queues):
             raise SpecError("id", f"workload {w.id!r} already exists", "use a new id")
         cq = self._cqs[self.cluster_queue_of(w.queue)]
         prio = self._prio_value(w.priority)
-        ok, why = self.can_ever_fit(w) if check else (True, "")
-        if not ok:
-            res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
-            raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
-                             f"or use a queue with more nominal or borrowable quota)")
+        lacking, problems = self._never_fits(cq, w) if check else ([], [])
+        if problems:  # a plain sentence first; no id: nothing was created
+            what = " and ".join(lacking) or "resources"
+            raise QuotaError(
+                f"this job can never start in queue {w.queue!r}: it asks for more {what} than the "
+                f"queue has, even when nothing else runs. In detail: {' | '.join(problems)} (fix: ask "
+                f"for fewer ranks or less {what} per rank, or use a queue with more quota)")
         podsets = self._podset_totals(cq, w)
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._shape(w, podsets),
                    key=self._key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
