@@ -78,13 +78,14 @@ class Progress:
         return " · ".join(parts)
 
 
-    def short_text(self, now: float | None = None) -> str:
+    def short_text(self, now: float | None = None, ended: bool = False) -> str:
         """Coarse, for one-line summaries that print when they change: '40% · ~3 min left'
-        (whole percent, whole minutes), or 'step ~1.2k' without a total."""
+        (whole percent, whole minutes), or 'step ~1.2k' without a total; ``ended``: no time
+        left (the job is over)."""
         if not self.total:
             return f"step ~{_sig2(self.step)}"
         parts = [f"{100 * (self.fraction or 0):.0f}%"]
-        if self.expected_end is not None:
+        if self.expected_end is not None and not ended:
             left = max(0.0, self.expected_end - (time.time() if now is None else now))
             parts.append("<1 min left" if left < 60 else f"~{round(left / 60)} min left"
                          if left < 5400 else f"~{left / 3600:.1f} h left")
@@ -198,7 +199,7 @@ class JobStatus:
         if self.cpu_ranks:
             parts.append("ranks on CPU")
         if self.progress is not None:
-            parts.append(self.progress.short_text())
+            parts.append(self.progress.short_text(ended=self.terminal))
         if self.stalled_since is not None and self.extra.get("stall"):
             parts.append(str(self.extra["stall"]))
         if self.message:
