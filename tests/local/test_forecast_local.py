@@ -147,7 +147,7 @@ def test_waiting_for_victims_to_stop(agent):
 
 
 def test_can_never_fit_and_plan(agent):
-    with pytest.raises(QuotaError, match="can never be admitted"):
+    with pytest.raises(QuotaError, match="can never start in queue"):
         submit(agent, job("huge", "team-a", 5))
     with agent.lock:
         p = agent.forecasts.plan(job("huge", "team-a", 5).spec(), "huge")
