@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
-from .gang import GangExit, describe_returncode, first_failed, write_launch
+from .gang import GangExit, failed_rank_message, first_failed, write_launch
 from .records import Rec, agent_log, ended_during_grace
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     bad = [r for r, c in codes.items() if c != 0]
     if bad:
         first = first_failed(result_dir, bad)
-        return GangExit(False, codes, first, f"rank {first} {describe_returncode(codes[first])}")
+        return GangExit(False, codes, first, failed_rank_message(result_dir, first, codes[first]))
     return GangExit(True, codes)
 
 
@@ -210,7 +210,7 @@ def exit_from_outcomes(result_dir: Path) -> GangExit | None:
     failed = [r for r in ranks if (result_dir / FAILURE.name(r)).exists()]
     if failed:
         first = first_failed(result_dir, failed)
-        return GangExit(False, {r: 1 for r in failed}, first, f"rank {first} {describe_returncode(1)}")
+        return GangExit(False, {r: 1 for r in failed}, first, failed_rank_message(result_dir, first, 1))
     return GangExit(True, {0: 0}) if 0 in ranks else None
 
 
