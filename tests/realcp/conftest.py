@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "tools" / "controlplane" / "build.sh"
@@ -157,12 +158,6 @@ def write_kubeconfig(path: Path, server: str, ca: Path, crt: Path, key: Path,
 
 
 # ------------------------------------------------------------------------------ processes
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class ControlPlane:
     bin: Path
