@@ -61,7 +61,11 @@ def trainjob(ctx: RenderCtx, meta: dict, runtime: str = TRAINJOB_RUNTIME,
 
 
 def _run_policy(ctx: RenderCtx, pods: int) -> dict:
-    rp: dict[str, Any] = {"cleanPodPolicy": "None", "backoffLimit": 0}
+    # cleanPodPolicy Running: once the job ends the operator deletes the pods still running (an
+    # MPIJob's sshd workers never exit; a PyTorchJob's ranks may hang in a collective after a peer
+    # failed) and keeps the ended ones with their logs (mpi-operator@v0.8.0 mpi_job_controller.go
+    # syncHandler / deleteWorkerPods; its default None keeps them all, holding their GPUs)
+    rp: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0}
     if ctx.kueue:
         rp["suspend"] = True
     if ctx.spec.max_runtime_s:
