@@ -10,6 +10,7 @@ from typing import Any
 from .conditions import _cond
 from .kubelet import ANN_ROLE, RAY_SUBMITTER
 from .store import now_iso
+from .trainer import _runtime_of, job_failed, trainjob_backoff_limit
 
 
 def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = False) -> None:
@@ -21,6 +22,13 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
     failed = any(ph == "Failed" for ph in phases)
     all_running = bool(pods) and all(ph in ("Running", "Succeeded") for ph in phases)
     now = now_iso()
+    node_job_failed = False
+    if kind == "TrainJob" and not suspended:
+        node_job_failed = job_failed(pods, trainjob_backoff_limit(_runtime_of(ctrl, job)))
+        if node_job_failed:  # the Job controller terminates the failed Job's active pods
+            for p in pods:
+                if p["status"].get("phase") in ("Running", "Pending"):
+                    ctrl.store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
 
     def upd(o: dict) -> None:
         st = o.setdefault("status", {})
@@ -48,8 +56,8 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
         elif kind == "TrainJob":
             if suspended:
                 return
-            if failed:
-                _cond(o, "Failed", "True", "TrainJobFailed", "a node failed")
+            if node_job_failed:  # the node Job failed, so the JobSet (failurePolicy maxRestarts 0)
+                _cond(o, "Failed", "True", "TrainJobFailed", "jobset failed: node job BackoffLimitExceeded")
             elif head_ok:
                 _cond(o, "Complete", "True", "JobsCompleted", "TrainJob is completed")
         elif kind == "RayJob":

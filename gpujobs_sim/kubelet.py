@@ -70,6 +70,10 @@ class Kubelet:
         self.run_bootstrap = False
         self.images: dict[str, dict] = {}  # extra image facts (gpujobs_sim.images)
         self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
+        self._restarts: dict[str, int] = {}  # pod uid -> its container's restartCount
+        # the first restart's back-off; it doubles per restart up to 30x (the kubelet's 10 s and
+        # 300 s: kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), scaled down
+        self.restart_backoff_s = 0.1
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
@@ -161,7 +165,7 @@ class Kubelet:
             status = {"phase": "Running", "startTime": now, "podIP": "127.0.0.1", "conditions": [
                 {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": str(ready),
                                                              "lastTransitionTime": now}],
-                "containerStatuses": [{"name": c0, "ready": ready, "restartCount": 0,
+                "containerStatuses": [{"name": c0, "ready": ready, "restartCount": self._restarts.get(md["uid"], 0),
                                        "state": {"running": {"startedAt": now}}}]}
         else:
             term = {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
@@ -171,8 +175,8 @@ class Kubelet:
                 term["message"] = msg
             status = {"phase": phase, "conditions": [{"type": "Ready", "status": "False",
                                                       "reason": "PodCompleted"}],
-                      "containerStatuses": [{"name": c0, "ready": False, "restartCount": 0, "state": {
-                          "terminated": term}}]}
+                      "containerStatuses": [{"name": c0, "ready": False, "restartCount": self._restarts.get(
+                          md["uid"], 0), "state": {"terminated": term}}]}
         mine = []
 
         def write(o: dict) -> None:
@@ -225,14 +229,56 @@ class Kubelet:
                                     f"-svc:8265\n-------------------------------------------------------\n"
                                     f"Job 'raysubmit_sim' submitted successfully\n"
                                     f"-------------------------------------------------------\n")
-        if cmd is None:
-            code = self._scripted(pod, ann)
-        else:
-            code = self._exec(ns, name, cmd, env, uid=md["uid"])
+        code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
+        while code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always") and self._restart(pod, code):
+            code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
         if submitter and not self.stopping.is_set():
             self.server.logs.append(ns, name, f"Job 'raysubmit_sim' {'succeeded' if code == 0 else 'failed'}\n")
         if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
+
+    def _restart(self, pod: dict, code: int) -> bool:
+        """restartPolicy OnFailure / Always and the container exited non-zero: the kubelet restarts
+        it in the same pod after a back-off (CrashLoopBackOff), the phase stays Running,
+        restartCount grows, ``lastState.terminated`` holds the exit, and the old log becomes the
+        previous instance's (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
+        #container-restarts). False when the pod is gone or the kubelet stops."""
+        md = pod["metadata"]
+        ns, name, uid = md["namespace"], md["name"], md["uid"]
+        n = self._restarts.get(uid, 0) + 1
+        msg = self._termination_message(pod, code)
+        d = self._mounted.get(uid) or (Path(self._tmp.name) / ns / name)
+        (d / "termination-log").unlink(missing_ok=True)  # the new instance writes its own
+        now = now_iso()
+        last = {"terminated": {"exitCode": code, "reason": "Error", "finishedAt": now,
+                               **({"message": msg} if msg else {})}}
+        c0 = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        mine = []
+
+        def write(o: dict) -> None:
+            if o["metadata"].get("uid") == uid and not o["metadata"].get("deletionTimestamp"):
+                o["status"]["containerStatuses"] = [{"name": c0, "ready": False, "restartCount": n,
+                                                     "lastState": last, "state": {"waiting": {
+                                                         "reason": "CrashLoopBackOff"}}}]
+                mine.append(True)
+        self.store.mutate("v1", "Pod", name, ns, write)
+        if not mine:
+            return False
+        self._restarts[uid] = n
+        self.server.logs.restarted(ns, name)
+        end = time.time() + min(self.restart_backoff_s * 2 ** (n - 1), self.restart_backoff_s * 30)
+        while time.time() < end:
+            cur = self.store.get("v1", "Pod", name, ns)
+            if self.stopping.is_set() or cur is None or cur["metadata"].get("uid") != uid:
+                return False
+            time.sleep(0.02)
+
+        def running(o: dict) -> None:
+            if o["metadata"].get("uid") == uid:
+                o["status"]["containerStatuses"] = [{"name": c0, "ready": True, "restartCount": n,
+                                                     "lastState": last, "state": {"running": {"startedAt": now_iso()}}}]
+        self.store.mutate("v1", "Pod", name, ns, running)
+        return not self.stopping.is_set()
 
     def _scripted(self, pod: dict, ann: dict) -> int:
         md = pod["metadata"]

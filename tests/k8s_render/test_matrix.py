@@ -189,7 +189,7 @@ def test_render_matrix(case):
         assert job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == pods
         assert job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "vq"
     if mode == "gang" and kind == "TrainJob":
-        assert job["spec"]["runtimeRef"]["name"] == "torch-distributed-volcano"
+        assert job["spec"]["runtimeRef"]["name"] == "gpujobs-torch-volcano"
 
     # --- GPUs: replicas x GPUs per pod = GPUs requested, under the requested resource name
     gpu_total = sum(int(ps.requests.get(spec.gpu_resource, 0)) * ps.count for ps in sets)

@@ -225,3 +225,22 @@ def test_a_fractional_limit_is_rounded_up_not_down(build, limit, whole):
     r = render_job(build().max_runtime(limit).spec(), opts=RenderOptions(namespace="ml"))
     assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole)
     assert set(_deadlines(r.job["spec"])) == {whole}
+
+
+def test_the_documented_trainer_runtimes_manifest_is_what_the_admin_command_prints(capsys):
+    """docs/trainer-runtimes.yaml (what an admin applies, and the simulated cluster installs) is
+    `gpujobs admin trainer-runtimes`'s output: regenerate it with that command when this fails."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpujobs.backends.kubernetes.render.kubeflow import training_runtimes
+    from gpujobs.cli import main
+    assert main(["admin", "trainer-runtimes"]) == 0
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert printed == training_runtimes()
+    doc = Path(__file__).resolve().parents[2] / "docs" / "trainer-runtimes.yaml"
+    assert list(yaml.safe_load_all(doc.read_text())) == printed
+    for rt in printed:
+        node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+        assert node["backoffLimit"] == 0 and node["template"]["spec"]["restartPolicy"] == "Never"

@@ -219,3 +219,63 @@ def test_appwrapper_failure_runs_once_and_keeps_the_traceback(make_cluster, tmp_
         job.result(timeout=90)
     assert runs.read_text() == "run\n"
     assert job.status().phase == "failed"
+
+
+# ------------------------------------------------------------------ TrainJob: a failing rank fails the job
+def _fails_counting(path):
+    with open(path, "a") as f:
+        f.write("x")
+    with open(path) as f:
+        n = len(f.read())
+    print(f"attempt {n}", flush=True)
+    raise ValueError(f"boom on attempt {n}")
+
+
+def test_a_trainjob_rank_that_raises_fails_the_job_at_once_without_running_again(make_cluster, tmp_path):
+    """Trainer's stock runtime sets no restartPolicy/backoffLimit: JobSet's webhook makes the pods
+    OnFailure (jobset@v0.12.0 jobset_webhook.go Default), the node Job gets backoffLimit 6, and the
+    kubelet restarts the rank: the user's function ran up to 7 times. gpujobs' runtime (Never, 0)
+    fails the TrainJob on the first exception."""
+    sim, be = make_cluster(gpus=2)
+    runs = tmp_path / "runs"
+    job = Job(be.submit(gpujobs.job(_fails_counting, str(runs)).ddp(nodes=1, gpus_per_node=1).queue("q").spec()), be)
+    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", job.id.split("/")[-1], "default")
+    assert tj["spec"]["runtimeRef"]["name"] == "gpujobs-torch"
+    with pytest.raises(ValueError, match="boom on attempt 1"):
+        job.result(timeout=120)
+    assert job.status().phase == "failed"
+    assert runs.read_text() == "x"  # the function ran once
+
+
+def test_trainjob_with_only_the_stock_runtime_is_refused_naming_the_admin_command(make_cluster):
+    from gpujobs.errors import PreflightError
+    sim, be = make_cluster(gpus=2, admin_runtimes=False)  # Trainer's install: torch-distributed only
+    with pytest.raises(PreflightError) as ei:
+        be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q").spec())
+    msg = str(ei.value)
+    assert ei.value.obj == "ClusterTrainingRuntime gpujobs-torch"
+    assert "gpujobs admin trainer-runtimes | kubectl apply -f -" in msg and "up to 6 times" in msg
+    assert sim.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob", "default") == []
+
+
+def test_on_the_stock_runtime_gpujobs_warns_and_logs_include_the_restarted_instance(make_cluster, tmp_path):
+    """Chosen anyway (trainjob_runtime = "torch-distributed"): a RankRerunWarning at submit, and
+    logs() reads a restarted container's previous instance (pods/log?previous=true)."""
+    from gpujobs.backends.kubernetes.backend import KubernetesBackend
+    from gpujobs.errors import RankRerunWarning
+    sim, _ = make_cluster(gpus=2)
+    be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q",
+                           trainjob_runtime="torch-distributed")
+    runs = tmp_path / "runs"
+    with pytest.warns(RankRerunWarning, match="torch-distributed.*restartPolicy unset.*backoffLimit 6"):
+        job = Job(be.submit(gpujobs.job(_fails_counting, str(runs)).ddp(nodes=1, gpus_per_node=1).queue("q").spec()),
+                  be)
+    try:
+        wait_for(lambda: len(runs.read_text()) >= 2 if runs.exists() else False, timeout=90)
+        out = wait_for(lambda: "attempt 1" in (t := "".join(job.logs())) and t, timeout=30)
+        assert "[rank 0] attempt 1" in out
+        wait_for(lambda: job.status().phase == "failed", timeout=120)
+        assert len(runs.read_text()) > 1  # what gpujobs' own runtime prevents
+    finally:
+        be.state.stop_watches()
+        job.cancel()

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
-from ....errors import PreflightError, QuotaError, SubmitError
+from ....errors import PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
 from ..kinds import KINDS, KUEUE_KINDS
@@ -291,6 +291,42 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     ta.adapt(r.job, api)
 
 
+def _runtime(backend: Cluster, cache: _Cache, name: str) -> dict | None | str:
+    return cache.get(("clustertrainingruntimes", None, name), lambda: _get_custom(
+        backend, "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name))
+
+
+def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: Any) -> None:
+    """The TrainJob's ClusterTrainingRuntime exists, and a failing rank under it fails the job
+    (restartPolicy Never, backoffLimit 0: kubeflow.training_runtimes); a runtime that re-runs ranks
+    in place (Trainer's stock torch-distributed) is used with a RankRerunWarning."""
+    from ..render import kubeflow as kf
+    obj = _runtime(backend, cache, rt)
+    if obj == "forbidden":
+        _skip(f"ClusterTrainingRuntime {rt}")
+        return
+    if obj is None:
+        ours = rt in (kf.TRAINJOB_RUNTIME, kf.TRAINJOB_VOLCANO_RUNTIME)
+        stock = ours and isinstance(_runtime(backend, cache, kf.STOCK_RUNTIME), dict)
+        raise PreflightError(
+            f"ClusterTrainingRuntime {rt}",
+            f"the TrainJob runtime {rt!r} is not installed (kubectl get clustertrainingruntimes lists those "
+            "that are); fix: "
+            + ("have a cluster admin install gpujobs' runtimes: gpujobs admin trainer-runtimes | kubectl "
+               "apply -f - (docs/kubernetes-kinds.md, TrainJob)"
+               + (f"; only Kubeflow Trainer's stock {kf.STOCK_RUNTIME!r} is installed, under which a "
+                  "failing rank runs your function again in place, up to 6 times" if stock else "")
+               + "; or " if ours else "install Kubeflow Trainer's runtimes, or ")
+            + f"name an installed one with {key} = \"NAME\" under [kubernetes] in {config} (Python: "
+            f"KubernetesBackend({key}=...)), or use another kind: gpujobs submit --kind PyTorchJob ...")
+    why = kf.runtime_reruns_ranks(obj) if isinstance(obj, dict) else ""
+    if why:
+        warnings.warn(f"ClusterTrainingRuntime {rt!r} ({why}) re-runs a failing rank in place: the kubelet "
+                      "restarts its container and your function runs again, up to 6 times, before the "
+                      "TrainJob fails; install gpujobs' runtimes (gpujobs admin trainer-runtimes | kubectl "
+                      f"apply -f -) and drop {key} from [kubernetes] in {config}", RankRerunWarning, stacklevel=4)
+
+
 def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     from ....config import config_path
     if r.kind == "TrainJob":
@@ -298,12 +334,7 @@ def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
         rt = r.job["spec"]["runtimeRef"]["name"]
         key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
             rt != backend.options.trainjob_runtime else "trainjob_runtime"
-        _require(backend, cache, f"ClusterTrainingRuntime {rt}", "trainer.kubeflow.org",
-                 "v1alpha1", "clustertrainingruntimes", rt, f"the TrainJob runtime {rt!r} is not "
-                 "installed (kubectl get clustertrainingruntimes lists those that are); fix: install "
-                 f"Kubeflow Trainer's runtimes, or name an installed one with {key} = \"NAME\" under "
-                 f"[kubernetes] in {config_path()} (Python: KubernetesBackend({key}=...)), or use "
-                 "another kind: gpujobs submit --kind PyTorchJob ...")
+        check_runtime(backend, cache, rt, key, config_path())
     if r.kind == "VolcanoJob":
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",
