@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .conditions import _cond
-from .kubelet import ANN_ROLE, RAY_SUBMITTER
+from .kubelet import ANN_RAY_JOB_STATUS, ANN_ROLE, RAY_SUBMITTER
 from .store import now_iso
 from .trainer import _runtime_of, job_failed, trainjob_backoff_limit
 
@@ -69,11 +69,14 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             cluster = [p for p in pods if p not in sub]
             cphases = [p["status"].get("phase") for p in cluster]
             up = bool(cluster) and all(ph in ("Running", "Succeeded") for ph in cphases)
-            # the Ray job's status is the driver's (the dashboard's job status), read here from the
-            # submitter pod that followed it
-            done_ok = bool(sub) and all(p["status"].get("phase") == "Succeeded" for p in sub)
-            broke = any(p["status"].get("phase") == "Failed" for p in sub) or \
-                any(ph == "Failed" for ph in cphases)
+            # the Ray job's status is the driver's (the dashboard's job status: the kubelet marks the
+            # submitter pod when the driver ends); jobDeploymentStatus turns Complete / Failed only
+            # once the submitter has also finished (kuberay@v1.7.0 rayjob_controller.go:
+            # isJobTerminal = IsJobTerminal(jobStatus) && finishedAt != nil in K8sJobMode; #1919)
+            driver = next((ann(p).get(ANN_RAY_JOB_STATUS) for p in sub if ann(p).get(ANN_RAY_JOB_STATUS)), None)
+            finished = bool(sub) and all(p["status"].get("phase") in ("Succeeded", "Failed") for p in sub)
+            done_ok = finished and all(p["status"].get("phase") == "Succeeded" for p in sub)
+            broke = (finished and not done_ok) or any(ph == "Failed" for ph in cphases)
             ready = sum(ph == "Running" for ph in cphases)
             workers = len(cluster) - 1
             rcs = {"desiredWorkerReplicas": max(workers, 0), "readyWorkerReplicas": max(ready - 1, 0),
@@ -90,6 +93,8 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             elif done_ok:
                 st.update(jobStatus="SUCCEEDED", jobDeploymentStatus="Complete", endTime=now,
                           message="Job finished successfully.")
+            elif up and driver:  # the Ray job ended; the submitter is still following its log
+                st.update(jobStatus=driver, jobDeploymentStatus="Running")
             elif up:
                 st.update(jobStatus="RUNNING", jobDeploymentStatus="Running")
             else:

@@ -49,6 +49,7 @@ ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim
                                              "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
 ANN_IDLE = "sim.gpujobs.dev/idle"
 RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see kuberay._ray_submitter
+ANN_RAY_JOB_STATUS = "sim.gpujobs.dev/ray-job-status"  # the driver's end, as Ray's dashboard reports it
 MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
 
 
@@ -74,6 +75,9 @@ class Kubelet:
         # the first restart's back-off; it doubles per restart up to 30x (the kubelet's 10 s and
         # 300 s: kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), scaled down
         self.restart_backoff_s = 0.1
+        # how late `ray job logs --follow` prints the driver's lines in the submitter pod: KubeRay
+        # sees the Ray job SUCCEEDED before the submitter has printed (and finished) (kuberay #1919)
+        self.ray_logs_lag_s = 0.5
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
@@ -229,7 +233,10 @@ class Kubelet:
                                     f"-svc:8265\n-------------------------------------------------------\n"
                                     f"Job 'raysubmit_sim' submitted successfully\n"
                                     f"-------------------------------------------------------\n")
-        code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
+        follow: dict[str, Any] = {}
+        if submitter and cmd is not None:
+            follow = {"lag": self.ray_logs_lag_s, "on_exit": lambda c: self._ray_job_ended(pod, c)}
+        code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"], **follow)
         while code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always") and self._restart(pod, code):
             code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
         if submitter and not self.stopping.is_set():
@@ -332,9 +339,20 @@ class Kubelet:
         port = int(m.group(1)) if m else int(image_facts(c0.get("image", ""), self.images)["ssh_port"])
         return int(probe) == port
 
-    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None) -> int:
+    def _ray_job_ended(self, pod: dict, code: int) -> None:
+        """The driver ended: the Ray job's status (what KubeRay reads from the dashboard) is
+        terminal now, while the submitter's `ray job logs --follow` is still printing."""
+        md = pod["metadata"]
+        self.store.patch("v1", "Pod", md["name"], md["namespace"], {"metadata": {"annotations": {
+            ANN_RAY_JOB_STATUS: "SUCCEEDED" if code == 0 else "FAILED"}}})
+
+    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None,
+              lag: float = 0.0, on_exit: Any = None) -> int:
         """Run the pod's process, its output the pod log; killed at once when the pod ``uid``
-        was deleted while it was being started (on_pod_deleted may have missed it)."""
+        was deleted while it was being started (on_pod_deleted may have missed it). ``lag``: each
+        line reaches the log that many seconds after the process printed it (a follower's delay,
+        `ray job logs --follow`); ``on_exit(code)`` is called when the process ends, before the
+        last lines are in."""
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         with self._lock:
@@ -347,9 +365,32 @@ class Kubelet:
         if late or gone:
             _signal(proc, signal.SIGKILL)
         assert proc.stdout is not None
+        if not lag:
+            for line in iter(proc.stdout.readline, b""):
+                self.server.logs.append(ns, name, line)
+            code = proc.wait()
+            if on_exit is not None:
+                on_exit(code)
+            return code
+        import collections
+        pending: collections.deque = collections.deque()
+        done = threading.Event()
+
+        def deliver() -> None:
+            while not (done.is_set() and not pending) and not self.stopping.is_set():
+                while pending and time.time() - pending[0][0] >= lag:
+                    self.server.logs.append(ns, name, pending.popleft()[1])
+                time.sleep(0.02)
+        t = threading.Thread(target=deliver, daemon=True, name=f"follow-{name}")
+        t.start()
         for line in iter(proc.stdout.readline, b""):
-            self.server.logs.append(ns, name, line)
-        return proc.wait()
+            pending.append((time.time(), line))
+        code = proc.wait()
+        if on_exit is not None:
+            on_exit(code)
+        done.set()
+        t.join()
+        return code
 
     def _command(self, pod: dict) -> tuple[list[str] | None, dict[str, str]]:
         """The runner command and env for a payload pod, or (None, {}) for a scripted one."""

@@ -33,6 +33,23 @@ def test_rayjob_output_and_result_come_from_the_submitter_job(make_cluster):
     assert job.status().phase == "succeeded"
 
 
+def test_rayjob_result_waits_for_kuberays_complete_not_the_ray_jobs_status(make_cluster):
+    """In K8sJobMode KubeRay keeps jobDeploymentStatus Running after jobStatus is SUCCEEDED until
+    the submitter's `ray job logs --follow` has finished (kuberay@v1.7.0 rayjob_controller.go,
+    #1919): reading the result at SUCCEEDED found no result line yet and cached that (JobLostError)."""
+    sim, be = make_cluster(gpus=2)
+    sim.controllers.kubelet.ray_logs_lag_s = 3.0  # the follower prints the driver's lines late
+    job = Job(be.submit(gpujobs.job(_driver, 21).ray(workers=1, gpus_per_worker=1).queue("q").spec()), be)
+    name = job.id.split("/")[-1]
+    lagging = wait_for(lambda: ((sim.store.get("ray.io/v1", "RayJob", name, "default") or {}).get("status") or {})
+                       .get("jobStatus") == "SUCCEEDED" and job.status(), timeout=120, every=0.05)
+    assert lagging.phase == "running"  # KubeRay has not said Complete
+    assert job.result(timeout=60) == 42
+    st = sim.store.get("ray.io/v1", "RayJob", name, "default")["status"]
+    assert st["jobDeploymentStatus"] == "Complete" and job.status().phase == "succeeded"
+    assert "[rank 0] hello from the driver" in "".join(job.logs())
+
+
 def test_rayjob_validation_failed_is_a_failure_with_kuberays_message(make_cluster):
     """KubeRay validates in its controller and writes jobDeploymentStatus ValidationFailed (not
     Failed): gpujobs must report it as failed with the message, not wait forever."""
