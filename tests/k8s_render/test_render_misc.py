@@ -244,3 +244,27 @@ def test_the_documented_trainer_runtimes_manifest_is_what_the_admin_command_prin
     for rt in printed:
         node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
         assert node["backoffLimit"] == 0 and node["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize("image,submitter", [
+    (None, "rayproject/ray:{v}-py{py}"),  # the default GPU image's CPU twin
+    ("rayproject/ray:2.52.0-py311-cu121", "rayproject/ray:2.52.0-py311"),
+    ("registry.example/my-ray:1-gpu", "registry.example/my-ray:1-gpu"),  # unknown: kept
+])
+def test_rayjob_submitter_has_no_retries_and_a_cpu_image(image, submitter):
+    """KubeRay's submitter Job retries twice unless submitterConfig.backoffLimit is set, and takes
+    the head's image (kuberay@v1.7.0 rayjob_controller.go, common/job.go)."""
+    import sys
+
+    from gpujobs.backends.kubernetes.render.podspec import client_ray_version
+    b = gpujobs.job(lambda: 1).ray(workers=1, gpus_per_worker=1).queue("q")
+    if image:
+        b = b.image(image)
+    job = render_job(b.spec(), opts=RenderOptions()).job
+    assert job["spec"]["submitterConfig"] == {"backoffLimit": 0}
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    sub = job["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["image"]
+    want = submitter.format(v=client_ray_version() or "2.52.0", py="%d%d" % sys.version_info[:2])
+    assert sub == want and (image is not None or head == want + "-gpu")
+    if crds.crds_available():  # submitterConfig is in KubeRay v1.7.0's RayJob CRD
+        assert crds.schema_errors(job) == []
