@@ -223,8 +223,16 @@ def _deadlines(obj):
 def test_a_fractional_limit_is_rounded_up_not_down(build, limit, whole):
     # int() made 1.5 s a 1 s limit and 0.5 s a 0, which Kueue's max-exec-time (minimum 1) refuses
     r = render_job(build().max_runtime(limit).spec(), opts=RenderOptions(namespace="ml"))
-    assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole)
+    # Kueue's timer counts from admission: a margin (300 s, or 10%) after the operator's deadline
+    assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole + max(300, whole // 10))
     assert set(_deadlines(r.job["spec"])) == {whole}
+
+
+def test_an_appwrapper_s_limit_is_kueue_s_alone():
+    """A Volcano Job has no deadline of its own: Kueue's label is the limit, unchanged."""
+    r = render_job(gpujobs.job(f, 1).ddp(gpus=2).options(volcano="appwrapper").max_runtime(60).spec(),
+                   opts=RenderOptions(namespace="ml"))
+    assert r.kind == "AppWrapper" and r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "60"
 
 
 def test_the_documented_trainer_runtimes_manifest_is_what_the_admin_command_prints(capsys):
