@@ -14,6 +14,7 @@ from support import MPI_IMAGE, wait_for
 import gpujobs
 from gpujobs.backends.kubernetes.kinds import KINDS
 from gpujobs.backends.kubernetes.submit.rbac import cluster_read_verbs, verbs_by_resource
+from gpujobs.errors import SubmitError
 from gpujobs.handle import Job
 
 pytestmark = pytest.mark.slow
@@ -44,7 +45,7 @@ def _stories(sim, be):
     # reads and deletes what it created (the shared ConfigMap and Secret)
     from gpujobs.backends.kubernetes.retry import ATTEMPTS
     sim.server.inject(500, count=ATTEMPTS, verb="create", path="trainjobs")  # every retry of it
-    with pytest.raises(Exception):
+    with pytest.raises(SubmitError, match="nothing was left behind"):
         be.submit(gpujobs.job(_hello, 8).ddp(nodes=1, gpus_per_node=1).queue("q").name("rolled-back").spec())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
