@@ -175,6 +175,11 @@ class RankRerunWarning(UserWarning):
     pods restart on failure); the message names the runtime and the fix."""
 
 
+class GracePeriodWarning(UserWarning):
+    """The cluster will not give the job's pods the termination grace period gpujobs set (e.g.
+    Kueue before v0.20 drops a TrainJob's); the message names the component and the fix."""
+
+
 class DeprecatedPathWarning(FutureWarning):
     """gpujobs was asked for something upstream deprecates (shown by default, unlike
     DeprecationWarning); the message names the supported path."""

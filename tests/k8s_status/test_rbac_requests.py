@@ -93,6 +93,8 @@ def test_the_requests_of_the_stories_are_exactly_what_the_role_grants(make_clust
             continue
         if ns is None and (group, resource) in OPTIONAL_CLUSTER_GETS and verb == "get":
             continue
+        if (verb, group, resource, ns) == ("get", "apps", "deployments", "kueue-system"):
+            continue  # Kueue's version from its manager's image (submit/kueue_version.py), optional too
         allowed = role.get((group, resource), set()) if ns is not None else cluster.get((group, resource), set())
         assert verb in allowed, f"{verb} {resource}.{group} (namespace {ns}) is not granted by docs/rbac.yaml"
         used.setdefault((group, resource), set()).add(verb)

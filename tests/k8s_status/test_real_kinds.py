@@ -296,3 +296,33 @@ def test_on_the_stock_runtime_gpujobs_warns_and_logs_include_the_restarted_insta
     finally:
         be.state.stop_watches()
         job.cancel()
+
+
+# ------------------------------------------------------------------ Kueue's version and the TrainJob grace period
+def _kueue_manager(sim, tag):
+    sim.store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "kueue-controller-manager", "namespace": "kueue-system"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{tag}"}]}}}})
+
+
+@pytest.mark.parametrize("tag, warned", [("v0.19.2", True), ("v0.20.0", False), (None, False)])
+def test_kueue_before_v020_is_said_to_drop_the_trainjob_grace_period(make_cluster, tag, warned):
+    """Kueue v0.19 vendors Trainer v2.2.1 and writes the TrainJob back without the patch's
+    terminationGracePeriodSeconds (kueue@v0.19.2 trainjob_controller.go RunWithPodSetsInfo)."""
+    import warnings
+
+    from gpujobs.backends.kubernetes.submit.kueue_version import kueue_version
+    from gpujobs.errors import GracePeriodWarning
+    sim, be = make_cluster(gpus=2)
+    if tag:
+        _kueue_manager(sim, tag)
+    assert kueue_version(sim.api_client()) == tag
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        job = Job(be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q")
+                            .options(grace_period_s=120).spec()), be)  # time to save a checkpoint
+    said = [w for w in caught if issubclass(w.category, GracePeriodWarning)]
+    assert bool(said) == warned
+    if warned:
+        assert "Kueue v0.19.2" in str(said[0].message) and "v0.20" in str(said[0].message)
+    job.cancel()

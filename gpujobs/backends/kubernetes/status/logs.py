@@ -110,10 +110,10 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
 
     if not follow:
         for r, pod in enumerate(pod_rank_order(user_pods(job_pods(api_client, namespace, name)))):
-            text = read_pod_log(api_client, namespace, pod)
+            log = read_pod_log(api_client, namespace, pod)
             if restarted(pod):  # restarted in place: the earlier instance's lines first
-                text = read_pod_log(api_client, namespace, pod, previous=True) + text
-            for line in text.splitlines():
+                log = read_pod_log(api_client, namespace, pod, previous=True) + log
+            for line in log.splitlines():
                 text = show(line)
                 if text is not None:
                     who, out = _prefixed(text, r)

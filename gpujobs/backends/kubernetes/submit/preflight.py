@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
-from ....errors import PreflightError, QuotaError, RankRerunWarning, SubmitError
+from ....errors import GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
 from ..kinds import KINDS, KUEUE_KINDS
@@ -279,7 +279,6 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
         backend, "apiextensions.k8s.io", "v1", "customresourcedefinitions", ta.TRAINJOB_CRD))
     if crd == "forbidden":
         _skip(f"CRD {ta.TRAINJOB_CRD} (to tell the Kubeflow Trainer version)")
-        return
     api = ta.trainer_api(crd) if isinstance(crd, dict) else ta.UNKNOWN
     if api == ta.V21:
         raise PreflightError(
@@ -289,6 +288,27 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
             "(kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/"
             "manager?ref=v2.3.0\"), or use another kind: gpujobs submit --kind PyTorchJob ...")
     ta.adapt(r.job, api)
+    if api in (ta.V23, ta.UNKNOWN) and r.job["metadata"]["labels"].get("kueue.x-k8s.io/queue-name"):
+        check_kueue_keeps_grace(backend, cache, r)
+
+
+def check_kueue_keeps_grace(backend: Cluster, cache: _Cache, r: Rendered) -> None:
+    """Warn when the cluster's Kueue (read from its manager's image, submit/kueue_version.py) will
+    drop the TrainJob's terminationGracePeriodSeconds on admission (Kueue before v0.20)."""
+    from . import kueue_version as kv
+    grace = None
+    for patch in r.job["spec"].get("runtimePatches") or []:
+        for rj in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            grace = rj["template"]["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", grace)
+    if grace is None or grace == 30:  # the pod default (core/v1 PodSpec terminationGracePeriodSeconds)
+        return
+    version = cache.get(("kueue-version",), lambda: kv.kueue_version(backend.api_client, backend.http_timeout) or "")
+    if kv.erases_trainjob_grace_period(version):
+        warnings.warn(f"Kueue {version} vendors Kubeflow Trainer v2.2.1 and rewrites the TrainJob without "
+                      f"terminationGracePeriodSeconds when it admits it (kueue@v0.19.2 pkg/controller/jobs/trainjob/"
+                      f"trainjob_controller.go RunWithPodSetsInfo): the pods get 30 s, not the {grace} s gpujobs "
+                      "asked for, to save a checkpoint on preemption or cancel. Fix: upgrade Kueue to v0.20 or "
+                      "newer (a cluster admin), or use kind='PyTorchJob'", GracePeriodWarning, stacklevel=4)
 
 
 def _runtime(backend: Cluster, cache: _Cache, name: str) -> dict | None | str:
