@@ -9,6 +9,7 @@ from typing import Any
 
 from .conditions import _cond
 from .kubelet import ANN_RAY_JOB_STATUS, ANN_ROLE, RAY_SUBMITTER
+from .kuberay import submitter_backoff_limit
 from .store import now_iso
 from .trainer import _runtime_of, job_failed, trainjob_backoff_limit
 
@@ -74,9 +75,11 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             # once the submitter has also finished (kuberay@v1.7.0 rayjob_controller.go:
             # isJobTerminal = IsJobTerminal(jobStatus) && finishedAt != nil in K8sJobMode; #1919)
             driver = next((ann(p).get(ANN_RAY_JOB_STATUS) for p in sub if ann(p).get(ANN_RAY_JOB_STATUS)), None)
-            finished = bool(sub) and all(p["status"].get("phase") in ("Succeeded", "Failed") for p in sub)
-            done_ok = finished and all(p["status"].get("phase") == "Succeeded" for p in sub)
-            broke = (finished and not done_ok) or any(ph == "Failed" for ph in cphases)
+            # the submitter Job: succeeded with a pod that succeeded, failed once more pods failed
+            # than its backoffLimit (the Job controller replaces the others, kuberay.py)
+            done_ok = any(p["status"].get("phase") == "Succeeded" for p in sub)
+            sub_failed = sum(p["status"].get("phase") == "Failed" for p in sub) > submitter_backoff_limit(job)
+            broke = (sub_failed and not done_ok) or any(ph == "Failed" for ph in cphases)
             ready = sum(ph == "Running" for ph in cphases)
             workers = len(cluster) - 1
             rcs = {"desiredWorkerReplicas": max(workers, 0), "readyWorkerReplicas": max(ready - 1, 0),

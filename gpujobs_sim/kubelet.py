@@ -50,6 +50,7 @@ ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim
 ANN_IDLE = "sim.gpujobs.dev/idle"
 RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see kuberay._ray_submitter
 ANN_RAY_JOB_STATUS = "sim.gpujobs.dev/ray-job-status"  # the driver's end, as Ray's dashboard reports it
+ANN_FOLLOWS = "sim.gpujobs.dev/follows"  # a retried submitter pod: `ray job logs --follow` of that pod's job
 MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
 
 
@@ -297,6 +298,13 @@ class Kubelet:
             if problem:
                 self.server.logs.append(ns, name, problem[1])
                 return problem[0]
+        if ann.get(ANN_FOLLOWS):  # `ray job logs --follow` prints the Ray job's whole log again
+            first = self.store.get("v1", "Pod", ann[ANN_FOLLOWS], ns) or {"metadata": {}}
+            data, _ = self.server.logs.read(ns, ann[ANN_FOLLOWS])
+            self.server.logs.append(ns, name, data)
+            status = (first["metadata"].get("annotations") or {}).get(ANN_RAY_JOB_STATUS)
+            if status:
+                return 0 if status == "SUCCEEDED" else 1
         self.server.logs.append(ns, name, ann.get(ANN_LOGS, f"hello from {name}\n"))
         seconds = float(ann.get(ANN_SECONDS, self.default_seconds))
         deadline = time.time() + seconds
@@ -396,6 +404,8 @@ class Kubelet:
         """The runner command and env for a payload pod, or (None, {}) for a scripted one."""
         md, ann = pod["metadata"], pod["metadata"].get("annotations") or {}
         src = pod
+        if ann.get(ANN_FOLLOWS):  # a retried submitter only follows the job already submitted
+            return None, {}
         if ann.get(ANN_ROLE) == RAY_SUBMITTER:
             # `ray job submit` runs the entrypoint on the head (the Ray job supervisor), so it sees
             # the head pod's volumes and env; its output reaches this pod's log through `ray job
