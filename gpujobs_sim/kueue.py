@@ -120,6 +120,7 @@ class Kueue:
                     self._engine.restore_admitted(w, {  # the flavors Kueue wrote at admission
                         a["name"]: a.get("flavors") or {} for a in
                         ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []})
+                    self._max_exec_timer(wl)
                     if self._waits_for_pods(wl) and self.pods_ready_timeout_s is not None:
                         admitted = _cond_time(wl, "Admitted") or time.time()
                         self.changes.at("ready", _wkey(wl), admitted + self.pods_ready_timeout_s)
@@ -225,6 +226,7 @@ class Kueue:
             wl = self.store.mutate(WL_API, "Workload", name, ns, admit)
             if wl is not None:
                 self._set_job_suspend(wl, False)
+                self._max_exec_timer(wl)
                 if self.pods_ready_timeout_s is not None:
                     self.changes.at("ready", adm.id, time.time() + self.pods_ready_timeout_s)
         for victim, by in d.preempted:
@@ -295,10 +297,42 @@ class Kueue:
             try:
                 wl = self.store.get(WL_API, "Workload", name, ns)
                 if wl is not None:
-                    (self._pods_ready_timeout if what == "ready" else self._backoff_finished)(wl)
+                    {"ready": self._pods_ready_timeout, "maxexec": self._max_exec_exceeded}.get(
+                        what, self._backoff_finished)(wl)
             except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
                 self.errors.append(exc)
                 self.changes.at(what, wid, time.time() + 0.05)
+
+    # ------------------------------------------------------------ maximum execution time
+    def _max_exec_timer(self, wl: dict) -> None:
+        """kueue@v0.19.2 pkg/controller/core/workload_controller.go reconcileMaxExecutionTime: the
+        time left is spec.maximumExecutionTimeSeconds minus status.accumulatedPastExecutionTimeSeconds,
+        counted from the Admitted condition's lastTransitionTime (admission, not the job's start)."""
+        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        if limit is None or not _is_true(wl, "Admitted"):
+            return
+        past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+        admitted = _cond_time(wl, "Admitted") or time.time()
+        self.changes.at("maxexec", _wkey(wl), admitted + int(limit) - past)
+
+    def _max_exec_exceeded(self, wl: dict) -> None:
+        """Time is up: DeactivationTarget (reason MaximumExecutionTimeExceeded), then the Workload
+        is deactivated (spec.active false) and evicted (reason Deactivated, underlying cause
+        MaximumExecutionTimeExceeded) and its job suspended (workload_controller.go; pkg/workload
+        SetDeactivationTarget); each operator then deletes the job's pods as it does on suspend."""
+        if not _is_true(wl, "Admitted") or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
+            return
+
+        def deactivate(o: dict) -> None:
+            _cond(o, "DeactivationTarget", "True", "MaximumExecutionTimeExceeded", "exceeding the maximum execution time")
+            o["spec"]["active"] = False
+            o["status"].pop("accumulatedPastExecutionTimeSeconds", None)
+            _evict(o, "Deactivated", "The workload is deactivated due to exceeding the maximum execution time",
+                   cause="MaximumExecutionTimeExceeded")
+        new = self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], wl["metadata"]["namespace"], deactivate)
+        if new is not None:
+            self._set_job_suspend(new, True)
+            self._evicting[_wkey(wl)] = time.time()
 
     def _pods_ready_timeout(self, wl: dict) -> None:
         """Evict with PodsReadyTimeout and back off (requeueState), or deactivate once the
