@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo check test test-fast bench clean-venv
+.PHONY: demo lab check test test-fast bench clean-venv controlplane
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +24,22 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 demo: $(VENV)/.demo
 	$(PY) examples/quickstart.py
 
+# JupyterLab (127.0.0.1) on the notebook quickstart, with the widgets and %%gpujob ready
+# (as root, e.g. in a container, Jupyter refuses to start without --allow-root)
+lab: $(VENV)/.demo
+	$(VENV)/bin/jupyter lab examples/notebook_quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
+
 # lint and type check first (configured in pyproject.toml: [tool.ruff], [tool.mypy]), then the tests
 check: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: check
+# the real control plane the realcp tests start (etcd, kube-apiserver, kcm, scheduler, Kueue), built
+# from upstream Go modules into ~/.cache/gpujobs-controlplane/<stamp>/bin; seconds when already built
+controlplane:
+	bash tools/controlplane/build.sh
+
+test: check controlplane
 	$(PY) -m pytest -q -rs --durations=15 $(PYTEST_ARGS)
 
 test-fast: check

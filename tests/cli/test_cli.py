@@ -97,7 +97,7 @@ def test_render_sbatch_json_parses_back(cli):
     labels = job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "gpu"          # partition → LocalQueue
     assert labels["kueue.x-k8s.io/priority-class"] == "high"     # QoS → priority class
-    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "86400"
+    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "95040"  # 86400 + 10%, after the job's deadline
     assert "--output" in r.stderr  # the translator's warnings reach the user
     if crds.crds_available():
         for o in objs:
@@ -185,6 +185,20 @@ def test_function_arguments_are_converted_by_type_hint():
     values, as_str = convert_args(f, ["15", "0.5", "no", "/tmp", "s", "raw", "7", "8"])
     assert values == [15, 0.5, False, Path("/tmp"), "s", "raw", 7, 8]
     assert as_str == ["plain='raw'"]
+
+
+def test_a_str_default_needs_no_warning_and_a_typo_gets_did_you_mean(cli):
+    """#31: "passing name='hi' as str" when the default already says str; no "did you mean
+    main?" for train.py:mian."""
+    from gpujobs.cli.targets import convert_args
+
+    def f(name="x", other=None):
+        pass
+    assert convert_args(f, ["hi", "y"])[1] == ["other='y'"]
+    (cli.cwd / "train.py").write_text("def main():\n    return 1\n")
+    r = cli("submit", "train.py:mian", "--gpus", "0")
+    assert r.returncode == 2 and "did you mean main?" in r.stderr, r.stderr
+    assert "train.py:main" in r.stderr, r.stderr
 
 
 def test_bad_typed_argument_and_too_many_are_usage_errors(cli):

@@ -174,8 +174,8 @@ def test_preflight_gang_needs_volcano(server, backend):
     (None, lambda: ddp().queue("nope"), f"LocalQueue {NS}/nope", "kubectl get localqueues"),
     (("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-a"), ddp, "ClusterQueue cq-a", None),
     (None, lambda: ddp().priority("urgent"), "WorkloadPriorityClass urgent", None),
-    (("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-distributed"), ddp,
-     "ClusterTrainingRuntime torch-distributed", None),
+    (("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "gpujobs-torch"), ddp,
+     "ClusterTrainingRuntime gpujobs-torch", "gpujobs admin trainer-runtimes | kubectl apply -f -"),
     (None, lambda: ddp(volcano="job", volcano_queue="gold"), "Volcano Queue gold", None),
 ], ids=["local_queue", "cluster_queue", "priority_class", "trainjob_runtime", "volcano_queue"])
 def test_preflight_missing_object(server, backend, deleted, make, obj, fix):
@@ -195,6 +195,7 @@ def test_quota_never_fits(server, backend):
         backend.submit(ddp(gpus_per_node=8, nodes=2).spec())  # 16 GPUs, queue has 8
     msg = str(ei.value)
     assert "cq-a" in msg and "16" in msg and "nvidia.com/gpu" in msg
+    assert msg.startswith("this job can never start: it asks for more nvidia.com/gpu"), msg  # #31
     _assert_nothing_created(server, backend)
 
 

@@ -55,6 +55,8 @@ class KubernetesBackend:
         self._context = context or cfg.get("context")
         self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
         self._namespace = namespace or cfg.get("namespace")
+        self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
+        self._detected_kueue: str | None = None  # read once by admission_version() ('' unknown)
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
         self.preflight_ttl = preflight_ttl
@@ -201,9 +203,42 @@ class KubernetesBackend:
         if not queue:
             raise SpecError("queue", f"a {rendered.kind} is not queued by Kueue, so there is nothing to "
                             "plan", "plan a Kueue kind (the default), e.g. gpujobs plan TARGET --queue Q")
-        return forecasting.for_backend(self, rendered.namespace).plan(
+        plan = forecasting.for_backend(self, rendered.namespace).plan(
             rendered, queue, labels.get(naming.PRIORITY_LABEL), spec.max_runtime_s,
             float(spec.grace_period_s), spec.display_name)
+        version, source = self.admission_version()
+        from ...admission import gates
+        return gates.with_basis(plan, version, source)
+
+    def admission_version(self) -> tuple[str, str]:
+        """:meth:`kueue_version` with what the cluster runs, read once from Kueue's manager image
+        (submit/kueue_version.py; unknown without ``get deployments`` in kueue-system). A detected
+        version gpujobs does not model falls back to the config or the newest, saying so."""
+        from ...errors import SpecError
+        from .submit import kueue_version as kv
+        if self._detected_kueue is None:
+            try:
+                self._detected_kueue = kv.kueue_version(self.api_client, self.http_timeout) or ""
+            except Exception:  # noqa: BLE001 - an unreadable version is an unknown one
+                self._detected_kueue = ""
+        try:
+            return self.kueue_version(self._detected_kueue or None)
+        except SpecError:
+            version, source = self.kueue_version()
+            return version, f"{source}; the cluster runs Kueue {self._detected_kueue}, which is not modelled"
+
+    def kueue_version(self, detected: str | None = None) -> tuple[str, str]:
+        """(the supported Kueue version row admission is modelled on, where it came from):
+        ``detected`` (what the cluster runs, e.g. its manager image tag), else ``[kubernetes]
+        kueue_version`` of the config, else the newest supported."""
+        from ...config import kueue_version_of
+        if detected:
+            return kueue_version_of({"kueue_version": detected}, "the cluster's Kueue version"), \
+                f"the cluster runs Kueue {detected}"
+        if self._kueue_version:
+            return kueue_version_of({"kueue_version": self._kueue_version}, "[kubernetes] kueue_version"), \
+                "[kubernetes] kueue_version"
+        return kueue_version_of({}, ""), "the newest supported (the cluster's Kueue version is not known)"
 
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)

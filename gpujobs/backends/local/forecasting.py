@@ -67,17 +67,17 @@ class LocalForecasts:
             if self._asked:
                 self._wake.set()
 
-    def note_finished(self, st: JobStatus) -> None:
-        """A job ended: a success's runtime joins the history of similar jobs."""
+    def note_finished(self, st: JobStatus, limit_s: float | None = None) -> None:
+        """A job ended: its run's runtime (and declared limit) joins the history."""
         if self._history is not None:
-            _learn(self._history, st)
+            _learn(self._history, st, limit_s)
 
     @property
     def history(self) -> History:
         if self._history is None:
             h = History()
-            for _, _, st, _, _ in self.agent.store.all():
-                _learn(h, st)
+            for _, _, st, spec, _ in self.agent.store.all():
+                _learn(h, st, (spec or {}).get("max_runtime_s"))
             self._history = h
         return self._history
 
@@ -168,12 +168,13 @@ class LocalForecasts:
                 job.expected_end = now + left
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
-                        self.adm["default_priority"], running, pending, self.history, now)
+                        self.adm["default_priority"], running, pending, self.history, now,
+                        kueue_version=self.adm.get("kueue_version"))
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
-        """JobStatus fields for a queued job (reason, blocked_by, expected_start(+_basis)) from
-        the last refresh; never computes (a job it does not hold yet has none until the next)."""
+        """JobStatus fields for a queued job (reason, blocked_by, expected_start(+_basis, _range),
+        not_before) from the last refresh; never computes (a job it does not hold yet has none until the next)."""
         if not self._asked:
             self._asked = True
             self._wake.set()
@@ -181,7 +182,8 @@ class LocalForecasts:
         if fc is None:
             return {}
         return {"reason": fc.reason, "blocked_by": fc.blocked_by,
-                "expected_start": fc.expected_start, "expected_start_basis": fc.basis}
+                "expected_start": fc.expected_start, "expected_start_basis": fc.basis,
+                "not_before": fc.not_before, "expected_start_range": fc.expected_start_range}
 
     def plan(self, spec: JobSpec, name: str = "", user: str = "") -> Plan:
         """The what-if for a job with ``spec``; nothing is queued. The snapshot is taken under
@@ -200,9 +202,12 @@ class LocalForecasts:
         fc = plan(snap, job)
         return Plan(admit_now=fc.admit_now, position=fc.position, preempts=fc.preempts,
                     expected_start=fc.expected_start, reason=fc.reason, basis=fc.basis,
-                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=w.queue)
+                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=w.queue,
+                    expected_start_range=fc.expected_start_range)
 
 
-def _learn(h: History, st: JobStatus) -> None:
-    if st.phase == "succeeded" and st.started_at and st.finished_at:
-        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at)
+def _learn(h: History, st: JobStatus, limit_s: float | None = None) -> None:
+    """A finished run (succeeded or failed: either gave its quota back; a cancel does not say
+    how long the job would have run) joins the history, with its declared limit."""
+    if st.phase in ("succeeded", "failed") and st.started_at and st.finished_at:
+        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at, limit_s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
 from ... import contract
-from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, JobFolder, RankEnv
+from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, STARTED, JobFolder, RankEnv
+from ...filemodes import replace_private
 from ...spec import JobSpec
 
 
@@ -51,6 +53,12 @@ def submitter_env(job_dir: Path) -> dict[str, str]:
         return dict(os.environ)
 
 
+def write_launch(folder: JobFolder, token: str, go: bool) -> None:
+    """The start gate of ``folder``'s ranks, replaced atomically (0600): launch ``token``
+    waits, or runs (``go``); a token no rank has stops every rank still at the gate."""
+    replace_private(folder.launch_file, contract.launch_line(token, go))
+
+
 def exit_order(result_dir: Path, rank: int) -> int:
     """The cause first: a rank's own exception (0), then a rank that died without one (killed,
     exit code: 1), then ranks whose error only reports a lost peer (2; runner's failure-N)."""
@@ -66,6 +74,20 @@ def exit_order(result_dir: Path, rank: int) -> int:
 def first_failed(result_dir: Path, ranks: list[int]) -> int:
     """The failed rank to blame among ``ranks`` (see :func:`exit_order`)."""
     return min(ranks, key=lambda r: (exit_order(result_dir, r), r))
+
+
+def failed_rank_message(result_dir: Path, rank: int, code: int) -> str:
+    """``KeyError: 'missing_key' (rank 1); exit code 1`` when the rank left its exception in its
+    failure marker (plain JSON: nothing unpickled), else ``rank 1 exit code 1``."""
+    try:
+        marker = json.loads((result_dir / FAILURE.name(rank)).read_text())
+    except (OSError, ValueError):
+        marker = None
+    if not isinstance(marker, dict) or not marker.get("type"):
+        return f"rank {rank} {describe_returncode(code)}"
+    from ...payload.outcome import exception_line
+    return f"{exception_line(str(marker['type']), str(marker.get('message') or ''), rank)}; " \
+        f"{describe_returncode(code)}"
 
 
 def free_port() -> int:
@@ -105,6 +127,11 @@ class Gang:
     spawner: Callable[..., Any] | None = None
     """``spawner(env=, log_path=, cwd=, exit_file=)`` -> a Popen-like process (the agent's
     zygote); None, or a spawner that raises OSError, means ``subprocess.Popen``."""
+    gated: bool = False
+    """The ranks wait at their start gate until :meth:`release` (the agent: once it has
+    recorded their pids); ungated ranks run at once."""
+    launch: str = ""
+    """This start's token (``start()`` draws it): ranks of another launch are stale."""
     procs: dict[int, Any] = field(default_factory=dict)
     _log_files: list = field(default_factory=list)
 
@@ -140,7 +167,8 @@ class Gang:
                        result_sink=contract.dir_sink(folder.result_dir),
                        return_all=self.return_all, checkpoint_dir=str(folder.checkpoint_dir),
                        restarts=self.restarts, command=self.program,
-                       device="cpu" if self.devices is None else None)
+                       device="cpu" if self.devices is None else None,
+                       launch_file=str(folder.launch_file), launch=self.launch or None)
 
     def _rendezvous(self, env: dict[str, str]) -> None:
         """A one-machine gang meets through a FileStore in the job dir (no port to take).
@@ -162,12 +190,22 @@ class Gang:
                    return_all=spec.return_all, program=spec.command, **kw)
 
     def _prepare_dirs(self) -> None:
-        """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
-        for d in (self.result_dir, self.log_dir, self.folder.checkpoint_dir):
+        """Result, log, checkpoint and pid dirs exist; a requeued gang starts clean (checkpoints
+        stay); a new launch token is at the ranks' start gate before any rank starts."""
+        folder = self.folder
+        for d in (self.result_dir, self.log_dir, folder.checkpoint_dir, folder.pid_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for kind in (OUTCOME, EXIT, FAILURE):
+        for kind in (OUTCOME, EXIT, FAILURE, STARTED):
             for stale in self.result_dir.glob(kind.any_glob):
                 stale.unlink()
+        for stale in folder.pid_dir.glob(PROCESS.any_glob):
+            stale.unlink()
+        self.launch = secrets.token_hex(8)
+        write_launch(folder, self.launch, go=not self.gated)
+
+    def release(self) -> None:
+        """Let the ranks of a gated start run (their pids are recorded)."""
+        write_launch(self.folder, self.launch, go=True)
 
     def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
         """``cmd`` in a session of its own, stdout and stderr appended to ``log_path``."""
@@ -223,7 +261,7 @@ class Gang:
             self.terminate(grace=2.0)
             codes = {r: p.returncode for r, p in self.procs.items()}
             return self._finish(GangExit(False, codes, first,
-                                         f"rank {first} {describe_returncode(codes[first])}"))
+                                         failed_rank_message(self.result_dir, first, codes[first])))
         if all(c == 0 for c in codes.values()):
             return self._finish(GangExit(True, codes))
         return None

@@ -171,12 +171,13 @@ def workload_id(wl: dict) -> str:
 
 
 def _job_limit(job: dict | None) -> float | None:
-    """A gpujobs job's declared limit: Kueue's max-exec-time label, else activeDeadlineSeconds."""
+    """A gpujobs job's declared limit: its activeDeadlineSeconds, else Kueue's max-exec-time label
+    (set a margin after the deadline where the operator enforces one: render.job.kueue_max_exec_s)."""
     if not job:
         return None
     label = ((job.get("metadata") or {}).get("labels") or {}).get(MAX_EXEC_LABEL)
     spec = job.get("spec") or {}
-    for v in (label, spec.get("activeDeadlineSeconds"), (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")):
+    for v in (spec.get("activeDeadlineSeconds"), (spec.get("runPolicy") or {}).get("activeDeadlineSeconds"), label):
         try:
             if v is not None and float(v) > 0:
                 return float(v)
@@ -221,7 +222,7 @@ def translate(c: KueueObjects, now: float | None = None,
     used = {f for q in queues for g in (q.resource_groups or []) for f in g}
     flavors = [flavor(f) for f in c.flavors] if c.flavors and used <= names else None
     snap = Snapshot(queues, [cohort(co) for co in c.cohorts], dict(c.priorities), 0, [], [], now=now,
-                    flavors=flavors)
+                    flavors=flavors, kueue_version=c.kueue_version)
     scratch = snap.engine()
     tr = Translation(snap, {}, {}, set(), {}, {}, {}, c.scope)
     by_uid: dict[str, str] = {}
@@ -401,10 +402,10 @@ def clean_forecast(tr: Translation, fc: Forecast, hidden: int = 0) -> Forecast:
     ``hidden`` pending workloads of other namespaces ahead make the start a "not before"."""
     fc.blocked_by = tuple(b for b in fc.blocked_by if not b.startswith(OTHERS))
     if tr.scope == "namespace":
-        if hidden and fc.expected_start is not None:
-            fc.not_before, fc.expected_start = fc.expected_start, None
-            fc.basis = (f"not before {_clock(fc.not_before)}: {hidden} pending workload"
-                        f"{'s' if hidden > 1 else ''} of other namespaces ahead (sizes not readable); "
+        if hidden and fc.expected_start is not None:  # their sizes and ends are unknown: no number
+            without, fc.expected_start, fc.expected_start_range = fc.expected_start, None, None
+            fc.basis = (f"unknown: {hidden} pending workload{'s' if hidden > 1 else ''} of other "
+                        f"namespaces ahead (sizes not readable); without them {_clock(without)}, "
                         + fc.basis)
         if hidden:
             fc.reason += f"; {hidden} more pending in other namespaces' LocalQueues ahead"
