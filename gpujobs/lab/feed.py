@@ -1,0 +1,159 @@
+"""The panel's job feed: one shared refresh loop over ``gpujobs.jobs()`` for every page.
+
+Each refresh is one ``gpujobs.jobs()`` call (one request to the backend whatever the number of
+jobs); pages read the latest snapshot and follow its changes (:meth:`JobFeed.subscribe`), so
+they never poll per job. The loop runs only while someone listens.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, Callable
+
+import gpujobs
+
+from .. import contract
+
+DEFAULT_REFRESH_S = 2.0
+
+
+def refresh_interval() -> float:
+    """Seconds between refreshes: ``GPUJOBS_LAB_REFRESH_S`` (default 2)."""
+    raw = os.environ.get(contract.LAB_REFRESH_S, "").strip()
+    if not raw:
+        return DEFAULT_REFRESH_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise gpujobs.SpecError(contract.LAB_REFRESH_S, f"{raw!r} is not a number of seconds",
+                                f"export {contract.LAB_REFRESH_S}=2") from None
+    if value <= 0:
+        raise gpujobs.SpecError(contract.LAB_REFRESH_S, f"{raw!r} must be above 0",
+                                f"export {contract.LAB_REFRESH_S}=2")
+    return value
+
+
+def job_row(st: gpujobs.JobStatus) -> dict[str, Any]:
+    """The panel's JSON for one job (the API's list item)."""
+    pr = st.progress
+    progress = None if pr is None else {
+        "step": pr.step, "total": pr.total, "fraction": pr.fraction, "rate": pr.rate,
+        "expected_end": pr.expected_end, "text": pr.text()}
+    return {
+        "job_id": st.job_id, "name": st.name, "backend": st.backend, "queue": st.queue,
+        "phase": st.phase, "terminal": st.terminal, "queue_position": st.queue_position,
+        "position": st.position_text(), "reason": st.reason, "blocked_by": list(st.blocked_by),
+        "expected_start": st.expected_start, "expected_start_range": st.extra.get("expected_start_range"),
+        "progress": progress, "gang_ready": st.gang_ready, "gang_size": st.gang_size,
+        "stalled": st.stalled_since is not None, "message": st.message, "gpus": st.gpus,
+        "cpu_ranks": st.cpu_ranks, "submitted_at": st.submitted_at, "started_at": st.started_at,
+        "finished_at": st.finished_at,
+    }
+
+
+def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Active jobs first (queue position, then submission), then the finished ones, newest first."""
+    active = sorted((r for r in rows if not r["terminal"]),
+                    key=lambda r: (r["queue_position"] is None, r["queue_position"] or 0,
+                                   r["submitted_at"] or 0.0))
+    done = sorted((r for r in rows if r["terminal"]),
+                  key=lambda r: -(r["finished_at"] or r["submitted_at"] or 0.0))
+    return active + done
+
+
+def changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"upsert": [rows], "removed": [ids]}`` from one snapshot to the next, None if equal."""
+    upsert = [row for jid, row in new.items() if old.get(jid) != row]
+    removed = [jid for jid in old if jid not in new]
+    return {"upsert": upsert, "removed": removed} if upsert or removed else None
+
+
+class JobFeed:
+    """The latest snapshot of every job and a change stream for subscribers.
+
+    ``source`` lists the jobs (``gpujobs.jobs`` by default); it is called from a worker thread,
+    at most once per ``interval`` seconds however many pages ask.
+    """
+
+    def __init__(self, source: Callable[[], list[gpujobs.JobStatus]] | None = None,
+                 interval: float | None = None):
+        self._source = source or gpujobs.jobs
+        self.interval = refresh_interval() if interval is None else interval
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.refreshed_at: float | None = None
+        self.error: str | None = None
+        self.refreshes = 0  # backend listings made (each is one backend request)
+        self._lock: asyncio.Lock | None = None
+        self._subscribers: set[asyncio.Queue] = set()
+        self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+
+    def snapshot_list(self) -> list[dict[str, Any]]:
+        return ordered(list(self.rows.values()))
+
+    async def refresh(self) -> None:
+        """List the jobs once (one backend request) and publish what changed."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            try:
+                statuses = await asyncio.to_thread(self._source)
+            except gpujobs.GpuJobsError as exc:
+                self.error = str(exc)
+                self.refreshed_at = time.monotonic()
+                return
+            self.refreshes += 1
+            self.error = None
+            new = {st.job_id: job_row(st) for st in statuses}
+            diff = changes(self.rows, new)
+            self.rows = new
+            self.refreshed_at = time.monotonic()
+        if diff is not None:
+            for q in list(self._subscribers):
+                q.put_nowait(diff)
+
+    async def current(self, max_age: float | None = None) -> list[dict[str, Any]]:
+        """The jobs, refreshed first when the snapshot is older than ``max_age`` (the interval)."""
+        age = self.interval if max_age is None else max_age
+        if self.refreshed_at is None or time.monotonic() - self.refreshed_at >= age:
+            await self.refresh()
+        if self.error is not None and not self.rows:
+            raise gpujobs.BackendUnavailable(self.error)
+        return self.snapshot_list()
+
+    def kick(self) -> None:
+        """Refresh now (after a cancel) instead of at the next tick."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def subscribe(self) -> asyncio.Queue:
+        """A queue of change dicts; the loop runs while at least one is subscribed."""
+        q: asyncio.Queue = asyncio.Queue()
+        self._subscribers.add(q)
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = asyncio.ensure_future(self._loop())
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue) -> None:
+        self._subscribers.discard(q)
+
+    async def _loop(self) -> None:
+        assert self._wake is not None
+        while self._subscribers:
+            await self.refresh()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def close(self) -> None:
+        self._subscribers.clear()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
