@@ -92,11 +92,17 @@ class JobFeed:
     def snapshot_list(self) -> list[dict[str, Any]]:
         return ordered(list(self.rows.values()))
 
-    async def refresh(self) -> None:
-        """List the jobs once (one backend request) and publish what changed."""
+    def _fresh(self, max_age: float) -> bool:
+        return self.refreshed_at is not None and time.monotonic() - self.refreshed_at < max_age
+
+    async def refresh(self, max_age: float = 0.0) -> None:
+        """List the jobs once (one backend request) and publish what changed; callers that
+        queued behind a refresh younger than ``max_age`` share it instead."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            if max_age > 0 and self._fresh(max_age):
+                return
             try:
                 statuses = await asyncio.to_thread(self._source)
             except gpujobs.GpuJobsError as exc:
@@ -116,8 +122,8 @@ class JobFeed:
     async def current(self, max_age: float | None = None) -> list[dict[str, Any]]:
         """The jobs, refreshed first when the snapshot is older than ``max_age`` (the interval)."""
         age = self.interval if max_age is None else max_age
-        if self.refreshed_at is None or time.monotonic() - self.refreshed_at >= age:
-            await self.refresh()
+        if not self._fresh(age):
+            await self.refresh(age)
         if self.error is not None and not self.rows:
             raise gpujobs.BackendUnavailable(self.error)
         return self.snapshot_list()

@@ -52,7 +52,8 @@ class JobHandler(_Base):
     async def get(self, job_id: str) -> None:
         rows = {r["job_id"]: r for r in await self._rows()}
         if job_id in rows:
-            return self.finish(json.dumps(rows[job_id]))
+            self.finish(json.dumps(rows[job_id]))
+            return
         try:  # not in the listing (e.g. another backend's): ask for it
             job = await self._attach(job_id)
             st = await asyncio.to_thread(job.status)
@@ -87,15 +88,15 @@ class LogsHandler(_Base):
             rank = None if raw in (None, "") else int(raw)
         except ValueError:
             self.set_status(400)
-            return self.finish(json.dumps({"error": "SpecError",
-                                           "message": f"rank: {raw!r} is not a rank number (?rank=0)"}))
+            self.finish(json.dumps({"error": "SpecError",
+                                    "message": f"rank: {raw!r} is not a rank number (?rank=0)"}))
+            return
         try:
             job = await self._attach(job_id)
             text = await asyncio.to_thread(lambda: job.logs(rank=rank))
         except gpujobs.GpuJobsError as exc:
             return self._fail(exc)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.finish(text)
+        self.finish(text, set_content_type="text/plain; charset=utf-8")
 
 
 class EventsHandler(_Base):

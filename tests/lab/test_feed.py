@@ -1,0 +1,113 @@
+"""The panel's job feed: one listing per refresh shared by every caller, rows in panel order,
+changes only, and the loop only while someone listens."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import gpujobs
+from gpujobs.lab.feed import JobFeed, changes, job_row, ordered, refresh_interval
+
+from gpujobs.status import JobStatus, Progress
+
+
+def make(n: int) -> list[JobStatus]:
+    out = []
+    for i in range(n):
+        phase = ("queued", "running", "succeeded", "failed")[i % 4]
+        out.append(JobStatus(job_id=f"j{i}", phase=phase, name=f"n{i}", queue="q", gang_size=2,
+                             gang_ready=2 if phase == "running" else 0, submitted_at=1000.0 + i,
+                             queue_position=(i // 4 + 1) if phase == "queued" else None,
+                             finished_at=2000.0 + i if phase in ("succeeded", "failed") else None))
+    return out
+
+
+class Source:
+    def __init__(self, statuses: list[JobStatus]):
+        self.statuses = statuses
+        self.calls = 0
+
+    def __call__(self) -> list[JobStatus]:
+        self.calls += 1
+        return list(self.statuses)
+
+
+def test_one_listing_per_refresh_whatever_the_number_of_jobs_and_callers():
+    for n in (1, 1000):
+        src = Source(make(n))
+        feed = JobFeed(src, interval=60)
+
+        async def many():
+            return await asyncio.gather(*(feed.current() for _ in range(20)))
+        results = asyncio.run(many())
+        assert src.calls == 1, n
+        assert all(len(r) == n for r in results)
+
+
+def test_rows_are_active_first_in_queue_order_then_newest_finished():
+    rows = ordered([job_row(st) for st in make(12)])
+    phases = [r["phase"] for r in rows]
+    n_active = sum(p in ("queued", "running") for p in phases)
+    assert all(p in ("queued", "running") for p in phases[:n_active])
+    queued = [r["queue_position"] for r in rows if r["phase"] == "queued"]
+    assert queued == sorted(queued) == [1, 2, 3]
+    assert rows[:3] == [r for r in rows if r["phase"] == "queued"]  # positioned jobs lead
+    finished = [r["finished_at"] for r in rows[n_active:]]
+    assert finished == sorted(finished, reverse=True)
+
+
+def test_job_row_carries_progress_and_gang():
+    st = JobStatus(job_id="a", phase="running", gang_ready=1, gang_size=2,
+                   progress=Progress(step=5, total=20, rate=1.0, expected_end=None))
+    row = job_row(st)
+    assert (row["gang_ready"], row["gang_size"]) == (1, 2)
+    assert row["progress"]["fraction"] == 0.25 and row["progress"]["text"].startswith("step 5/20")
+
+
+def test_changes_name_only_changed_and_removed_jobs():
+    old = {r["job_id"]: r for r in map(job_row, make(3))}
+    new = dict(old)
+    new["j1"] = dict(old["j1"], phase="succeeded")
+    del new["j2"]
+    assert changes(old, new) == {"upsert": [new["j1"]], "removed": ["j2"]}
+    assert changes(old, dict(old)) is None
+
+
+def test_subscribers_get_changes_from_one_loop_that_stops_when_they_leave():
+    src = Source(make(2))
+    feed = JobFeed(src, interval=0.01)
+
+    async def scenario():
+        a, b = feed.subscribe(), feed.subscribe()
+        first = await asyncio.wait_for(a.get(), 5)
+        assert {r["job_id"] for r in first["upsert"]} == {"j0", "j1"}
+        assert await asyncio.wait_for(b.get(), 5) == first  # the same refresh, not one each
+        src.statuses = [src.statuses[0].with_(phase="admitted")]
+        diff = await asyncio.wait_for(a.get(), 5)
+        assert diff["upsert"][0]["phase"] == "admitted" and diff["removed"] == ["j1"]
+        feed.unsubscribe(a)
+        feed.unsubscribe(b)
+        await asyncio.sleep(0.1)
+        calls = src.calls
+        await asyncio.sleep(0.1)
+        assert src.calls == calls  # nobody listens: no more listings
+        await feed.close()
+    asyncio.run(scenario())
+
+
+def test_a_backend_error_is_reported_not_raised_into_the_loop():
+    def broken():
+        raise gpujobs.BackendUnavailable("agent gone")
+    feed = JobFeed(broken, interval=60)
+    with pytest.raises(gpujobs.BackendUnavailable, match="agent gone"):
+        asyncio.run(feed.current())
+    assert feed.error == "agent gone"
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-1"])
+def test_a_bad_refresh_interval_names_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("GPUJOBS_LAB_REFRESH_S", raw)
+    with pytest.raises(gpujobs.SpecError, match="GPUJOBS_LAB_REFRESH_S") as err:
+        refresh_interval()
+    assert "export GPUJOBS_LAB_REFRESH_S=2" in str(err.value)
