@@ -53,20 +53,24 @@ def job_row(st: gpujobs.JobStatus) -> dict[str, Any]:
 
 
 def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Active jobs first (queue position, then submission), then the finished ones, newest first."""
+    """The panel's order: running (and starting) jobs by submission, then the queued ones by queue
+    position, then the finished ones, newest first."""
     active = sorted((r for r in rows if not r["terminal"]),
-                    key=lambda r: (r["queue_position"] is None, r["queue_position"] or 0,
-                                   r["submitted_at"] or 0.0))
+                    key=lambda r: (r["phase"] == "queued", r["queue_position"] is None,
+                                   r["queue_position"] or 0, r["submitted_at"] or 0.0))
     done = sorted((r for r in rows if r["terminal"]),
                   key=lambda r: -(r["finished_at"] or r["submitted_at"] or 0.0))
     return active + done
 
 
 def changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """``{"upsert": [rows], "removed": [ids]}`` from one snapshot to the next, None if equal."""
+    """``{"upsert": [rows], "removed": [ids], "order": [every id, panel order]}`` from one
+    snapshot to the next; None if nothing changed."""
     upsert = [row for jid, row in new.items() if old.get(jid) != row]
     removed = [jid for jid in old if jid not in new]
-    return {"upsert": upsert, "removed": removed} if upsert or removed else None
+    if not upsert and not removed:
+        return None
+    return {"upsert": upsert, "removed": removed, "order": [r["job_id"] for r in ordered(list(new.values()))]}
 
 
 class JobFeed:

@@ -93,6 +93,7 @@ function when(epoch: number | null): string {
 class JobModel {
   readonly changed = new Signal<this, IJobRow[]>(this);
   jobs = new Map<string, IJobRow>();
+  order: string[] = []; // the server's panel order (running, queued by position, recent)
   connected = false;
   error = '';
   private source: EventSource | null = null;
@@ -111,18 +112,20 @@ class JobModel {
     source.addEventListener('snapshot', (ev: MessageEvent) => {
       const rows: IJobRow[] = JSON.parse(ev.data);
       this.jobs = new Map(rows.map(r => [r.job_id, r]));
+      this.order = rows.map(r => r.job_id);
       this.connected = true;
       this.error = '';
       this.changed.emit(rows);
     });
     source.addEventListener('changes', (ev: MessageEvent) => {
-      const diff: { upsert: IJobRow[]; removed: string[] } = JSON.parse(ev.data);
+      const diff: { upsert: IJobRow[]; removed: string[]; order: string[] } = JSON.parse(ev.data);
       for (const row of diff.upsert) {
         this.jobs.set(row.job_id, row);
       }
       for (const id of diff.removed) {
         this.jobs.delete(id);
       }
+      this.order = diff.order;
       this.changed.emit(diff.upsert);
     });
     source.addEventListener('error', (ev: Event) => {
@@ -134,16 +137,9 @@ class JobModel {
   }
 
   ordered(): { active: IJobRow[]; recent: IJobRow[] } {
-    const rows = Array.from(this.jobs.values());
-    const active = rows
-      .filter(r => !r.terminal)
-      .sort(
-        (a, b) =>
-          (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9) || (a.submitted_at ?? 0) - (b.submitted_at ?? 0)
-      );
-    const recent = rows
-      .filter(r => r.terminal)
-      .sort((a, b) => (b.finished_at ?? b.submitted_at ?? 0) - (a.finished_at ?? a.submitted_at ?? 0));
+    const rows = this.order.map(id => this.jobs.get(id)).filter((r): r is IJobRow => r !== undefined);
+    const active = rows.filter(r => !r.terminal);
+    const recent = rows.filter(r => r.terminal);
     return { active, recent: recent.slice(0, RECENT_SHOWN) };
   }
 }

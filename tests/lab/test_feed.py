@@ -45,16 +45,13 @@ def test_one_listing_per_refresh_whatever_the_number_of_jobs_and_callers():
         assert all(len(r) == n for r in results)
 
 
-def test_rows_are_active_first_in_queue_order_then_newest_finished():
+def test_rows_are_running_then_queued_in_queue_order_then_newest_finished():
     rows = ordered([job_row(st) for st in make(12)])
-    phases = [r["phase"] for r in rows]
-    n_active = sum(p in ("queued", "running") for p in phases)
-    assert all(p in ("queued", "running") for p in phases[:n_active])
-    queued = [r["queue_position"] for r in rows if r["phase"] == "queued"]
-    assert queued == sorted(queued) == [1, 2, 3]
-    assert rows[:3] == [r for r in rows if r["phase"] == "queued"]  # positioned jobs lead
-    finished = [r["finished_at"] for r in rows[n_active:]]
-    assert finished == sorted(finished, reverse=True)
+    assert [r["phase"] for r in rows[:6]] == ["running"] * 3 + ["queued"] * 3
+    assert [r["job_id"] for r in rows[:3]] == ["j1", "j5", "j9"]  # by submission
+    assert [r["queue_position"] for r in rows[3:6]] == [1, 2, 3]
+    finished = [r["finished_at"] for r in rows[6:]]
+    assert finished == sorted(finished, reverse=True) and len(finished) == 6
 
 
 def test_job_row_carries_progress_and_gang():
@@ -68,9 +65,9 @@ def test_job_row_carries_progress_and_gang():
 def test_changes_name_only_changed_and_removed_jobs():
     old = {r["job_id"]: r for r in map(job_row, make(3))}
     new = dict(old)
-    new["j1"] = dict(old["j1"], phase="succeeded")
+    new["j1"] = dict(old["j1"], phase="succeeded", terminal=True, finished_at=3000.0)
     del new["j2"]
-    assert changes(old, new) == {"upsert": [new["j1"]], "removed": ["j2"]}
+    assert changes(old, new) == {"upsert": [new["j1"]], "removed": ["j2"], "order": ["j0", "j1"]}
     assert changes(old, dict(old)) is None
 
 
