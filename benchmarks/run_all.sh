@@ -16,7 +16,8 @@ for cmd in \
   "benchmarks/progress_overhead.py" \
   "benchmarks/fault_report.py" \
   "benchmarks/eta_accuracy.py" \
-  "benchmarks/k8s_forecast.py"; do
+  "benchmarks/k8s_forecast.py" \
+  "benchmarks/lab_panel.py"; do
   echo "\$ .venv/bin/python $cmd"
   $PY $cmd 2>&1 | grep -v "^gpujobs: no GPU found"
   echo

@@ -39,7 +39,8 @@ def job_row(st: gpujobs.JobStatus) -> dict[str, Any]:
     pr = st.progress
     progress = None if pr is None else {
         "step": pr.step, "total": pr.total, "fraction": pr.fraction, "rate": pr.rate,
-        "expected_end": pr.expected_end, "text": pr.text()}
+        "expected_end": pr.expected_end,
+        "text": pr.short_text(ended=True) if st.terminal else pr.text()}
     return {
         "job_id": st.job_id, "name": st.name, "backend": st.backend, "queue": st.queue,
         "phase": st.phase, "terminal": st.terminal, "queue_position": st.queue_position,

@@ -3,8 +3,8 @@
  * recent; per job its phase, queue position and reason, expected start, gang k/N and progress;
  * actions: logs (a main-area tab), cancel (confirmed), attach (into the active notebook), copy id.
  *
- * The page follows one server-sent event stream (GET gpujobs/api/events) fed by the server's
- * shared refresh loop: no per-job polling.
+ * Once the panel is first shown, the page follows one server-sent event stream
+ * (GET gpujobs/api/events) fed by the server's shared refresh loop: no per-job polling.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Clipboard, Dialog, MainAreaWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
@@ -223,6 +223,11 @@ class JobsPanel extends Widget {
     this.render();
   }
 
+  /** Follow the stream from the first time the panel is shown (a closed panel costs nothing). */
+  protected onAfterShow(): void {
+    this.model.start();
+  }
+
   private render(): void {
     const { active, recent } = this.model.ordered();
     this.status.textContent = this.model.error
@@ -395,7 +400,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'GPU jobs',
       execute: () => app.shell.activateById(panel.id)
     });
-    model.start();
+    if (panel.isVisible) {
+      model.start();
+    }
   }
 };
 

@@ -133,12 +133,12 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
             page.wait_for_selector(f".gpujobs-row[data-job-id='{watched.id}'] .gpujobs-bar-fill",
                                    timeout=60_000)
             running_text = row(page, watched.id).inner_text()
+            if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":  # the README's screenshot, mid-run
+                (ROOT / "docs").mkdir(exist_ok=True)
+                panel.screenshot(path=str(ROOT / "docs" / "panel.png"))
             page.wait_for_selector(f".gpujobs-section-recent .gpujobs-row[data-job-id='{watched.id}']"
                                    "[data-phase='succeeded']", timeout=60_000)
             seen = page.evaluate("() => window.__rows")[watched.id]
-            if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":
-                (ROOT / "docs").mkdir(exist_ok=True)
-                panel.screenshot(path=str(ROOT / "docs" / "panel.png"))
 
             # logs in a main-area tab
             row(page, watched.id).locator("button:has-text('logs')").click()

@@ -60,6 +60,9 @@ def test_job_row_carries_progress_and_gang():
     row = job_row(st)
     assert (row["gang_ready"], row["gang_size"]) == (1, 2)
     assert row["progress"]["fraction"] == 0.25 and row["progress"]["text"].startswith("step 5/20")
+    done = job_row(st.with_(phase="succeeded", progress=Progress(step=20, total=20, rate=1.0,
+                                                                  expected_end=0.0)))
+    assert done["progress"]["text"] == "100%"  # no "0 s left" once it has ended
 
 
 def test_changes_name_only_changed_and_removed_jobs():
