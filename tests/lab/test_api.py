@@ -141,3 +141,32 @@ def test_events_stream_a_snapshot_then_changes(server, tmp_path):
     assert events[0][0] == "snapshot"
     assert all(k == "changes" for k, _ in events[1:])
     assert phases[-1] == "succeeded" and "running" in phases, phases
+
+
+def test_a_refresh_is_one_request_to_the_local_agent(gpujobs_home, monkeypatch, tmp_path):
+    """However many jobs, the feed's refresh (``gpujobs.jobs()``) asks the agent once."""
+    import asyncio
+
+    from gpujobs.backends.local.client import AgentClient
+    from gpujobs.lab.feed import JobFeed
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
+    gate = str(tmp_path / "go")
+    jobs = [gpujobs.submit(wait_for_file, gate, i, gpus=2, name=f"n{i}") for i in range(4)]
+    try:
+        until(lambda: jobs[0].status().phase == "running")
+        sent: list[str] = []
+        original = AgentClient.request
+
+        def counted(client, msg, *a, **kw):
+            sent.append(msg["op"])
+            return original(client, msg, *a, **kw)
+        monkeypatch.setattr(AgentClient, "request", counted)
+        feed = JobFeed(interval=60)
+        rows = asyncio.run(feed.current())
+        assert {r["job_id"] for r in rows} == {j.id for j in jobs}
+        assert sent == ["jobs"]
+    finally:
+        Path(gate).touch()
+        for j in jobs:
+            j.wait(timeout=60)
+        stop_agent(home=gpujobs_home)
