@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 
@@ -128,3 +130,22 @@ def start_lab(workdir: Path, env_extra: dict[str, str], timeout: float = 60.0, p
             time.sleep(0.3)
     lab.stop()
     raise RuntimeError(f"jupyter lab did not answer in {timeout} s: {log.read_text()[-2000:]}")
+
+
+@contextmanager
+def panel_server(monkeypatch, workdir: Path, home: Path, app: str = "lab",
+                 refresh_s: float = 0.3) -> Iterator[Lab]:
+    """``jupyter lab`` (or ``server``) with the GPU jobs panel over the local backend in ``home``
+    (2 GPU slots, here and in the server); on exit stops it and the agent and checks that no
+    process of theirs survived."""
+    from gpujobs.backends.local import stop_agent
+    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
+    monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
+    lab = start_lab(workdir, {"GPUJOBS_HOME": str(home), "GPUJOBS_BACKEND": "local", "GPUJOBS_LOCAL_GPUS": "2",
+                              "GPUJOBS_LAB_REFRESH_S": str(refresh_s)}, panel=True, app=app)
+    try:
+        yield lab
+    finally:
+        survivors = lab.stop()
+        stop_agent(home=home)
+        assert survivors == [], f"processes survived the server's teardown: {survivors}"

@@ -12,8 +12,7 @@ import nbformat
 import pytest
 
 import gpujobs
-from gpujobs.backends.local import stop_agent
-from labserver import start_lab
+from labserver import panel_server
 from test_widget_browser import FLAGS, _chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,17 +59,8 @@ OBSERVE_JS = """() => {
 
 @pytest.fixture
 def lab(tmp_path, gpujobs_home, monkeypatch):
-    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
-    monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
-    lab = start_lab(tmp_path / "lab", {"GPUJOBS_HOME": str(gpujobs_home), "GPUJOBS_BACKEND": "local",
-                                       "GPUJOBS_LOCAL_GPUS": "2", "GPUJOBS_LAB_REFRESH_S": "0.3"},
-                    panel=True)
-    try:
+    with panel_server(monkeypatch, tmp_path / "lab", gpujobs_home) as lab:
         yield lab
-    finally:
-        survivors = lab.stop()
-        stop_agent(home=gpujobs_home)
-        assert survivors == [], f"processes survived JupyterLab's teardown: {survivors}"
 
 
 def row(page, job_id: str):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpujobs
-from browser.labserver import start_lab
+from browser.labserver import panel_server
 from gpujobs.backends.local import stop_agent
 
 pytestmark = pytest.mark.slow
@@ -28,17 +28,8 @@ def wait_for_file(path: str, value):
 
 @pytest.fixture
 def server(tmp_path, gpujobs_home, monkeypatch):
-    monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "2")
-    monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
-    lab = start_lab(tmp_path / "srv", {"GPUJOBS_HOME": str(gpujobs_home), "GPUJOBS_BACKEND": "local",
-                                       "GPUJOBS_LOCAL_GPUS": "2", "GPUJOBS_LAB_REFRESH_S": "0.2"},
-                    panel=True, app="server")
-    try:
+    with panel_server(monkeypatch, tmp_path / "srv", gpujobs_home, app="server", refresh_s=0.2) as lab:
         yield lab
-    finally:
-        survivors = lab.stop()
-        stop_agent(home=gpujobs_home)
-        assert survivors == [], f"processes survived the server's teardown: {survivors}"
 
 
 def call(lab, method: str, path: str, token: bool = True):
