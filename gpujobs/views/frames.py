@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from ..status import JobStatus
+from ..status import JobStatus, start_when
 from .html import esc, phase_badge
 from .text import fmt_duration
 
@@ -44,13 +44,13 @@ def jobs_frame(statuses: Iterable[JobStatus], now: float | None = None):
 
 
 def _start(s: JobStatus, now: float) -> str:
-    """Expected start of a queued job ('in ~12 min', 'unknown' with nothing to go on), ''."""
+    """Expected start of a queued job (:func:`~gpujobs.status.start_when`: 'in ~12 min (14:05)',
+    'any moment (was due 10:02)', 'unknown' with nothing to go on), ''."""
     if s.phase != "queued":
         return ""
-    if s.expected_start is None:
-        return "unknown" if s.expected_start_basis else ""
-    left = s.expected_start - now
-    return "now" if left <= 30 else f"in ~{fmt_duration(left)}"
+    if s.expected_start is None and not s.expected_start_basis:
+        return ""
+    return start_when(s.expected_start, now, s.not_before)
 
 
 def _started(s: JobStatus) -> str:

@@ -73,7 +73,7 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
     if status.phase == "queued" and (status.expected_start is not None or status.expected_start_basis):
         from ..status import start_text
         bits.append(f'<span class="gpujobs-start" title="{esc(status.expected_start_basis)}">'
-                    f'{esc(start_text(status.expected_start))}</span>')
+                    f'{esc(start_text(status.expected_start, not_before=status.not_before))}</span>')
     gang_bits = gang_html(status) if gang else ""
     if gang_bits:
         bits.append(gang_bits)

@@ -60,7 +60,8 @@ class Agent(Recovery, Watching, Lifecycle):
         self.real: bool  # real GPUs (NVML found them), else CPU ranks stand in for them
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
-        self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"],
+                             kueue_version=adm["kueue_version"])
         self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
         self.idle_s = idle_timeout_s(cfg)
         self.store = Store(self.home / "state.db")
@@ -414,7 +415,7 @@ class Agent(Recovery, Watching, Lifecycle):
                 msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
                          message=msg, reason=reason, finished_at=time.time())
-        self.forecasts.note_finished(rec.status)
+        self.forecasts.note_finished(rec.status, rec.spec.max_runtime_s)
         self._forget(rec)
 
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
