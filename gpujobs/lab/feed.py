@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import deque
 from typing import Any, Callable
 
 import gpujobs
 
 from .. import contract
+from ..status import range_text, start_text
 
 DEFAULT_REFRESH_S = 2.0
+UTIL_POINTS = 30  # utilisation points kept per job for the panel's sparkline
 
 
 def refresh_interval() -> float:
@@ -45,12 +48,33 @@ def job_row(st: gpujobs.JobStatus) -> dict[str, Any]:
         "job_id": st.job_id, "name": st.name, "backend": st.backend, "queue": st.queue,
         "phase": st.phase, "terminal": st.terminal, "queue_position": st.queue_position,
         "position": st.position_text(), "reason": st.reason, "blocked_by": list(st.blocked_by),
-        "expected_start": st.expected_start, "expected_start_range": st.extra.get("expected_start_range"),
+        "expected_start": st.expected_start, "not_before": st.not_before,
+        "expected_start_range": list(st.expected_start_range) if st.expected_start_range else None,
+        "start": start_words(st),
         "progress": progress, "gang_ready": st.gang_ready, "gang_size": st.gang_size,
         "stalled": st.stalled_since is not None, "message": st.message, "gpus": st.gpus,
         "cpu_ranks": st.cpu_ranks, "submitted_at": st.submitted_at, "started_at": st.started_at,
         "finished_at": st.finished_at,
     }
+
+
+def mean_util(st: gpujobs.JobStatus) -> tuple[float, str] | None:
+    """The mean utilisation (percent) of a job's latest samples and 'GPU' or 'CPU' (psutil)."""
+    utils = [m.util for m in st.metrics if m.util is not None]
+    if not utils:
+        return None
+    cpu = all(m.source == "psutil" for m in st.metrics)
+    return sum(utils) / len(utils), "CPU" if cpu else "GPU"
+
+
+def start_words(st: gpujobs.JobStatus) -> str:
+    """A queued job's 'starts in ~12 min (14:05), between 14:02 and 14:40'; '' otherwise."""
+    if st.phase != "queued":
+        return ""
+    words = start_text(st.expected_start, not_before=st.not_before)
+    if st.expected_start_range is not None:
+        words += f", {range_text(st.expected_start_range)}"
+    return words
 
 
 def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -93,6 +117,8 @@ class JobFeed:
         self._subscribers: set[asyncio.Queue] = set()
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
+        self._util: dict[str, deque[float]] = {}
+        self._util_seen: dict[str, tuple] = {}
 
     def snapshot_list(self) -> list[dict[str, Any]]:
         return ordered(list(self.rows.values()))
@@ -116,13 +142,28 @@ class JobFeed:
                 return
             self.refreshes += 1
             self.error = None
-            new = {st.job_id: job_row(st) for st in statuses}
+            new = {st.job_id: self._with_util(st, job_row(st)) for st in statuses}
+            for gone in set(self._util) - set(new):
+                self._util.pop(gone, None)
+                self._util_seen.pop(gone, None)
             diff = changes(self.rows, new)
             self.rows = new
             self.refreshed_at = time.monotonic()
         if diff is not None:
             for q in list(self._subscribers):
                 q.put_nowait(diff)
+
+    def _with_util(self, st: gpujobs.JobStatus, row: dict[str, Any]) -> dict[str, Any]:
+        """Adds ``util`` (the recent utilisation points, one per new sample) and ``util_kind``."""
+        mean = mean_util(st)
+        if mean is not None:
+            stamp = tuple(sorted((m.rank, m.device, m.time) for m in st.metrics))
+            if self._util_seen.get(st.job_id) != stamp:  # a new sample, not the same one again
+                self._util_seen[st.job_id] = stamp
+                self._util.setdefault(st.job_id, deque(maxlen=UTIL_POINTS)).append(round(mean[0], 1))
+        row["util"] = list(self._util.get(st.job_id, ()))
+        row["util_kind"] = mean[1] if mean is not None else ""
+        return row
 
     async def current(self, max_age: float | None = None) -> list[dict[str, Any]]:
         """The jobs, refreshed first when the snapshot is older than ``max_age`` (the interval)."""

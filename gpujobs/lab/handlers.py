@@ -1,7 +1,7 @@
 """The panel's HTTP API under ``{base_url}gpujobs/api/``, behind Jupyter's own authentication.
 
 ``GET jobs`` (the list), ``GET jobs/{id}``, ``POST jobs/{id}/cancel``, ``GET jobs/{id}/logs``
-(``?rank=N``) and ``GET events`` (server-sent events: a ``snapshot`` then ``changes``).
+(``?rank=N``), ``GET jobs/{id}/stacks`` (``{rank: text}`` of a running job) and ``GET events`` (server-sent events: a ``snapshot`` then ``changes``).
 Everything goes through gpujobs' public API (``gpujobs.jobs``, ``gpujobs.attach``).
 """
 from __future__ import annotations
@@ -29,7 +29,8 @@ class _Base(APIHandler):
 
     def _fail(self, exc: gpujobs.GpuJobsError) -> None:
         status = 404 if isinstance(exc, gpujobs.JobNotFound) else \
-            400 if isinstance(exc, gpujobs.SpecError) else 503
+            400 if isinstance(exc, gpujobs.SpecError) else \
+            409 if isinstance(exc, gpujobs.errors.JobStateError) else 503
         self.set_status(status)
         self.finish(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
 
@@ -99,6 +100,17 @@ class LogsHandler(_Base):
         self.finish(text, set_content_type="text/plain; charset=utf-8")
 
 
+class StacksHandler(_Base):
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        try:
+            job = await self._attach(job_id)
+            stacks = await asyncio.to_thread(job.stacks)
+        except gpujobs.GpuJobsError as exc:
+            return self._fail(exc)
+        self.finish(json.dumps({str(rank): text for rank, text in sorted(stacks.items())}))
+
+
 class EventsHandler(_Base):
     """Server-sent events: ``snapshot`` (the whole list) once, then ``changes`` per refresh."""
 
@@ -142,5 +154,6 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, job), JobHandler),
         (url_path_join(base, job, "cancel"), CancelHandler),
         (url_path_join(base, job, "logs"), LogsHandler),
+        (url_path_join(base, job, "stacks"), StacksHandler),
         (url_path_join(base, "events"), EventsHandler),
     ])

@@ -37,11 +37,17 @@ export interface IJobRow {
   position: string;
   reason: string;
   expected_start: number | null;
+  not_before: number | null;
+  expected_start_range: [number, number] | null;
+  start: string; // the server's words: 'starts in ~12 min (14:05), between 14:02 and 14:40'
   progress: IProgress | null;
   gang_ready: number;
   gang_size: number;
   stalled: boolean;
+  util: number[]; // recent mean utilisation points (percent), oldest first
+  util_kind: string; // 'GPU', 'CPU' (ranks on CPU) or ''
   message: string;
+  blocked_by: string[];
   submitted_at: number | null;
   finished_at: number | null;
 }
@@ -74,19 +80,6 @@ async function request(path: string, init: RequestInit = {}): Promise<Response> 
     throw new Error(message);
   }
   return response;
-}
-
-function when(epoch: number | null): string {
-  if (epoch === null || epoch === undefined) {
-    return '';
-  }
-  const left = epoch - Date.now() / 1000;
-  const clock = new Date(epoch * 1000).toLocaleTimeString();
-  if (left <= 0) {
-    return `expected start ${clock} (now)`;
-  }
-  const mins = Math.round(left / 60);
-  return `expected start ${clock} (in ${mins < 1 ? '<1' : mins} min)`;
 }
 
 /** The jobs, kept current from the event stream. */
@@ -153,6 +146,7 @@ class LogsView extends Widget {
   constructor(private jobId: string, model: JobModel) {
     super();
     this.addClass('gpujobs-logs');
+    this.addClass('gpujobs-logview');
     this.id = `gpujobs-logs-${jobId.replace(/[^A-Za-z0-9_-]/g, '-')}`;
     const bar = document.createElement('div');
     bar.className = 'gpujobs-logs-bar';
@@ -199,13 +193,71 @@ class LogsView extends Widget {
   }
 }
 
+/** A running job's live Python stacks per rank, in a main-area tab (re-read with the button). */
+class StacksView extends Widget {
+  private pre = document.createElement('pre');
+
+  constructor(private jobId: string) {
+    super();
+    this.addClass('gpujobs-logs');
+    this.addClass('gpujobs-stacks');
+    const bar = document.createElement('div');
+    bar.className = 'gpujobs-logs-bar';
+    const label = document.createElement('span');
+    label.textContent = `stacks of ${jobId}`;
+    const again = document.createElement('button');
+    again.textContent = 'refresh';
+    again.addEventListener('click', () => void this.load());
+    bar.append(label, again);
+    this.node.append(bar, this.pre);
+    void this.load();
+  }
+
+  async load(): Promise<void> {
+    this.pre.textContent = 'asking the ranks…';
+    try {
+      const response = await request(`jobs/${encodeURIComponent(this.jobId)}/stacks`);
+      const stacks: { [rank: string]: string } = await response.json();
+      this.pre.textContent = Object.entries(stacks)
+        .map(([rank, text]) => `== rank ${rank} ==\n${text}`)
+        .join('\n');
+    } catch (e) {
+      this.pre.textContent = `no stacks: ${(e as Error).message}`;
+    }
+  }
+}
+
+/** An inline SVG line of utilisation points (0-100 %). */
+function sparkline(points: number[], kind: string): HTMLElement {
+  const box = document.createElement('div');
+  box.className = 'gpujobs-spark';
+  const w = 120;
+  const h = 18;
+  const line = points.length > 1 ? points : [points[0], points[0]];
+  const step = w / (line.length - 1);
+  const coords = line
+    .map((p, i) => `${(i * step).toFixed(1)},${(h - (Math.max(0, Math.min(100, p)) / 100) * h).toFixed(1)}`)
+    .join(' ');
+  box.innerHTML =
+    `<svg width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><polyline fill="none" stroke="#1a73e8" ` +
+    `stroke-width="1.5" points="${coords}"/></svg>`;
+  const label = document.createElement('span');
+  label.textContent = ` ${kind} ${Math.round(points[points.length - 1])}%`;
+  box.append(label);
+  return box;
+}
+
 class JobsPanel extends Widget {
   private list = document.createElement('div');
   private status = document.createElement('span');
 
   constructor(
     private model: JobModel,
-    private actions: { logs: (row: IJobRow) => void; attach: (row: IJobRow) => void }
+    private actions: {
+      logs: (row: IJobRow) => void;
+      stacks: (row: IJobRow) => void;
+      attach: (row: IJobRow) => void;
+    }
   ) {
     super();
     this.id = 'gpujobs-panel';
@@ -292,9 +344,11 @@ class JobsPanel extends Widget {
       if (row.reason) {
         details.push(row.reason);
       }
-      const start = when(row.expected_start);
-      if (start) {
-        details.push(start);
+      if (row.blocked_by.length) {
+        details.push(`behind ${row.blocked_by.join(', ')}`);
+      }
+      if (row.start) {
+        details.push(row.start);
       }
     } else if (row.terminal && row.message) {
       details.push(row.message);
@@ -321,9 +375,15 @@ class JobsPanel extends Widget {
       bar.append(fill);
       el.append(bar);
     }
+    if (!row.terminal && row.util && row.util.length) {
+      el.append(sparkline(row.util, row.util_kind));
+    }
     const actions = document.createElement('div');
     actions.className = 'gpujobs-row-actions';
     actions.append(this.button('logs', () => this.actions.logs(row)));
+    if (row.phase === 'running') {
+      actions.append(this.button('stacks', () => this.actions.stacks(row)));
+    }
     if (!row.terminal) {
       actions.append(this.button('cancel', () => void cancel(row)));
     }
@@ -391,7 +451,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const prefix = source.includes('import gpujobs') ? '' : 'import gpujobs\n';
       shared.setSource(source.trim() ? `${source}\n${prefix}${line}` : `${prefix}${line}`);
     };
-    const panel = new JobsPanel(model, { logs: showLogs, attach });
+    const showStacks = (row: IJobRow) => {
+      const tab = new MainAreaWidget({ content: new StacksView(row.job_id) });
+      tab.id = `gpujobs-stacks-tab-${row.job_id.replace(/[^A-Za-z0-9_-]/g, '-')}-${Date.now()}`;
+      tab.title.label = `Stacks: ${row.name || row.job_id}`;
+      tab.title.icon = ICON;
+      tab.title.closable = true;
+      app.shell.add(tab, 'main');
+      app.shell.activateById(tab.id);
+    };
+    const panel = new JobsPanel(model, { logs: showLogs, stacks: showStacks, attach });
     app.shell.add(panel, 'left', { rank: 900 });
     if (restorer) {
       restorer.add(panel, 'gpujobs-panel');

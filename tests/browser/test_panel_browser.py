@@ -37,7 +37,7 @@ def stepping(path: str, steps: int):
     for i in range(1, steps + 1):
         ctx.progress(i, total=steps)
         print(f"rank {ctx.rank} step {i}/{steps}", flush=True)
-        _t.sleep(0.5)
+        _t.sleep(1.0)
     return steps
 
 
@@ -126,6 +126,11 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
             if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":  # the README's screenshot, mid-run
                 (ROOT / "docs").mkdir(exist_ok=True)
                 panel.screenshot(path=str(ROOT / "docs" / "panel.png"))
+            # live stacks of the running job in a tab
+            row(page, watched.id).locator("button:has-text('stacks')").click()
+            page.wait_for_function("() => Array.from(document.querySelectorAll('.gpujobs-stacks pre'))"
+                                   ".some(e => e.textContent.includes('== rank 1 =='))", timeout=30_000)
+            stacks = page.locator(".gpujobs-stacks pre").first.inner_text()
             page.wait_for_selector(f".gpujobs-section-recent .gpujobs-row[data-job-id='{watched.id}']"
                                    "[data-phase='succeeded']", timeout=60_000)
             seen = page.evaluate("() => window.__rows")[watched.id]
@@ -133,10 +138,10 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
             # logs in a main-area tab
             row(page, watched.id).locator("button:has-text('logs')").click()
             page.wait_for_selector(".lm-TabBar-tab:has-text('Logs: watched')", timeout=10_000)
-            page.wait_for_function("() => Array.from(document.querySelectorAll('.gpujobs-logs pre'))"
+            page.wait_for_function("() => Array.from(document.querySelectorAll('.gpujobs-logview pre'))"
                                    ".some(e => e.textContent.includes('[rank 1] rank 1 step 6/6'))",
                                    timeout=30_000)
-            logs = page.locator(".gpujobs-logs pre").first.inner_text()
+            logs = page.locator(".gpujobs-logview pre").first.inner_text()
 
             # attach into the notebook's active cell
             page.locator(".lm-TabBar-tab:has-text('attach.ipynb')").click()
@@ -154,6 +159,7 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
     assert states.index("queued") < states.index("running") < states.index("succeeded"), seen
     assert any(s == "running bar" for s in seen), seen  # a progress bar while it ran
     assert "gang 2/2" in running_text and "step" in running_text, running_text
+    assert "== rank 0 ==" in stacks and "stepping" in stacks, stacks
     assert "[rank 0] rank 0 step 1/6" in logs and "[rank 1] rank 1 step 6/6" in logs, logs
     assert f'job = gpujobs.attach("{watched.id}")' in cell, cell
     assert watched.result(timeout=30) == 6 and blocker.result(timeout=30) == "b"

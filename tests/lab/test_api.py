@@ -72,6 +72,12 @@ def test_list_one_job_logs_cancel_and_auth(server, tmp_path):
     order = [r["job_id"] for r in call(server, "GET", "gpujobs/api/jobs")]
     assert order.index(waiting.id) < order.index(doomed.id)
 
+    stacks = call(server, "GET", f"gpujobs/api/jobs/{blocker.id}/stacks")
+    assert set(stacks) == {"0", "1"} and all("wait_for_file" in t for t in stacks.values()), stacks
+    with pytest.raises(urllib.error.HTTPError) as not_running:
+        call(server, "GET", f"gpujobs/api/jobs/{waiting.id}/stacks")
+    assert not_running.value.code == 409
+
     one = call(server, "GET", f"gpujobs/api/jobs/{waiting.id}")
     assert one["job_id"] == waiting.id and one["phase"] == "queued"
     with pytest.raises(urllib.error.HTTPError) as missing:

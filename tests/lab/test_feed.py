@@ -9,7 +9,7 @@ import pytest
 import gpujobs
 from gpujobs.lab.feed import JobFeed, changes, job_row, ordered, refresh_interval
 
-from gpujobs.status import JobStatus, Progress
+from gpujobs.status import GpuSample, JobStatus, Progress
 
 
 def make(n: int) -> list[JobStatus]:
@@ -65,6 +65,17 @@ def test_job_row_carries_progress_and_gang():
     assert done["progress"]["text"] == "100%"  # no "0 s left" once it has ended
 
 
+def test_a_queued_row_says_when_it_starts_and_its_range():
+    import time
+    now = time.time()
+    st = JobStatus(job_id="q", phase="queued", queue_position=1, expected_start=now + 600,
+                   expected_start_range=(now + 300, now + 1200))
+    row = job_row(st)
+    assert row["expected_start_range"] == [now + 300, now + 1200]
+    assert row["start"].startswith("starts in ~10 min") and ", between " in row["start"], row["start"]
+    assert job_row(st.with_(phase="running"))["start"] == ""
+
+
 def test_changes_name_only_changed_and_removed_jobs():
     old = {r["job_id"]: r for r in map(job_row, make(3))}
     new = dict(old)
@@ -111,3 +122,44 @@ def test_a_bad_refresh_interval_names_the_variable(monkeypatch, raw):
     with pytest.raises(gpujobs.SpecError, match="GPUJOBS_LAB_REFRESH_S") as err:
         refresh_interval()
     assert "export GPUJOBS_LAB_REFRESH_S=2" in str(err.value)
+
+
+def test_rows_carry_a_utilisation_history_one_point_per_new_sample():
+    def sample(t: float, util: float, rank: int) -> GpuSample:
+        return GpuSample(time=t, rank=rank, device=0, util=util, mem_used=None, mem_total=None,
+                         source="psutil")
+    job = JobStatus(job_id="r", phase="running", metrics=(sample(1, 10, 0), sample(1, 30, 1)))
+    src = Source([job])
+    feed = JobFeed(src, interval=60)
+
+    async def refreshes():
+        await feed.refresh()
+        await feed.refresh()  # the same samples again: no new point
+        src.statuses = [job.with_(metrics=(sample(2, 50, 0), sample(2, 70, 1)))]
+        await feed.refresh()
+        src.statuses = []
+        await feed.refresh()
+    asyncio.run(refreshes())
+    assert src.calls == 4
+    assert feed._util == {}  # forgotten with the job
+    feed2 = JobFeed(Source([job, job.with_(job_id="q", phase="queued", metrics=())]), interval=60)
+    rows = {r["job_id"]: r for r in asyncio.run(feed2.current())}
+    assert rows["r"]["util"] == [20.0] and rows["r"]["util_kind"] == "CPU"
+    assert rows["q"]["util"] == [] and rows["q"]["util_kind"] == ""
+
+
+def test_the_history_grows_by_new_samples_only():
+    def sample(t: float, util: float) -> GpuSample:
+        return GpuSample(time=t, rank=0, device=0, util=util, mem_used=None, mem_total=None)
+    job = JobStatus(job_id="r", phase="running", metrics=(sample(1, 10),))
+    src = Source([job])
+    feed = JobFeed(src, interval=0)
+
+    async def run():
+        await feed.refresh()
+        await feed.refresh()
+        src.statuses = [job.with_(metrics=(sample(2, 90),))]
+        await feed.refresh()
+        return feed.snapshot_list()
+    rows = asyncio.run(run())
+    assert rows[0]["util"] == [10.0, 90.0] and rows[0]["util_kind"] == "GPU"
