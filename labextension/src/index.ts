@@ -289,8 +289,56 @@ class JobsPanel extends Widget {
         : 'connecting…';
     this.list.replaceChildren(
       this.section('Active', active, 'no active jobs'),
+      this.queues(active),
       this.section('Recent', recent, 'no finished jobs')
     );
+  }
+
+  /** Per queue with waiting jobs: a table of position, job, start and what it waits behind. */
+  private queues(active: IJobRow[]): HTMLElement {
+    const box = document.createElement('div');
+    box.className = 'gpujobs-section gpujobs-section-queues';
+    const byQueue = new Map<string, IJobRow[]>();
+    for (const row of active.filter(r => r.phase === 'queued')) {
+      const key = `${row.backend}/${row.queue || '(none)'}`;
+      byQueue.set(key, [...(byQueue.get(key) ?? []), row]);
+    }
+    if (byQueue.size === 0) {
+      return box;
+    }
+    const head = document.createElement('div');
+    head.className = 'gpujobs-section-title';
+    head.textContent = 'Queues';
+    box.append(head);
+    for (const [key, rows] of byQueue) {
+      const table = document.createElement('table');
+      table.className = 'gpujobs-queue-table';
+      table.dataset.queue = key;
+      const caption = table.createCaption();
+      caption.textContent = `${key}: ${rows.length} waiting`;
+      const header = table.createTHead().insertRow();
+      for (const name of ['#', 'job', 'START', 'behind']) {
+        const th = document.createElement('th');
+        th.textContent = name;
+        header.append(th);
+      }
+      const body = table.createTBody();
+      for (const row of rows) {
+        const tr = body.insertRow();
+        tr.dataset.jobId = row.job_id;
+        const cells = [
+          row.queue_position === null ? '?' : String(row.queue_position),
+          row.name || row.job_id,
+          row.start.replace(/^starts /, ''),
+          row.blocked_by.join(', ')
+        ];
+        for (const text of cells) {
+          tr.insertCell().textContent = text;
+        }
+      }
+      box.append(table);
+    }
+    return box;
   }
 
   private section(title: string, rows: IJobRow[], empty: string): HTMLElement {
@@ -343,9 +391,6 @@ class JobsPanel extends Widget {
       }
       if (row.reason) {
         details.push(row.reason);
-      }
-      if (row.blocked_by.length) {
-        details.push(`behind ${row.blocked_by.join(', ')}`);
       }
       if (row.start) {
         details.push(row.start);

@@ -41,6 +41,19 @@ def stepping(path: str, steps: int):
     return steps
 
 
+def holding(path: str):
+    """Reports progress (out of 100) until ``path`` exists."""
+    import time as _t
+    import gpujobs as _g
+    ctx = _g.context()
+    i = 0
+    while not os.path.exists(path):
+        i = min(i + 1, 99)
+        ctx.progress(i, total=100)
+        _t.sleep(0.2)
+    return "b"
+
+
 # every phase a row ever shows, per job id (a MutationObserver sees brief states too)
 OBSERVE_JS = """() => {
   window.__rows = {};
@@ -79,7 +92,7 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
     nbformat.write(nb, lab.root / "attach.ipynb")
 
     gate, go = str(tmp_path / "gate"), str(tmp_path / "go")
-    blocker = gpujobs.submit(wait_for_file, gate, "b", gpus=2, name="blocker")
+    blocker = gpujobs.submit(holding, gate, gpus=2, name="blocker")
     watched = gpujobs.submit(stepping, go, 6, gpus=2, name="watched")
     victim = gpujobs.submit(wait_for_file, gate, "v", gpus=2, name="victim")
 
@@ -104,6 +117,20 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
             ids = page.evaluate("() => Array.from(document.querySelectorAll("
                                 "'.gpujobs-section-active .gpujobs-row')).map(e => e.dataset.jobId)")
             assert ids == [blocker.id, watched.id, victim.id], ids
+            # the queue view: positions in order
+            queue_rows = page.evaluate("() => Array.from(document.querySelectorAll("
+                                       "'.gpujobs-queue-table tbody tr')).map(tr => [tr.dataset.jobId,"
+                                       " tr.cells[0].textContent])")
+            assert queue_rows == [[watched.id, "1"], [victim.id, "2"]], queue_rows
+
+            page.wait_for_selector(f".gpujobs-row[data-job-id='{blocker.id}'] .gpujobs-bar-fill",
+                                   timeout=30_000)
+            if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":  # the README's screenshot: a queue
+                page.wait_for_function(  # once the forecast has a rate to go on
+                    f"() => document.querySelector(\".gpujobs-row[data-job-id='{watched.id}']\")"
+                    ".innerText.includes('between')", timeout=30_000)
+                (ROOT / "docs").mkdir(exist_ok=True)
+                panel.screenshot(path=str(ROOT / "docs" / "panel.png"))
 
             # cancel the victim, through the confirmation dialog
             row(page, victim.id).locator("button:has-text('cancel')").click()
@@ -123,9 +150,6 @@ def test_panel_follows_cancels_opens_logs_and_attaches(lab, tmp_path):
             page.wait_for_selector(f".gpujobs-row[data-job-id='{watched.id}'] .gpujobs-bar-fill",
                                    timeout=60_000)
             running_text = row(page, watched.id).inner_text()
-            if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":  # the README's screenshot, mid-run
-                (ROOT / "docs").mkdir(exist_ok=True)
-                panel.screenshot(path=str(ROOT / "docs" / "panel.png"))
             # live stacks of the running job in a tab
             row(page, watched.id).locator("button:has-text('stacks')").click()
             page.wait_for_function("() => Array.from(document.querySelectorAll('.gpujobs-stacks pre'))"
