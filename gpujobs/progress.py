@@ -32,6 +32,7 @@ from typing import Any, Iterable
 
 from .status import Progress
 from . import contract
+from .filemodes import open_private
 
 PROGRESS_MARKER = "GPUJOBS-PROGRESS"
 FORMAT_VERSION = 1
@@ -119,7 +120,7 @@ class ProgressReporter:
         with self._lock:
             try:
                 if self.path is not None:
-                    with open(self.path, "a") as fh:
+                    with open_private(self.path, "a") as fh:
                         fh.write(line)
                 else:
                     out = self.stream or sys.stdout

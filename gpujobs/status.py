@@ -200,7 +200,8 @@ class JobStatus:
             parts.append("ranks on CPU")
         if self.progress is not None:
             parts.append(self.progress.short_text(ended=self.terminal))
-        if self.stalled_since is not None and self.extra.get("stall"):
+        if self.stalled_since is not None and self.extra.get("stall") and \
+                self.extra["stall"] != self.message:
             parts.append(str(self.extra["stall"]))
         if self.message:
             parts.append(self.message)

@@ -140,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the table made from slurm.conf (to edit) instead of the objects")
     q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
+    q = asub.add_parser("trainer-runtimes", help="gpujobs' Kubeflow Trainer ClusterTrainingRuntimes (a failing "
+                        "rank fails the TrainJob): gpujobs admin trainer-runtimes | kubectl apply -f -")
+    q.add_argument("--image", help="the runtimes' default image (TrainJobs name their own)")
+    q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
     p = sub.add_parser("agent", help="the local scheduler agent", epilog=EPILOG)
     agsub = p.add_subparsers(dest="agent_command", metavar="AGENT_COMMAND", parser_class=_Parser)
     agsub.required = True
@@ -171,6 +176,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sbatch":
         return commands.cmd_submit(args, force_sbatch=True)
     if args.command == "admin":
+        if args.admin_command == "trainer-runtimes":
+            return commands.cmd_admin_trainer_runtimes(args)
         return commands.cmd_admin_queues(args)
     if args.command == "agent":
         return commands.cmd_agent_stop(args)
