@@ -92,7 +92,8 @@ class LocalForecasts:
                 job.expected_end = now + left
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
-                        self.adm["default_priority"], running, pending, self.history, now)
+                        self.adm["default_priority"], running, pending, self.history, now,
+                        kueue_version=self.adm.get("kueue_version"))
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
