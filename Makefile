@@ -6,17 +6,31 @@ PY     := $(VENV)/bin/python
 # torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo lab check test test-fast bench clean-venv controlplane
+.PHONY: demo lab labextension check test test-fast bench clean-venv controlplane
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.demo: $(VENV)/bin/python pyproject.toml
+# The JupyterLab panel (labextension/, TypeScript) is built with npm and @jupyterlab/builder into
+# gpujobs/lab/labextension, which the install copies to share/jupyter/labextensions/gpujobs;
+# rebuilt when its sources change. The builder reads the core package list of the venv's JupyterLab.
+LABEXT     := gpujobs/lab/labextension/package.json
+LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
+              $(wildcard labextension/src/*.ts labextension/style/*.css)
+
+$(LABEXT): $(LABEXT_SRC) | $(VENV)/bin/python
+	$(PIP) install -q "jupyterlab>=4,<5"
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error && npx tsc
+	cd labextension && node node_modules/@jupyterlab/builder/lib/build-labextension.js \
+	  --core-path "$$($(abspath $(PY)) -c 'import jupyterlab, os; print(os.path.join(os.path.dirname(jupyterlab.__file__), "staging"))')" .
+	touch $@
+
+$(VENV)/.demo: $(VENV)/bin/python pyproject.toml $(LABEXT)
 	$(PIP) install -q -e ".[notebook,metrics]" "$(TORCH)"
 	touch $@
 
-$(VENV)/.dev: $(VENV)/bin/python pyproject.toml
+$(VENV)/.dev: $(VENV)/bin/python pyproject.toml $(LABEXT)
 	bash scripts/setup-system.sh
 	$(PIP) install -q -e ".[dev]"
 	touch $@ $(VENV)/.demo
@@ -24,7 +38,9 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 demo: $(VENV)/.demo
 	$(PY) examples/quickstart.py
 
-# JupyterLab (127.0.0.1) on the notebook quickstart, with the widgets and %%gpujob ready
+labextension: $(LABEXT)
+
+# JupyterLab (127.0.0.1) on the notebook quickstart, with the widgets, %%gpujob and the GPU jobs panel
 # (as root, e.g. in a container, Jupyter refuses to start without --allow-root)
 lab: $(VENV)/.demo
 	$(VENV)/bin/jupyter lab examples/notebook_quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -72,7 +72,8 @@ for cmd in \
   "benchmarks/progress_overhead.py" \
   "benchmarks/fault_report.py" \
   "benchmarks/eta_accuracy.py" \
-  "benchmarks/k8s_forecast.py"; do
+  "benchmarks/k8s_forecast.py" \
+  "benchmarks/lab_panel.py"; do
   i=$((i + 1))
   # shellcheck disable=SC2086
   run "new" "$ROOT" "$OUT/$i.new" $cmd
@@ -89,7 +90,7 @@ if [ -n "$OLD" ]; then
   i=0
   args=()
   for cmd in local_launch local_throughput local_forecast_latency admission submit_overhead \
-             status_fanout metrics_overhead progress_overhead fault_report eta_accuracy k8s_forecast; do
+             status_fanout metrics_overhead progress_overhead fault_report eta_accuracy k8s_forecast lab_panel; do
     i=$((i + 1))
     args+=("$cmd" "$OUT/$i.new" "$OUT/$i.old")
   done

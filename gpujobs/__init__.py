@@ -76,3 +76,13 @@ def queue(name: str | None = None, backend: str | None = None, all: bool = False
     if all:
         return QueueView(lambda: be.jobs(name), name=name, active_only=False)
     return QueueView(lambda: [s for s in be.jobs(name) if not s.terminal], name=name)
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """Jupyter's hook: the server extension ``gpujobs`` (the panel's API) is :mod:`gpujobs.lab`."""
+    return [{"module": "gpujobs.lab"}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Jupyter's hook: the prebuilt "GPU jobs" panel (``jupyter labextension develop``)."""
+    return [{"src": "lab/labextension", "dest": "gpujobs"}]

@@ -105,6 +105,8 @@ AGENT_IDLE_S = "GPUJOBS_AGENT_IDLE_S"
 """Seconds the local agent stays up with nothing to do."""
 DISPLAY = "GPUJOBS_DISPLAY"
 """``html`` or ``text``: how views display, whatever the front end seems to be."""
+LAB_REFRESH_S = "GPUJOBS_LAB_REFRESH_S"
+"""Seconds between the JupyterLab panel's job listings (one backend request each; default 2)."""
 DEBUG = "GPUJOBS_DEBUG"
 """Set (not 0): the CLI shows tracebacks, and notebooks show gpujobs' own frames in them."""
 
