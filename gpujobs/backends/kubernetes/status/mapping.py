@@ -53,6 +53,7 @@ class WorkloadState:
     requeue_count: int = 0
     requeue_at: float | None = None
     admitted_at: float | None = None
+    finished_at: float | None = None
     finished_ok: bool | None = None
     pods_ready: bool | None = None
     evictions: int = 0  # evictions after which the job ran again (deactivations not counted)
@@ -71,7 +72,9 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
     deact = [e for e in stats if str(e.get("reason", "")).startswith(("Deactivated", "InactiveWorkload"))]
     evictions = sum(int(e.get("count", 0)) for e in stats if e not in deact)
+    adm_now = true_condition(conds, "Admitted")  # kept True by a finished Workload
     common = dict(cluster_queue=cq, requeue_count=int(rq.get("count") or 0),
+                  admitted_at=parse_time((adm_now or {}).get("lastTransitionTime")),
                   requeue_at=parse_time(rq.get("requeueAt")), evictions=evictions,
                   timeouts=sum(int(e.get("count", 0)) for e in stats if e.get("reason") == "PodsReadyTimeout"))
     pr = conds.get("PodsReady")
@@ -80,6 +83,7 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     if fin:
         ok = fin.get("reason") in ("Succeeded", "")
         return WorkloadState("finished", fin.get("reason", ""), fin.get("message", ""), finished_ok=ok,
+                             finished_at=parse_time(fin.get("lastTransitionTime")),
                              pods_ready=pods_ready, **common)
     ev = true_condition(conds, "Evicted")
     qr, adm = true_condition(conds, "QuotaReserved"), true_condition(conds, "Admitted")
@@ -102,9 +106,7 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
         return WorkloadState("evicted", ev.get("reason", ""), requeued.get("message") or ev.get("message", ""),
                              **common)
     if adm:
-        return WorkloadState("admitted", "Admitted", adm.get("message", ""),
-                             admitted_at=parse_time(adm.get("lastTransitionTime")), pods_ready=pods_ready,
-                             **common)
+        return WorkloadState("admitted", "Admitted", adm.get("message", ""), pods_ready=pods_ready, **common)
     if qr:
         checks = ", ".join(f"{c.get('name')}: {c.get('state')}" for c in st.get("admissionChecks") or [])
         return WorkloadState("quota_reserved", "QuotaReserved",
@@ -265,6 +267,12 @@ def kind_state(job: dict) -> KindState:
 
 
 # ------------------------------------------------------------------ putting it together
+def pods_started(pods: Iterable[dict]) -> float | None:
+    """The earliest ``status.startTime`` of the job's pods (kinds whose status has no start)."""
+    times = [t for p in pods if (t := parse_time((p.get("status") or {}).get("startTime")))]
+    return min(times) if times else None
+
+
 def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -294,7 +302,8 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
                 queue=labels.get(QUEUE_LABEL, "") or (podgroup or {}).get("spec", {}).get("queue", ""),
                 priority=labels.get(PRIORITY_LABEL), gpus=int(ann.get(ANN_GPUS) or 0),
                 gang_size=size, gang_ready=ready, submitted_at=parse_time(md.get("creationTimestamp")),
-                started_at=ks.started_at or (ws.admitted_at if ws else None), finished_at=ks.finished_at,
+                started_at=ks.started_at or (ws.admitted_at if ws else None) or pods_started(pods),
+                finished_at=ks.finished_at or (ws.finished_at if ws else None),
                 restarts=max(ks.restarts, ws.evictions if ws else 0), exit_code=exit_code,
                 extra={"kind": job.get("kind"), "uid": md.get("uid"), "return_all": ann.get(ANN_RETURN_ALL) in
                        ("1", "true", "True"), "workload": ((workload or {}).get("metadata") or {}).get("name")})
