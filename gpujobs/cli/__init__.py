@@ -41,6 +41,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="job name")
     p.add_argument("--image", help="container image (Kubernetes)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    p.add_argument("--volume", metavar="CLAIM[:PATH]",
+                   help="mount this PersistentVolumeClaim into every pod (Kubernetes; default path "
+                        "/mnt/data); checkpoints (ctx.checkpoint_dir) go there and survive preemption")
     p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
     p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
     p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=time_limit,

@@ -41,6 +41,10 @@ def apply_common(b, args: argparse.Namespace):
         b = b.name(args.name)
     if args.image:
         b = b.image(args.image)
+    if getattr(args, "volume", None):
+        from ..spec import Volume
+        v = Volume.parse(args.volume)
+        b = b.volume(v.claim, v.mount_path)
     if args.env:
         pairs = {}
         for item in args.env:

@@ -294,3 +294,12 @@ def test_job_names_are_derived_from_the_cell():
     import gpujobs
     for cell in ("# Ünïcödé!!", "# " + "x" * 80, "# 9 lives"):
         gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name
+
+
+def test_gpujob_volume_reaches_submit(shell, monkeypatch):
+    """[k8s-parity] 1: %%gpujob --volume CLAIM[:PATH] mounts a claim (checkpoints survive)."""
+    from gpujobs_magic import magics
+    seen: dict = {}
+    monkeypatch.setattr(magics.gpujobs, "submit", lambda fn, **kw: seen.update(kw))
+    shell.run_cell_magic("gpujob", "--volume ckpt:/mnt/ckpt", "x = 1\n")
+    assert seen["volume"] == "ckpt:/mnt/ckpt"
