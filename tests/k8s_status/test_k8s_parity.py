@@ -89,3 +89,63 @@ def test_a_preempted_job_resumes_from_its_checkpoint_only_on_a_claim(make_cluste
     assert total == sum(i * i for i in range(n))  # the same result as an uninterrupted run
     assert resumed is volume
     assert low.status().restarts >= 1
+
+
+# ------------------------------------------------------------------ 3. a usable render
+def _apply(sim, objs):
+    """What `kubectl apply -f -` does with new objects."""
+    for o in objs:
+        sim.store.create(o)
+
+
+def _run_as_written(sim, command):
+    """`kubectl create secret generic NAME -n NS --from-file=key=PATH && kubectl label secret NAME
+    -n NS K=V ...`, done through the API as kubectl would (the command is checked word by word)."""
+    import base64
+    import shlex
+    from pathlib import Path
+    create, label = (shlex.split(part) for part in command.split(" && "))
+    assert create[:4] == ["kubectl", "create", "secret", "generic"] and create[5] == "-n"
+    name, ns, src = create[4], create[6], create[7]
+    assert src.startswith("--from-file=key=") and len(create) == 8
+    assert label[:3] == ["kubectl", "label", "secret"] and label[3:6] == [name, "-n", ns]
+    labels = dict(kv.split("=", 1) for kv in label[6:])
+    data = Path(src.split("=", 2)[2]).read_bytes()
+    sim.store.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": name, "namespace": ns, "labels": labels},
+                      "data": {"key": base64.b64encode(data).decode()}})
+
+
+def test_render_job_only_applies_where_gpujobs_already_ran(make_cluster):
+    from gpujobs.backends.kubernetes.render.yamlout import render_objects
+    sim, be = make_cluster(gpus=1)
+    first = _submit(be, _builder("MPIJob", sleepy, 0.1, "first"))
+    assert first.result(timeout=120) == "first"
+    notes: list[str] = []
+    objs = render_objects(_builder("MPIJob", sleepy, 0.1, "applied").spec(), job_only=True,
+                          notes=notes, backend=be)
+    assert [o["kind"] for o in objs] == ["MPIJob"]
+    _apply(sim, objs)
+    job = Job(f"default/{objs[0]['metadata']['name']}", be)
+    assert job.result(timeout=120) == "applied"
+
+
+def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster):
+    from gpujobs.backends.kubernetes.render.yamlout import render_objects, to_yaml
+    sim, be = make_cluster(gpus=1)
+    spec = _builder("MPIJob", sleepy, 0.1, "rendered").spec()
+    notes: list[str] = []
+    objs = render_objects(spec, notes=notes, backend=be)
+    again = render_objects(spec, backend=be)
+    key = be.signing_key("default")
+    text = to_yaml(objs)
+    assert [o["kind"] for o in objs] == ["ConfigMap", "MPIJob"] and key.hex() not in text
+    secret_of = [v["secret"]["secretName"] for o in (objs, again)
+                 for v in o[1]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
+                 if "secret" in v]
+    assert len(set(secret_of)) == 1  # the same key Secret every render: the namespace's
+    command = next(n for n in notes if "kubectl create secret" in n).split("or run: ", 1)[1]
+    _run_as_written(sim, command)
+    _apply(sim, objs)
+    job = Job(f"default/{objs[1]['metadata']['name']}", be)
+    assert job.result(timeout=120) == "rendered"

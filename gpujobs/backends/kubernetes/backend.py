@@ -147,6 +147,10 @@ class KubernetesBackend:
                 self._keys[namespace] = key
             return self._keys[namespace]
 
+    def namespace_key_file(self, namespace: str) -> Path:
+        """Where this submitter's key for ``namespace`` of this cluster is kept (hex, mode 0600)."""
+        return naming.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
+
     def keep_signing_key(self, namespace: str, key: bytes) -> None:
         """Save ``key`` as the namespace key if it is the new one ``signing_key`` made (render
         output's throwaway keys never are)."""

@@ -108,7 +108,8 @@ def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) ->
     return _write_private(key_path(namespace, name, home), key.hex())
 
 
-def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
+def namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
+    """The file of this submitter's key for ``namespace`` on ``cluster`` (its API server URL)."""
     tag = hashlib.sha256(cluster.encode()).hexdigest()[:12]
     return (home or gpujobs_home()) / "k8s-keys" / "_namespaces" / tag / namespace
 
@@ -116,14 +117,14 @@ def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path
 def load_namespace_key(cluster: str, namespace: str, home: Path | None = None) -> bytes | None:
     """This submitter's key for ``namespace`` on ``cluster`` (its API server URL), if any."""
     try:
-        key = bytes.fromhex(_namespace_key_path(cluster, namespace, home).read_text().strip())
+        key = bytes.fromhex(namespace_key_path(cluster, namespace, home).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
     return key if len(key) == 32 else None  # damaged: a new key replaces it
 
 
 def save_namespace_key(cluster: str, namespace: str, key: bytes, home: Path | None = None) -> None:
-    _write_private(_namespace_key_path(cluster, namespace, home), key.hex())
+    _write_private(namespace_key_path(cluster, namespace, home), key.hex())
 
 
 def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:
