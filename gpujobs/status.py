@@ -207,6 +207,13 @@ class JobStatus:
         return d
 
 
+def restarts_text(st: JobStatus) -> str:
+    """'restarted 2 times (preempted)': how often the job ran again, and why (its events)."""
+    n = st.restarts
+    why = sorted({e.kind for e in st.events if e.kind in ("preempted", "evicted", "lost")})
+    return f"restarted {n} time{'s' if n != 1 else ''}" + (f" ({', '.join(why)})" if why else "")
+
+
 def ordinal(n: int) -> str:
     if 10 <= n % 100 <= 20:
         suffix = "th"

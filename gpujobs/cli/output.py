@@ -9,7 +9,7 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
-from ..status import JobStatus, Plan, start_text
+from ..status import JobStatus, Plan, restarts_text, start_text
 
 
 def age(seconds: float | None) -> str:
@@ -146,6 +146,8 @@ def status_lines(st: JobStatus) -> str:
     if st.stalled_since is not None and not st.terminal:
         rows.append(("Stalled", f"since {age(time.time() - st.stalled_since)}: "
                                 f"{st.extra.get('stall', '')}"))
+    if st.restarts:
+        rows.append(("Restarts", restarts_text(st)))
     if st.exit_code is not None:
         rows.append(("Exit code", str(st.exit_code)))
     if st.reason:

@@ -149,3 +149,23 @@ def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster):
     _apply(sim, objs)
     job = Job(f"default/{objs[1]['metadata']['name']}", be)
     assert job.result(timeout=120) == "rendered"
+
+
+# ------------------------------------------------------------------ 5. preemption on the victim
+def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster):
+    from gpujobs.cli.output import status_lines
+    from gpujobs.views.html import header_html
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    low = _submit(be, _builder("MPIJob", counting, 300, 0.02).priority("low"))
+    wait_for(lambda: "step 10" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    wait_for(lambda: low.status().phase == "running", timeout=120)  # admitted again
+    low.result(timeout=180)
+    st = low.status()
+    kinds = [e.kind for e in st.events]
+    assert kinds[0] == "submitted" and kinds[-1] == "finished"
+    assert "preempted" in kinds and kinds.index("preempted") < kinds.index("requeued")
+    assert st.restarts == 1
+    assert "Restarts:    restarted 1 time (preempted)" in status_lines(st)
+    assert "restarted 1 time (preempted)" in header_html(st)

@@ -267,6 +267,36 @@ def kind_state(job: dict) -> KindState:
 
 
 # ------------------------------------------------------------------ putting it together
+def eviction_events(wl: dict | None) -> list[JobEvent]:
+    """``preempted`` / ``requeued`` events of a Workload, kept after it runs again: Kueue counts
+    evictions by reason in ``status.schedulingStats.evictions`` and leaves ``Requeued`` (its time:
+    when the job went back to the queue) and ``Evicted`` (True while it is being stopped; False,
+    "Previously: …", once readmitted) among the conditions (kueue v0.14+
+    pkg/workload/workload.go SetEvictedCondition / SetRequeuedCondition, UpdateSchedulingStats)."""
+    if not wl:
+        return []
+    conds = conditions(wl)
+    st = wl.get("status") if isinstance(wl.get("status"), dict) else {}
+    stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
+    ev, rq = conds.get("Evicted") or {}, conds.get("Requeued") or {}
+    ev_at, rq_at = parse_time(ev.get("lastTransitionTime")), parse_time(rq.get("lastTransitionTime"))
+    evicted_now = str(ev.get("status")) == "True"
+    out = []
+    for e in stats:
+        reason, n = str(e.get("reason", "")), int(e.get("count", 0))
+        if n <= 0 or reason.startswith(("Deactivated", "InactiveWorkload")):
+            continue
+        kind = "preempted" if reason == "Preempted" else "evicted"
+        why = EVICTION_REASONS.get(reason, reason)
+        when = (ev_at if evicted_now and ev.get("reason") == reason else rq_at or ev_at)
+        if when is not None:
+            out.append(JobEvent(when, kind, why + (f" ({n} times)" if n > 1 else "")))
+    if out and str(rq.get("status")) == "True" and rq_at is not None:
+        out.append(JobEvent(rq_at, "requeued", "back in the queue; it runs again from the start "
+                                                 "(a checkpoint on a volume resumes it)"))
+    return out
+
+
 def pods_started(pods: Iterable[dict]) -> float | None:
     """The earliest ``status.startTime`` of the job's pods (kinds whose status has no start)."""
     times = [t for p in pods if (t := parse_time((p.get("status") or {}).get("startTime")))]
@@ -315,8 +345,11 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
         d = dict(base, **kw)
         if d["started_at"]:
             events.append(JobEvent(d["started_at"], "admitted", ""))
+        events.extend(eviction_events(workload))
         if d["finished_at"] and phase in ("succeeded", "failed", "cancelled"):
             events.append(JobEvent(d["finished_at"], "finished", phase))
+        order = {"submitted": 0, "admitted": 1, "preempted": 2, "evicted": 2, "requeued": 3, "finished": 4}
+        events.sort(key=lambda e: (e.time, order.get(e.kind, 2)))
         return JobStatus(phase=phase, message=message, reason=reason, events=tuple(events), **d)
 
     if deleted or md.get("deletionTimestamp"):
