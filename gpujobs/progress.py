@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -186,6 +187,35 @@ def stall_settings(env: dict[str, str]) -> tuple[float, float]:
     (``GPUJOBS_STALL_FLOOR_S`` 60, ``GPUJOBS_STALL_FACTOR`` 5; a floor of 0 turns it off)."""
     return (_setting(contract.STALL_FLOOR_S, env, DEFAULT_STALL_FLOOR_S),
             _setting(contract.STALL_FACTOR, env, DEFAULT_STALL_FACTOR))
+
+
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)')
+
+
+def innermost_frame(dump: str) -> str:
+    """Where a rank sits, from its stack dump (faulthandler's format): the innermost frame of
+    its main thread outside the standard library's threading code and gpujobs' runner, as
+    ``fn (file:line)``; '' when unknown."""
+    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip()) if b]
+    if not blocks:
+        return ""
+    for line in blocks[-1].splitlines():  # faulthandler lists the main thread last
+        m = _FRAME.match(line)
+        if m and not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py")):
+            return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
+    return ""
+
+
+def stall_message(stalled: dict[int, float], now: float, limit: float, where: dict[int, str]) -> str:
+    """The stall flag's text on every backend: the quiet ranks (rank -> quiet since, epoch s),
+    for how long, the threshold, and the function each sits in (``where``: rank -> frame)."""
+    ranks = sorted(stalled)
+    quiet = now - min(stalled.values())
+    head = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+    sits = "; ".join(f"rank {r} in {where[r]}" for r in ranks if where.get(r))
+    return (f"stalled? {head} quiet for {quiet:.0f} s (no progress, no output, CPU/GPU idle;"
+            f" threshold {limit:.0f} s)" + (f": {sits}" if sits else "") +
+            "; see job.stacks() / gpujobs stack")
 
 
 def usual_interval(reports: list[dict]) -> float | None:

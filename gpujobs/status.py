@@ -195,7 +195,8 @@ class JobStatus:
             parts.append("ranks on CPU")
         if self.progress is not None:
             parts.append(self.progress.short_text())
-        if self.stalled_since is not None and self.extra.get("stall"):
+        if self.stalled_since is not None and self.extra.get("stall") and \
+                str(self.extra["stall"]) not in self.message:
             parts.append(str(self.extra["stall"]))
         if self.message:
             parts.append(self.message)

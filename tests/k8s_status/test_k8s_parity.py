@@ -169,3 +169,30 @@ def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster)
     assert st.restarts == 1
     assert "Restarts:    restarted 1 time (preempted)" in status_lines(st)
     assert "restarted 1 time (preempted)" in header_html(st)
+
+
+# ------------------------------------------------------------------ 4. stalls, from the pods' clocks
+def test_a_one_shot_status_sees_the_stall_and_names_the_users_function(make_cluster, monkeypatch):
+    """A new process (a `gpujobs status` call) asking once: the quiet time counts from the pods'
+    last output / progress / busy sample, not from when this process first looked."""
+    from support import goes_quiet_then_moves
+
+    from gpujobs.backends.kubernetes import KubernetesBackend
+    monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "2")
+    monkeypatch.setenv("GPUJOBS_STALL_FACTOR", "1")
+    sim, be = make_cluster(bootstrap=True)
+    b = gpujobs.job(goes_quiet_then_moves, 60.0, 0.5).ddp(nodes=1, gpus_per_node=0, procs_per_node=1) \
+        .kubernetes(kind="TrainJob").queue("q").env(GPUJOBS_METRICS_INTERVAL="0.3", GPUJOBS_PROGRESS_INTERVAL="0.2")
+    job = Job(be.submit(b.spec()), be)
+    wait_for(lambda: (p := job.status().progress) is not None and p.step >= 2, timeout=120)
+    wait_for(lambda: job.status().stalled_since is not None, timeout=60)  # quiet past the floor
+    fresh = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q",
+                              home=be.home)
+    try:
+        st = fresh.status(job.id)
+    finally:
+        fresh.state.stop_watches()
+    assert st.phase == "running" and st.stalled_since is not None
+    assert st.message.startswith("stalled? rank 0 quiet for ") and "rank 0 in quiet_phase (support.py:" in st.message
+    assert st.message == st.extra["stall"] or st.extra["stall"] in st.message
+    job.cancel()

@@ -115,14 +115,8 @@ class GangWatch:
         return {r: w for r, text in dumps.items() if (w := where(text))}
 
     def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
-        ranks = sorted(stalled)
-        quiet = now - min(stalled.values())
-        head = (f"rank {ranks[0]}" if len(ranks) == 1 else
-                "ranks " + ", ".join(map(str, ranks)))
-        sits = "; ".join(f"rank {r} in {self.where[r]}" for r in ranks if r in self.where)
-        return (f"stalled? {head} quiet for {quiet:.0f} s (no progress, no output, CPU/GPU idle;"
-                f" threshold {limit:.0f} s)" + (f": {sits}" if sits else "") +
-                "; see job.stacks() / gpujobs stack")
+        from ...progress import stall_message
+        return stall_message(stalled, now, limit, self.where)
 
 
 class Watching:

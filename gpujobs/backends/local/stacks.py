@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 from ...contract import STACKPID, STACKS
+from ...progress import innermost_frame as where  # noqa: F401 - the one parser (liveness)
 
 SETTLE_S = 0.05  # a dump is complete once its file stopped growing for this long
 
@@ -95,18 +95,3 @@ def dump_stacks(result_dir: Path, ranks: list[int] | None = None,
         time.sleep(0.01)
     return dict(sorted(out.items()))
 
-
-_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)')
-
-
-def where(dump: str) -> str:
-    """Where a rank sits, from its dump: the innermost frame of its main thread outside the
-    standard library's threading code, as ``fn (file:line)``; '' when unknown."""
-    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip()) if b]
-    if not blocks:
-        return ""
-    for line in blocks[-1].splitlines():  # faulthandler lists the main thread last
-        m = _FRAME.match(line)
-        if m and not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py")):
-            return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
-    return ""

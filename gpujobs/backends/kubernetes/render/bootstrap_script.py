@@ -172,12 +172,27 @@ def make_sampler(lock):
 def forward(pipe, lock, rank=None):
     """Copy a rank's stdout to ours a whole line at a time (metrics lines go between lines),
     each line but gpujobs' marker lines prefixed ``[rank R] `` with the rank's global rank, so
-    the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several."""
+    the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several.
+    The newline the runner writes before a marker line (to end an unterminated line of the
+    user's) is dropped when the user's line had ended already: no empty ``[rank R] `` line."""
     out = getattr(sys.stdout, "buffer", sys.stdout)
     tag = ("[rank %d] " % rank).encode() if rank is not None else b""
+    held = False  # an empty line, shown unless a marker line follows it
     for line in iter(pipe.readline, b""):
+        marker = line.lstrip().startswith(b"GPUJOBS-")
+        if line == b"\n" and not held:
+            held = True
+            continue
         with lock:
-            out.write(line if not tag or line.lstrip().startswith(b"GPUJOBS-") else tag + line)
+            if held and not marker:
+                out.write(tag + b"\n")
+            held = line == b"\n"
+            if not held:
+                out.write(line if not tag or marker else tag + line)
+            out.flush()
+    if held:
+        with lock:
+            out.write(tag + b"\n")
             out.flush()
     pipe.close()
 

@@ -276,7 +276,8 @@ def eviction_events(wl: dict | None) -> list[JobEvent]:
     if not wl:
         return []
     conds = conditions(wl)
-    st = wl.get("status") if isinstance(wl.get("status"), dict) else {}
+    raw = wl.get("status")
+    st: dict = raw if isinstance(raw, dict) else {}
     stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
     ev, rq = conds.get("Evicted") or {}, conds.get("Requeued") or {}
     ev_at, rq_at = parse_time(ev.get("lastTransitionTime")), parse_time(rq.get("lastTransitionTime"))
