@@ -180,10 +180,21 @@ def _dispatch(args: argparse.Namespace) -> int:
     return getattr(commands, f"cmd_{args.command}")(args)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """``warnings.showwarning`` for the command: ``gpujobs: warning: <message>`` on stderr, without
+    Python's source file, line number and the source line."""
+    text = " ".join(str(message).split())
+    (file or sys.stderr).write(f"gpujobs: warning: {text}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
     debug = os.environ.get(contract.DEBUG, "") not in ("", "0")
+    import warnings
+    shown = warnings.showwarning
+    if not debug:  # warnings as one clean line (GPUJOBS_DEBUG=1: Python's own format)
+        warnings.showwarning = _warning_line
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -200,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
         sys.stderr.write(f"gpujobs: {cli_message(msg)}\n")
         return exitcodes.exit_code_for(exc)
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -77,7 +77,7 @@ def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None
     rows = []
     for st in statuses:
         row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
-               str(st.queue_position) if st.queue_position else "-",
+               str(st.queue_position) if st.queue_position and st.phase == "queued" else "-",
                age(now - st.submitted_at if st.submitted_at else None), start(st, now),
                short(reason(st) or "-") if not wide else (reason(st) or "-"),
                progress_cell(st, now)]

@@ -196,3 +196,33 @@ def test_a_one_shot_status_sees_the_stall_and_names_the_users_function(make_clus
     assert st.message.startswith("stalled? rank 0 quiet for ") and "rank 0 in quiet_phase (support.py:" in st.message
     assert st.message == st.extra["stall"] or st.extra["stall"] in st.message
     job.cancel()
+
+
+# ------------------------------------------------------------------ 7. texts
+def test_with_the_visibility_api_forbidden_the_position_is_unavailable(make_cluster):
+    sim, be = make_cluster(gpus=1)
+    sim.server.deny("*", "visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", enforce=True)
+    a = _submit(be, _builder("MPIJob", sleepy, 3.0, "a"))
+    wait_for(lambda: a.status().phase == "running", timeout=120)
+    b = _submit(be, _builder("MPIJob", sleepy, 0.1, "b"))
+    st = wait_for(lambda: (s := b.status()).phase == "queued" and s, timeout=60)
+    assert st.position_text() == "position unavailable" and "queued in q" not in st.summary()
+    assert b.result(timeout=120) == "b"
+
+
+def test_queue_a_shows_the_user_and_no_position_for_a_cancelled_job(make_cluster):
+    import getpass
+
+    from gpujobs.cli.output import job_rows
+    sim, be = make_cluster(gpus=1)
+    a = _submit(be, _builder("MPIJob", sleepy, 3.0, "a"))
+    wait_for(lambda: a.status().phase == "running", timeout=120)
+    b = _submit(be, _builder("MPIJob", sleepy, 0.1, "b"))
+    wait_for(lambda: b.status().queue_position == 1, timeout=60)
+    b.cancel()
+    wait_for(lambda: b.status().phase == "cancelled", timeout=60)
+    headers, rows = job_rows([s for s in be.jobs() if s.job_id == b.id], wide=False)
+    row = dict(zip(headers, rows[0]))
+    assert row["PHASE"] == "cancelled" and row["POS"] == "-" and b.status().queue_position is None
+    assert row["USER"] == getpass.getuser()
+    a.cancel()

@@ -174,6 +174,8 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     common = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
               naming.LABEL_FRAMEWORK: spec.framework, naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
     labels: dict[str, str] = {**dict(spec.labels), **opts.extra_labels, **common}
+    if naming.user_label():
+        labels[naming.USER_LABEL] = naming.user_label()
     if kueue:
         labels[naming.QUEUE_LABEL] = effective_queue(spec, opts)
         if spec.priority:

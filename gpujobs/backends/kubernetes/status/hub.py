@@ -280,15 +280,15 @@ class StatusHub:
     def ensure_positions(self, queue: str) -> bool:
         """Ask the visibility API for ``queue``'s positions now, unless the watch already has them
         (or knows the API is not served): a short-lived caller (the CLI) exits before the flusher's
-        first fetch. True when positions were fetched (compute again to see them)."""
+        first fetch. True when it asked (compute again to see the positions, or that the API
+        refused: forbidden or not served, "position unavailable", not "queued in q")."""
         with self._lock:
             if queue in self._positions:
                 return False
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
             return False
         self._fetch_positions({queue})
-        with self._lock:
-            return queue in self._positions
+        return True
 
     def workloads(self) -> list[dict] | None:
         """The namespace's Workloads as watched (None before the watch has listed them)."""

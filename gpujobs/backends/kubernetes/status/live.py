@@ -347,7 +347,7 @@ def _archive_before_delete(backend: Cluster, job_id: str, hub: StatusHub, name: 
         return
     if not st.terminal:
         st = st.with_(phase="cancelled", message="cancelled (the job was deleted)", reason="Cancelled",
-                      finished_at=time.time())
+                      finished_at=time.time(), queue_position=None)
     else:
         st = _with_exception(backend, job_id, st)
     _archive(backend, job_id, st, force=True)

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from ....status import JobEvent, JobStatus
 from .hints import integration_hint, mpi_gang_hint, mpi_workers_hint, stuck_container, unschedulable
 from .objects import JOB_UID_LABEL, conditions, owner_uids, parse_time, pod_ready, true_condition  # noqa: F401
-from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
+from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL, USER_LABEL  # noqa: F401
 
 
 PENDING_REASONS = {
@@ -332,6 +332,7 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     base = dict(job_id=job_id, name=md.get("name", ""), backend="kubernetes",
                 queue=labels.get(QUEUE_LABEL, "") or (podgroup or {}).get("spec", {}).get("queue", ""),
                 priority=labels.get(PRIORITY_LABEL), gpus=int(ann.get(ANN_GPUS) or 0),
+                user=labels.get(USER_LABEL, ""),
                 gang_size=size, gang_ready=ready, submitted_at=parse_time(md.get("creationTimestamp")),
                 started_at=ks.started_at or (ws.admitted_at if ws else None) or pods_started(pods),
                 finished_at=ks.finished_at or (ws.finished_at if ws else None),
