@@ -226,3 +226,15 @@ def test_queue_a_shows_the_user_and_no_position_for_a_cancelled_job(make_cluster
     assert row["PHASE"] == "cancelled" and row["POS"] == "-" and b.status().queue_position is None
     assert row["USER"] == getpass.getuser()
     a.cancel()
+
+
+def test_unknown_queue_or_priority_at_submit_lists_those_that_exist(make_cluster):
+    from gpujobs.errors import PreflightError
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    with pytest.raises(PreflightError) as err:
+        _submit(be, _builder("MPIJob", sleepy, 0.1, "x").queue("qq"))
+    assert "no LocalQueue 'qq'" in str(err.value) and "(did you mean 'q'?); LocalQueues there: q" in str(err.value)
+    with pytest.raises(PreflightError) as err:
+        _submit(be, _builder("MPIJob", sleepy, 0.1, "x").priority("hihg"))
+    assert "(did you mean 'high'?); WorkloadPriorityClasses: high, low" in str(err.value)
+    assert be.jobs() == []  # nothing created

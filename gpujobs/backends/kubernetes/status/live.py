@@ -220,18 +220,15 @@ def subscribe(backend: Cluster, job_id: str, cb: Callable[[JobStatus], Any]) -> 
 def check_queue(backend: Cluster, queue: str, namespace: str | None = None) -> None:
     """SpecError for a LocalQueue that does not exist in the namespace (and that no archived job
     of this user used), naming the LocalQueues that do: a typo is an error, not an empty table."""
-    from ..submit.preflight import local_queue_names
+    from ..submit.preflight import local_queue_names, those_that_exist
     ns = namespace or backend.namespace
     known = local_queue_names(backend, ns)
     if known is None or queue in known:
         return
     if any(a.queue == queue for a in archive.all_statuses(backend.home, ns)):
         return  # a LocalQueue since deleted still lists its jobs
-    import difflib
-    close = difflib.get_close_matches(queue, known, n=1)
     raise SpecError("queue", f"no LocalQueue {queue!r} in namespace {ns!r}"
-                    + (f" (did you mean {close[0]!r}?)" if close else "")
-                    + f"; LocalQueues there: {', '.join(known) if known else 'none'}",
+                    + those_that_exist(queue, known, "LocalQueues there"),
                     f"use one of them (gpujobs queue -q NAME), or ask the cluster admin to create "
                     f"{queue!r} (kubectl get localqueues -n {ns})")
 
