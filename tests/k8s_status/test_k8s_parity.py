@@ -238,3 +238,40 @@ def test_unknown_queue_or_priority_at_submit_lists_those_that_exist(make_cluster
         _submit(be, _builder("MPIJob", sleepy, 0.1, "x").priority("hihg"))
     assert "(did you mean 'high'?); WorkloadPriorityClasses: high, low" in str(err.value)
     assert be.jobs() == []  # nothing created
+
+
+# ------------------------------------------------------------------ 2. a run that returned in its grace
+def until_stopped(steps):
+    """Marks each start in the checkpoint folder, then works until the stop is announced and
+    returns at once (within the grace period)."""
+    import time as _t
+    import uuid
+
+    import gpujobs as g
+    ctx = g.context()
+    ctx.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.checkpoint_dir / f"start-{uuid.uuid4().hex}").touch()
+    for i in range(steps):
+        if ctx.should_stop():
+            return ("returned in grace", i)
+        if i % 10 == 0:
+            print(f"step {i}", flush=True)
+        _t.sleep(0.05)
+    return ("ran to the end", steps)
+
+
+def test_a_run_that_returned_in_its_grace_keeps_its_result_and_is_not_run_again(make_cluster):
+    from pathlib import Path
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _claim(sim, "ckpt")
+    low = _submit(be, _builder("MPIJob", until_stopped, 400).priority("low").volume("ckpt")
+                  .options(grace_period_s=10))
+    wait_for(lambda: "step 20" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    said, step = low.result(timeout=180)
+    assert said == "returned in grace" and 20 <= step < 400
+    claim = Path(sim.controllers.kubelet._tmp.name, "_claims", "default", "ckpt")
+    assert len(list(claim.rglob("start-*"))) == 1  # the function ran once
+    assert "its result is kept and the function is not run again" in low.logs()
+    assert low.status().phase == "succeeded" and low.status().restarts >= 1
