@@ -27,6 +27,9 @@ from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, RankEnv
 
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
+PHASE_MARKER = "GPUJOBS-PHASE"
+"""``GPUJOBS-PHASE <text>``: what the rank does before the function runs (Ray starting), in a pod
+log where no phase file is read; ``GPUJOBS-PHASE -``: done."""
 
 
 def read_key(rank_env: RankEnv | None = None) -> bytes:

@@ -275,3 +275,14 @@ def test_a_run_that_returned_in_its_grace_keeps_its_result_and_is_not_run_again(
     assert len(list(claim.rglob("start-*"))) == 1  # the function ran once
     assert "its result is kept and the function is not run again" in low.logs()
     assert low.status().phase == "succeeded" and low.status().restarts >= 1
+
+
+def test_a_rayjob_says_ray_is_starting_until_the_function_runs(make_cluster):
+    sim, be = make_cluster(gpus=2)
+    job = _submit(be, _builder("RayJob", sleepy, 0.5, "ray"))
+    starting = ("connecting to Ray at ", "starting Ray head (")  # a cluster's Ray / the sim's own
+    st = wait_for(lambda: (s := job.status()).terminal or s.message.startswith(starting) and s,
+                  timeout=180, every=0.1)
+    assert st.phase == "running" and st.message.startswith(starting)
+    job.wait(timeout=180)
+    assert "GPUJOBS-PHASE" not in job.logs()

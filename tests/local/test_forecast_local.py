@@ -97,7 +97,7 @@ def test_no_quota_left_and_a_higher_priority_job_ahead(agent):
                                 "urgent (1st, high, 2 GPUs)"), st.reason
     assert st.blocked_by == (r, urgent)
     assert st.expected_start == pytest.approx(started + 600 + 60, abs=2)
-    assert st.expected_start_basis == "expected ends from declared limit (2)"
+    assert st.expected_start_basis == "expected ends from declared limit (2 jobs)"
     assert "starts in ~11 min" in st.summary()
     up = status(agent, urgent)
     assert up.expected_start == pytest.approx(started + 600, abs=2) and up.blocked_by == (r,)

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from ....errors import KubernetesError
 from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
 from ....progress import PROGRESS_MARKER, parse_progress_line, stall_message, summarize
-from ....runner import STACKS_MARKER
+from ....runner import PHASE_MARKER, STACKS_MARKER
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
@@ -48,6 +48,7 @@ class _JobSeries:
         self.progress: list[dict] = []  # ctx.progress reports (GPUJOBS-PROGRESS lines) [progress]
         self._progress_keys: set[tuple] = set()
         self.stall = StallEvidence()
+        self.phase: str | None = None  # the ranks' start-up phase (GPUJOBS-PHASE lines)
 
     def add_progress(self, rep: dict) -> None:
         key = (rep["rank"], rep["time"], rep["step"])
@@ -91,7 +92,12 @@ class PodMetrics:
             return s
 
     def feed(self, job_id: str, line: str) -> bool:
-        """Take a log line; True when it was a metrics or progress line (the caller hides it)."""
+        """Take a log line; True when it was a metrics, progress or phase line (the caller hides it)."""
+        i = line.find(PHASE_MARKER + " ")
+        if i >= 0:  # "starting Ray head …" until "-": the function runs
+            text = line[i + len(PHASE_MARKER) + 1:].strip()
+            self._series(job_id).phase = None if text in ("", "-") else text
+            return True
         if PROGRESS_MARKER in line:
             rep = parse_progress_line(line)
             if rep is not None:
@@ -120,7 +126,7 @@ class PodMetrics:
             last_output: float | None = None
             for stamped in self._tail(ns, pname, main_container(pod)).splitlines():
                 at, line = split_timestamp(stamped)
-                if METRICS_MARKER in line or PROGRESS_MARKER in line:
+                if METRICS_MARKER in line or PROGRESS_MARKER in line or PHASE_MARKER in line:
                     self.feed(job_id, line)
                 elif _said_something(line):
                     last_output = at  # (a stack answer is gpujobs' own, not the rank moving)
@@ -167,6 +173,8 @@ class PodMetrics:
         progress = summarize(series.progress[-160:])
         if progress is not None:
             st = st.with_(progress=progress)  # the ranks' own reports beat trainerStatus
+        if st.phase == "running" and series.phase and series.phase not in st.message:
+            st = st.with_(message="; ".join(filter(None, [series.phase, st.message])))
         if st.phase == "running":
             stall = series.stall
             since, quiet, limit = stall.verdict(series.progress, series.history.samples())
