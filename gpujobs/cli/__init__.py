@@ -143,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the table made from slurm.conf (to edit) instead of the objects")
     q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
+    q = asub.add_parser("rbac", help="the gpujobs Role and a RoleBinding of it to a user (Kubernetes)")
+    q.add_argument("-n", "--namespace", required=True, help="the team's namespace")
+    q.add_argument("--user", required=True, help="the Kubernetes user to bind (kubectl auth whoami)")
+    q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
     p = sub.add_parser("agent", help="the local scheduler agent", epilog=EPILOG)
     agsub = p.add_subparsers(dest="agent_command", metavar="AGENT_COMMAND", parser_class=_Parser)
     agsub.required = True
@@ -174,7 +179,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sbatch":
         return commands.cmd_submit(args, force_sbatch=True)
     if args.command == "admin":
-        return commands.cmd_admin_queues(args)
+        return getattr(commands, f"cmd_admin_{args.admin_command}")(args)
     if args.command == "agent":
         return commands.cmd_agent_stop(args)
     return getattr(commands, f"cmd_{args.command}")(args)

@@ -311,6 +311,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def cmd_admin_rbac(args: argparse.Namespace) -> int:
+    """The namespaced Role gpujobs needs and a RoleBinding to ``--user``, for ``kubectl apply -f -``."""
+    from ..backends.kubernetes.submit.rbac import user_manifests
+    objs = user_manifests(args.namespace, args.user)
+    if args.output == "json":
+        output.dump({"apiVersion": "v1", "kind": "List", "items": objs}, "json")
+    else:
+        import yaml
+        sys.stdout.write(yaml.safe_dump_all(objs, sort_keys=False))
+    return exitcodes.OK
+
+
 def cmd_admin_queues(args: argparse.Namespace) -> int:
     import warnings
     from .. import admin

@@ -29,8 +29,9 @@ from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
 from ..retry import retrying
 
-RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
-             "plus a RoleBinding to your user")
+RBAC_FIX = ("ask a cluster admin to run `gpujobs admin rbac -n {ns} --user NAME | kubectl apply -f -`, "
+            "NAME being your Kubernetes user (`kubectl auth whoami`): the gpujobs Role and a RoleBinding "
+            "of it to you")
 
 
 class _Miss(Exception):
