@@ -153,11 +153,14 @@ def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster):
 
 # ------------------------------------------------------------------ 5. preemption on the victim
 def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster):
+    from gpujobs.backends.kubernetes.status import pod_metrics
     from gpujobs.cli.output import status_lines
     from gpujobs.views.html import header_html
     sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
     low = _submit(be, _builder("MPIJob", counting, 300, 0.02).priority("low"))
     wait_for(lambda: "step 10" in low.logs(), timeout=120)
+    # a watcher's status read (every refresh_s while it runs) of the first run's pods' logs
+    pod_metrics.for_backend(be).refresh(low.id, force=True)
     high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
     assert high.result(timeout=120) == "high"
     wait_for(lambda: low.status().phase == "running", timeout=120)  # admitted again
@@ -169,6 +172,10 @@ def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster)
     assert st.restarts == 1
     assert "Restarts:    restarted 1 time (preempted)" in status_lines(st)
     assert "restarted 1 time (preempted)" in header_html(st)
+    text = low.logs()  # the first run's logs kept, marked, before the second run's
+    head, _, now = text.partition("--- gpujobs: the job ran again ---\n")
+    assert head.startswith("--- gpujobs: an earlier run of this job") and "[rank 0] step 0\n" in head
+    assert "[rank 0] step 0\n" in now
 
 
 # ------------------------------------------------------------------ 4. stalls, from the pods' clocks

@@ -294,7 +294,19 @@ def logs(backend: Cluster, job_id: str, rank: int | None = None, follow: bool = 
                       metrics_sink=lambda line: pm.feed(job_id, line))
     if _live_only:
         return live
-    return _or_archived(backend, job_id, live, rank)
+    return _after_earlier_runs(backend, job_id, _or_archived(backend, job_id, live, rank), rank)
+
+
+def _after_earlier_runs(backend: Cluster, job_id: str, lines: Iterator[str], rank: int | None) -> Iterator[str]:
+    """The logs of the job's earlier runs (kept when a watcher saw their pods go: see
+    pod_metrics), marked as such, then ``lines``."""
+    earlier = [ln for ln in archive.earlier_runs(backend.home, job_id).splitlines(keepends=True)
+               if rank is None or ln.startswith(f"[rank {rank}] ")]
+    if earlier:
+        yield "--- gpujobs: an earlier run of this job (preempted or evicted; its pods are gone) ---\n"
+        yield from earlier
+        yield "--- gpujobs: the job ran again ---\n"
+    yield from lines
 
 
 def _or_archived(backend: Cluster, job_id: str, live: Iterator[str], rank: int | None) -> Iterator[str]:

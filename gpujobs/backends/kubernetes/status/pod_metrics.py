@@ -49,6 +49,7 @@ class _JobSeries:
         self._progress_keys: set[tuple] = set()
         self.stall = StallEvidence()
         self.phase: str | None = None  # the ranks' start-up phase (GPUJOBS-PHASE lines)
+        self.tails: dict[str, tuple[int, str]] = {}  # pod uid -> (its node rank, log tail as last read)
 
     def add_progress(self, rep: dict) -> None:
         key = (rep["rank"], rep["time"], rep["step"])
@@ -81,6 +82,8 @@ class PodMetrics:
         self._jobs: dict[str, _JobSeries] = {}
         self._lock = threading.Lock()
         self.reads = 0  # pod log reads made (tests, diagnosis)
+        self.on_run_gone: Callable[[str, str], None] | None = None
+        """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
         self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
         """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
@@ -121,10 +124,17 @@ class PodMetrics:
             pods = job_pods(self.api, ns, name)
         except (ApiException, KubernetesError, OSError):  # metrics never fail a status call
             return
+        self._runs_gone(job_id, series, {p["metadata"].get("uid", "") for p in pods})
+        from .logs import pod_rank_order, user_pods
+        ranks = {p["metadata"].get("uid", ""): r for r, p in enumerate(pod_rank_order(user_pods(pods)))}
         for pod in pods:
             pname = pod["metadata"]["name"]
             last_output: float | None = None
-            for stamped in self._tail(ns, pname, main_container(pod)).splitlines():
+            text = self._tail(ns, pname, main_container(pod))
+            uid = pod["metadata"].get("uid", "")
+            if text and uid in ranks:
+                series.tails[uid] = (ranks[uid], text)
+            for stamped in text.splitlines():
                 at, line = split_timestamp(stamped)
                 if METRICS_MARKER in line or PROGRESS_MARKER in line or PHASE_MARKER in line:
                     self.feed(job_id, line)
@@ -133,6 +143,18 @@ class PodMetrics:
             series.stall.output(pname, last_output)
         if terminal:
             series.final = True
+
+    def _runs_gone(self, job_id: str, series: _JobSeries, live: set[str]) -> None:
+        """Pods read before and gone now (a preempted run's: Kueue deleted them): their logs as
+        last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them."""
+        gone = [uid for uid in series.tails if uid not in live]
+        if not gone or self.on_run_gone is None:
+            for uid in gone:
+                series.tails.pop(uid, None)
+            return
+        text = "".join(_visible_text(*series.tails.pop(uid)) for uid in gone)
+        if text:
+            self.on_run_gone(job_id, text)
 
     def _tail(self, ns: str, pod: str, container: str | None = None) -> str:
         """The pod's log tail, naming gpujobs' container (a sidecar makes an unqualified read 400)."""
@@ -188,6 +210,17 @@ class PodMetrics:
                 st = st.with_(stalled_since=since, extra={**st.extra, "stall": message},
                               message="; ".join(filter(None, [st.message, message])))
         return st
+
+
+def _visible_text(rank: int, text: str) -> str:
+    """A pod's timestamped log tail as ``gpujobs logs`` shows it (rank-prefixed, no marker lines)."""
+    from .logs import _prefixed, _visible
+    out = []
+    for stamped in text.splitlines():
+        line = _visible(split_timestamp(stamped)[1])
+        if line is not None:
+            out.append(_prefixed(line, rank)[1])
+    return "".join(out)
 
 
 def _said_something(line: str) -> bool:
@@ -262,6 +295,7 @@ def for_backend(backend: Cluster) -> PodMetrics:
         if state.pod_metrics is None:
             state.pod_metrics = PodMetrics(backend.api_client)
             state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
+            state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
         return state.pod_metrics
 
 
@@ -274,3 +308,11 @@ def _locate(backend: Cluster, job_id: str, ranks: list[int]) -> dict[int, str]:
     except Exception:  # noqa: BLE001 - where they sit is a nicety; the flag stands without it
         return {}
     return {r: w for r, text in dumps.items() if r in ranks and (w := innermost_frame(text))}
+
+
+def _keep_run(backend: Cluster, job_id: str, text: str) -> None:
+    from . import archive
+    try:
+        archive.save_earlier_run(backend.home, job_id, text)
+    except OSError:
+        pass  # a courtesy: the job goes on
