@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--user", required=True, help="the Kubernetes user to bind (kubectl auth whoami)")
     q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
+    asub.add_parser("mpi-image", help="the Dockerfile of gpujobs' MPI image (| docker build -t TAG -)")
+
     p = sub.add_parser("agent", help="the local scheduler agent", epilog=EPILOG)
     agsub = p.add_subparsers(dest="agent_command", metavar="AGENT_COMMAND", parser_class=_Parser)
     agsub.required = True
@@ -179,7 +181,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sbatch":
         return commands.cmd_submit(args, force_sbatch=True)
     if args.command == "admin":
-        return getattr(commands, f"cmd_admin_{args.admin_command}")(args)
+        return getattr(commands, f"cmd_admin_{args.admin_command.replace('-', '_')}")(args)
     if args.command == "agent":
         return commands.cmd_agent_stop(args)
     return getattr(commands, f"cmd_{args.command}")(args)

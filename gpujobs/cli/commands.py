@@ -323,6 +323,13 @@ def cmd_admin_rbac(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def cmd_admin_mpi_image(args: argparse.Namespace) -> int:
+    """gpujobs' MPI image's Dockerfile, for ``docker build -t TAG --build-arg PYTHON=X.Y -``."""
+    from ..backends.kubernetes.render.images import MPI_DOCKERFILE
+    sys.stdout.write(MPI_DOCKERFILE)
+    return exitcodes.OK
+
+
 def cmd_admin_queues(args: argparse.Namespace) -> int:
     import warnings
     from .. import admin

@@ -226,3 +226,11 @@ def test_a_warning_is_one_clean_line(cli):
     lines = [ln for ln in r.stderr.splitlines() if "PyTorchJob under Kueue" in ln]
     assert len(lines) == 1 and lines[0].startswith("gpujobs: warning: PyTorchJob under Kueue")
     assert "DeprecatedPathWarning" not in r.stderr and "kf.pytorchjob" not in r.stderr
+
+
+def test_admin_mpi_image_prints_a_dockerfile_docker_builds_from_stdin(cli):
+    """[k8s-parity] 7: the MPI image fix runs for a pip user (no docker/mpi folder)."""
+    r = cli("admin", "mpi-image")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("FROM python:${PYTHON}-slim") and not any(ln.startswith(("COPY", "ADD")) for ln in lines)

@@ -298,7 +298,8 @@ SSH_OPTIONS = ("-p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/nul
                "-o ConnectionAttempts=10 -o LogLevel=ERROR" % MPI_SSH_PORT)
 MPI_IMAGE_HINT = ("MPI jobs need an image with sshd (openssh-server), an ssh client, Open MPI's mpirun "
                   "(4 or 5), mpi4py and the submitter's Python (docs/kubernetes-kinds.md, MPIJob; "
-                  "gpujobs' docker/mpi/Dockerfile builds one), named with .image(...)")
+                  "`gpujobs admin mpi-image | docker build -t gpujobs-mpi:pyXY --build-arg PYTHON=X.Y -` "
+                  "builds one), named with .image(...)")
 
 
 def mpi_env(env):
