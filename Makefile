@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo check test test-fast bench clean-venv
+.PHONY: demo lab check test test-fast bench clean-venv
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ $(VENV)/.dev: $(VENV)/bin/python pyproject.toml
 
 demo: $(VENV)/.demo
 	$(PY) examples/quickstart.py
+
+# JupyterLab (127.0.0.1) on the notebook quickstart, with the widgets and %%gpujob ready
+# (as root, e.g. in a container, Jupyter refuses to start without --allow-root)
+lab: $(VENV)/.demo
+	$(VENV)/bin/jupyter lab examples/notebook_quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # lint and type check first (configured in pyproject.toml: [tool.ruff], [tool.mypy]), then the tests
 check: $(VENV)/.dev

@@ -1,4 +1,5 @@
 """Start-time forecasts against what happened, on a synthetic trace; and forecast speed.
+(The fast second check: benchmarks/eta_replay.py runs real jobs on the real agent.)
 
     .venv/bin/python benchmarks/eta_accuracy.py [--jobs 600] [--seed 0] [--quick]
 
@@ -173,7 +174,7 @@ def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, fin
     mean_rt = statistics.fmean(finished_rt) if finished_rt else 1800.0
     mean_gpus = statistics.fmean(k[3] for k in KINDS)
     naive = now + pos * mean_rt / (SLOTS / mean_gpus)
-    return fc.expected_start, naive
+    return fc.expected_start, naive, fc.expected_start_range, fc.not_before
 
 
 def accuracy(n: int, seed: int) -> dict:
@@ -195,17 +196,21 @@ def accuracy(n: int, seed: int) -> dict:
                  "replay_s": took,
                  "mean_wait": statistics.fmean(first[w] - arrive[w] for w in probes) if probes else 0.0}
     for label, k in (("at submit", 0), ("halfway", 1)):
-        fe, ne, unknown = [], [], 0
+        fe, ne, unknown, inside, ranged, viol = [], [], 0, 0, 0, 0
         for wid, rows in got.items():
             if len(rows) <= k:
                 continue
-            _, fc, nv = rows[k]
+            _, fc, nv, rng_, nb = rows[k]
             if fc is None:
                 unknown += 1
             else:
                 fe.append(abs(fc - first[wid]))
             ne.append(abs(nv - first[wid]))
-        res[label] = dict(fe=fe, ne=ne, unknown=unknown)
+            if rng_ is not None:
+                ranged += 1
+                inside += rng_[0] <= first[wid] <= rng_[1]
+            viol += nb is not None and first[wid] < nb
+        res[label] = dict(fe=fe, ne=ne, unknown=unknown, inside=inside, ranged=ranged, viol=viol)
     return res
 
 
@@ -280,6 +285,7 @@ def main(argv=None) -> int:
     n = 200 if a.quick else a.jobs
     seeds = [0] if a.quick else [int(x) for x in a.seeds.split(",")]
     pooled = {"at submit": ([], [], 0), "halfway": ([], [], 0)}
+    cover = {"at submit": [0, 0, 0], "halfway": [0, 0, 0]}  # inside the range, with a range, bound violated
     for seed in seeds:
         r = accuracy(n, seed)
         line = [f"seed {seed}: {r['waited']} of {n} waited (mean {r['mean_wait'] / 60:.0f} min), "
@@ -288,6 +294,8 @@ def main(argv=None) -> int:
             x = r[label]
             fe, ne, unk = pooled[label]
             pooled[label] = (fe + x["fe"], ne + x["ne"], unk + x["unknown"])
+            cover[label] = [cover[label][0] + x["inside"], cover[label][1] + x["ranged"],
+                            cover[label][2] + x["viol"]]
             sm = summarize(x["fe"], x["ne"])
             line.append(f"{label} median {sm['f_med'] / 60:.1f} vs naive {sm['n_med'] / 60:.1f} min")
         print("; ".join(line))
@@ -299,7 +307,10 @@ def main(argv=None) -> int:
         print(f"pooled {label:>9}: n={x['n']} (no forecast: {unk})  forecast median "
               f"{x['f_med'] / 60:5.1f} min, p90 {x['f_p90'] / 60:6.1f} min | naive median "
               f"{x['n_med'] / 60:5.1f} min, p90 {x['n_p90'] / 60:6.1f} min | median ratio "
-              f"{ratio:.2f} (target <= 0.5)")
+              f"{ratio:.2f} (target <= 0.5) | inside the range {cover[label][0]}/{cover[label][1]} "
+              f"({100 * cover[label][0] / max(1, cover[label][1]):.0f} %), lower-bound violations "
+              f"{cover[label][2]}")
+        ok &= cover[label][2] == 0
     sp = speed(1 if a.quick else 3)
     for label, s in sp.items():
         print(f"[{label}] plan() behind {s['n']:,} pending in 20 queues: best {s['plan_s']:.3f} s, "

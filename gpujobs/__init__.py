@@ -48,8 +48,9 @@ def usage(since=None, until=None, by=("queue", "user"), backend=None):
     return usage_report(statuses, samples, since=t0, until=t1, by=by)
 
 
-def queue(name: str | None = None, backend: str | None = None):
-    """A live view of every job in queue ``name`` (all queues when None).
+def queue(name: str | None = None, backend: str | None = None, all: bool = False):
+    """A live view of the active jobs in queue ``name`` (all queues when None), as
+    ``gpujobs queue`` shows them; ``all=True`` adds the finished ones.
 
     ``.to_pandas()`` gives a DataFrame; in a notebook it displays as a refreshing table.
     Reads only ``backend.jobs(name)``, so it works for the local backend and for
@@ -60,4 +61,6 @@ def queue(name: str | None = None, backend: str | None = None):
     be = get_backend(backend)
     if name is not None and hasattr(be, "check_queue"):
         be.check_queue(name)  # a misspelt queue: an error now, not an empty table
-    return QueueView(lambda: be.jobs(name), name=name)
+    if all:
+        return QueueView(lambda: be.jobs(name), name=name, active_only=False)
+    return QueueView(lambda: [s for s in be.jobs(name) if not s.terminal], name=name)

@@ -11,6 +11,8 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
                                    # env GPUJOBS_LOCAL_CPUS)
     idle_timeout_s = 600           # the agent exits after this long with nothing to do
     default_priority = "normal"
+    kueue_version = "v0.20"        # whose scheduler the agent's admission follows: v0.17.0,
+                                   # v0.19.2 or v0.20 (default: the newest; docs/admission.md)
 
     [[local.queues]]               # default: one queue "default" holding every slot
     name = "team-a"
@@ -31,6 +33,7 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
     namespace = "team-a"
     queue = "team-a"
     kubeconfig = "~/.kube/config"  # also: context; else $KUBECONFIG, ~/.kube/config, in-cluster
+    kueue_version = "v0.19.2"      # the cluster's Kueue, for plans (default: the newest supported)
     trainjob_runtime = "torch-distributed"          # the ClusterTrainingRuntime DDP/FSDP TrainJobs use
     trainjob_volcano_runtime = "torch-distributed-volcano"   # the one for volcano="gang"
     volcano_queue = "default"      # the Volcano Queue of jobs that name none
@@ -119,7 +122,8 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
     """Queues, cohorts and priority classes for the local agent's admission engine.
 
     Returns ``{"queues": [ClusterQueue], "cohorts": [Cohort], "priorities": {name: value},
-    "default_priority": name-or-int}``. Without ``[[local.queues]]``: one queue "default"
+    "default_priority": name-or-int, "kueue_version": version row}`` (``[local] kueue_version``,
+    default the newest supported: :mod:`gpujobs.admission.gates`). Without ``[[local.queues]]``: one queue "default"
     with all ``slots`` GPU slots and ``cpus`` CPUs (default :func:`gpujobs.devices.local_cpus`):
     ranks asking for 0 GPUs are charged CPUs, the others GPU slots. A queue without ``cpus``
     may use every CPU. GPU quotas (or explicit ``cpus``) adding up to more than the machine
@@ -182,4 +186,16 @@ def local_admission_config(slots: int, cfg: dict[str, Any] | None = None,
                         "(or export GPUJOBS_LOCAL_CPUS=N)")
     cohorts = [Cohort(name) for name in sorted({q.cohort for q in queues if q.cohort})]
     return {"queues": queues, "cohorts": cohorts, "priorities": dict(prios),
-            "default_priority": default}
+            "default_priority": default, "kueue_version": kueue_version_of(local, "[local] kueue_version")}
+
+
+def kueue_version_of(section: dict[str, Any], where: str) -> str:
+    """The supported Kueue version row a config section's ``kueue_version`` names (the newest
+    when it names none); SpecError naming ``where`` for one that is not supported."""
+    from .admission import gates
+    try:
+        return gates.kueue_version(section.get("kueue_version"))
+    except SpecError as exc:
+        raise SpecError(where, f"Kueue {section.get('kueue_version')!r} is not supported",
+                        f'set kueue_version = "{gates.NEWEST}" (or one of {", ".join(gates.VERSIONS)}) '
+                        f"in {config_path()}") from exc

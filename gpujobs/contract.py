@@ -78,6 +78,9 @@ METRICS_INTERVAL = "GPUJOBS_METRICS_INTERVAL"
 """Seconds between two metrics samples (default 2; 0 turns a pod's sampler off)."""
 STALL_FLOOR_S = "GPUJOBS_STALL_FLOOR_S"
 """Seconds of silence before ranks are flagged as stalled, at least (default 60; 0: off)."""
+STARTUP_NOTE_S = "GPUJOBS_STARTUP_NOTE_S"
+"""Seconds after a local gang's launch before its status names the ranks that have not reached
+the job's function yet (default 20; 0 turns it off)."""
 STALL_FACTOR = "GPUJOBS_STALL_FACTOR"
 """A stall is also this many usual report intervals of silence (default 5)."""
 HOST = "GPUJOBS_HOST"
@@ -99,7 +102,7 @@ AGENT_IDLE_S = "GPUJOBS_AGENT_IDLE_S"
 DISPLAY = "GPUJOBS_DISPLAY"
 """``html`` or ``text``: how views display, whatever the front end seems to be."""
 DEBUG = "GPUJOBS_DEBUG"
-"""Set (not 0): the CLI shows tracebacks."""
+"""Set (not 0): the CLI shows tracebacks, and notebooks show gpujobs' own frames in them."""
 
 ENV_PREFIX = "GPUJOBS_"
 """Every gpujobs variable starts so (a simulated pod starts without the host's)."""
@@ -222,6 +225,8 @@ EXIT = RankFile("exit-", "")
 """results/: a zygote-forked rank's exit code (its parent is the zygote, not the agent)."""
 FAILURE = RankFile("failure-", ".json")
 """results/: plain JSON beside a failed outcome: exception type and whether it is collateral."""
+STARTED = RankFile("started-", "")
+"""results/: a rank reached the job's function (or command): written just before calling it."""
 STACKS = RankFile("stacks-", ".txt")
 """results/: where SIGUSR2 makes a rank dump its threads' stacks."""
 STACKPID = RankFile("stackpid-", ".json")

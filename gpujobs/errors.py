@@ -23,6 +23,10 @@ Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
     ├── ResultAuthError                 a result failed its HMAC check: never unpickled
     └── WaitTimeout (TimeoutError)      result()/wait() timed out; the job keeps running
 
+In IPython and Jupyter a gpujobs error shows the caller's frames and the message, not
+gpujobs' own frames (``_render_traceback_``, :mod:`gpujobs.tracebacks`; ``%tb verbose`` or
+``GPUJOBS_DEBUG=1`` shows them all).
+
 A remote exception is re-raised as *its own type*; gpujobs adds ``rank`` and
 ``remote_traceback`` attributes and a note with the remote traceback.
 
@@ -47,6 +51,12 @@ class GpuJobsError(Exception):
 
     def __reduce__(self):
         return (type(self), self.init_args())
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook: the caller's frames and this error, not gpujobs' own frames
+        (:mod:`gpujobs.tracebacks`)."""
+        from .tracebacks import render_short
+        return render_short(self)
 
 
 class SpecError(GpuJobsError, ValueError):

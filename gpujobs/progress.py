@@ -140,12 +140,13 @@ def for_environment(rank: int) -> ProgressReporter:
 
 
 # ------------------------------------------------------------------ reading side
-def summarize(reports: Iterable[dict]) -> Progress | None:
+def summarize(reports: Iterable[dict], since: float | None = None) -> Progress | None:
     """The latest report as a :class:`~gpujobs.status.Progress`, with rate and expected end.
 
     The rate is measured over the last ``RATE_WINDOW`` reports of the same rank as the
-    latest (steps per second of report time); it restarts when the step goes backwards
-    (a restarted job resuming from a checkpoint)."""
+    latest (steps per second of report time), made at or after ``since`` (the current run's
+    start: after a preemption the rate must not span the time spent queued); it restarts
+    when the step goes backwards (a restarted job resuming from a checkpoint)."""
     reports = [r for r in reports if r is not None]
     if not reports:
         return None
@@ -153,6 +154,8 @@ def summarize(reports: Iterable[dict]) -> Progress | None:
     same = sorted((r for r in reports if r["rank"] == last["rank"]), key=lambda r: r["time"])
     window: list[dict] = []
     for r in same:
+        if since is not None and r["time"] < since:
+            continue
         if window and r["step"] < window[-1]["step"]:
             window = []
         window.append(r)
@@ -228,9 +231,10 @@ def usual_interval(reports: list[dict]) -> float | None:
 class ProgressTail:
     """Reads ``progress-*.log`` files of a local job incrementally (the agent, the client)."""
 
-    def __init__(self, result_dir: Path | str, keep: int = 10_000):
+    def __init__(self, result_dir: Path | str, keep: int = 10_000, since: float | None = None):
         self.dir = Path(result_dir)
         self.keep = keep
+        self.since = since  # the current run's start: rates count only its reports
         self._offsets: dict[str, int] = {}
         self.reports: list[dict] = []
 
@@ -262,7 +266,7 @@ class ProgressTail:
         return new
 
     def latest(self) -> Progress | None:
-        return summarize(self.reports[-RATE_WINDOW * 8:])
+        return summarize(self.reports[-RATE_WINDOW * 8:], self.since)
 
 
 def progress_frame(reports: Iterable[dict]):

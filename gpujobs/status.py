@@ -78,13 +78,14 @@ class Progress:
         return " · ".join(parts)
 
 
-    def short_text(self, now: float | None = None) -> str:
+    def short_text(self, now: float | None = None, ended: bool = False) -> str:
         """Coarse, for one-line summaries that print when they change: '40% · ~3 min left'
-        (whole percent, whole minutes), or 'step ~1.2k' without a total."""
+        (whole percent, whole minutes), or 'step ~1.2k' without a total; ``ended``: no time
+        left (the job is over)."""
         if not self.total:
             return f"step ~{_sig2(self.step)}"
         parts = [f"{100 * (self.fraction or 0):.0f}%"]
-        if self.expected_end is not None:
+        if self.expected_end is not None and not ended:
             left = max(0.0, self.expected_end - (time.time() if now is None else now))
             parts.append("<1 min left" if left < 60 else f"~{round(left / 60)} min left"
                          if left < 5400 else f"~{left / 3600:.1f} h left")
@@ -134,6 +135,8 @@ class JobStatus:
     blocked_by: tuple[str, ...] = ()  # queued: ids ahead of it or holding its quota
     expected_start: float | None = None  # queued: forecast start (epoch s), None: nothing to go on
     expected_start_basis: str = ""  # what the forecast rests on (see docs/forecast.md)
+    not_before: float | None = None  # queued: a true lower bound on the start (epoch s), or None
+    expected_start_range: tuple[float, float] | None = None  # queued: (early, late) around expected_start
     submitted_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -151,6 +154,8 @@ class JobStatus:
             raise ValueError(f"phase {self.phase!r} is not one of {PHASES}")
         if not isinstance(self.blocked_by, tuple):  # e.g. a list from JSON
             object.__setattr__(self, "blocked_by", tuple(self.blocked_by or ()))
+        if self.expected_start_range is not None and not isinstance(self.expected_start_range, tuple):
+            object.__setattr__(self, "expected_start_range", tuple(self.expected_start_range))
 
     @property
     def terminal(self) -> bool:
@@ -187,14 +192,14 @@ class JobStatus:
         pos = self.position_text()
         if pos:
             parts.append(pos)
-        if self.phase == "queued" and self.expected_start is not None:
-            parts.append(start_text(self.expected_start))
+        if self.phase == "queued" and (self.expected_start is not None or self.not_before is not None):
+            parts.append(start_text(self.expected_start, not_before=self.not_before))
         if self.gang_size:
             parts.append(f"gang {self.gang_ready}/{self.gang_size}")
         if self.cpu_ranks:
             parts.append("ranks on CPU")
         if self.progress is not None:
-            parts.append(self.progress.short_text())
+            parts.append(self.progress.short_text(ended=self.terminal))
         if self.stalled_since is not None and self.extra.get("stall") and \
                 str(self.extra["stall"]) not in self.message:
             parts.append(str(self.extra["stall"]))
@@ -223,22 +228,46 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def start_text(when: float | None, now: float | None = None) -> str:
-    """'starts now', 'starts in ~12 min (14:05)', or 'start unknown'."""
-    if when is None:
-        return "start unknown"
+def start_when(when: float | None, now: float | None = None, not_before: float | None = None) -> str:
+    """When a queued job starts, in the one wording every view uses: 'in ~25 s',
+    'in ~12 min (14:05)', 'any moment (was due 10:02)' (the forecast start has passed),
+    'not before 10:40' (no forecast, a lower bound later than now) or 'unknown'."""
     now = time.time() if now is None else now
+    if when is None:
+        if not_before is not None and not_before > now + 1:
+            return f"not before {_hhmm(not_before, now)}"
+        return "unknown"
     left = when - now
-    if left <= 30:
-        return "starts now"
-    # coarse on purpose (whole minutes): progress lines print when this text changes
+    if left <= 0:
+        return "any moment" + (f" (was due {_hhmm(when, now)})" if left < -1 else "")
+    # coarse on purpose (5 s, whole minutes): progress lines print when this text changes
+    if left < 60:
+        return f"in ~{max(5, 5 * round(left / 5))} s"
     if left < 5400:
         text = f"{max(1, round(left / 60))} min"
     elif left < 2 * 86400:
         text = f"{left / 3600:.1f} h"
     else:
         text = f"{left / 86400:.1f} d"
-    return f"starts in ~{text} ({time.strftime('%H:%M', time.localtime(when))})"
+    return f"in ~{text} ({_hhmm(when, now)})"
+
+
+def start_text(when: float | None, now: float | None = None, not_before: float | None = None) -> str:
+    """'starts in ~12 min (14:05)', 'starts any moment (was due 10:02)', 'starts not before
+    10:40' or 'start unknown' (:func:`start_when` with a verb)."""
+    w = start_when(when, now, not_before)
+    return "start unknown" if w == "unknown" else f"starts {w}"
+
+
+def range_text(rng: tuple[float, float], now: float | None = None) -> str:
+    """'between 10:02 and 10:40' (the expected start's range, docs/forecast.md)."""
+    now = time.time() if now is None else now
+    return f"between {_hhmm(max(rng[0], now), now)} and {_hhmm(max(rng[1], now), now)}"
+
+
+def _hhmm(t: float, now: float) -> str:
+    lt = time.localtime(t)
+    return time.strftime("%H:%M" if lt[:3] == time.localtime(now)[:3] else "%b %d %H:%M", lt)
 
 
 @dataclass(frozen=True)
@@ -248,8 +277,10 @@ class Plan:
     ``admit_now``: it would be admitted in the next scheduling pass. ``position``: its
     1-based place in its queue otherwise (None when admitted now or it can never fit).
     ``preempts``: ids it would evict. ``expected_start``: forecast start (epoch s), None when
-    it rests on jobs whose end is unknown (then ``not_before`` is the earliest it could be)
-    or it can never fit. ``reason``: why, in words; ``basis``: what the forecast rests on.
+    it rests on jobs whose end is unknown or it can never fit. ``not_before``: a true lower
+    bound on the start (every job that could end ends now). ``expected_start_range``: (early,
+    late) around ``expected_start`` (docs/forecast.md). ``reason``: why, in words; ``basis``:
+    what the forecast rests on.
     """
     admit_now: bool
     position: int | None
@@ -260,6 +291,7 @@ class Plan:
     blocked_by: tuple[str, ...] = ()
     not_before: float | None = None
     queue: str = ""
+    expected_start_range: tuple[float, float] | None = None
 
     def summary(self) -> str:
         if self.admit_now:
@@ -268,7 +300,7 @@ class Plan:
             head = "can never start"
         else:
             head = (f"would wait {ordinal(self.position)} in {self.queue}" if self.position
-                    else "would wait") + f", {start_text(self.expected_start)}"
+                    else "would wait") + f", {start_text(self.expected_start, not_before=self.not_before)}"
         if self.preempts:
             head += f", preempting {', '.join(self.preempts)}"
         return f"{head}: {self.reason}" if self.reason else head

@@ -49,6 +49,16 @@ def transform(cell: str, shell: Any | None) -> str:
     return src
 
 
+def register_source(src: str, name: str) -> str:
+    """Put the cell's lines into linecache under the file name its code is compiled with (so
+    tracebacks here and, shipped with the call, in the ranks show them); returns that name."""
+    import linecache
+    filename = f"<{name}>"
+    lines = [ln + "\n" for ln in src.splitlines()]
+    linecache.cache[filename] = (len(src), None, lines, filename)
+    return filename
+
+
 def _parse(src: str, filename: str) -> ast.Module:
     try:
         tree = ast.parse(src, filename)
@@ -94,8 +104,8 @@ def compile_cell(cell: str, namespace: Mapping[str, Any], *, shell: Any | None =
     With ``returns`` the function returns ``{name: value}`` for those names; otherwise
     the value of a final expression (like IPython), else None.
     """
-    filename = f"<{name}>"
     src = transform(cell, shell)
+    filename = register_source(src, name)
     tree = _parse(src, filename)
     reads, assigned = analyse(src, filename)
     for r in returns:
@@ -161,6 +171,25 @@ def cell_job_name(cell: str, count: int, returns: tuple[str, ...] = ()) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 not hasattr(builtins, node.func.id) and ok(node.func.id):
             return ok(node.func.id)
-    assigned = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name) and ok(t.id)]
-    return ok(assigned[-1]) if assigned else f"cell-{count}"
+    assigned = [ok("-".join(names)) for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and not _is_context_call(node.value)
+                for names in [_target_names(node.targets)] if names and ok("-".join(names))]
+    return assigned[-1] if assigned else f"cell-{count}"
+
+
+def _target_names(targets: list[ast.expr]) -> list[str]:
+    """``a = …`` -> [a]; ``total, world = …`` -> [total, world]; attributes, subscripts: []."""
+    out: list[str] = []
+    for t in targets:
+        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+        out += [e.id for e in elts if isinstance(e, ast.Name)]
+    return out
+
+
+def _is_context_call(value: ast.expr) -> bool:
+    """``gpujobs.context()`` / ``context()``: every cell's ``ctx``, never what it is about."""
+    if not isinstance(value, ast.Call):
+        return False
+    f = value.func
+    return (isinstance(f, ast.Attribute) and f.attr == "context") or \
+        (isinstance(f, ast.Name) and f.id == "context")

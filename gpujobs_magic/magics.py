@@ -22,6 +22,14 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def _prompt_count(shell: Any) -> int | None:
+    """The number in this cell's ``In [N]`` prompt: IPython's own count for ``Out[N]``
+    (``execution_count`` is already N + 1 while the cell runs in IPython 9, N in 8)."""
+    hook = getattr(shell, "displayhook", None)
+    count = getattr(hook, "prompt_count", None)
+    return count if isinstance(count, int) and count > 0 else None
+
+
 #: a spec error's Python fixes, and the cell's flags that set the same field
 MAGIC_HINTS = {".image('JOB')": "--image JOB", ".queue('JOB')": "--queue JOB",
                ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME",
@@ -78,7 +86,7 @@ class GpuJobMagics(Magics):
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"%%gpujob -o: {args.out!r} is not a Python name")
         self.cells += 1
-        count = getattr(self.shell, "execution_count", None) or self.cells
+        count = _prompt_count(self.shell) or self.cells
         cellfn = compile_cell(cell, self._user_ns, shell=self.shell, returns=returns,
                               name=f"cell_{count}")
         try:
@@ -136,15 +144,17 @@ class GpuJobMagics(Magics):
     # ------------------------------------------------------------------ %gpujobs
     @line_magic
     def gpujobs(self, line: str) -> Any:
-        """``%gpujobs jobs`` | ``%gpujobs queue [NAME]`` | ``%gpujobs backend [NAME]``."""
+        """``%gpujobs jobs`` | ``%gpujobs queue [NAME] [--all]`` | ``%gpujobs backend [NAME]``."""
         words = line.split()
         verb = words[0] if words else "jobs"
         rest = words[1:]
         try:
             if verb == "jobs" and len(rest) <= 1:
                 return gpujobs.jobs(rest[0] if rest else None, backend=self.backend)
-            if verb == "queue" and len(rest) <= 1:
-                return gpujobs.queue(rest[0] if rest else None, backend=self.backend)
+            if verb == "queue" and len([w for w in rest if w != "--all"]) <= 1:
+                names = [w for w in rest if w != "--all"]
+                return gpujobs.queue(names[0] if names else None, backend=self.backend,
+                                     all="--all" in rest)
             if verb == "backend" and len(rest) <= 1:
                 if rest:
                     from gpujobs.backends import get_backend
@@ -155,5 +165,5 @@ class GpuJobMagics(Magics):
                 return None
         except GpuJobsError as exc:
             raise UsageError(f"%gpujobs {verb}: {exc}") from None
-        raise UsageError("%gpujobs: use '%gpujobs jobs [QUEUE]', '%gpujobs queue [NAME]' or "
+        raise UsageError("%gpujobs: use '%gpujobs jobs [QUEUE]', '%gpujobs queue [NAME] [--all]' or "
                          "'%gpujobs backend [NAME]'")

@@ -15,6 +15,7 @@ Kueue controller, and by ``benchmarks/admission.py``::
 
 Semantics and where they differ from Kueue: docs/admission.md.
 """
+from . import gates
 from .engine import DEFAULT_PRIORITIES, Engine
 from .model import (
                     DEFAULT_FLAVOR,
@@ -28,5 +29,5 @@ from .model import (
                     normalize_quota,
 )
 
-__all__ = ["Engine", "ClusterQueue", "Cohort", "Workload", "PodSet", "Decisions", "Admission",
+__all__ = ["Engine", "gates", "ClusterQueue", "Cohort", "Workload", "PodSet", "Decisions", "Admission",
            "ResourceFlavor", "DEFAULT_PRIORITIES", "DEFAULT_FLAVOR", "normalize_quota"]

@@ -1,4 +1,5 @@
-"""The admission engine: Kueue's scheduler (v0.19), cohort trees included, without an API server.
+"""The admission engine: Kueue's scheduler, cohort trees included, without an API server, as
+the Kueue version chosen for it runs it (its feature gates' defaults: :mod:`.gates`).
 
 Pure Python, no processes: the caller adds workloads, calls :meth:`Engine.schedule` and
 reports back when admitted workloads finish or evicted ones have stopped.
@@ -10,7 +11,8 @@ in order, ``flavorFungibility``), find preemption targets for heads that need th
 (``preemption``: the classical candidate generator, fill-back), order the heads (fit within
 nominal before borrowing, then priority, then FIFO) and process them in that order: a head
 is admitted or issues its preemptions only if it still fits once every victim of this cycle
-is taken out, and a head whose targets were already claimed in this cycle waits.
+is taken out, and a head whose targets were already claimed in this cycle waits (or, with
+RecomputeAssignmentUponPreemptionTargetsOverlap, is assigned again without those victims).
 
 Cost: pending workloads live in one heap per (queue, request shape) (Kueue's scheduling
 equivalence: equal shapes fit or fail alike); a head that cannot be admitted is parked until
@@ -26,6 +28,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
 from . import fairsharing
+from . import gates as _gates
 from .flavors import FlavorAssignment
 from .model import (
     INF,
@@ -42,6 +45,7 @@ from .queues import Queues
 from .quota import (
     _CQ,
     EPS,
+    FIT,
     NOFIT,
     PREEMPT,
     _Asg,
@@ -69,7 +73,9 @@ class Engine(FlavorAssignment, Queues):
     ``fair_sharing`` turns on Kueue's fair sharing (``fairSharing`` in its configuration): heads
     of a cohort tree are taken by a tournament on dominant resource shares (weights
     ``fair_weight``), and preemption follows ``fair_sharing_strategies``
-    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``).
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``). ``kueue_version`` (default:
+    the newest supported, :data:`~.gates.NEWEST`) picks the Kueue release whose feature-gate
+    defaults the cycle follows, ``feature_gates`` overrides single gates (:mod:`.gates`).
     """
 
     def __init__(self, queues: Sequence[ClusterQueue], cohorts: Sequence[Cohort] = (),
@@ -78,7 +84,15 @@ class Engine(FlavorAssignment, Queues):
                  requeuing_strategy: str = "Eviction", clock: Callable[[], float] | None = None,
                  preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
                  flavors: Sequence[ResourceFlavor] | None = None, fair_sharing: bool = False,
-                 fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
+                 fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+                 kueue_version: str | None = None, feature_gates: Mapping[str, bool] | None = None):
+        # the Kueue version decides, through its feature gates' defaults (gates.py), which
+        # behaviour the cycle has; ``feature_gates`` overrides them as Kueue's --feature-gates
+        self.kueue_version = _gates.kueue_version(kueue_version)
+        self.gates = _gates.feature_gates(self.kueue_version, feature_gates)
+        self._preserve_scan = self.gates["FlavorFungibilityPreserveScanProgress"]
+        self._recompute_overlap = self.gates["RecomputeAssignmentUponPreemptionTargetsOverlap"]
+        self._cycle_no = 0
         self.priorities = dict(DEFAULT_PRIORITIES if priorities is None else priorities)
         if default_priority is None:
             default_priority = "normal" if "normal" in self.priorities else 0
@@ -174,13 +188,31 @@ class Engine(FlavorAssignment, Queues):
     def usage(self, queue: str) -> dict[tuple[str, str], float]:
         return dict(self._cqs[self.cluster_queue_of(queue)].usage)
 
+    def weighted_share(self, name: str) -> float:
+        """Kueue's weighted share of a ClusterQueue or Cohort (its dominant resource share over
+        its fair weight, x1000: the metrics ``cluster_queue_weighted_share`` /
+        ``cohort_weighted_share``); SpecError for an unknown name."""
+        node = self._cqs.get(name) or self._cohorts.get(name)
+        if node is None:
+            raise SpecError("name", f"no ClusterQueue or Cohort {name!r}",
+                            f"use one of {', '.join(sorted({*self._cqs, *self._cohorts}))}")
+        return fairsharing.drs(self, node).share()
+
     # ----------------------------------------------------------- can it ever fit
     def can_ever_fit(self, w: Workload) -> tuple[bool, str]:
         """Whether ``w`` fits its queue when everything else is idle, and why not (with numbers)."""
         cq = self._cqs[self.cluster_queue_of(w.queue)]
+        short, problems = self._never_fits(cq, w)
+        if not problems:
+            return True, f"fits queue {cq.name!r}"
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
+        return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+
+    def _never_fits(self, cq: _CQ, w: Workload) -> tuple[list[str], list[str]]:
+        """(the resources ``w`` asks more of than ``cq`` could ever give, the problems in numbers)."""
         used: Counter = Counter()
         problems = []
+        lacking: list[str] = []
         for _, reqs in self._podset_totals(cq, w):
             done: set = set()
             for r in sorted(reqs):
@@ -191,6 +223,7 @@ class Engine(FlavorAssignment, Queues):
                     continue  # a zero request for a resource the queue does not cover
                 if rg is None:
                     problems.append(f"needs {_num(reqs[r])} {r}, which queue {cq.name!r} has no quota for")
+                    lacking.append(r)
                     break
                 group = {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 short_all = []
@@ -199,6 +232,7 @@ class Engine(FlavorAssignment, Queues):
                     for rr, a in group.items():
                         cap = self._potential(cq, (f, rr))
                         if used[(f, rr)] + a > cap + EPS:
+                            lacking.append(rr)
                             n = cq.nominal.get((f, rr), 0.0)
                             short.append(f"needs {_num(used[(f, rr)] + a)} {rr}, queue {cq.name!r} flavor "
                                          f"{f!r} has nominal {_num(n)} + borrowable {_num(cap - n)} = {_num(cap)}")
@@ -211,9 +245,7 @@ class Engine(FlavorAssignment, Queues):
                 else:
                     problems.append(" | ".join(short_all))
                     done.update(group)  # one line per resource group, not one per resource of it
-        if not problems:
-            return True, f"fits queue {cq.name!r}"
-        return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
+        return sorted(set(lacking)), problems
 
     @staticmethod
     def _podset_totals(cq: _CQ, w: Workload) -> list:
@@ -235,11 +267,13 @@ class Engine(FlavorAssignment, Queues):
             raise SpecError("id", f"workload {w.id!r} already exists", "use a new id")
         cq = self._cqs[self.cluster_queue_of(w.queue)]
         prio = self._prio_value(w.priority)
-        ok, why = self.can_ever_fit(w) if check else (True, "")
-        if not ok:
-            res = sorted({r for ps in w.podsets for r, a in ps.requests.items() if a})
-            raise QuotaError(f"{why} (fix: ask for fewer ranks or less {'/'.join(res) or 'quota'} per rank, "
-                             f"or use a queue with more nominal or borrowable quota)")
+        lacking, problems = self._never_fits(cq, w) if check else ([], [])
+        if problems:  # a plain sentence first; no id: nothing was created
+            what = " and ".join(lacking) or "resources"
+            raise QuotaError(
+                f"this job can never start in queue {w.queue!r}: it asks for more {what} than the "
+                f"queue has, even when nothing else runs. In detail: {' | '.join(problems)} (fix: ask "
+                f"for fewer ranks or less {what} per rank, or use a queue with more quota)")
         podsets = self._podset_totals(cq, w)
         e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._shape(w, podsets),
                    key=self._key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
@@ -264,7 +298,81 @@ class Engine(FlavorAssignment, Queues):
         out.admitted = [a for a in out.admitted if self.state(a.id) == "admitted"]
         return out
 
+    # ------------------------------------------------ flavor scan progress (LastAssignment)
+    def _outdated(self, e: _Entry) -> bool:
+        """Kueue lastAssignmentOutdated: with FlavorFungibilityPreserveScanProgress progress
+        recorded in this or the previous cycle is kept; otherwise it goes once quota was
+        released in the queue (its AllocatableResourceGeneration advanced)."""
+        last = e.last
+        assert last is not None
+        if self._preserve_scan and self._cycle_no - last[2] <= 1:
+            return False
+        return e.cq.generation > last[1]
+
+    def _record(self, e: _Entry, asg: _Asg) -> None:
+        """Kueue recordAssignment: the assignment's scan progress becomes the entry's."""
+        e.last = (asg.tried, e.cq.generation, self._cycle_no, asg.left)
+
+    def _skipped(self, e: _Entry) -> None:
+        """Kueue markSkipped: the progress is dropped unless PreserveScanProgress keeps it."""
+        if not self._preserve_scan:
+            e.last = None
+
+    @staticmethod
+    def _scan_from(e: _Entry) -> frozenset | None:
+        """Where the next flavor scan starts (None: from the first flavor everywhere)."""
+        last = e.last
+        if last is None or not last[3]:
+            return None
+        return frozenset((k, i) for k, i in last[0].items() if i >= 0)
+
+    def _nominate(self, e: _Entry) -> tuple[_Asg, "_Targets"]:
+        """Kueue getAssignments: the flavor assignment and, if it preempts, the targets."""
+        self._oracle = None
+        asg = self._assign(e)
+        if asg.mode != PREEMPT:
+            targets = _Targets()
+        elif self._oracle is not None and self._oracle[0] is e and len(asg.usage) == 1 and \
+                asg.need == {self._oracle[1]} and asg.usage.get(self._oracle[1]) == self._oracle[2]:
+            targets = self._oracle[3]  # the flavor assigner's simulation asked the same question
+        else:
+            targets = self._targets(e, asg.need, asg.usage)
+        return asg, targets
+
+    def _lift(self, gone: Iterable[_Entry], sign: int) -> None:
+        """Take admitted workloads out of the snapshot (-1: as if they had stopped, not
+        candidates any more) or put them back (+1): Kueue SimulateWorkloadRemoval."""
+        for v in gone:
+            self._charge(v.cq, v.usage, sign)
+            if sign < 0:
+                v.cq.admitted.pop(v.w.id, None)
+                v.cq.admitted_prios[v.prio] -= 1
+                if v.cq.admitted_prios[v.prio] <= 0:
+                    del v.cq.admitted_prios[v.prio]
+            else:
+                v.cq.admitted[v.w.id] = v
+                v.cq.admitted_prios[v.prio] += 1
+
+    def _recompute(self, e: _Entry, asg: _Asg, victims: dict) -> tuple[_Asg, "_Targets"]:
+        """RecomputeAssignmentUponPreemptionTargetsOverlap (scheduler.go
+        updateAssignmentIfNeeded): the head's targets overlap this cycle's victims, so its
+        assignment is computed again, from the first flavor but only on the flavors it was
+        nominated with, as if those victims were gone."""
+        e.last = None
+        e.pin = {(ps, r): f for ps, fl in asg.podsets for r, f in fl.items()}
+        gone = list(victims.values())
+        self._lift(gone, -1)
+        try:
+            asg, targets = self._nominate(e)
+        finally:
+            self._lift(gone, +1)
+            e.pin = None
+        self._record(e, asg)
+        e.cq.nominated = None
+        return asg, targets
+
     def _cycle(self, out: Decisions) -> bool:
+        self._cycle_no += 1
         heads = []
         for cq in self._cqs.values():
             if cq.stalled or not cq.heaps or cq.inactive:
@@ -275,20 +383,17 @@ class Engine(FlavorAssignment, Queues):
                 continue
             cq.hold = {}
             home = cq.root
+            if e.last is not None and e.cq.generation > e.last[1] and self._outdated(e):
+                e.last = None
+            scan_from = self._scan_from(e)
             cached = cq.nominated
-            if cached is not None and cached[0] is e and cached[1] == home.version:
+            if cached is not None and cached[0] is e and cached[1] == home.version and cached[4] == scan_from:
+                self._record(e, cached[2])
                 heads.append(((cached[2].borrow, e.key[0], e.key[1], e.key[2]), e, cached[2], cached[3]))
                 continue  # nothing changed in its cohort since it was nominated
-            self._oracle = None
-            asg = self._assign(e)
-            if asg.mode != PREEMPT:
-                targets = _Targets()
-            elif self._oracle is not None and self._oracle[0] is e and len(asg.usage) == 1 and \
-                    asg.need == {self._oracle[1]} and asg.usage.get(self._oracle[1]) == self._oracle[2]:
-                targets = self._oracle[3]  # the flavor assigner's simulation asked the same question
-            else:
-                targets = self._targets(e, asg.need, asg.usage)
-            cq.nominated = (e, home.version, asg, targets)
+            asg, targets = self._nominate(e)
+            self._record(e, asg)
+            cq.nominated = (e, home.version, asg, targets, scan_from)
             heads.append(((asg.borrow, e.key[0], e.key[1], e.key[2]), e, asg, targets))
         held: list = []  # (cq, usage) charged for this cycle only
         for cq in self._cqs.values():
@@ -314,9 +419,15 @@ class Engine(FlavorAssignment, Queues):
         undo: list = []
         for _, e, asg, targets in seq:
             cq = e.cq
+            deferred = False
+            if self._recompute_overlap and any(t.w.id in victims for t in targets):
+                asg, targets = self._recompute(e, asg, victims)
+                deferred = asg.mode == FIT  # Kueue DeferredFit: it fits once those victims are gone
+            pending_flavors = e.last is not None and e.last[3]
             if asg.mode == NOFIT:
-                self._park(e)
-                progress = True  # the next cycle looks at the next head
+                if not pending_flavors:  # Kueue requeues it at once while flavors are left to try
+                    self._park(e)
+                progress = True  # the next cycle looks at the next head (or flavor)
                 continue
             if asg.mode == PREEMPT and not targets:
                 if cq.spec.reclaim_within_cohort != "Any":  # Kueue CanAlwaysReclaim
@@ -325,10 +436,19 @@ class Engine(FlavorAssignment, Queues):
                     held.append((cq, res))
                     if cq.spec.strategy == "StrictFIFO":
                         cq.hold = res  # it stays the head and reserves again every cycle
-                self._park(e)
+                if not pending_flavors:
+                    self._park(e)
                 progress = True
                 continue
+            if deferred:  # waits for this cycle's preemptions, holding what it will take
+                e.last = None
+                self._charge(cq, asg.usage, +1)
+                held.append((cq, asg.usage))
+                if cq.spec.strategy == "BestEffortFIFO":
+                    cq.sticky = e
+                continue
             if any(t.w.id in victims for t in targets):
+                self._skipped(e)
                 continue  # overlapping targets: wait for the next cycle
             gone = [v for v in victims.values()] + [t for t in targets if t.w.id not in victims]
             for v in gone:
@@ -337,10 +457,12 @@ class Engine(FlavorAssignment, Queues):
             for v in gone:
                 self._charge(v.cq, v.usage, +1)
             if not fits:
+                self._skipped(e)
                 continue  # no longer fits after an earlier head of this cycle
             for t in targets:
                 victims[t.w.id] = t
             if asg.mode == PREEMPT:
+                e.last = None  # Kueue markPreemptionOutcome: the next cycle scans every flavor
                 self._charge(cq, asg.usage, +1)
                 held.append((cq, asg.usage))
                 if cq.spec.strategy == "BestEffortFIFO":
@@ -405,7 +527,8 @@ class Engine(FlavorAssignment, Queues):
                          reserved_at: float | None = None, check: bool = True) -> Admission:
         """Re-enter a workload that is already running (re-adopted after a restart, or read
         from a cluster) and charge its quota without waiting for room. ``flavor`` is one flavor
-        for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments);
+        for every resource, or ``{pod set: {resource: flavor}}`` (Kueue podSetAssignments: a
+        resource it gives no flavor is charged to no quota, as in Kueue);
         None picks the first flavor of each resource group. ``reserved_at`` is when its quota
         was reserved (preemption takes the most recently admitted first). Raises like
         :meth:`add` when its queue is unknown or (unless ``check=False``: a cluster's record of
@@ -424,9 +547,9 @@ class Engine(FlavorAssignment, Queues):
                 if isinstance(flavor, str):
                     f = flavor
                 elif isinstance(flavor, Mapping):
-                    f = (flavor.get(ps_name) or {}).get(r) or (rg.flavors[0] if rg else None)
+                    f = (flavor.get(ps_name) or {}).get(r)
                     if f is None:
-                        continue
+                        continue  # no flavor assigned: Kueue charges it to no quota (flavor "")
                 else:
                     assert rg is not None  # (no flavor given and no resource group: skipped above)
                     f = rg.flavors[0]
@@ -444,6 +567,7 @@ class Engine(FlavorAssignment, Queues):
             self._charge(cq, e.usage, -1)
         e.usage = {}
         cq.root.version += 1
+        cq.generation += 1  # Kueue clusterQueue.deleteWorkload
         cq.admitted.pop(e.w.id, None)
         cq.admitted_prios[e.prio] -= 1
         if cq.admitted_prios[e.prio] <= 0:

@@ -72,6 +72,9 @@ class FlavorAssignment(Preemption):
         cq, spec = e.cq, e.cq.spec
         asg = _Asg()
         worst = FIT
+        # Kueue LastTriedFlavorIdx: a scan resumes after the flavor it tried last
+        resume = e.last[0] if e.last is not None and e.last[3] else None
+        pin = e.pin
         for ps_name, reqs in e.podsets:
             flavors: dict[str, str] = {}
             for r in (reqs if len(reqs) == 1 else sorted(reqs)):
@@ -85,7 +88,11 @@ class FlavorAssignment(Preemption):
                     return asg
                 group = {r: reqs[r]} if len(reqs) == 1 else {rr: reqs[rr] for rr in rg.resources if rr in reqs}
                 best, best_mode = None, (NOFIT, 1 << 30)
-                for f in rg.flavors:
+                start = resume.get((ps_name, r), -1) + 1 if resume else 0
+                attempted = -1
+                for attempted, f in enumerate(rg.flavors[start:] if start else rg.flavors, start):  # noqa: B007 (read after it)
+                    if pin is not None and pin.get((ps_name, r), f) != f:
+                        continue  # recomputing: only the flavor nominated first (NominationMapping)
                     if self._flavors is not None and (f not in self._flavors
                                                       or not self._flavors[f].admits(e.pspecs[ps_name])):
                         continue  # an untolerated taint or a node selector it does not match
@@ -110,7 +117,10 @@ class FlavorAssignment(Preemption):
                     asg.mode = NOFIT
                     return asg
                 f, per = best
+                last_idx = -1 if attempted == len(rg.flavors) - 1 else attempted
+                asg.left = asg.left or last_idx >= 0
                 for rr, (rr_mode, borrow) in per.items():
+                    asg.tried[(ps_name, rr)] = last_idx
                     flavors[rr] = f
                     asg.modes[(ps_name, rr)] = rr_mode
                     fr = (f, rr)

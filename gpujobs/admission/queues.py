@@ -168,6 +168,13 @@ class Queues:
             return None
         return bisect_left(e.cq.sorted, e.key) + 1
 
+    def pending_counts(self, queue: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of a queue's ClusterQueue: Kueue's
+        ``pending_workloads`` metric; inadmissible ones are set aside with their shape."""
+        cq = self._cqs[self.cluster_queue_of(queue)]
+        parked = sum(1 for k in cq.sorted if self._entries[k[3]].shape in cq.parked)
+        return len(cq.sorted) - parked, parked
+
     def pending(self, queue: str | None = None) -> list[str]:
         cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
             [self._cqs[self.cluster_queue_of(queue)]]

@@ -51,6 +51,11 @@ class _Entry:
     reserved: tuple = (0.0, 0)                   # (quota reservation time, order)
     in_pass: bool = False                        # admitted in the running schedule() call
     pspecs: dict = field(default_factory=dict)   # pod set name -> PodSet
+    # Kueue's LastAssignment: the flavor scan's progress, (tried, cq generation, cycle,
+    # flavors left) with tried {(pod set, resource): index of the last flavor tried, -1 once
+    # all were}; flavors left: some index is not -1 (Kueue PendingFlavors)
+    last: tuple | None = None
+    pin: dict | None = None                      # NominationMapping while recomputing
 
 
 @dataclass
@@ -62,6 +67,8 @@ class _Asg:
     need: set = field(default_factory=set)        # frs whose mode is Preempt
     borrow: int = 0
     modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
+    tried: dict = field(default_factory=dict)     # (pod set, resource) -> last flavor index tried
+    left: bool = False                            # a scan stopped before its last flavor
 
 
 class _RG:
@@ -118,6 +125,7 @@ class _CQ:
         self.admitted_prios: Counter = Counter()
         self.parked: dict[tuple, Key] = {}  # shape -> key of the head that could not be admitted
         self.stalled = False                 # every head is parked: skip until something changes
+        self.generation = 0                  # Kueue AllocatableResourceGeneration: +1 per release
         self.bwc = spec.borrow_within_cohort != "Never"
         self.hold: dict = {}  # capacity a parked StrictFIFO head reserves each cycle
         self.potential: dict[FR, float] = {}  # filled by the Engine once cohorts are known

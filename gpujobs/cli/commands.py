@@ -358,12 +358,26 @@ def cmd_admin_queues(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def _running_local_jobs() -> list[str]:
+    """Ids of the local jobs that have ranks (what stopping the agent cancels); never starts
+    an agent."""
+    from ..backends.local.backend import LocalBackend
+    backend = LocalBackend()
+    if not backend.client.running():
+        return []
+    try:
+        return [st.job_id for st in backend.jobs() if st.phase in ("starting", "running")]
+    except Exception:  # noqa: BLE001 - the stop itself must still happen
+        return []
+
+
 def cmd_agent_stop(args: argparse.Namespace) -> int:
     from ..backends import local
     stop = getattr(local, "stop_agent", None)
     if stop is None:
         print("no local agent to stop (this local backend runs jobs without one)")
         return exitcodes.OK
+    running = _running_local_jobs()
     result = stop()
     from ..backends.local.backend import STOPPED_MARKER
     from ..config import gpujobs_home
@@ -375,7 +389,8 @@ def cmd_agent_stop(args: argparse.Namespace) -> int:
     else:
         print("stopped the local agent" + (f" (pid {result})" if isinstance(result, int) and
                                             not isinstance(result, bool) else "")
-              + "; its running jobs were cancelled")
+              + (f"; its running jobs were cancelled: {', '.join(running)}" if running
+                 else "; no job was running"))
     print("it stays stopped: open views (notebook widgets, `gpujobs status`) show the saved "
           "state and queued jobs wait; the next `gpujobs submit` (or gpujobs.submit) starts it")
     return exitcodes.OK

@@ -9,7 +9,7 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
-from ..status import JobStatus, Plan, restarts_text, start_text
+from ..status import JobStatus, Plan, range_text, restarts_text, start_text, start_when
 
 
 def age(seconds: float | None) -> str:
@@ -62,9 +62,9 @@ def start(st: JobStatus, now: float) -> str:
     """START (squeue --start): the forecast for queued jobs ('N/A' with nothing to go on),
     the actual start for the others."""
     if st.phase == "queued":
-        if st.expected_start is None:
+        if st.expected_start is None and not (st.not_before and st.not_before > now + 1):
             return "N/A"
-        return "now" if st.expected_start <= now + 30 else "~" + clock(st.expected_start, now)
+        return start_when(st.expected_start, now, st.not_before)
     return clock(st.started_at, now) if st.started_at else "-"
 
 
@@ -123,9 +123,10 @@ def status_lines(st: JobStatus) -> str:
             ("Queue", st.queue), ("Priority", st.priority or "-"), ("User", st.user), ("GPUs", str(st.gpus))]
     if st.phase == "queued":
         rows.append(("Position", st.position_text() or "-"))
-        rows.append(("Start", (start_text(st.expected_start) if st.expected_start is not None
-                               else "unknown")
+        rows.append(("Start", start_text(st.expected_start, not_before=st.not_before)
                      + (f" · {st.expected_start_basis}" if st.expected_start_basis else "")))
+        if st.expected_start_range is not None:
+            rows.append(("Range", range_text(st.expected_start_range, time.time())))
         if st.blocked_by:
             rows.append(("Blocked by", ", ".join(st.blocked_by)))
     if st.gang_size:
@@ -168,9 +169,9 @@ def plan_lines(name: str, p: Plan) -> str:
     rows = [("Admit now", "yes" if p.admit_now else "no"),
             ("Position", str(p.position) if p.position else "-"),
             ("Preempts", ", ".join(p.preempts) or "-"),
-            ("Start", start_text(p.expected_start, now) if p.expected_start is not None else
-             ("never" if p.basis.startswith("never") else "unknown")
-             + (f", not before {clock(p.not_before, now)}" if p.not_before else "")),
+            ("Start", "never" if p.basis.startswith("never") else
+             start_text(p.expected_start, now, p.not_before)),
+            ("Range", range_text(p.expected_start_range, now) if p.expected_start_range else "-"),
             ("Basis", p.basis or "-"), ("Reason", p.reason or "-")]
     if p.blocked_by:
         rows.append(("Blocked by", ", ".join(p.blocked_by)))

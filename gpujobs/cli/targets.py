@@ -76,7 +76,12 @@ def load_function(target: str) -> Callable[..., Any]:
             _register_by_value(module)
     fn = getattr(module, fn_name, None)
     if fn is None:
-        raise SpecError("target", f"{mod_name} has no {fn_name!r}", f"define {fn_name} in {mod_name}")
+        import difflib
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        close = difflib.get_close_matches(fn_name, names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        fix = f"write {mod_name}:{close[0]}" if close else f"define {fn_name} in {mod_name}"
+        raise SpecError("target", f"{mod_name} has no {fn_name!r}{hint}", fix)
     if not callable(fn):
         raise SpecError("target", f"{mod_name}:{fn_name} is not callable", "name a function")
     return fn
@@ -174,7 +179,7 @@ def convert_args(fn: Callable[..., Any], raw: list[str]) -> tuple[list[Any], lis
             values.append(item)
             continue
         hint = _plain_hint(hints.get(p.name))
-        if hint is None:
+        if hint is None and not isinstance(p.default, str):  # a str default already says str
             as_strings.append(f"{p.name}={item!r}")
         values.append(_convert(item, hint, p.name))
     return values, as_strings

@@ -24,6 +24,15 @@ def is_collateral(exc: BaseException) -> bool:
         any(marker in text for marker in _PEER_LOST)
 
 
+def exception_line(exc_type: str, exc_message: str, rank: int) -> str:
+    """``KeyError: 'missing_key' (rank 1)``: what a failed job's status message starts with, on
+    every backend (``exc_type`` is ``module.Qualname``; builtins lose their module)."""
+    kind = exc_type.removeprefix("builtins.").rsplit(".", 1)[-1] if exc_type else "Exception"
+    text = (exc_message or "").strip().splitlines()
+    msg = text[0][:200] if text else ""
+    return f"{kind}: {msg} (rank {rank})" if msg else f"{kind} (rank {rank})"
+
+
 @dataclass
 class Outcome:
     """What one rank sends back: a value or an exception (with its remote traceback)."""

@@ -52,9 +52,29 @@ def _functions(fn: Any, seen: set[int] | None = None, depth: int = 0) -> Iterato
             yield from _functions(v, seen, depth + 1)
 
 
+def _registered(name: str) -> bool:
+    """Source registered in linecache rather than read from a file (no mtime): a notebook
+    cell, or a ``%%gpujob`` cell (:func:`gpujobs_magic.cell.compile_cell` registers it)."""
+    import linecache
+    entry = linecache.cache.get(name)
+    return entry is not None and len(entry) == 4 and entry[1] is None
+
+
 def _user_file(name: str, installed: tuple[str, ...]) -> bool:
-    return bool(name) and not (name.startswith("<") and not name.startswith("<ipython-input")) \
-        and not name.startswith(installed) and "site-packages" not in name
+    if name.startswith("<"):
+        return name.startswith("<ipython-input") or _registered(name)
+    return bool(name) and not name.startswith(installed) and "site-packages" not in name
+
+
+def _source_block(f: Any, name: str) -> tuple[str, int]:
+    """(text, first line number) of ``f``'s source: a registered ``<…>`` cell whole (its
+    function may be generated: no ``def`` line to find), else the function's own lines."""
+    import inspect
+    import linecache
+    if name.startswith("<") and _registered(name):
+        return "".join(linecache.getlines(name)), 1
+    lines, start = inspect.getsourcelines(f)
+    return "".join(lines), start
 
 
 def collect_sources(fn: Any, modules: Sequence[Any] = ()) -> dict[str, Any]:
@@ -63,7 +83,6 @@ def collect_sources(fn: Any, modules: Sequence[Any] = ()) -> dict[str, Any]:
     the source of each user function ``fn`` reaches (notebook cells included, read through
     linecache), not whole files, so the call stays small. cloudpickle replaces the file name
     of code it ships by value with ``<dynamic-code>``; ``files`` puts it back."""
-    import inspect
     installed = _installed_prefixes()
     files: dict[str, str] = {}
     blocks: dict[str, dict[int, str]] = {}
@@ -75,10 +94,9 @@ def collect_sources(fn: Any, modules: Sequence[Any] = ()) -> dict[str, Any]:
                 continue
             files[_code_key(f.__code__)] = name
             try:
-                lines, start = inspect.getsourcelines(f)
+                text, start = _source_block(f, name)
             except (OSError, TypeError):
                 continue
-            text = "".join(lines)
             if size + len(text) > SOURCES_LIMIT:
                 continue
             blocks.setdefault(name, {})[max(1, start)] = text

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from .. import contract
-from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, RankEnv
+from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, STARTED, RankEnv
 
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
@@ -115,7 +115,19 @@ def _write_failure_marker(outcome) -> None:
     if directory is not None:
         try:
             (directory / FAILURE.name(outcome.rank)).write_text(json.dumps(
-                {"type": outcome.exc_type, "collateral": outcome.collateral}))
+                {"type": outcome.exc_type, "collateral": outcome.collateral,
+                 "message": (outcome.exc_message or "").strip()[:500]}))
+        except OSError:
+            pass
+
+
+def mark_started(rank: int) -> None:
+    """Say that this rank reached the job's function: start-up (imports, the gang's
+    rendezvous) is over (the local agent names ranks that take long to get here)."""
+    directory = result_dir()
+    if directory is not None:
+        try:
+            (directory / STARTED.name(rank)).touch()
         except OSError:
             pass
 
@@ -258,12 +270,14 @@ def main() -> int:
         _replay_kept_outcome(ctx)
 
     if told.command:
+        mark_started(rank)
         return _run_command(list(told.command), ctx, key)
 
     setup = None
     try:
         fn, args, kwargs = unpack_call(open_envelope(read_payload(told.payload or ""), key))
         setup = frameworks.setup(framework, ctx)
+        mark_started(ctx.rank)
         value = fn(*args, **kwargs)
         outcome = Outcome.success(ctx.rank, value)
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller

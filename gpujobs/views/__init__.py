@@ -1,9 +1,9 @@
 """Views of :class:`~gpujobs.status.JobStatus`: text, static HTML, tables and live widgets.
 
-Every displayable object publishes one mimebundle: a live widget (when the
-frontend has a widget manager) plus ``text/html`` and ``text/plain`` for
-everything else (GitHub, nbconvert, terminals). ``GPUJOBS_DISPLAY=html|text``
-forces a fallback.
+Every displayable object publishes ``text/html`` and ``text/plain`` for every front end
+(GitHub, nbconvert, terminals) and, where a widget manager runs, a live widget before them
+(:func:`display_bundle`: the static copy stays in the saved notebook and shows in JupyterLab
+when the widget's model is gone). ``GPUJOBS_DISPLAY=html|text`` forces a fallback.
 """
 from __future__ import annotations
 
@@ -59,16 +59,44 @@ def summarize_outcome(job: Any, status: JobStatus) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+#: JupyterLab shows either the live widget (``gpujobs-live``) or the static copy after it
+#: (``gpujobs-fallback``), never both: a reopened notebook whose kernel restarted has no widget
+#: model, and this hides the "Error displaying widget: model not found" in its place.
+FALLBACK_STYLE = (
+    "<style>"
+    ".jp-OutputArea-child:has(.gpujobs-live)+.jp-OutputArea-child:has(.gpujobs-fallback)"
+    "{display:none}"
+    ".jp-OutputArea-child:has(+.jp-OutputArea-child .gpujobs-fallback):not(:has(.gpujobs-live))"
+    "{display:none}"
+    "</style>")
+
+
+def fallback_bundle(text: str, html: str) -> dict[str, str]:
+    """The static copy of a live widget: its HTML (with :data:`FALLBACK_STYLE`) and text."""
+    return {"text/plain": text,
+            "text/html": f'{FALLBACK_STYLE}<div class="gpujobs-fallback">{html}</div>'}
+
+
 def display_bundle(make_widget: Callable[[], Any] | None, text: str, html: str) -> Any:
-    """Publish widget + text/html + text/plain as one output; returns the widget (or None)."""
+    """Publish a view; returns the widget (or None).
+
+    Widget mode: two outputs, the widget view alone and then its static copy
+    (:func:`fallback_bundle`, with a display id the widget keeps current through
+    ``attach_fallback``), so what a notebook saves shows the last state wherever the widget
+    cannot render (GitHub, nbconvert, JupyterLab after a kernel restart). Otherwise one
+    output: ``text/html`` and ``text/plain``."""
     from IPython.display import display
-    bundle: dict[str, Any] = {"text/plain": text, "text/html": html}
-    widget = None
-    if make_widget is not None and display_mode() == "widget":
-        widget = make_widget()
-        bundle["application/vnd.jupyter.widget-view+json"] = {
-            "version_major": 2, "version_minor": 0, "model_id": widget.model_id}
-    display(bundle, raw=True)
+    if make_widget is None or display_mode() != "widget":
+        display({"text/plain": text, "text/html": html}, raw=True)
+        return None
+    widget = make_widget()
+    display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}},
+            raw=True)
+    handle = display(fallback_bundle(text, html), raw=True, display_id=True)
+    attach = getattr(widget, "attach_fallback", None)
+    if attach is not None:
+        attach(handle)
     return widget
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from ..status import JobStatus
+from ..status import JobStatus, start_when
 from .html import esc, phase_badge
 from .text import fmt_duration
 
@@ -30,12 +30,12 @@ def jobs_frame(statuses: Iterable[JobStatus], now: float | None = None):
         rows.append({
             "position": s.queue_position if s.phase == "queued" else None,
             "job_id": s.job_id, "name": s.name, "user": s.user, "queue": s.queue,
-            "priority": s.priority or "", "gpus": s.gpus,
+            "priority": s.priority or "default", "gpus": s.gpus,
             "gang": f"{s.gang_ready}/{s.gang_size}" if s.gang_size else "",
             "phase": s.phase,
             "age": fmt_duration(now - s.submitted_at) if s.submitted_at else "",
             "waited": fmt_duration(s.waited),
-            "start": _start(s, now),
+            "start": _start(s, now) if s.phase == "queued" else _started(s),
             "reason": s.reason, "message": s.message,
         })
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -44,17 +44,30 @@ def jobs_frame(statuses: Iterable[JobStatus], now: float | None = None):
 
 
 def _start(s: JobStatus, now: float) -> str:
-    """Expected start of a queued job ('in ~12 min', 'unknown' with nothing to go on), ''."""
+    """Expected start of a queued job (:func:`~gpujobs.status.start_when`: 'in ~12 min (14:05)',
+    'any moment (was due 10:02)', 'unknown' with nothing to go on), ''."""
     if s.phase != "queued":
         return ""
-    if s.expected_start is None:
-        return "unknown" if s.expected_start_basis else ""
-    left = s.expected_start - now
-    return "now" if left <= 30 else f"in ~{fmt_duration(left)}"
+    if s.expected_start is None and not s.expected_start_basis:
+        return ""
+    return start_when(s.expected_start, now, s.not_before)
+
+
+def _started(s: JobStatus) -> str:
+    """When a job that left the queue started (its clock time), '' before it did."""
+    return time.strftime("%H:%M:%S", time.localtime(s.started_at)) if s.started_at else ""
+
+
+#: cells that never wrap (ids, names, times) and free-text cells cut to one line (full text
+#: on hover), so a table stays one line per job
+_NOWRAP = "white-space:nowrap"
+_BOUNDED = "max-width:22em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
+_CELL_STYLE = {"job_id": _NOWRAP, "name": _NOWRAP, "age": _NOWRAP, "waited": _NOWRAP,
+               "start": _NOWRAP, "priority": _NOWRAP, "reason": _BOUNDED, "message": _BOUNDED}
 
 
 def frame_html(frame: Any, title: str = "") -> str:
-    """The DataFrame as an HTML table with phase badges (escaped)."""
+    """The DataFrame as an HTML table with phase badges (escaped), one line per job."""
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
     body = []
     for _, row in frame.iterrows():
@@ -63,6 +76,10 @@ def frame_html(frame: Any, title: str = "") -> str:
             v = row[c]
             if c == "phase":
                 cells.append(f"<td>{phase_badge(str(v))}</td>")
+            elif c in _CELL_STYLE:
+                text = _cell(v)
+                hover = f' title="{text}"' if _CELL_STYLE[c] is _BOUNDED and text else ""
+                cells.append(f'<td style="{_CELL_STYLE[c]}"{hover}>{text}</td>')
             else:
                 cells.append(f"<td>{_cell(v)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")

@@ -10,7 +10,7 @@ import time
 from typing import Iterable, Mapping, Sequence
 
 from ..status import GpuSample, JobStatus, restarts_text
-from .text import device_label, fmt_bytes, fmt_duration
+from .text import device_label, elapsed_text, fmt_bytes, fmt_duration
 
 PHASE_COLORS = {
     "queued": "#8a6d00", "admitted": "#1f6feb", "starting": "#1f6feb", "running": "#1a7f37",
@@ -73,13 +73,12 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
     if status.phase == "queued" and (status.expected_start is not None or status.expected_start_basis):
         from ..status import start_text
         bits.append(f'<span class="gpujobs-start" title="{esc(status.expected_start_basis)}">'
-                    f'{esc(start_text(status.expected_start))}</span>')
+                    f'{esc(start_text(status.expected_start, not_before=status.not_before))}</span>')
     gang_bits = gang_html(status) if gang else ""
     if gang_bits:
         bits.append(gang_bits)
     if status.elapsed is not None:
-        verb = "ran" if status.terminal else "running"
-        bits.append(f'<span class="gpujobs-elapsed">{verb} {fmt_duration(status.elapsed)}</span>')
+        bits.append(f'<span class="gpujobs-elapsed">{esc(elapsed_text(status))}</span>')
     elif status.waited is not None and not status.terminal:
         bits.append(f'<span class="gpujobs-elapsed">waiting {fmt_duration(status.waited)}</span>')
     if status.restarts:
@@ -87,7 +86,7 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
     if status.cpu_ranks and status.gpus:  # an info chip, not an error (0-GPU jobs asked for none)
         bits.append(f'<span class="gpujobs-cpu gpujobs-info" title="{esc(CPU_CHIP_TITLE)}" '
                     'style="background:#ddf4ff;color:#0969da;border:1px solid #54aeff;'
-                    'border-radius:10px;padding:0 6px;font-size:90%">&#9432; ranks on CPU</span>')
+                    'border-radius:10px;padding:0 6px;font-size:90%">ranks on CPU (i)</span>')
     meta = f"{status.job_id} · {status.backend}" + (f" · queue {status.queue}" if status.queue else "")
     meta += f" · priority {status.priority or 'default'}"
     line2 = esc(meta)
@@ -179,10 +178,12 @@ def logs_html(logs_tail: str, lines: int = 12) -> str:
     if not logs_tail:
         return ""
     tail = "\n".join(logs_tail.rstrip("\n").splitlines()[-lines:])
-    # column-reverse keeps the box scrolled to its end: the newest line is always in view
+    # column-reverse keeps the box scrolled to its end: the newest line is always in view. The
+    # <pre> must neither shrink nor scroll itself (JupyterLab styles pre with overflow:auto,
+    # which made it a flex item that shrinks to the box and shows its first lines)
     return (f'<div class="gpujobs-logs" style="max-height:14em;overflow:auto;font-size:85%;'
             f'background:#f6f8fa;margin:2px 0;display:flex;flex-direction:column-reverse">'
-            f'<pre style="margin:0">{esc(tail)}</pre></div>')
+            f'<pre style="margin:0;flex:none;overflow:visible">{esc(tail)}</pre></div>')
 
 
 def last_line_html(logs_tail: str) -> str:

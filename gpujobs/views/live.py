@@ -4,10 +4,12 @@ No ipywidgets here, so the widget-less HTML view uses it too.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 import weakref
-from typing import Any, Callable, Protocol
+from collections import deque
+from typing import Any, Callable, Iterable, Protocol
 
 from ..status import JobStatus
 
@@ -36,9 +38,56 @@ def _resend(widget: Any) -> None:
     send = getattr(widget, "send_state", None)
     if callable(send):
         send()
+    resync = getattr(widget, "resend_fallback", None)
+    if callable(resync):
+        resync()
     for child in getattr(widget, "children", ()) or ():
         _resend(child)
 LOGS_EVERY_S = 2.0
+
+
+_RANK = re.compile(r"^\[rank (\d+)\] ")
+
+
+class LogTail:
+    """The newest lines of every rank, interleaved in the order they were read.
+
+    ``job.logs()`` gives each rank's whole log one after another (rank 0's, then rank 1's …),
+    so its last lines are the last rank's alone. Fed each such read, this keeps the lines that
+    are new since the previous read, every rank's batch aligned at its newest line, so the
+    tail ends with each rank's latest output, rank 0's (the one that usually reports) last."""
+
+    def __init__(self, keep: int = 40):
+        self.seen: dict[int, int] = {}
+        self.lines: deque[str] = deque(maxlen=keep)
+
+    def feed(self, text: str) -> str:
+        by_rank: dict[int, list[str]] = {}
+        for line in text.rstrip("\n").splitlines():
+            m = _RANK.match(line)
+            by_rank.setdefault(int(m.group(1)) if m else -1, []).append(line)
+        fresh = []
+        for r in sorted(by_rank):
+            got = by_rank[r]
+            start = self.seen.get(r, 0)
+            fresh.append(got[start:] if start <= len(got) else got)  # shorter: a restart rewrote it
+            self.seen[r] = len(got)
+        self.lines.extend(merge_newest_last(fresh))
+        return "\n".join(self.lines)
+
+
+def merge_newest_last(batches: Iterable[list[str]]) -> list[str]:
+    """Interleave line lists line by line, aligned at their ends (their newest lines last; in a
+    row, the first list's line last)."""
+    lists = [b for b in batches if b]
+    longest = max((len(b) for b in lists), default=0)
+    out = []
+    for i in range(longest):
+        for b in reversed(lists):
+            j = i - (longest - len(b))
+            if j >= 0:
+                out.append(b[j])
+    return out
 
 
 class StatusSource(Protocol):
@@ -80,6 +129,7 @@ class JobUpdater:
         self._stop = threading.Event()
         self._unsubscribe: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
+        self._tail = LogTail()
         self.done = threading.Event()
 
     def start(self) -> "JobUpdater":
@@ -169,4 +219,4 @@ class JobUpdater:
             return None
         if not isinstance(text, str):
             return None
-        return "\n".join(text.rstrip("\n").splitlines()[-40:])
+        return self._tail.feed(text)

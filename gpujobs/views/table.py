@@ -24,20 +24,22 @@ class JobTable(list):
 
 
 class QueueView:
-    """Every job of one queue (or all queues), read through ``source()`` each time.
+    """The jobs of one queue (or all queues), read through ``source()`` each time.
 
     ``source`` is typically ``lambda: backend.jobs(queue)``; the view holds no backend logic.
     """
 
     def __init__(self, source: Callable[[], list[JobStatus]], name: str | None = None,
-                 refresh_s: float = 2.0):
+                 refresh_s: float = 2.0, active_only: bool = True):
         self._source = source
         self.name = name
         self.refresh_s = refresh_s
+        self.active_only = active_only  # only says so in the title: the source does the filtering
 
     @property
     def title(self) -> str:
-        return f"queue {self.name}" if self.name else "all queues"
+        where = f"queue {self.name}" if self.name else "all queues"
+        return f"{where}: active jobs (all=True adds finished ones)" if self.active_only else where
 
     def jobs(self) -> JobTable:
         return JobTable(sorted(self._source(), key=sort_key))

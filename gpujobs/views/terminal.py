@@ -101,16 +101,17 @@ class ProgressDisplay:
             st.extra.get("stall") if st.stalled_since is not None else "") if x)
         if self._bar is None:
             self._open_bar(st, total)
+        total = _whole(total)
         if self._kind == "tqdm":
             bar = self._bar
             if total and bar.total != total:
                 bar.total = total
-            bar.n = p.step
+            bar.n = _whole(p.step)
             bar.set_postfix_str(extra, refresh=False)
             bar.refresh()
         else:
             rate = f"{p.rate:.3g} steps/s" if p.rate else ""
-            self._bar.update(self._task, completed=p.step, total=total,
+            self._bar.update(self._task, completed=p.step, total=total, count=_count(p),
                              info=" · ".join(x for x in (rate, extra) if x))
 
     def _open_bar(self, st: JobStatus, total: float | None) -> None:
@@ -118,7 +119,7 @@ class ProgressDisplay:
         if self.prefer in (None, "tqdm"):
             try:
                 from tqdm import tqdm
-                self._bar = tqdm(total=total, desc=label, unit="step", file=self.stream,
+                self._bar = tqdm(total=_whole(total), desc=label, unit="step", file=self.stream,
                                  dynamic_ncols=True)
                 self._kind = self.kind_used = "tqdm"
                 return
@@ -126,10 +127,10 @@ class ProgressDisplay:
                 pass
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                             TextColumn("{task.completed:.0f}/{task.total}"),
+                             TextColumn("{task.fields[count]}"),
                              TextColumn("{task.fields[info]}"),
                              console=_console(self.stream), transient=False)
-        self._task = self._bar.add_task(label, total=total, info="")
+        self._task = self._bar.add_task(label, total=total, info="", count="")
         self._bar.start()
         self._kind = self.kind_used = "rich"
 
@@ -137,6 +138,17 @@ class ProgressDisplay:
 def _console(stream: TextIO):
     from rich.console import Console
     return Console(file=stream)
+
+
+def _whole(x: Any) -> Any:
+    """30.0 -> 30: counts read '30/30', never '30/30.0'."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _count(p: Any) -> str:
+    """'12/30' (or '12' without a total), as ``Progress.text`` writes numbers."""
+    from ..status import _num_text
+    return _num_text(p.step) + (f"/{_num_text(p.total)}" if p.total else "")
 
 
 def _short(v: Any) -> str:

@@ -45,6 +45,13 @@ def metric_line(sample: GpuSample) -> str:
     return f"{device_label(sample)}: {busy} {util}{mem}"
 
 
+def elapsed_text(status: JobStatus) -> str:
+    """'for 20s' while running (after the phase badge 'running'), 'ran 20s' once ended."""
+    if status.elapsed is None:
+        return ""
+    return f"{'ran' if status.terminal else 'for'} {fmt_duration(status.elapsed)}"
+
+
 def render_job_text(status: JobStatus, logs_tail: str = "", result_text: str = "") -> str:
     """A few lines: summary, timing, per-device metrics, last events, result, log tail."""
     lines = [f"Job {status.job_id} [{status.backend}] {status.summary()}"]
@@ -52,7 +59,7 @@ def render_job_text(status: JobStatus, logs_tail: str = "", result_text: str = "
     if status.waited is not None and status.started_at is None:
         timing.append(f"waiting {fmt_duration(status.waited)}")
     if status.elapsed is not None:
-        timing.append(f"{'ran' if status.terminal else 'running'} {fmt_duration(status.elapsed)}")
+        timing.append(elapsed_text(status))
     if status.reason:
         timing.append(f"reason: {status.reason}")
     if timing:

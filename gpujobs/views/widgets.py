@@ -90,6 +90,10 @@ class JobWidget(W.VBox):
             self.progress, self.last_line, self.result, self.error, self.details],
             layout=W.Layout(border="1px solid #d0d7de", padding="2px 4px"))
         self.add_class("gpujobs-job-widget")
+        self.add_class("gpujobs-live")
+        self._fallback: Any = None  # the display of the static copy (views.display_bundle)
+        self._fallback_shown: tuple | None = None
+        self._fallback_lock = threading.Lock()
         if status is not None:
             self.update(status)
 
@@ -153,7 +157,38 @@ class JobWidget(W.VBox):
             self.logs.value = logs_html(self.logs_tail)
             self.last_line.value = "" if self.expanded else last_line_html(self.logs_tail)
         self.renders += 1
+        self._sync_fallback()
 
+    def attach_fallback(self, handle: Any) -> None:
+        """Keep the static copy published after the widget (a display handle) current."""
+        self._fallback = handle
+        self._sync_fallback()
+
+    def resend_fallback(self) -> None:
+        """Publish the static copy again (``views.settle``: a headless run keeps only what
+        arrives while a cell runs)."""
+        self._fallback_shown = None
+        self._sync_fallback()
+
+    def _sync_fallback(self) -> None:
+        """Rewrite the static copy when the phase, the result or the log tail changed at a
+        terminal phase (not at every render: it is what a saved notebook keeps)."""
+        if self._fallback is None or self.status is None:
+            return
+        from . import fallback_bundle
+        from .text import render_job_text
+        with self._fallback_lock:
+            st = self.status
+            key = (st.phase, st.gang_ready, self.result_text,
+                   self.logs_tail if st.terminal else None)
+            if key == self._fallback_shown:
+                return
+            self._fallback_shown = key
+            try:
+                self._fallback.update(fallback_bundle(
+                    render_job_text(st, self.logs_tail, self.result_text), self.to_html()), raw=True)
+            except Exception:  # noqa: BLE001 - the live widget matters more than its copy
+                pass
     def ending(self, status: JobStatus) -> bool:
         """A cancelled job whose ranks have not exited yet (the updater keeps polling while
         this is True, so the widget says "cancelling…" until they have)."""
@@ -211,6 +246,7 @@ class QueueWidget(W.VBox):
         self._stop = threading.Event()
         super().__init__(children=[W.HBox([self.refresh_button, self.updated]), self.table])
         self.add_class("gpujobs-queue-widget")
+        self.add_class("gpujobs-live")
         self.refresh(statuses)
         if autostart:
             _start_refresher(self)

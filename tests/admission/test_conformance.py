@@ -1,5 +1,6 @@
-"""Kueue conformance: cases of Kueue's own scheduler unit tests (v0.19.2), as data, replayed
-against gpujobs.admission.Engine. Data and how they are compared: tests/admission/conformance/README.md."""
+"""Kueue conformance: cases of Kueue's own scheduler tests (unit tests and integration specs),
+per supported Kueue version, as data, replayed against gpujobs.admission.Engine at that version.
+Data and how they are compared: tests/admission/conformance/README.md."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 import runner  # noqa: E402
+
+from gpujobs.admission import gates as GATES  # noqa: E402
 
 CASES = runner.load()
 DIFFERENCES = runner.differences()
@@ -37,14 +40,20 @@ def case_id_of(case):
 
 
 def test_suite_size_and_sources():
-    """At least 80 replayed cases, each naming its upstream file, test and case; every
-    documented difference names a case that exists and says why."""
+    """Every supported Kueue version has its own replayed cases (at least 80; v0.19.2 and v0.20
+    with integration specs), each naming its upstream file, test and case at that version's
+    ref; every documented difference names a case that exists and says why."""
     replayed = [c for _, _, c in CASES if "skip" not in c]
-    assert len(replayed) >= 80, len(replayed)
+    for v in GATES.VERSIONS:
+        mine = [c for c in replayed if c["kueue_version"] == v]
+        assert len(mine) >= 80, (v, len(mine))
+        if v != "v0.17.0":
+            assert sum("steps" in c for c in mine) >= 9, v
     for c in replayed:
         src = c["source"]
-        assert src["repo"] == "kubernetes-sigs/kueue" and src["ref"] == "v0.19.2"
-        assert src["file"].startswith("pkg/scheduler/") and src["test"] and src["case"]
+        assert src["repo"] == "kubernetes-sigs/kueue" and src["ref"] == GATES.REFS[c["kueue_version"]]
+        assert src["file"].startswith(("pkg/scheduler/", "test/integration/singlecluster/scheduler/"))
+        assert src["test"] and src["case"]
     ids = {runner.case_id(c) for _, _, c in CASES}
     for cid, why in DIFFERENCES.items():
         assert cid in ids and len(why) > 20, cid

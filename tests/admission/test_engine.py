@@ -144,9 +144,13 @@ def test_bad_input_names_known_queues_and_priorities():
         eng.add(wl("x", "nope", 1))
     with pytest.raises(SpecError, match="low=100, normal=500, high=1000"):
         eng.add(wl("x", "team", 1, "urgent"))
-    with pytest.raises(QuotaError, match="needs 3 gpu.*nominal 2 \\+ borrowable 0 = 2"):
+    with pytest.raises(QuotaError, match="needs 3 gpu.*nominal 2 \\+ borrowable 0 = 2") as ei:
         eng.add(wl("x", "team", 3))
     assert "x" not in eng
+    # #31: a plain sentence first, and no id of a job that was never created
+    msg = str(ei.value)
+    assert msg.startswith("this job can never start in queue 'team': it asks for more gpu "), msg
+    assert "'x'" not in msg and "workload" not in msg.split("In detail")[0], msg
 
 
 def test_local_queue_positions_and_flavors():

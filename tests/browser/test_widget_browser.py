@@ -78,6 +78,22 @@ def _run_all(page, tries: int = 4) -> None:
     pytest.fail("JupyterLab never started running the cells")
 
 
+def _write_notebook(lab, name: str, sources: list[str]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = lab.root / name
+    nbformat.write(nb, path)
+    return path
+
+
+def _open(page, lab, name: str) -> None:
+    """Open notebook ``name`` in JupyterLab (a fresh layout) and wait for an idle kernel."""
+    page.goto(lab.url(f"lab/tree/{name}?reset"), wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+
+
 def _chromium() -> str | None:
     return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
@@ -99,20 +115,14 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
         pytest.skip("no chromium binary (apt-get install chromium); never `playwright install`")
     from playwright.sync_api import sync_playwright
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP_CELL), nbformat.v4.new_code_cell(JOB_CELL)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, lab.root / "demo.ipynb")
+    _write_notebook(lab, "demo.ipynb", [SETUP_CELL, JOB_CELL])
 
     phases: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            page.goto(lab.url("lab/tree/demo.ipynb?reset"), wait_until="domcontentloaded")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                                   timeout=60_000)
+            _open(page, lab, "demo.ipynb")
             page.evaluate(OBSERVE_JS)
             _run_all(page)
             deadline = time.monotonic() + 90
@@ -166,3 +176,105 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
     if os.environ.get("GPUJOBS_UPDATE_DOCS") == "1":  # refresh the README's screenshot
         (ROOT / "docs").mkdir(exist_ok=True)
         (ROOT / "docs" / "widget.png").write_bytes(png)
+
+
+REOPEN_CELLS = [
+    "%load_ext gpujobs_magic\nimport gpujobs",
+    """%%gpujob --gpus 2 -o job
+import gpujobs
+ctx = gpujobs.context()
+for i in range(1, 16):
+    print(f"rank {ctx.rank} line {i}/15", flush=True)""",
+    "job.wait(120)\nimport time\ntime.sleep(3)  # the widget's last render and its static copy\n"
+    "gpujobs.queue(all=True)",
+]
+
+VISIBLE_JS = """(sel) => Array.from(document.querySelectorAll(sel))
+  .filter(e => e.offsetParent !== null).map(e => e.innerText)"""
+
+
+def _api(lab, method: str, path: str) -> object:
+    import json
+    import urllib.request
+    req = urllib.request.Request(lab.url(path), method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+def test_reopened_notebook_shows_the_static_copy_queue_table_and_log_tail(lab, tmp_path):
+    """#31: after a kernel restart a reopened notebook said "Error displaying widget: model not
+    found" where the static fallback was promised; the queue table wrapped ids and listed every
+    job; the log tail showed one rank and stopped short of the newest line."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium binary (apt-get install chromium); never `playwright install`")
+    from playwright.sync_api import sync_playwright
+
+    path = _write_notebook(lab, "reopen.ipynb", REOPEN_CELLS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            _open(page, lab, "reopen.ipynb")
+            _run_all(page)
+            page.wait_for_function(
+                "() => (document.querySelector('.gpujobs-job-widget .gpujobs-phase') || {})"
+                ".textContent === 'succeeded'", timeout=120_000)
+            page.wait_for_selector(".gpujobs-queue-widget table", timeout=60_000)
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+            lab.remember_children()
+            # live: the widgets show, their static copies do not
+            assert page.evaluate(VISIBLE_JS, ".gpujobs-fallback") == []
+            # the log tail: both ranks, each rank's newest line, the newest in view
+            page.locator(".gpujobs-job-widget button:has-text('details')").click()
+            tail = page.locator(".gpujobs-job-widget .gpujobs-logs")
+            tail.wait_for(state="visible", timeout=10_000)
+            text = tail.inner_text()
+            assert "[rank 0] rank 0 line 15/15" in text and "[rank 1] rank 1 line 15/15" in text, text
+            view = page.evaluate("""() => {
+                const box = document.querySelector('.gpujobs-job-widget .gpujobs-logs');
+                const r = box.getBoundingClientRect(), range = document.createRange();
+                const pre = box.querySelector('pre'); range.selectNodeContents(pre);
+                const rects = Array.from(range.getClientRects()).filter(x => x.height > 0);
+                const last = rects[rects.length - 1];
+                return {top: r.top, bottom: r.bottom, lastTop: last.top, lastBottom: last.bottom,
+                        scrollTop: box.scrollTop, scrollHeight: box.scrollHeight,
+                        clientHeight: box.clientHeight, style: getComputedStyle(box).flexDirection}; }""")
+            page.locator(".gpujobs-job-widget").first.screenshot(path=str(tmp_path / "tail.png"))
+            assert view["lastBottom"] <= view["bottom"] + 1 and view["lastTop"] >= view["top"] - 1, \
+                f"the newest log line is out of the tail box's view: {view} ({tmp_path}/tail.png)"
+            # the queue table: the finished job listed (all=True), its id on one line
+            row = page.evaluate("""() => {
+                const td = Array.from(document.querySelectorAll('.gpujobs-queue-widget td'))
+                    .find(e => e.textContent.startsWith('cell-') || e.textContent.includes('-'));
+                const lh = parseFloat(getComputedStyle(td).fontSize) * 1.6;
+                return {text: td.textContent, height: td.getBoundingClientRect().height, lh}; }""")
+            assert row["height"] < 2 * row["lh"], row
+            page.keyboard.press("Control+s")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                saved = nbformat.read(path, as_version=4)
+                copies = [o for c in saved.cells for o in c.outputs
+                          if "gpujobs-fallback" in o.get("data", {}).get("text/html", "")]
+                if any('data-phase="succeeded"' in o.data["text/html"] for o in copies):
+                    break
+                time.sleep(0.5)
+            else:
+                pytest.fail("the saved notebook has no final static copy of the job widget")
+            # restart the kernel (no widget models any more), then reopen the notebook
+            [session] = [s for s in _api(lab, "GET", "api/sessions") if s["path"].endswith("reopen.ipynb")]
+            _api(lab, "POST", f"api/kernels/{session['kernel']['id']}/restart")
+            _open(page, lab, "reopen.ipynb")
+            page.wait_for_function(
+                "() => Array.from(document.querySelectorAll('.gpujobs-fallback'))"
+                ".some(e => e.offsetParent !== null)", timeout=30_000)
+            time.sleep(2)  # the widget manager has given up on the models by now
+            shown = page.evaluate(VISIBLE_JS, ".gpujobs-fallback")
+            body = page.evaluate("() => document.body.innerText")
+            page.screenshot(path=str(tmp_path / "reopened.png"))
+        finally:
+            browser.close()
+    assert "model not found" not in body, body[-1500:]
+    assert any("succeeded" in s and "line 15/15" in s for s in shown), shown
+    assert any("all queues" in s for s in shown), shown  # the queue table's copy too

@@ -187,6 +187,20 @@ def test_function_arguments_are_converted_by_type_hint():
     assert as_str == ["plain='raw'"]
 
 
+def test_a_str_default_needs_no_warning_and_a_typo_gets_did_you_mean(cli):
+    """#31: "passing name='hi' as str" when the default already says str; no "did you mean
+    main?" for train.py:mian."""
+    from gpujobs.cli.targets import convert_args
+
+    def f(name="x", other=None):
+        pass
+    assert convert_args(f, ["hi", "y"])[1] == ["other='y'"]
+    (cli.cwd / "train.py").write_text("def main():\n    return 1\n")
+    r = cli("submit", "train.py:mian", "--gpus", "0")
+    assert r.returncode == 2 and "did you mean main?" in r.stderr, r.stderr
+    assert "train.py:main" in r.stderr, r.stderr
+
+
 def test_bad_typed_argument_and_too_many_are_usage_errors(cli):
     (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
     r = cli("submit", "t.py:f", "fifteen", "--gpus", "0")

@@ -48,8 +48,8 @@ def test_start_column_forecast_for_queued_actual_for_running():
     col = headers.index("START")
     assert headers[col + 1] == "REASON"
     starts = {r[0]: r[col] for r in rows}
-    assert starts["q1"] == "~" + time.strftime("%H:%M:%S", time.localtime(now + 600)) or \
-        starts["q1"].startswith("~")  # another day: 'Dec 02 14:05'
+    assert starts["q1"] == "in ~10 min (" + time.strftime("%H:%M", time.localtime(now + 600)) + ")" or \
+        starts["q1"].startswith("in ~10 min (")  # another day: 'Dec 02 14:05'
     assert starts["q2"] == "N/A"  # nothing to go on: as squeue --start
     assert starts["r"] == time.strftime("%H:%M:%S", time.localtime(now - 60)) or len(starts["r"]) > 8
 
@@ -96,7 +96,8 @@ def test_cli_plan_and_queue_start(jobs_cli):
     waiter = next(line for line in table if "waiter" in line)
     assert " ~" in waiter and "needs 1 GPU" in waiter
     st = json.loads(cli("status", q.stdout.split()[-1], "-o", "json", env=env).stdout)
-    assert st["expected_start_basis"] == "expected ends from declared limit"
+    assert st["expected_start_basis"] == "expected ends from declared limit + grace"
+    assert st["not_before"] <= time.time() and st["expected_start_range"][0] <= st["expected_start"]
     assert len(st["blocked_by"]) == 1 and st["blocked_by"][0].startswith("holder-")
 
 

@@ -96,6 +96,8 @@ def test_remote_exception_type_message_traceback_rank(no_leftovers):
     assert err.value.rank == 1
     assert "fail_on_rank_one" in err.value.remote_traceback
     assert job.status().phase == "failed"
+    # #31: the status names the exception (as on Kubernetes), not only "rank 1 exit code 1"
+    assert job.status().message.startswith("RankFailure: rank 1 gave up (rank 1)"), job.status().message
     no_leftovers(job.id)
 
 

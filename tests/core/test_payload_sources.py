@@ -65,3 +65,21 @@ def test_unpacked_function_names_its_file_and_shows_the_line(tmp_path, monkeypat
     assert f'File "{src}", line 8, in helper' in tb, tb
     assert 'raise ValueError("bad " + str(i))' in tb and "helper(i)" in tb
     assert "<dynamic-code>" not in tb
+
+
+def test_a_gpujob_cell_traceback_shows_the_cells_lines():
+    """#31: a %%gpujob cell's remote traceback read `File "<dynamic-code>", line 5, in cell_14`
+    with no source line. The cell's lines travel with the call and are shown."""
+    from gpujobs_magic.cell import compile_cell
+    cell = "x = 1\ny = {}\nz = x + 1\nprint(y['missing_key'])\n"
+    fn = compile_cell(cell, {}, name="cell_14").fn
+    data = pack_call(fn, (), {}, limit=10 << 20)
+    linecache.cache.pop("<cell_14>", None)  # the rank's process never compiled the cell
+    fn, args, kwargs = unpack_call(data)
+    try:
+        fn(*args)
+    except KeyError as exc:
+        tb = "".join(traceback.format_exception(exc))
+    assert 'File "<cell_14>", line 4, in cell_14' in tb, tb
+    assert "print(y['missing_key'])" in tb, tb
+    assert "<dynamic-code>" not in tb

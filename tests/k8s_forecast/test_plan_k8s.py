@@ -45,14 +45,32 @@ def test_plan_answers_from_the_cluster_and_creates_nothing(make_cluster):
     urgent = be.plan(spec("q", 2, limit=60, prio="high"))
     assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in default/free)"
     assert not later.admit_now and later.position == 1 and later.blocked_by == ("other/r",)
-    assert later.expected_start == pytest.approx(t0 + 120, abs=2)
-    assert later.basis == "expected ends from declared limit"
+    assert later.expected_start == pytest.approx(t0 + 120 + 30, abs=2)  # + r's 30 s grace
+    assert later.basis == ("expected ends from declared limit + grace; admission as Kueue v0.20 scheduler "
+                           "(FlavorFungibilityPreserveScanProgress=on, RecomputeAssignmentUponPreemptionTargetsOverlap=on), "
+                           "the newest supported (the cluster's Kueue version is not known)")
+    assert later.not_before is not None and later.not_before <= time.time()  # r may end at once
+    assert later.expected_start_range[0] <= later.expected_start <= later.expected_start_range[1]
     assert "needs 1 GPU, 0 free in cq-q" in later.reason and "other/r (running" in later.reason
     # cq-q preempts lower priorities within the queue: the high one would evict theirs
     assert urgent.preempts == ("other/r",) and not urgent.admit_now
     assert urgent.reason.startswith("would preempt other/r and start once it stops"), urgent.reason
     assert urgent.expected_start == pytest.approx(time.time() + 30, abs=3)  # their grace period
     assert objects(sim) == before and sim.server.counts["create"] == creates  # nothing was created
+
+
+def test_plan_basis_names_the_kueue_version_it_followed(make_cluster):
+    def setup(sim):
+        queue(sim, "q", "cq-q", 2)
+    sim, be = make_cluster(setup)
+    be._kueue_version = "v0.19.1"  # [kubernetes] kueue_version
+    p = be.plan(spec("q", 1))
+    assert p.basis.endswith("admission as Kueue v0.19.2 scheduler (FlavorFungibilityPreserveScanProgress=on, "
+                            "RecomputeAssignmentUponPreemptionTargetsOverlap=off), [kubernetes] kueue_version")
+    assert be.kueue_version("v0.17.2") == ("v0.17.0", "the cluster runs Kueue v0.17.2")  # detected wins
+    from gpujobs.errors import SpecError
+    with pytest.raises(SpecError, match="the cluster's Kueue version"):
+        be.kueue_version("v0.18.0")
 
 
 def test_plan_refuses_what_submit_refuses(make_cluster):

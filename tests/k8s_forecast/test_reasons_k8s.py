@@ -5,6 +5,7 @@ Workloads the cluster shows (conftest.theirs), gpujobs' own are submitted throug
 Nothing here starts a pod process: every gpujobs job stays queued."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -51,11 +52,13 @@ def test_no_quota_left(make_cluster):
     mine = submit(be, "mine", "q", 2, limit=60)
     st = queued(mine)
     assert st.queue_position == 1
-    assert st.reason == "needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left); " \
-        "expected to start in ~9 min", st.reason
+    assert re.fullmatch(r"needs 2 GPUs, 0 free in cq-q; ahead: other/r \(running, ~(9|10) min left\); "
+                        r"expected to start in ~(9|10) min \(\d\d:\d\d\)", st.reason), st.reason
     assert st.blocked_by == ("other/r",)
-    assert st.expected_start == pytest.approx(t0 + 600, abs=2)
-    assert st.expected_start_basis == "expected ends from declared limit"
+    assert st.expected_start == pytest.approx(t0 + 600 + 30, abs=2)  # + its pods' 30 s grace
+    assert st.expected_start_basis == "expected ends from declared limit + grace"
+    assert st.not_before is not None and st.not_before <= time.time()  # other/r may end at once
+    assert st.expected_start_range[0] <= st.expected_start <= st.expected_start_range[1]
     assert st.extra["kueue_reason"] == "WaitingForQuota"  # Kueue's own code is kept
 
 
@@ -78,14 +81,14 @@ def test_a_higher_priority_job_ahead(make_cluster):
     urgent = submit(be, "urgent", "q", 2, limit=60, prio="high")
     st = queued(mine, lambda s: "urgent" in s.reason)
     assert st.queue_position == 2
-    assert st.reason.startswith("needs 2 GPUs, 0 free in cq-q; ahead: other/r (running, ~9 min left), "
-                                "urgent (1st, high, 2 GPUs)"), st.reason
+    assert re.match(r"needs 2 GPUs, 0 free in cq-q; ahead: other/r \(running, ~(9|10) min left\), "
+                    r"urgent \(1st, high, 2 GPUs\)", st.reason), st.reason
     assert st.blocked_by == ("other/r", urgent.id)
-    assert st.expected_start == pytest.approx(t0 + 600 + 60, abs=2)
-    assert st.expected_start_basis == "expected ends from declared limit (2 jobs)"
+    assert st.expected_start == pytest.approx(t0 + 630 + 90, abs=2)  # limits + 30 s grace each
+    assert st.expected_start_basis == "expected ends from declared limit + grace (2 jobs)"
     assert "starts in ~" in st.summary()
     up = queued(urgent)
-    assert up.expected_start == pytest.approx(t0 + 600, abs=2) and up.blocked_by == ("other/r",)
+    assert up.expected_start == pytest.approx(t0 + 630, abs=2) and up.blocked_by == ("other/r",)
 
 
 def test_quota_held_by_a_borrower_of_another_queue(make_cluster):
@@ -102,7 +105,7 @@ def test_quota_held_by_a_borrower_of_another_queue(make_cluster):
     assert "cq-b borrows 2 from cohort lab: other/b-big (running, ~5 min left)" in st.reason
     assert "reclaim_within_cohort=Never" in st.reason
     assert st.blocked_by == ("other/b-big",)
-    assert st.expected_start == pytest.approx(t0 + 300, abs=2)
+    assert st.expected_start == pytest.approx(t0 + 330, abs=2)
 
 
 def test_strict_fifo_head_blocks(make_cluster):
@@ -120,7 +123,7 @@ def test_strict_fifo_head_blocks(make_cluster):
     assert "it would fit now, but cq-strict is StrictFIFO: its head big (2 GPUs) must start first" in st.reason, \
         st.reason
     assert st.blocked_by[0] == big.id
-    assert st.expected_start == pytest.approx(t0 + 150, abs=2)
+    assert st.expected_start == pytest.approx(t0 + 130 + 80, abs=2)  # limits + 30 s grace each
 
 
 def test_waiting_for_victims_to_stop(make_cluster):

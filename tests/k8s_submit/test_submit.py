@@ -195,6 +195,7 @@ def test_quota_never_fits(server, backend):
         backend.submit(ddp(gpus_per_node=8, nodes=2).spec())  # 16 GPUs, queue has 8
     msg = str(ei.value)
     assert "cq-a" in msg and "16" in msg and "nvidia.com/gpu" in msg
+    assert msg.startswith("this job can never start: it asks for more nvidia.com/gpu"), msg  # #31
     _assert_nothing_created(server, backend)
 
 

@@ -23,6 +23,18 @@ def test_exit_files_blame_the_cause_not_the_peer_it_left_behind(tmp_path):
     assert not done.ok and done.failed_rank == 1 and done.message == "rank 1 killed by SIGKILL"
 
 
+def test_a_failed_ranks_exception_leads_the_message(tmp_path):
+    """#31: a local failed job said "rank 1 exit code 1"; Kubernetes already named the
+    exception. The rank's failure marker (plain JSON) carries it."""
+    write_exits(tmp_path, {0: 1, 1: 1}, collateral=[0])
+    (tmp_path / "failure-1.json").write_text(json.dumps(
+        {"type": "builtins.KeyError", "collateral": False, "message": "'missing_key'"}))
+    done = exit_from_files(tmp_path, 2)
+    assert done.failed_rank == 1 and done.message == "KeyError: 'missing_key' (rank 1); exit code 1"
+    from gpujobs.backends.local.gang import failed_rank_message
+    assert failed_rank_message(tmp_path, 0, 1) == "rank 0 exit code 1"  # no type: as before
+
+
 def test_missing_exit_file_is_lost(tmp_path):
     write_exits(tmp_path, {0: 0})
     assert exit_from_files(tmp_path, 2).message == "lost"

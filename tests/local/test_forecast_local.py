@@ -96,11 +96,14 @@ def test_no_quota_left_and_a_higher_priority_job_ahead(agent):
     assert st.reason.startswith("needs 2 GPUs, 0 free in solo; ahead: r (running, ~10 min left), "
                                 "urgent (1st, high, 2 GPUs)"), st.reason
     assert st.blocked_by == (r, urgent)
-    assert st.expected_start == pytest.approx(started + 600 + 60, abs=2)
-    assert st.expected_start_basis == "expected ends from declared limit (2 jobs)"
-    assert "starts in ~11 min" in st.summary()
+    # each limit binds 30 s (the default grace) after SIGTERM
+    assert st.expected_start == pytest.approx(started + 630 + 90, abs=2)
+    assert st.expected_start_basis == "expected ends from declared limit + grace (2 jobs)"
+    assert "starts in ~12 min" in st.summary()
+    assert st.not_before is not None and st.not_before <= time.time()  # r or urgent may end at once
+    assert st.expected_start_range[0] <= st.expected_start <= st.expected_start_range[1]
     up = status(agent, urgent)
-    assert up.expected_start == pytest.approx(started + 600, abs=2) and up.blocked_by == (r,)
+    assert up.expected_start == pytest.approx(started + 630, abs=2) and up.blocked_by == (r,)
 
 
 def test_quota_held_by_a_borrower_of_another_queue(agent):
@@ -113,7 +116,7 @@ def test_quota_held_by_a_borrower_of_another_queue(agent):
     assert "team-b borrows 2 from cohort lab: b-big (running, ~5 min left)" in st.reason
     assert "reclaim_within_cohort=Never" in st.reason
     assert st.blocked_by == (big,)
-    assert st.expected_start == pytest.approx(agent.recs[big].status.started_at + 300, abs=2)
+    assert st.expected_start == pytest.approx(agent.recs[big].status.started_at + 330, abs=2)
 
 
 def test_strict_fifo_head_blocks(agent):
@@ -127,7 +130,7 @@ def test_strict_fifo_head_blocks(agent):
     assert "it would fit now, but strict is StrictFIFO: its head big (2 GPUs) must start first" in st.reason
     assert st.blocked_by[0] == big
     t0 = agent.recs[r].status.started_at
-    assert st.expected_start == pytest.approx(t0 + 150, abs=2)
+    assert st.expected_start == pytest.approx(t0 + 130 + 80, abs=2)  # limits + 30 s grace each
 
 
 def test_waiting_for_victims_to_stop(agent):
@@ -144,7 +147,7 @@ def test_waiting_for_victims_to_stop(agent):
 
 
 def test_can_never_fit_and_plan(agent):
-    with pytest.raises(QuotaError, match="can never be admitted"):
+    with pytest.raises(QuotaError, match="can never start in queue"):
         submit(agent, job("huge", "team-a", 5))
     with agent.lock:
         p = agent.forecasts.plan(job("huge", "team-a", 5).spec(), "huge")
@@ -157,7 +160,9 @@ def test_can_never_fit_and_plan(agent):
         later = agent.forecasts.plan(job("y", "solo", 1, limit=60).spec(), "y")
     assert now_.admit_now and now_.preempts == () and now_.reason == "fits now (2 GPUs in team-a)"
     assert not later.admit_now and later.position == 1 and later.blocked_by == (r,)
-    assert later.expected_start == pytest.approx(agent.recs[r].status.started_at + 120, abs=2)
+    assert later.expected_start == pytest.approx(agent.recs[r].status.started_at + 150, abs=2)
+    assert later.not_before is not None and later.not_before <= time.time()
+    assert later.expected_start_range[0] <= later.expected_start <= later.expected_start_range[1]
     assert agent.engine.pending() == []  # nothing was queued
 
 

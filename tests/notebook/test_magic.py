@@ -215,6 +215,8 @@ def test_remote_error_with_wait_is_raised_as_its_own_type(shell, no_leftovers):
     res, _ = run(shell, "--gpus 2 --wait -o job", "import gpujobs\nif gpujobs.context().rank == 1:\n"
                  "    raise KeyError('rank one broke')\n")
     assert isinstance(res.error_in_exec, KeyError) and "rank one broke" in str(res.error_in_exec)
+    tb = res.error_in_exec.remote_traceback  # #31: the cell's own line, not just <dynamic-code>
+    assert "raise KeyError('rank one broke')" in tb and "<dynamic-code>" not in tb, tb
     assert shell.user_ns["job"].status().phase == "failed"
     no_leftovers(shell.user_ns["job"].id)
 
@@ -270,13 +272,21 @@ def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recordin
     from gpujobs.views import display_job
     monkeypatch.setenv("GPUJOBS_DISPLAY", "widget")
     job = ScriptedJob(script()[-1:], value=7)
+    updates = []
+    from IPython.display import DisplayHandle
+    monkeypatch.setattr(DisplayHandle, "update", lambda self, obj, **kw: updates.append(obj))
     with capture_output() as cap:
         w = display_job(job)
-    data = cap.outputs[0].data
-    assert set(data) == {"application/vnd.jupyter.widget-view+json", "text/html", "text/plain"}
-    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
-    assert "train: succeeded" in data["text/plain"] and 'data-phase="succeeded"' in data["text/html"]
+    # #31: the widget view alone, then its static copy (what a reopened notebook shows when
+    # the kernel restarted and the widget's model is gone)
+    view, copy = (o.data for o in cap.outputs)
+    assert set(view) == {"application/vnd.jupyter.widget-view+json"}
+    assert view["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    assert set(copy) == {"text/html", "text/plain"} and "gpujobs-fallback" in copy["text/html"]
+    assert "train: succeeded" in copy["text/plain"] and 'data-phase="succeeded"' in copy["text/html"]
     assert w.updater.join(timeout=5) and w.result_text == "7"
+    assert "gpujobs-live" in w._dom_classes
+    assert updates and "<code>7</code>" in updates[-1]["text/html"]  # the copy kept current
     monkeypatch.setenv("GPUJOBS_DISPLAY", "text")
     with capture_output() as cap:
         assert display_job(job) is None
@@ -291,7 +301,10 @@ def test_job_names_are_derived_from_the_cell():
     assert cell_job_name("import torch\nloss_value = torch.zeros(1)\n", 3) == "loss-value"
     assert cell_job_name("print(1)\n", 7) == "cell-7"
     assert cell_job_name("x = (", 2) == "cell-2"
-    import gpujobs
+    # #31: `ctx = gpujobs.context()` named every job "ctx"; tuple targets were skipped
+    assert cell_job_name("import gpujobs\nctx = gpujobs.context()\nprint(ctx.rank)\n", 4) == "cell-4"
+    assert cell_job_name("ctx = gpujobs.context()\nt = 1\ntotal, world = t, ctx.world_size\n", 4) \
+        == "total-world"
     for cell in ("# Ünïcödé!!", "# " + "x" * 80, "# 9 lives"):
         gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name
 
@@ -303,3 +316,19 @@ def test_gpujob_volume_reaches_submit(shell, monkeypatch):
     monkeypatch.setattr(magics.gpujobs, "submit", lambda fn, **kw: seen.update(kw))
     shell.run_cell_magic("gpujob", "--volume ckpt:/mnt/ckpt", "x = 1\n")
     assert seen["volume"] == "ckpt:/mnt/ckpt"
+
+
+def test_cell_number_in_names_is_the_prompt_number(shell, monkeypatch):
+    """#31: a cell run as In [19] made a job named cell-20 (IPython 9 counts ahead)."""
+    seen = {}
+
+    def fake_submit(fn, **kw):
+        seen.update(kw, fn=fn)
+        return None
+    monkeypatch.setattr(gpujobs, "submit", fake_submit)
+    for _ in range(3):
+        shell.run_cell("x = 1", store_history=True)
+    res = shell.run_cell("%%gpujob\nprint(1)\n", store_history=True)
+    assert res.error_in_exec is None, res.error_in_exec
+    assert seen["name"] == f"cell-{res.execution_count}", (seen["name"], res.execution_count)
+    assert seen["fn"].__name__ == f"cell_{res.execution_count}"

@@ -31,9 +31,10 @@ def test_quickstart_notebook_runs_and_saves_the_final_widget_state(nb_env, tmp_p
     assert "ranks on CPU" in texts  # the notebook says plainly that ranks run on CPU
 
     job_cell = next(c for c in nb.cells if c.source.startswith("%%gpujob"))
-    bundle = next(o for o in job_cell.outputs if o.output_type == "display_data")
-    assert {WIDGET_MIME, "text/html", "text/plain"} <= set(bundle.data)  # widget + fallbacks
-    assert "gpujobs-job" in bundle.data["text/html"]
+    bundle, copy = [o for o in job_cell.outputs if o.output_type == "display_data"][:2]
+    assert set(bundle.data) == {WIDGET_MIME}  # the widget view, then its static copy
+    assert {"text/html", "text/plain"} <= set(copy.data) and "gpujobs-job" in copy.data["text/html"]
+    assert 'data-phase="succeeded"' in copy.data["text/html"]  # kept current: the final state
 
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     model_id = bundle.data[WIDGET_MIME]["model_id"]

@@ -104,6 +104,77 @@ def test_queued_job_shows_reason_and_expected_start():
     assert "needs 2 GPUs, 0 free in a; ahead: r (running, ~12 min left)" in html
     df = jobs_frame([st, status("queued", job_id="u", queue_position=3,
                                 expected_start_basis="unknown: …")], now=now)
-    assert list(df["start"]) == ["in ~12m00s", "unknown"]
+    assert df["start"][0].startswith("in ~12 min (") and df["start"][1] == "unknown"
     assert "<b>" in header_html(status("running", started_at=now)) and \
         "gpujobs-start" not in header_html(status("running", started_at=now))
+
+
+def test_queue_table_is_active_jobs_one_line_each_with_priority_and_start(monkeypatch):
+    """#31: the notebook queue listed every job ever run (the CLI shows active ones), priority
+    and start were blank, ids wrapped over 3-4 lines and the message took half the width."""
+    import gpujobs
+    statuses = [status("succeeded", job_id="old-1", started_at=1001.0, finished_at=1009.0),
+                status("running", job_id="train-7f3a9c2e", started_at=1002.0, gang_ready=2,
+                       message="x" * 300),
+                status("queued", job_id="q-1", queue_position=1)]
+
+    class Backend:
+        name = "local"
+
+        def jobs(self, queue=None):
+            return list(statuses)
+
+        def check_queue(self, queue):
+            pass
+    monkeypatch.setattr("gpujobs.backends.get_backend", lambda name=None: Backend())
+    active = gpujobs.queue("team-a")
+    assert [s.job_id for s in active] == ["train-7f3a9c2e", "q-1"], "finished jobs are listed"
+    assert [s.job_id for s in gpujobs.queue("team-a", all=True)] == ["train-7f3a9c2e", "q-1", "old-1"]
+    df = active.to_pandas().set_index("job_id")
+    assert df.loc["train-7f3a9c2e", "priority"] == "default"
+    assert df.loc["train-7f3a9c2e", "start"] == __import__("time").strftime(
+        "%H:%M:%S", __import__("time").localtime(1002.0))
+    html = active._repr_html_()
+    cell = re.search(r'<td style="([^"]*)"[^>]*>train-7f3a9c2e</td>', html)
+    assert cell and "white-space:nowrap" in cell.group(1), html
+    msg = re.search(r'<td style="([^"]*)" title="x{300}">x{300}</td>', html)
+    assert msg and "max-width" in msg.group(1) and "ellipsis" in msg.group(1), html
+    assert "active jobs" in active.title
+
+
+def test_header_says_the_phase_once():
+    """#31: the badge said 'running' and the timing 'running 20s' next to it."""
+    from gpujobs.views.html import header_html
+    running = status("running", started_at=1000.0, gang_ready=2)
+    html = re.sub(r"<[^>]+>", " ", header_html(running))
+    assert len(re.findall(r"\brunning\b", html)) == 1, html
+    assert re.search(r"\bfor \d+", html), html
+    text = render_job_text(running)
+    assert text.count("running") == 1, text
+    done = status("succeeded", started_at=1000.0, finished_at=1008.0)
+    assert "ran 8s" in header_html(done)
+
+
+def _font_covers(ch: str) -> bool | None:
+    import shutil
+    import subprocess
+    if shutil.which("fc-list") is None:
+        return None
+    out = subprocess.run(["fc-list", f":charset={ord(ch):x}", "family"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return bool(out.strip())
+
+
+def test_every_glyph_of_the_job_card_has_a_font():
+    """#31: the ⓘ of the CPU chip rendered as a box in Debian Chromium (no installed font has
+    it). Every non-ASCII character the card uses must be in some installed font."""
+    import html as _html
+    import pytest
+    st = status("running", started_at=1000.0, gang_ready=2, cpu_ranks=True,
+                message="rank 1 failed … retrying")
+    text = _html.unescape(re.sub(r"<[^>]+>", " ", render_job_html(st)) + render_job_text(st))
+    chars = sorted({c for c in text if ord(c) > 127})
+    covered = {c: _font_covers(c) for c in chars}
+    if any(v is None for v in covered.values()):
+        pytest.skip("no fontconfig (fc-list) to ask")
+    assert all(covered.values()), {f"U+{ord(c):04X}": v for c, v in covered.items()}

@@ -222,3 +222,32 @@ def test_gang_is_said_once_and_the_widget_is_compact(recording_comm):
     assert w.details.layout.display == "none" and w.metrics in w.details.children
     w.details_button.click()
     assert w.details.layout.display == "" and w.expanded
+
+
+def test_log_tail_interleaves_every_rank_and_ends_with_the_newest_lines(recording_comm):
+    """#31: the details log tail showed one rank's lines only (job.logs() is rank 0's whole
+    log, then rank 1's, …: its last 40 lines were the last rank's) and stopped short of
+    rank 0's newest line."""
+    def logs(upto):
+        return "".join(f"[rank {r}] step {i}/{upto[r]}\n" for r in (0, 1, 2)
+                       for i in range(1, upto[r] + 1))
+    job = ScriptedJob([status("running", gang_ready=3, gang_size=3, started_at=1.0)],
+                      logs=logs({0: 30, 1: 30, 2: 30}))
+    w = JobWidget(status("running", gang_ready=3, gang_size=3))
+    up = JobUpdater(job, w, min_interval=0.0, poll_s=0.05, logs_every_s=0.0)
+    up.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "[rank 0]" not in w.logs_tail and time.monotonic() < deadline:
+            time.sleep(0.02)
+        job._logs = logs({0: 40, 1: 34, 2: 31})  # more output: rank 0 ran ahead
+        job.emit(status("succeeded", gang_ready=3, gang_size=3, started_at=1.0, finished_at=9.0))
+        assert up.join(timeout=10)
+    finally:
+        up.stop()
+    tail = w.logs_tail.splitlines()
+    assert {ln.split("]")[0] for ln in tail[-6:]} == {"[rank 0", "[rank 1", "[rank 2"}, tail[-6:]
+    assert tail[-1] == "[rank 0] step 40/40", tail[-6:]
+    for r, newest in ((0, 40), (1, 34), (2, 31)):
+        assert f"[rank {r}] step {newest}/{newest}" in tail, (r, tail)
+    assert "step 40/40" in w.last_line.value  # the compact view's newest line

@@ -106,3 +106,21 @@ def test_widget_html_shows_the_bar_rate_and_time_left():
     assert "gpujobs-progress" in render_job_html(st)
     flagged = st.with_(stalled_since=now, extra={"stall": "stalled? rank 1 quiet"})
     assert "gpujobs-stalled" in progress_html(flagged) and "rank 1 quiet" in progress_html(flagged)
+
+
+def test_bar_counts_are_whole_numbers_and_an_ended_job_has_no_time_left():
+    """#31: the rich bar read '30/30.0'; a succeeded job's line said '100% · <1 min left'."""
+    now = time.time()
+    st = JobStatus(job_id="j", name="exp", phase="running",
+                   progress=Progress(step=12.0, total=30.0, rate=1.0, expected_end=now + 18,
+                                     updated=now))
+    out = io.StringIO()
+    disp = ProgressDisplay(stream=out, live=True, prefer="rich")
+    disp.update(st)
+    disp.update(JobStatus(job_id="j", name="exp", phase="running",
+                          progress=Progress(step=30.0, total=30.0, updated=now)))
+    disp.close()
+    assert "30/30" in out.getvalue() and "30.0" not in out.getvalue(), out.getvalue()
+    ended = JobStatus(job_id="j", name="exp", phase="succeeded",
+                      progress=Progress(step=30, total=30, rate=1.0, expected_end=now + 20, updated=now))
+    assert "100%" in ended.summary() and "left" not in ended.summary(), ended.summary()

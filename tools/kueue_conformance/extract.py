@@ -1,15 +1,19 @@
 """Turn cases of Kueue's scheduler unit tests into the data of tests/admission/conformance/.
 
-    .venv/bin/python tools/kueue_conformance/extract.py /path/to/kueue.git v0.19.2
+    .venv/bin/python tools/kueue_conformance/extract.py /path/to/kueue.git v0.19.2 [out dir]
 
-reads (``git show <tag>:<file>``) pkg/scheduler/preemption/preemption_test.go (TestPreemption)
-and pkg/scheduler/scheduler_test.go (TestSchedule), interprets the fixture builders
+For one supported Kueue version (a row of gpujobs/admission/gates.py: v0.17.0, v0.19.2,
+v0.20, read at the ref ``gates.REFS`` gives) it reads (``git show <ref>:<file>``) that
+version's own scheduler unit tests (``SUITES``: the six suites, plus the overlap-recompute
+suite where it exists; TestSchedule and TestPreemption at v0.17.0), checks the gate table's
+row against ``pkg/features/kube_features.go`` at the same ref, interprets the fixture builders
 (MakeClusterQueue, MakeWorkload, MakeAdmission, ...) into plain facts and writes one YAML
 file per upstream test. A case using something the engine does not model (TAS, admission
 checks, partial admission, fair sharing, feature gates, ...) is written with ``skip:`` and
 the reason, so the data say what was left out and why. Re-running it reproduces the files;
 the expectations come from the upstream test (wantWorkloads / wantAssignments / wantLeft),
-never from gpujobs.
+never from gpujobs. A case that sets feature gates keeps them (``feature_gates``) when the
+gate table knows them; the runner replays every case at its version's gate defaults.
 """
 from __future__ import annotations
 
@@ -21,6 +25,9 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).parent))
 from fixtures import ADM, CONST, CQ, LQ, MAKERS, RES, WL, Unsupported  # noqa: E402
 from gosyntax import parse_assignments  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gpujobs.admission import gates as GATES  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "admission" / "conformance"
 
@@ -67,6 +74,8 @@ class Evaluator:
                 return a + b
             if x[1] == "-":
                 return a - b
+            if x[1] == "/":
+                return a / b
             raise Unsupported(f"operator {x[1]}")
         if k == "comp":
             t = x[1]
@@ -81,6 +90,8 @@ class Evaluator:
             return out
         if k == "call":
             f = x[1]
+            if f[0] == "index":  # a generic instantiation: ptr.To[int32](0)
+                f = f[1]
             args = [self.ev(a[1]) if a[0] == "spread" else self.ev(a) for a in x[2]]
             spread = [a for a in x[2] if a[0] == "spread"]
             if spread:
@@ -92,6 +103,8 @@ class Evaluator:
             if f[0] == "sel" and f[2] in MAKERS and f[1][0] == "id":
                 return MAKERS[f[2]](*args)
             name = text(f)
+            if f[0] == "id" and not args and f"{name}()" in self.env:  # a helper of the test file
+                return self.ev(("id", f"{name}()"))
             if name in ("metav1.NewTime", "ptr.To", "new", "int32", "int64", "resource.MustParse",
                         "resources.NewAmount"):
                 return args[0]
@@ -122,15 +135,55 @@ class Evaluator:
         raise Unsupported(f"node {k}")
 
 
+def git_ref(label: str) -> str:
+    """The git ref of a version's label (``main@<sha>`` -> ``<sha>``)."""
+    return label.split("@", 1)[1] if "@" in label else label
+
+
 def git_show(repo: str, tag: str, path: str) -> str:
-    return subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], check=True,
+    return subprocess.run(["git", "-C", repo, "show", f"{git_ref(tag)}:{path}"], check=True,
                           capture_output=True, text=True).stdout
+
+
+def check_gate_table(repo: str, version: str) -> None:
+    """Fail unless every row of gates.GATES for ``version`` says what kube_features.go at
+    that ref says: the default of the spec in effect at that version, at that line (line 0:
+    the gate is not in the file)."""
+    import re
+    src = git_show(repo, GATES.REFS[version], GATES.SOURCE)
+    start = src.index("defaultVersionedFeatureGates")
+    minor = tuple(int(x) for x in version.lstrip("v").split(".")[:2])
+    found = {}
+    for m in re.finditer(r"\n\t(\w+): \{\n((?:\t\t\{.*\n)+)\t\}", src[start:]):
+        line = src[:start + m.start()].count("\n") + 2
+        specs = re.findall(r'MustParse\("(\d+)\.(\d+)"\), Default: (\w+)', m.group(2))
+        eff = [d for a, b, d in specs if (int(a), int(b)) <= minor] or [specs[0][2]]
+        found[m.group(1)] = (eff[-1] == "true", line)
+    for g in GATES.GATES:
+        want = found.get(g.name)
+        got = (g.defaults[version], g.lines[version])
+        if (want is None and got[1] != 0) or (want is not None and got != want):
+            raise SystemExit(f"gates.py row {g.name} at {version}: table says {got}, "
+                             f"{GATES.SOURCE} at {GATES.REFS[version]} says {want}")
 
 
 def func_src(src: str, name: str) -> str:
     i = src.index(f"\nfunc {name}(")
     j = src.index("\n}\n", i)
     return src[i:j + 3]
+
+
+def helpers(src: str) -> dict:
+    """``name()`` -> the returned expression, for the file's helpers without parameters that
+    only return a literal (e.g. ``func defaultCohorts() []kueue.Cohort { return ... }``)."""
+    import re
+    out = {}
+    for m in re.finditer(r"\nfunc (\w+)\(\) [^{\n]*\{\n(?:\s*//[^\n]*\n)*\s*return ", src):
+        body = "\n\t" + m.group(1) + "() := " + src[m.end():]
+        got = parse_assignments(body.replace(m.group(1) + "() :=", "x__ :="))
+        if "x__" in got:
+            out[m.group(1) + "()"] = got["x__"]
+    return out
 
 
 def cases_of(fsrc: str):
@@ -181,6 +234,21 @@ def lq_record(q: LQ) -> dict:
 
 
 FIXTURES: dict[str, dict] = {}
+
+
+def case_gates(case: dict, ev: Evaluator, literal) -> None:
+    """The case's featureGates, kept as ``feature_gates`` when the gate table knows them
+    (PartialAdmission only matters for pod sets with a minimum count, which are not
+    extracted); another gate makes the case Unsupported."""
+    out = {}
+    for k, v in literal[2]:
+        name = text(k).removeprefix("features.")
+        if name not in GATES.BY_NAME:
+            raise Unsupported(f"feature gate features.{name}")
+        if name != "PartialAdmission":
+            out[name] = bool(ev.ev(v))
+    if out:
+        case["feature_gates"] = out
 
 
 def _replay(env: dict, cases, tag: str, path: str, test: str,
@@ -343,6 +411,7 @@ def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_tes
     full = git_show(repo, tag, path)
     src = func_src(full, test)
     env, cases = cases_of(src)
+    env.update(helpers(full))
     ev0 = Evaluator(env)
     FIXTURES[test] = {"resourceFlavors": [rf.record() for rf in ev0.ev(env["resourceFlavors"])],
                                 "clusterQueues": [cq_record(c) for c in ev0.ev(env["clusterQueues"])],
@@ -355,12 +424,7 @@ def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_tes
         if "enableFairSharing" in fields and ev.ev(fields["enableFairSharing"]):
             case["fair_sharing"] = True
         if "featureGates" in fields:
-            gates = {text(k): v for k, v in fields["featureGates"][2]}
-            other = sorted(g for g in gates if g != "features.PartialAdmission")
-            if other:
-                raise Unsupported(f"feature gate {other[0]}")
-            # PartialAdmission only matters for pod sets with a minimum count, which
-            # are not extracted (PS.SetMinimumCount is unsupported)
+            case_gates(case, ev, fields["featureGates"])
         extra = ev.ev(fields["additionalClusterQueues"]) if "additionalClusterQueues" in fields else []
         lqs = ev.ev(fields["additionalLocalQueues"]) if "additionalLocalQueues" in fields else []
         cohorts = ev.ev(fields["cohorts"]) if "cohorts" in fields else []
@@ -401,30 +465,72 @@ def schedule_cases(repo: str, tag: str, path: str = "pkg/scheduler/scheduler_tes
     return _replay(env, cases, tag, path, test, extract, lenient=True)
 
 
+def _suites() -> dict:
+    """file name -> (test, how to extract it), every suite this tool knows."""
+    sched, pre = "pkg/scheduler/", "pkg/scheduler/preemption/"
+    return {
+        "preemption_test.TestPreemption.yaml": ("TestPreemption", preemption_cases),
+        "preemption_hierarchical_test.TestHierarchicalPreemptions.yaml": (
+            "TestHierarchicalPreemptions", lambda r, t: preemption_cases(
+                r, t, pre + "preemption_hierarchical_test.go", "TestHierarchicalPreemptions")),
+        "scheduler_test.TestSchedule.yaml": ("TestSchedule", schedule_cases),
+        "flavorassigner_test.TestAssignFlavors.yaml": ("TestAssignFlavors", assign_cases),
+        "preemption_fair_test.TestFairPreemptions.yaml": ("TestFairPreemptions", lambda r, t: preemption_cases(
+            r, t, pre + "preemption_fair_test.go", "TestFairPreemptions")),
+        "scheduler_fs_test.TestScheduleForFairSharing.yaml": ("TestScheduleForFairSharing", lambda r, t: schedule_cases(
+            r, t, sched + "scheduler_fs_test.go", "TestScheduleForFairSharing")),
+        "scheduler_recompute_preemption_test.TestScheduleRecomputePreemptionTargets.yaml": (
+            "TestScheduleRecomputePreemptionTargets", lambda r, t: schedule_cases(
+                r, t, sched + "scheduler_recompute_preemption_test.go", "TestScheduleRecomputePreemptionTargets")),
+    }
+
+
+SIX = ("preemption_test.TestPreemption.yaml", "preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
+       "scheduler_test.TestSchedule.yaml", "flavorassigner_test.TestAssignFlavors.yaml",
+       "preemption_fair_test.TestFairPreemptions.yaml", "scheduler_fs_test.TestScheduleForFairSharing.yaml")
+# each supported version's own suites (gates.VERSIONS)
+SUITES = {"v0.17.0": ("scheduler_test.TestSchedule.yaml", "preemption_test.TestPreemption.yaml"),
+          "v0.19.2": SIX,
+          "v0.20": SIX + ("scheduler_recompute_preemption_test.TestScheduleRecomputePreemptionTargets.yaml",)}
+
+
+# the versions whose integration specs (scenarios.SPECS) are extracted too
+INTEGRATION = ("v0.19.2", "v0.20")
+
+
 def main() -> None:
     import yaml
-    repo, tag = sys.argv[1], sys.argv[2]
-    OUT.mkdir(parents=True, exist_ok=True)
-    hier = ("pkg/scheduler/preemption/preemption_hierarchical_test.go", "TestHierarchicalPreemptions")
-    for fname, test, fn in (("preemption_test.TestPreemption.yaml", "TestPreemption", preemption_cases),
-                            ("preemption_hierarchical_test.TestHierarchicalPreemptions.yaml",
-                             "TestHierarchicalPreemptions", lambda r, t: preemption_cases(r, t, *hier)),
-                            ("scheduler_test.TestSchedule.yaml", "TestSchedule", schedule_cases),
-                            ("flavorassigner_test.TestAssignFlavors.yaml", "TestAssignFlavors", assign_cases),
-                            ("preemption_fair_test.TestFairPreemptions.yaml", "TestFairPreemptions",
-                             lambda r, t: preemption_cases(r, t, "pkg/scheduler/preemption/preemption_fair_test.go",
-                                                           "TestFairPreemptions")),
-                            ("scheduler_fs_test.TestScheduleForFairSharing.yaml", "TestScheduleForFairSharing",
-                             lambda r, t: schedule_cases(r, t, "pkg/scheduler/scheduler_fs_test.go",
-                                                         "TestScheduleForFairSharing"))):
-        cases = fn(repo, tag)
+    repo, version = sys.argv[1], GATES.kueue_version(sys.argv[2])
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else OUT / version
+    out.mkdir(parents=True, exist_ok=True)
+    check_gate_table(repo, version)
+    ref = GATES.REFS[version]
+    known = _suites()
+    for fname in SUITES[version]:
+        test, fn = known[fname]
+        cases = fn(repo, ref)
         n_ok = sum("skip" not in c for c in cases)
-        header = (f"# Extracted by tools/kueue_conformance/extract.py from kubernetes-sigs/kueue {tag}\n"
+        header = (f"# Extracted by tools/kueue_conformance/extract.py from kubernetes-sigs/kueue {ref}\n"
                   f"# ({cases[0]['source']['file']}, {test}); {n_ok} of {len(cases)} cases extracted,\n"
-                  f"# the others say why under `skip`. Semantics of the fields: README.md here.\n")
-        doc = {"fixtures": FIXTURES[test], "cases": cases}
-        (OUT / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
+                  f"# the others say why under `skip`. Semantics of the fields: ../README.md.\n")
+        doc = {"kueue_version": version, "fixtures": FIXTURES[test], "cases": cases}
+        (out / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
         print(fname, n_ok, "of", len(cases))
+    if version in INTEGRATION:
+        import scenarios
+        by_file: dict[str, list] = {}
+        for path, when, it in scenarios.SPECS:
+            src = git_show(repo, ref, path)
+            by_file.setdefault(path, []).extend(scenarios.spec_cases(src, path, when, it, ref, Evaluator))
+        for path, cases in by_file.items():
+            fname = f"integration.{Path(path).stem}.yaml"
+            n_ok = sum("skip" not in c for c in cases)
+            header = (f"# Extracted by tools/kueue_conformance/extract.py (scenarios.py) from kubernetes-sigs/kueue\n"
+                      f"# {ref} ({path}, the Ginkgo specs scenarios.SPECS names); {n_ok} of {len(cases)} specs\n"
+                      f"# extracted as steps, the others say why under `skip`. Semantics: ../README.md.\n")
+            doc = {"kueue_version": version, "fixtures": {}, "cases": cases}
+            (out / fname).write_text(header + yaml.safe_dump(doc, sort_keys=False, width=110))
+            print(fname, n_ok, "of", len(cases))
 
 
 if __name__ == "__main__":

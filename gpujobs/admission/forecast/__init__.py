@@ -10,20 +10,28 @@ public API is used, so the forecast follows whatever the engine decides.
 Expected ends, in the order they are trusted (``basis``):
 
 - ``progress``: the running job's own ``expected_end`` (from its reported progress rate);
-- ``history``: the median runtime of finished jobs of the same user/name/queue (for a
-  running job: of those that ran longer than it has so far), capped at its declared limit;
-- ``limit``: its declared ``max_runtime_s`` (like ``sbatch --time``), an upper bound;
+- ``history``: the median runtime of finished runs of the same user/name/queue (for a
+  running job: of those that ran longer than it has so far), capped at its limit + grace;
+- ``learned``: its declared limit times the median share of their limits this user's runs
+  used (Tsafrir, Etsion, Feitelson: system-generated predictions beat user estimates);
+- ``limit``: its declared ``max_runtime_s`` plus ``grace_period_s`` (SIGKILL comes that long
+  after SIGTERM at the limit): an upper bound of the run;
 - nothing: the end is **unknown**. Quota it holds is never given back in the simulation, so
-  the jobs waiting on it get ``expected_start=None`` and a ``not_before`` from a second,
-  optimistic run in which unknown ends are taken as "now" (ends cannot be earlier).
+  the jobs waiting on it get ``expected_start=None``.
+
+Every forecast carries ``not_before``, a true lower bound (any job holding quota may end at
+any moment, so nothing later than the forecast's own time is certain), and, with an expected
+start, ``expected_start_range`` (early, late) from two more runs with the ``EARLY_Q`` and
+``LATE_Q`` runtime quantiles (the late run: declared limits + grace, where declared), for
+starts within ``RANGE_HORIZON_S``.
 
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
 """
-from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, HISTORY_KEEP, HORIZON_S, SOURCES, Forecast, History, Job,
-                     Snapshot, expected_end, expected_runtime)
+from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, RANGE_HORIZON_S, SOURCES,
+                     Forecast, History, Job, Snapshot, expected_end, expected_runtime)
 from .reasons import duration
 from .simulate import forecast, plan
 
 __all__ = ["Job", "History", "Snapshot", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
-           "duration", "SOURCES", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]
+           "duration", "SOURCES", "MODES", "EARLY_Q", "LATE_Q", "RANGE_HORIZON_S", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]

@@ -273,7 +273,8 @@ def _basis_text(counts: tuple, start: float, now: float) -> str:
         return "quota free now"
     parts = []
     names = {"progress": "progress rate", "history": "history of similar jobs",
-             "limit": "declared limit"}
+             "learned": "declared limit x the user's usual share of it",
+             "limit": "declared limit + grace"}
     for src, n in zip(SOURCES, counts):
         if n and src in names:
             parts.append(f"{names[src]} ({n} jobs)" if n > 1 else names[src])

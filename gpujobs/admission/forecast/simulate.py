@@ -7,9 +7,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from .inputs import (AHEAD_SHOWN, HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
+from .inputs import (AHEAD_SHOWN, HORIZON_S, RANGE_HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
                      expected_runtime)
-from .reasons import _amount, _basis_text, _clock, _reasons, duration
+from ...status import start_when
+from .reasons import _amount, _basis_text, _reasons, duration
 
 
 # ------------------------------------------------------------- simulation
@@ -25,14 +26,17 @@ class _Run:
 
 
 class _Sim:
-    """One forward run. ``optimistic``: unknown ends are taken as now (a lower bound)."""
+    """One forward run with the runtimes of ``mode`` (see :func:`expected_runtime`): ``point``
+    for the expected start, ``early``/``late`` for its range (``early``: unknown ends are now)."""
 
-    def __init__(self, snap: Snapshot, pending: Sequence[Job], optimistic: bool,
+    def __init__(self, snap: Snapshot, pending: Sequence[Job], mode: str,
                  targets: set[str] | None, want_reasons: bool,
-                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S):
-        self.snap, self.pending, self.optimistic = snap, pending, optimistic
+                 reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S,
+                 until: float | None = None):
+        self.snap, self.pending, self.mode = snap, pending, mode
         self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
         self.horizon_s = horizon_s
+        self.until = until  # stop past this time (the early run: past the latest expected start)
 
     def run(self) -> _Run:
         snap = self.snap
@@ -40,6 +44,7 @@ class _Sim:
         eng = snap.engine(lambda: clock[0])  # the engine's clock is the simulated time
         now = t = snap.now
         horizon = now + self.horizon_s
+        stop = min(horizon, self.until) if self.until is not None else horizon
         cut = False
         jobs: dict[str, Job] = {}
         events: list = []
@@ -74,15 +79,14 @@ class _Sim:
             if j.stops_at is not None:
                 eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
                 stopping.add(j.id)
-                push(max(now, j.stops_at), "stop", j.id)
-                ends[j.id] = (max(now, j.stops_at), "stopping")
+                stop = now if self.mode == "early" else max(now, j.stops_at)  # it may exit at once
+                push(stop, "stop", j.id)
+                ends[j.id] = (stop, "stopping")
                 continue
-            end, src = expected_end(j, snap.history, now)
+            end, src = expected_end(j, snap.history, now, self.mode)
             ends[j.id] = (end, src)
             if end is None:
                 unknown[grp(j)].add(j.id)
-                if self.optimistic:
-                    end = now
             if end is not None:
                 src_of[j.id] = src
                 push(end, "end", j.id)
@@ -114,15 +118,13 @@ class _Sim:
                     if left is not None:
                         left.discard(wid)
                 run_start[wid] = t
-                rt, src = expected_runtime(j, snap.history)
+                rt, src = expected_runtime(j, snap.history, 0.0, self.mode)
                 if rt is not None and wid in ran:
                     rt = max(0.0, rt - ran[wid])  # a preempted job resumes from its checkpoint
                 if wid not in ends:
                     ends[wid] = (t + rt if rt is not None else None, src)
                 if rt is None:
                     unknown[grp(j)].add(wid)
-                    if self.optimistic:
-                        rt = 0.0
                 if rt is not None:
                     src_of[wid] = src
                     push(t + rt, "end", wid)
@@ -136,7 +138,7 @@ class _Sim:
             if not events:
                 break
             when = events[0][0]
-            if when > horizon:
+            if when > stop:
                 cut = True  # beyond the horizon: no start (see HORIZON_S)
                 break
             t = clock[0] = when
@@ -176,33 +178,33 @@ def _groups(snap: Snapshot) -> dict[str, str]:
 # ----------------------------------------------------------------- reasons
 
 
-def _finish(snap: Snapshot, pess: _Run, opt: _Run | None, ids: Iterable[str],
+def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, ids: Iterable[str],
             unknown_labels: Callable[[str], str], horizon_s: float) -> dict[str, Forecast]:
     out = {}
     now = snap.now
     edge = now + horizon_s
     for wid in ids:
         fc = pess.reasons.get(wid) or Forecast(wid, None, "", "")
+        fc.not_before = now  # any job holding quota may end at any moment: nothing later is certain
         start = pess.starts.get(wid)
         if start is not None:
             fc.expected_start = start
             fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
+            if start <= now + RANGE_HORIZON_S:
+                lo = early.starts.get(wid, start) if early is not None else start
+                hi = late.starts.get(wid, edge) if late is not None else start
+                fc.expected_start_range = (min(lo, start), max(hi, start))
+            else:
+                fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
-                fc.reason += f"; expected to start in ~{duration(start - now)}"
+                fc.reason += f"; expected to start {start_when(start, now)}"
         elif not unknown_labels(wid):  # nothing unknown: it starts beyond the horizon
-            fc.not_before = edge
-            fc.basis = (f"beyond the forecast horizon ({duration(horizon_s)} ahead): "
-                        f"not before {_clock(edge)}")
+            fc.basis = f"beyond the forecast horizon ({duration(horizon_s)} ahead) on expected ends"
             fc.reason += ("; " if fc.reason else "") + f"starts more than {duration(horizon_s)} from now"
         else:
-            nb = opt.starts.get(wid) if opt is not None else None
-            if nb is None and (pess.cut or (opt is not None and opt.cut)):
-                nb = edge
-            fc.not_before = nb
             who = unknown_labels(wid)
             fc.basis = ("unknown: it waits on jobs with no declared limit, progress or history"
-                        + (f" ({who})" if who else "")
-                        + (f"; not before {_clock(nb)}" if nb is not None and nb > now else ""))
+                        + (f" ({who})" if who else ""))
             fc.reason += ("; " if fc.reason else "") + "start unknown" + (
                 f" ({who}: end unknown)" if who else "")
         fc.preempts = tuple(pess.preempts.get(wid, ()))
@@ -251,12 +253,23 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
         snap = _restrict(snap, {j.workload.queue for j in snap.pending if j.id in ids})
     pending = list(snap.pending)
     want = {j.id for j in pending} if ids is None else set(ids)
-    pess = _Sim(snap, pending, False, None if ids is None else want, reasons,
+    pess = _Sim(snap, pending, "point", None if ids is None else want, reasons,
                 None if ids is None else want, horizon_s).run()
     labels = _unknown_labels(snap, pess)
-    missing = {w for w in want if w not in pess.starts and labels(w)}
-    opt = _Sim(snap, pending, True, missing, False, None, horizon_s).run() if missing else None
-    return _finish(snap, pess, opt, [j.id for j in pending if j.id in want], labels, horizon_s)
+    early, late = _range_runs(snap, pending, {w: s for w in want if (s := pess.starts.get(w)) is not None
+                                              and s <= snap.now + RANGE_HORIZON_S}, horizon_s)
+    return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s)
+
+
+def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float],
+                horizon_s: float) -> tuple[_Run | None, _Run | None]:
+    """The ``early`` and ``late`` runs for the ids that got an expected start (``starts``;
+    none: no runs). The early run stops past the latest of those starts (an early end later
+    than the expected start is the expected start)."""
+    if not starts:
+        return None, None
+    return (_Sim(snap, pending, "early", set(starts), False, None, horizon_s, max(starts.values())).run(),
+            _Sim(snap, pending, "late", set(starts), False, None, horizon_s).run())
 
 
 def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
@@ -273,12 +286,12 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     eng.add(job.workload)  # SpecError for an unknown priority class, as submit would
     snap = _restrict(snap, [job.workload.queue])
     pending = [*snap.pending, job]
-    pess = _Sim(snap, pending, False, {job.id}, True, {job.id}, horizon_s).run()
+    pess = _Sim(snap, pending, "point", {job.id}, True, {job.id}, horizon_s).run()
     labels = _unknown_labels(snap, pess, [job])
-    opt = _Sim(snap, pending, True, {job.id}, False, None, horizon_s).run() \
-        if job.id not in pess.starts and labels(job.id) else None
-    fc = _finish(snap, pess, opt, [job.id], labels, horizon_s)[job.id]
     start = pess.starts.get(job.id)
+    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and
+                              snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s)
+    fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True
         fc.position = None

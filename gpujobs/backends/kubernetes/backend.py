@@ -55,6 +55,7 @@ class KubernetesBackend:
         self._context = context or cfg.get("context")
         self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
         self._namespace = namespace or cfg.get("namespace")
+        self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
         self.preflight_ttl = preflight_ttl
@@ -211,9 +212,25 @@ class KubernetesBackend:
         if not queue:
             raise SpecError("queue", f"a {rendered.kind} is not queued by Kueue, so there is nothing to "
                             "plan", "plan a Kueue kind (the default), e.g. gpujobs plan TARGET --queue Q")
-        return forecasting.for_backend(self, rendered.namespace).plan(
+        plan = forecasting.for_backend(self, rendered.namespace).plan(
             rendered, queue, labels.get(naming.PRIORITY_LABEL), spec.max_runtime_s,
             float(spec.grace_period_s), spec.display_name)
+        version, source = self.kueue_version()
+        from ...admission import gates
+        return gates.with_basis(plan, version, source)
+
+    def kueue_version(self, detected: str | None = None) -> tuple[str, str]:
+        """(the supported Kueue version row admission is modelled on, where it came from):
+        ``detected`` (what the cluster runs, e.g. its manager image tag), else ``[kubernetes]
+        kueue_version`` of the config, else the newest supported."""
+        from ...config import kueue_version_of
+        if detected:
+            return kueue_version_of({"kueue_version": detected}, "the cluster's Kueue version"), \
+                f"the cluster runs Kueue {detected}"
+        if self._kueue_version:
+            return kueue_version_of({"kueue_version": self._kueue_version}, "[kubernetes] kueue_version"), \
+                "[kubernetes] kueue_version"
+        return kueue_version_of({}, ""), "the newest supported (the cluster's Kueue version is not known)"
 
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)

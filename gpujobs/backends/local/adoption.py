@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 from ...contract import EXIT, JobFolder
 from ...errors import GpuJobsError
 from ...spec import JobSpec
-from .gang import GangExit, describe_returncode, first_failed
+from .gang import GangExit, failed_rank_message, first_failed
 from .records import Rec, agent_log, ended_during_grace
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def exit_from_files(result_dir: Path, world: int) -> GangExit:
     bad = [r for r, c in codes.items() if c != 0]
     if bad:
         first = first_failed(result_dir, bad)
-        return GangExit(False, codes, first, f"rank {first} {describe_returncode(codes[first])}")
+        return GangExit(False, codes, first, failed_rank_message(result_dir, first, codes[first]))
     return GangExit(True, codes)
 
 

@@ -60,7 +60,8 @@ class Agent(Recovery, Watching, Lifecycle):
         self.real: bool  # real GPUs (NVML found them), else CPU ranks stand in for them
         self.slots, self.real = local_gpu_slots(cfg=cfg)
         adm = local_admission_config(self.slots, cfg)
-        self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"])
+        self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"],
+                             kueue_version=adm["kueue_version"])
         self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
         self.idle_s = idle_timeout_s(cfg)
         self.store = Store(self.home / "state.db")
@@ -109,7 +110,28 @@ class Agent(Recovery, Watching, Lifecycle):
         if st.phase == "queued":
             return st.with_(queue_position=self.engine.position(rec.id),
                             **self.forecasts.fields(rec.id))
+        if st.phase == "running":
+            return self._with_startup_note(rec, st)
         return st
+
+    def _with_startup_note(self, rec: Rec, st: JobStatus) -> JobStatus:
+        """A gang whose ranks take long to reach the job's function says which (.startup)."""
+        job_dir = rec.runtime.get("job_dir")
+        if rec.runtime.get("function_started") or not job_dir or st.started_at is None:
+            return st
+        from ...contract import JobFolder
+        from .startup import not_started, note_after, startup_note
+        ranks = [0] if rec.spec.framework == "ray" else list(range(max(st.gang_size, 1)))
+        result_dir = JobFolder(job_dir).result_dir
+        if not not_started(result_dir, ranks):
+            rec.runtime["function_started"] = True  # read no more files for this run
+            return st
+        note = startup_note(result_dir, ranks, st.started_at, time.time(),
+                            note_after(dict(rec.spec.env)))
+        if not note:
+            return st
+        return st.with_(message=f"{st.message} · {note}" if st.message else note,
+                        extra={**st.extra, "startup": note})
 
     def _emit(self, rec: Rec) -> None:
         for key in (rec.id, "*"):
@@ -393,7 +415,7 @@ class Agent(Recovery, Watching, Lifecycle):
                 msg, reason = f"{msg}: its result could not be recorded: {full}", "disk-full"
             self._update(rec, "finished", msg, phase="failed", exit_code=None if lost else code,
                          message=msg, reason=reason, finished_at=time.time())
-        self.forecasts.note_finished(rec.status)
+        self.forecasts.note_finished(rec.status, rec.spec.max_runtime_s)
         self._forget(rec)
 
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
@@ -464,6 +486,7 @@ class Agent(Recovery, Watching, Lifecycle):
                          message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
             return
         rec.runtime["pids"] = [[pid, create_time(pid)] for pid in gang.pids]
+        rec.runtime.pop("function_started", None)  # a new run: its ranks start over
         now = time.time()
         seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,

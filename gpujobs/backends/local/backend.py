@@ -212,6 +212,8 @@ class LocalBackend:
         d = dict(reply["plan"])
         d["preempts"] = tuple(d.get("preempts", ()))
         d["blocked_by"] = tuple(d.get("blocked_by", ()))
+        if d.get("expected_start_range") is not None:
+            d["expected_start_range"] = tuple(d["expected_start_range"])
         return Plan(**d)
 
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:

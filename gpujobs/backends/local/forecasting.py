@@ -47,17 +47,17 @@ class LocalForecasts:
     def stale(self) -> None:
         self._stale = True
 
-    def note_finished(self, st: JobStatus) -> None:
-        """A job ended: a success's runtime joins the history of similar jobs."""
+    def note_finished(self, st: JobStatus, limit_s: float | None = None) -> None:
+        """A job ended: its run's runtime (and declared limit) joins the history."""
         if self._history is not None:
-            _learn(self._history, st)
+            _learn(self._history, st, limit_s)
 
     @property
     def history(self) -> History:
         if self._history is None:
             h = History()
-            for _, _, st, _, _ in self.agent.store.all():
-                _learn(h, st)
+            for _, _, st, spec, _ in self.agent.store.all():
+                _learn(h, st, (spec or {}).get("max_runtime_s"))
             self._history = h
         return self._history
 
@@ -96,7 +96,8 @@ class LocalForecasts:
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
-        """JobStatus fields for a queued job: reason, blocked_by, expected_start(+_basis)."""
+        """JobStatus fields for a queued job: reason, blocked_by, expected_start(+_basis, _range),
+        not_before."""
         age = time.monotonic() - self._at
         new = jid not in self._cache and jid not in self._misses
         if new or age > REFRESH_S or (self._stale and age >= MIN_INTERVAL_S):
@@ -114,7 +115,8 @@ class LocalForecasts:
             self._misses.add(jid)  # not in the engine's queue: do not recompute for it again
             return {}
         return {"reason": fc.reason, "blocked_by": fc.blocked_by,
-                "expected_start": fc.expected_start, "expected_start_basis": fc.basis}
+                "expected_start": fc.expected_start, "expected_start_basis": fc.basis,
+                "not_before": fc.not_before, "expected_start_range": fc.expected_start_range}
 
     def plan(self, spec: JobSpec, name: str = "", user: str = "") -> Plan:
         """The what-if for a job with ``spec``; nothing is queued."""
@@ -130,9 +132,12 @@ class LocalForecasts:
         fc = plan(snap, job)
         return Plan(admit_now=fc.admit_now, position=fc.position, preempts=fc.preempts,
                     expected_start=fc.expected_start, reason=fc.reason, basis=fc.basis,
-                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=w.queue)
+                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=w.queue,
+                    expected_start_range=fc.expected_start_range)
 
 
-def _learn(h: History, st: JobStatus) -> None:
-    if st.phase == "succeeded" and st.started_at and st.finished_at:
-        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at)
+def _learn(h: History, st: JobStatus, limit_s: float | None = None) -> None:
+    """A finished run (succeeded or failed: either gave its quota back; a cancel does not say
+    how long the job would have run) joins the history, with its declared limit."""
+    if st.phase in ("succeeded", "failed") and st.started_at and st.finished_at:
+        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at, limit_s)

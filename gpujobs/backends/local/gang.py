@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
 from ... import contract
-from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, JobFolder, RankEnv
+from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, STARTED, JobFolder, RankEnv
 from ...spec import JobSpec
 
 
@@ -66,6 +66,20 @@ def exit_order(result_dir: Path, rank: int) -> int:
 def first_failed(result_dir: Path, ranks: list[int]) -> int:
     """The failed rank to blame among ``ranks`` (see :func:`exit_order`)."""
     return min(ranks, key=lambda r: (exit_order(result_dir, r), r))
+
+
+def failed_rank_message(result_dir: Path, rank: int, code: int) -> str:
+    """``KeyError: 'missing_key' (rank 1); exit code 1`` when the rank left its exception in its
+    failure marker (plain JSON: nothing unpickled), else ``rank 1 exit code 1``."""
+    try:
+        marker = json.loads((result_dir / FAILURE.name(rank)).read_text())
+    except (OSError, ValueError):
+        marker = None
+    if not isinstance(marker, dict) or not marker.get("type"):
+        return f"rank {rank} {describe_returncode(code)}"
+    from ...payload.outcome import exception_line
+    return f"{exception_line(str(marker['type']), str(marker.get('message') or ''), rank)}; " \
+        f"{describe_returncode(code)}"
 
 
 def free_port() -> int:
@@ -165,7 +179,7 @@ class Gang:
         """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
         for d in (self.result_dir, self.log_dir, self.folder.checkpoint_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for kind in (OUTCOME, EXIT, FAILURE):
+        for kind in (OUTCOME, EXIT, FAILURE, STARTED):
             for stale in self.result_dir.glob(kind.any_glob):
                 stale.unlink()
 
@@ -223,7 +237,7 @@ class Gang:
             self.terminate(grace=2.0)
             codes = {r: p.returncode for r, p in self.procs.items()}
             return self._finish(GangExit(False, codes, first,
-                                         f"rank {first} {describe_returncode(codes[first])}"))
+                                         failed_rank_message(self.result_dir, first, codes[first])))
         if all(c == 0 for c in codes.values()):
             return self._finish(GangExit(True, codes))
         return None

@@ -21,7 +21,7 @@ import psutil
 
 from ...errors import PreflightError
 from ...spec import JobSpec
-from .gang import Gang, GangExit, describe_returncode
+from .gang import Gang, GangExit, failed_rank_message
 from ... import contract
 
 MPI_INSTALL_HINT = ("install Open MPI and mpi4py: `apt-get install openmpi-bin libopenmpi-dev` "
@@ -177,7 +177,7 @@ class MpiGang(Gang):
         else:
             rank, rank_code = self._first_failure(code)
             result = GangExit(False, {rank: rank_code}, rank,
-                              f"rank {rank} {describe_returncode(rank_code)}")
+                              failed_rank_message(self.result_dir, rank, rank_code))
         self._exit = self._finish(result)
         return self._exit
 

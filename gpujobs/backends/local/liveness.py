@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 class GangWatch:
     def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
-                 now: float | None = None):
+                 now: float | None = None, since: float | None = None):
         self.job_dir = Path(job_dir)
         self.folder = JobFolder(self.job_dir)
-        self.tail = ProgressTail(self.folder.result_dir)
+        self.tail = ProgressTail(self.folder.result_dir, since=since)  # since: this run's start
         self.pids = dict(pids)
         self.floor, self.factor = stall_settings(env or {})
         now = time.time() if now is None else now
@@ -136,7 +136,7 @@ class Watching:
             return
         try:
             rec.watch = GangWatch(rec.runtime["job_dir"], {r: pid for r, (pid, _) in ranks.items()},
-                                  rec.spec.env_dict())
+                                  rec.spec.env_dict(), since=rec.status.started_at)
         except Exception:  # noqa: BLE001 - progress never stops a job
             traceback.print_exc()
         jm.on_update = lambda latest: agent._on_metrics(rec, jm, latest)

@@ -39,7 +39,9 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
 
 
 def _plan(agent: Agent, msg: dict) -> dict:  # read-only: nothing is queued
+    from ...admission import gates
     plan = agent.forecasts.plan(JobSpec.stored(msg["spec"]), msg.get("name", ""), msg.get("user", ""))
+    plan = gates.with_basis(plan, agent.engine.kueue_version, "the local agent's ([local] kueue_version)")
     return {"ok": True, "plan": plan.to_dict()}
 
 

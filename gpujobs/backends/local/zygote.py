@@ -209,8 +209,23 @@ class ZProc:
         return self.returncode  # type: ignore[return-value]
 
 
+def _kill_abandoned(pid: int) -> None:
+    """A rank the zygote forked after :meth:`Zygote.spawn` stopped waiting: the gang started
+    that rank as a fresh process instead, so this one would be its twin in the rendezvous."""
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the rank leads its own session (setsid)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 class Zygote:
     """The agent's handle on its fork server; ``on_exit`` is called when a rank ends."""
+
+    #: how long spawn() waits for a fork (a loaded machine can be slow to answer)
+    SPAWN_TIMEOUT_S = 30.0
 
     def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None):
         from .private import open_private
@@ -226,6 +241,7 @@ class Zygote:
         self._early: dict[int, int] = {}
         self._ready = threading.Event()
         self._dead = False
+        self.abandoned: list[int] = []  # ranks forked too late, killed
         threading.Thread(target=self._read, daemon=True, name="gpujobs-zygote").start()
 
     def alive(self) -> bool:
@@ -255,9 +271,13 @@ class Zygote:
             elif "req" in msg:
                 with self._lock:
                     slot = self._pending.get(msg["req"])
+                    if slot is None and "pid" in msg:  # forked after spawn() gave up on it
+                        self.abandoned.append(msg["pid"])
                 if slot is not None:
                     slot.append(msg)
                     slot[0].set()
+                elif "pid" in msg:
+                    _kill_abandoned(msg["pid"])
         self._dead = True
         self._ready.set()
         for slot in list(self._pending.values()):
@@ -280,10 +300,11 @@ class Zygote:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise OSError(f"zygote is gone: {exc}") from None
-        if not ev.wait(30):
-            raise OSError("zygote did not answer")
+        ev.wait(self.SPAWN_TIMEOUT_S)
         with self._lock:
             slot = self._pending.pop(req)
+        if len(slot) < 2:  # its late fork is killed when it comes (the caller starts the rank
+            raise OSError("zygote did not answer")  # itself: one process per rank, never two)
         if len(slot) < 2 or "pid" not in slot[1]:
             raise OSError(f"zygote could not fork: {slot[1].get('error') if len(slot) > 1 else 'gone'}")
         pid = slot[1]["pid"]

@@ -13,28 +13,31 @@ HERE = Path(__file__).parent
 
 
 def load() -> list[tuple[str, dict, dict]]:
-    """(file name, fixtures, case) for every case of every data file."""
+    """(file name, fixtures, case) for every case of every data file, one folder per Kueue
+    version (``<version>/<file>.yaml``); each case gets its file's ``kueue_version``."""
     out = []
-    for path in sorted(HERE.glob("*.yaml")):
-        if path.name == "differences.yaml":
-            continue
+    for path in sorted(HERE.glob("*/*.yaml")):
         doc = yaml.safe_load(path.read_text())
         for case in doc["cases"]:
-            out.append((path.name, doc.get("fixtures") or {}, case))
+            case["kueue_version"] = doc["kueue_version"]
+            out.append((f"{path.parent.name}/{path.name}", doc.get("fixtures") or {}, case))
     return out
 
 
 def differences() -> dict[str, str]:
-    """'<test>/<case>' -> why the engine is expected to differ (docs/admission.md lists them)."""
+    """'<version>/<test>/<case>' -> why the engine is expected to differ (docs/admission.md
+    lists them); an entry names the versions whose case it is."""
     doc = yaml.safe_load((HERE / "differences.yaml").read_text()) or {}
-    return {f"{d['test']}/{d['case']}": d["why"] for d in doc.get("differences", [])}
+    return {f"{v}/{d['test']}/{d['case']}": d["why"] for d in doc.get("differences", []) for v in d["versions"]}
 
 
 def case_id(case: dict) -> str:
-    return f"{case['source']['test']}/{case['source']['case']}"
+    return f"{case['kueue_version']}/{case['source']['test']}/{case['source']['case']}"
 
 
-def _queue(d: dict) -> ClusterQueue:
+def _groups(d: dict) -> tuple[list[dict], dict, dict]:
+    """A queue's or cohort's resource groups as ({flavor: {resource: nominal}} per group,
+    borrowing limits, lending limits)."""
     groups, blim, llim = [], {}, {}
     for rg in d.get("resource_groups", []):
         group = {}
@@ -46,6 +49,11 @@ def _queue(d: dict) -> ClusterQueue:
                 if "lending_limit" in q:
                     llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
         groups.append(group)
+    return groups, blim, llim
+
+
+def _queue(d: dict) -> ClusterQueue:
+    groups, blim, llim = _groups(d)
     return ClusterQueue(
         d["name"], None, resource_groups=groups, cohort=d.get("cohort"),
         borrowing_limit=blim or None, lending_limit=llim or None,
@@ -56,6 +64,13 @@ def _queue(d: dict) -> ClusterQueue:
         when_can_borrow=d.get("when_can_borrow", "MayStopSearch"),
         when_can_preempt=d.get("when_can_preempt", "TryNextFlavor"),
         preference=d.get("preference"), fair_weight=float(d.get("fair_weight", 1.0)))
+
+
+def _cohort(c: dict) -> Cohort:
+    groups, blim, llim = _groups(c)
+    quota = {f: res for g in groups for f, res in g.items()}
+    return Cohort(c["name"], quota, parent=c.get("parent"), borrowing_limit=blim or None,
+                  lending_limit=llim or None, fair_weight=float(c.get("fair_weight", 1.0)))
 
 
 def _workload(d: dict, queue: str) -> Workload:
@@ -76,20 +91,7 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     cqs = list(cqs) + list(case.get("extra_cluster_queues", []))
     lqs = case.get("local_queues", [])
     lqs = list(fixtures[lqs] if isinstance(lqs, str) else lqs) + list(case.get("extra_local_queues", []))
-    cohorts = []
-    for c in case.get("cohorts", []):
-        quota, blim, llim = {}, {}, {}
-        for rg in c.get("resource_groups", []):
-            for fq in rg:
-                quota[fq["flavor"]] = {r: q["nominal"] for r, q in fq["resources"].items()}
-                for r, q in fq["resources"].items():
-                    if "borrowing_limit" in q:
-                        blim.setdefault(fq["flavor"], {})[r] = q["borrowing_limit"]
-                    if "lending_limit" in q:
-                        llim.setdefault(fq["flavor"], {})[r] = q["lending_limit"]
-        cohorts.append(Cohort(c["name"], quota, parent=c.get("parent"),
-                              borrowing_limit=blim or None, lending_limit=llim or None,
-                              fair_weight=float(c.get("fair_weight", 1.0))))
+    cohorts = [_cohort(c) for c in case.get("cohorts", [])]
     names = {c["name"] for c in cqs}
     queues = []
     for d in cqs:
@@ -109,7 +111,9 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     if "resourceFlavors" in fixtures:  # the test's ResourceFlavor objects (labels, taints)
         flavors = [ResourceFlavor(f["name"], f.get("node_labels") or {}, tuple(f.get("node_taints") or ()),
                                   tuple(f.get("tolerations") or ())) for f in fixtures["resourceFlavors"]]
+    # the case's Kueue version decides the feature gates' defaults, the case may set some
     eng = Engine(queues, cohorts, priorities={}, default_priority=0, preemption_oracle=oracle,
+                 kueue_version=case["kueue_version"], feature_gates=case.get("feature_gates"),
                  flavors=flavors, fair_sharing=bool(case.get("fair_sharing")),
                  fair_sharing_strategies=tuple(case.get("strategies") or
                                                ("LessThanOrEqualToFinalShare", "LessThanInitialShare")))
@@ -140,10 +144,173 @@ def build(fixtures: dict, case: dict) -> tuple[Engine, list[str], list[str]]:
     return eng, unqueued, never
 
 
+class Scenario:
+    """Replays the steps of an integration spec (Kueue's manager running between steps:
+    before each expectation or finished eviction, ``schedule()`` runs until nothing changes).
+    Objects created or deleted rebuild the engine from what exists then, with the admitted
+    workloads restored where they were and the pending ones queued again (Kueue's cache and
+    queue manager after such an event); a workload whose LocalQueue points nowhere waits in
+    no queue."""
+
+    def __init__(self, case: dict):
+        self.case = case
+        self.cohorts: dict[str, dict] = {}
+        self.cqs: dict[str, dict] = {}
+        self.lqs: dict[str, str] = {}
+        self.wls: dict[str, Workload] = {}   # creation order
+        self.eng: Engine | None = None
+        self.dirty = True
+        self.admitted_total: dict[str, int] = {}
+        self.ever_preempted: set[str] = set()
+        self.diffs: list[str] = []
+
+    def rebuild(self) -> None:
+        old = self.eng
+        queues = []
+        for d in self.cqs.values():
+            spec = _queue(d)
+            spec.local_queues = tuple(lq for lq, cq in self.lqs.items() if cq == d["name"] and lq != d["name"])
+            queues.append(spec)
+        eng = Engine(queues, [_cohort(c) for c in self.cohorts.values()], priorities={}, default_priority=0,
+                     fair_sharing=bool(self.case.get("fair_sharing")), kueue_version=self.case["kueue_version"],
+                     feature_gates=self.case.get("feature_gates"))
+        for wid, w in self.wls.items():
+            if self.lqs.get(w.queue) not in self.cqs:
+                continue  # its LocalQueue's ClusterQueue is not there: in no queue
+            state = old.state(wid) if old is not None and wid in old else "pending"
+            if state in ("admitted", "evicting"):
+                adm = old.admission(wid)
+                if adm.cluster_queue not in self.cqs:
+                    raise AssertionError(f"{adm.cluster_queue} deleted while {wid} holds its quota")
+                eng.restore_admitted(w, adm.flavors, reserved_at=adm.order, check=False)
+                if state == "evicting":
+                    eng.evict(wid)
+            else:
+                eng.add(w, check=False)
+        self.eng, self.dirty = eng, False
+
+    def settle(self) -> Engine:
+        if self.dirty:
+            self.rebuild()
+        assert self.eng is not None
+        d = self.eng.schedule()
+        for a in d.admitted:
+            self.admitted_total[a.cluster_queue] = self.admitted_total.get(a.cluster_queue, 0) + 1
+        self.ever_preempted.update(v for v, _ in d.preempted)
+        return self.eng
+
+    def want(self, ok: bool, what: str) -> None:
+        if not ok:
+            self.diffs.append(what)
+
+    def run(self) -> list[str]:
+        for i, step in enumerate(self.case["steps"]):
+            (kind, arg), = step.items()
+            getattr(self, kind)(arg, i)
+        return self.diffs
+
+    # objects
+    def create_cohort(self, c, i):
+        self.cohorts[c["name"]] = c
+        self.dirty = True
+
+    def create_cluster_queue(self, d, i):
+        self.cqs[d["name"]] = d
+        self.dirty = True
+
+    def create_local_queue(self, q, i):
+        self.lqs[q["name"]] = q["cluster_queue"]
+        self.dirty = True
+
+    def delete_cohort(self, name, i):
+        self.cohorts.pop(name)
+        self.dirty = True  # queues naming it now form an implicit cohort of that name
+
+    def delete_cluster_queue(self, name, i):
+        self.cqs.pop(name)
+        self.dirty = True
+
+    def create_workload(self, d, i):
+        w = _workload(dict(d, created=float(i)), d["queue"])  # created one after another
+        self.wls[w.id] = w
+        if not self.dirty and self.lqs.get(w.queue) in self.cqs:
+            self.eng.add(w, check=False)  # type: ignore[union-attr]
+
+    # what the spec expects
+    def expect_admitted(self, ids, i):
+        eng = self.settle()
+        for wid in ids:
+            self.want(eng.state(wid) == "admitted", f"step {i}: {wid} admitted, is {eng.state(wid)}")
+
+    def expect_admitted_as(self, a, i):
+        eng = self.settle()
+        adm = eng.admission(a["workload"])
+        got = None if adm is None else {"cluster_queue": adm.cluster_queue,
+                                        "flavors": {ps: dict(fl) for ps, fl in adm.flavors.items()}}
+        want = {"cluster_queue": a["cluster_queue"], "flavors": a["flavors"]}
+        self.want(got == want, f"step {i}: {a['workload']} admitted as {want}, is {got}")
+
+    def expect_pending(self, ids, i):
+        eng = self.settle()
+        for wid in ids:
+            self.want(eng.state(wid) in ("pending", None) and wid not in self.eng_admitted(eng),
+                      f"step {i}: {wid} pending, is {eng.state(wid)}")
+
+    @staticmethod
+    def eng_admitted(eng: Engine) -> set:
+        return set(eng.admitted())
+
+    def expect_preempted(self, ids, i):
+        eng = self.settle()
+        for wid in ids:
+            self.want(eng.state(wid) == "evicting", f"step {i}: {wid} preempted, is {eng.state(wid)}")
+
+    def expect_not_preempted(self, ids, i):
+        self.settle()
+        for wid in ids:
+            self.want(wid not in self.ever_preempted, f"step {i}: {wid} was preempted")
+
+    def finish_eviction(self, ids, i):
+        eng = self.settle()
+        for wid in ids:
+            self.want(eng.state(wid) == "evicting", f"step {i}: {wid} being evicted, is {eng.state(wid)}")
+            eng.requeue(wid)
+
+    def finish_eviction_in_cq(self, a, i):
+        eng = self.settle()
+        evicting = [w for w in eng.admitted(a["cluster_queue"]) if eng.state(w) == "evicting"]
+        self.want(len(evicting) == a["count"], f"step {i}: {a['count']} evicted in {a['cluster_queue']}, "
+                                               f"are {len(evicting)}")
+        for wid in evicting:
+            eng.requeue(wid)
+
+    def expect_admitted_total(self, a, i):
+        self.settle()
+        got = self.admitted_total.get(a["cluster_queue"], 0)
+        self.want(got == a["count"], f"step {i}: {a['count']} admitted in total in {a['cluster_queue']}, are {got}")
+
+    def expect_reserving(self, a, i):
+        got = len(self.settle().admitted(a["cluster_queue"]))
+        self.want(got == a["count"], f"step {i}: {a['count']} reserving in {a['cluster_queue']}, are {got}")
+
+    def expect_pending_metric(self, a, i):
+        got = self.settle().pending_counts(a["cluster_queue"])
+        want = (a["active"], a["inadmissible"])
+        self.want(got == want, f"step {i}: pending (active, inadmissible) in {a['cluster_queue']} {want}, is {got}")
+
+    def expect_weighted_share(self, a, i):
+        name = a.get("cluster_queue") or a["cohort"]
+        got = self.settle().weighted_share(name)
+        self.want(abs(got - a["value"]) <= 1e-6 * max(1.0, abs(a["value"])),
+                  f"step {i}: weighted share of {name} {a['value']}, is {got}")
+
+
 def run_case(fixtures: dict, case: dict) -> dict[str, Any]:
     """One Kueue cycle on the case; what came out, in the shape of ``case['expect']``.
     TestPreemption cases are unit tests of Kueue's preemptor with an assignment chosen by the
     test: they go through :meth:`Engine.preemption_targets` with that same assignment."""
+    if "steps" in case:
+        return {"diffs": Scenario(case).run()}
     eng, unqueued, never = build(fixtures, case)
     if case["source"]["test"] == "TestAssignFlavors":
         return {"assignment": eng.flavor_assignment(case["incoming"]["name"])}
@@ -171,6 +338,8 @@ def run_case(fixtures: dict, case: dict) -> dict[str, Any]:
 
 def compare(case: dict, got: dict[str, Any]) -> list[str]:
     """Differences between the upstream expectation and what the engine did ([] = same)."""
+    if "steps" in case:  # an integration spec
+        return got["diffs"]
     exp = case["expect"]
     diffs = []
     if case["source"]["test"] == "TestAssignFlavors":

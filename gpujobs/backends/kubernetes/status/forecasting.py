@@ -146,9 +146,10 @@ class KubeForecasts:
             return st.with_(reason=st.message or status_map.pending_message(st.reason, ""),
                             expected_start_basis=basis, extra=extra)
         if fc.not_before is not None:
-            extra["not_before"] = fc.not_before
+            extra["not_before"] = fc.not_before  # kept where it was before the field existed
         return st.with_(reason=fc.reason, blocked_by=fc.blocked_by, expected_start=fc.expected_start,
-                        expected_start_basis=fc.basis, extra=extra)
+                        expected_start_basis=fc.basis, not_before=fc.not_before,
+                        expected_start_range=fc.expected_start_range, extra=extra)
 
     def plan(self, rendered: Any, queue: str, priority: str | None, max_runtime_s: float | None,
              grace_period_s: float, name: str) -> Plan:
@@ -187,7 +188,8 @@ class KubeForecasts:
         position = fc.position
         return Plan(admit_now=fc.admit_now, position=position, preempts=fc.preempts,
                     expected_start=fc.expected_start, reason=fc.reason, basis=fc.basis,
-                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=queue)
+                    blocked_by=fc.blocked_by, not_before=fc.not_before, queue=queue,
+                    expected_start_range=fc.expected_start_range)
 
 
 def _prio_value(p: int | str | None) -> int:

@@ -401,10 +401,10 @@ def clean_forecast(tr: Translation, fc: Forecast, hidden: int = 0) -> Forecast:
     ``hidden`` pending workloads of other namespaces ahead make the start a "not before"."""
     fc.blocked_by = tuple(b for b in fc.blocked_by if not b.startswith(OTHERS))
     if tr.scope == "namespace":
-        if hidden and fc.expected_start is not None:
-            fc.not_before, fc.expected_start = fc.expected_start, None
-            fc.basis = (f"not before {_clock(fc.not_before)}: {hidden} pending workload"
-                        f"{'s' if hidden > 1 else ''} of other namespaces ahead (sizes not readable); "
+        if hidden and fc.expected_start is not None:  # their sizes and ends are unknown: no number
+            without, fc.expected_start, fc.expected_start_range = fc.expected_start, None, None
+            fc.basis = (f"unknown: {hidden} pending workload{'s' if hidden > 1 else ''} of other "
+                        f"namespaces ahead (sizes not readable); without them {_clock(without)}, "
                         + fc.basis)
         if hidden:
             fc.reason += f"; {hidden} more pending in other namespaces' LocalQueues ahead"

@@ -124,10 +124,8 @@ def exception_summary(backend: Cluster, job_id: str) -> str:
     if not failed:
         return ""
     o = failed[0]
-    kind = o.exc_type.removeprefix("builtins.").rsplit(".", 1)[-1] if o.exc_type else "Exception"
-    text = (o.exc_message or "").strip().splitlines()
-    msg = text[0][:200] if text else ""
-    return f"{kind}: {msg} (rank {o.rank})" if msg else f"{kind} (rank {o.rank})"
+    from ....payload.outcome import exception_line
+    return exception_line(o.exc_type, o.exc_message, o.rank)
 
 
 def _archive(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = False) -> None:

@@ -277,7 +277,8 @@ def check_fits(cq: dict, r: Rendered) -> None:
             who = [ps.name for ps in sets if ps.requests.get(resource)]
             why = (" (only its submitter pod asks for it: KubeRay's default submitter requests 500m CPU "
                    "and 200Mi memory, and Kueue counts that pod)" if who == ["submitter"] else "")
-            raise QuotaError(f"ClusterQueue {name} has no quota for {resource} (it covers "
+            raise QuotaError(f"this job can never start: it asks for {resource}, which its queue "
+                             f"does not offer at all. In detail: ClusterQueue {name} has no quota for {resource} (it covers "
                              f"{', '.join(sorted(caps)) or 'nothing'}); the job asks for {amount}{why} "
                              f"and could never be admitted (Kueue: 'resource {resource} unavailable in "
                              f"ClusterQueue'). Use a queue that offers {resource}, or have its admin add "
@@ -289,7 +290,8 @@ def check_fits(cq: dict, r: Rendered) -> None:
         largest_set = max((ps.requests.get(resource, 0) * ps.count for ps in sets))
         if amount > everything or largest_set > biggest:
             raise QuotaError(
-                f"ClusterQueue {name} can never fit this job: it needs {amount} {resource} "
+                f"this job can never start: it asks for more {resource} than its queue has, even "
+                f"when nothing else runs. In detail: ClusterQueue {name} can never fit it: it needs {amount} {resource} "
                 f"(largest pod set {largest_set}) but the queue offers at most {everything} "
                 f"(largest flavor {biggest_flavor}: {biggest}, nominal + borrowing limit). "
                 f"Ask for fewer, or use a bigger queue.")

@@ -1,0 +1,272 @@
+"""Start forecasts against real starts: a trace-shaped workload replayed on the real local agent.
+
+    .venv/bin/python benchmarks/eta_replay.py [--scale 1.0] [--seed 0] [--slots 8]
+
+Unlike benchmarks/eta_accuracy.py (the engine replays both the forecast and the "actual"
+start), here the jobs are real: the local agent runs them as CPU-rank ddp gangs, so starts
+come from real ends (failures, early exits, preemption grace, spawn time), time compressed
+(one second stands for about a minute of a cluster trace).
+
+Workload (of this benchmark's own design, shaped after published GPU-cluster traces: sizes and
+heavy-tailed durations after Philly (ATC'19), Helios (SC'21), PAI (NSDI'22)): ``--slots`` GPU
+slots in two queues of half each sharing a cohort (within-queue preemption LowerPriority,
+reclaim Any), 8 kinds of job (4 users x 2 names) with typical runtimes drawn lognormal (median
+10 s, sigma 0.9, 3-60 s), each run lognormal around its kind's (sigma 0.35); sizes 1/2/4/8 GPUs
+(50/25/20/5 %); declared limits ~3x the typical runtime (lognormal sigma 0.3) rounded up to 5 s,
+15 % of jobs without a limit; 20 % fail, mostly early (10-40 % into the run); 30 % report
+progress; priorities low/normal/high 25/60/15 %; preempted runs resume from a checkpoint
+(grace 2 s). First ``--warmup`` unmeasured runs of each kind (a machine in use has history);
+then three scenarios, one agent (history carries over): ``steady`` (~120 % offered load
+while it lasts), ``heavy`` (~160 %), ``sweeps`` (~130 %: bursts of 8 one-GPU jobs of one kind, and high-priority
+4-GPU jobs that preempt).
+
+Each job's ``status()`` right after submit gives the forecast (expected_start, its range,
+not_before, queue position). Naive: position x mean runtime of finished jobs / (slots / mean
+GPUs per job; no number before a job has finished). Reported per scenario, per size and per priority, over the jobs that waited
+(queued when forecast): median and p90 absolute error of the forecast and of naive, their
+ratio, the share of actual starts inside the stated range (+-1 s for the agent's scheduling
+and spawn), jobs with no numeric forecast, and lower-bound violations (actual start before
+not_before). Also the latency of those ``status()`` calls (p50/p99).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CONFIG = "".join(f"""[[local.queues]]
+name = "{q}"
+gpus = {{half}}
+cohort = "lab"
+preemption = "LowerPriority"
+reclaim = "Any"
+
+""" for q in ("qa", "qb"))
+GRACE = 2.0
+TOL = 1.0  # s: the agent's scheduling pass and the gang's spawn, allowed around the range
+SIZES = ((1, 0.50), (2, 0.25), (4, 0.20), (8, 0.05))
+PRIOS = (("low", 0.25), ("normal", 0.60), ("high", 0.15))
+
+
+def work(seconds: float, fail_at: float | None, report: bool):
+    """Sleeps ``seconds`` in 0.1 s steps (resumable: a preemption saves and requeues it)."""
+    import time as _t
+    import gpujobs as _g
+    import gpujobs.checkpoint as ck
+    ctx = _g.context()
+    steps = max(1, int(seconds / 0.1))
+    loop = ck.resumable(steps, state={"n": 0})
+    for i in loop:
+        if fail_at is not None and i >= fail_at * steps:
+            raise RuntimeError("planned early failure")
+        if report and ctx.rank == 0:
+            ctx.progress(i, total=steps)
+        _t.sleep(0.1)
+    return steps
+
+
+def _pick(rng: random.Random, table) -> object:
+    x, acc = rng.random(), 0.0
+    for v, p in table:
+        acc += p
+        if x < acc:
+            return v
+    return table[-1][0]
+
+
+def kinds(rng: random.Random) -> list[dict]:
+    out = []
+    for u in ("ann", "bob", "cy", "dee"):
+        for n in ("train", "eval"):
+            out.append({"user": u, "name": f"{u}-{n}", "queue": "qa" if u in ("ann", "bob") else "qb",
+                        "typical": min(60.0, max(3.0, rng.lognormvariate(math.log(10.0), 0.9)))})
+    return out
+
+
+def make_jobs(scenario: str, kinds_: list[dict], rng: random.Random, slots: int, scale: float) -> list[dict]:
+    mean_gpu_s = sum(g * p for g, p in SIZES) * statistics.mean(k["typical"] for k in kinds_)
+    load = {"steady": 1.2, "heavy": 1.6, "sweeps": 1.3}[scenario]
+    rate = load * slots / mean_gpu_s
+    n = max(10, int(60 * scale))
+    jobs, t = [], 0.0
+    while len(jobs) < n:
+        if scenario == "sweeps" and rng.random() < 0.15:
+            k = rng.choice(kinds_)
+            for _ in range(8):
+                jobs.append(_job(k, rng, t, gpus=1, prio="low"))
+            jobs.append(_job(rng.choice(kinds_), rng, t + 0.5, gpus=4, prio="high"))
+            t += 8 / rate
+            continue
+        t += rng.expovariate(rate)
+        jobs.append(_job(rng.choice(kinds_), rng, t))
+    return jobs[:n]
+
+
+def _job(k: dict, rng: random.Random, t: float, gpus: int | None = None, prio: str | None = None) -> dict:
+    run = max(1.0, k["typical"] * rng.lognormvariate(0, 0.35))
+    limit = None
+    if rng.random() >= 0.15:
+        limit = 5 * math.ceil(k["typical"] * 3 * rng.lognormvariate(0, 0.3) / 5)
+        limit = max(limit, 5 * math.ceil(run * 1.1 / 5))
+    fail = rng.uniform(0.1, 0.4) if rng.random() < 0.2 else None
+    return {"t": t, "kind": k, "run": run, "limit": limit, "fail": fail, "report": rng.random() < 0.3,
+            "gpus": gpus or _pick(rng, SIZES), "prio": prio or _pick(rng, PRIOS)}
+
+
+class Finished:
+    """Runtimes of finished jobs for the naive estimator, read every 2 s by one ``jobs()`` call in
+    a thread (so the submitting loop keeps the trace's pace)."""
+
+    def __init__(self) -> None:
+        import threading
+        self.runtimes: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self) -> None:
+        from gpujobs.backends import get_backend
+        while not self._stop.wait(2.0):
+            try:
+                for st in get_backend("local").jobs():
+                    if st.terminal and st.started_at and st.finished_at:
+                        self.runtimes[st.job_id] = st.finished_at - st.started_at
+            except Exception:  # noqa: BLE001 - the agent may be between starts
+                pass
+
+    def values(self) -> list[float]:
+        return list(self.runtimes.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def replay(jobs: list[dict], slots: int, finished: Finished, gpus_seen: list[int]) -> list[dict]:
+    import gpujobs
+    t0 = time.time()
+    out = []
+    for j in jobs:
+        delay = t0 + j["t"] - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        k = j["kind"]
+        b = (gpujobs.job(work, j["run"], j["fail"], j["report"]).ddp(gpus=j["gpus"]).queue(k["queue"])
+             .name(k["name"]).priority(j["prio"]).options(grace_period_s=GRACE))
+        if j["limit"]:
+            b = b.max_runtime(j["limit"])
+        h = b.submit()
+        c0 = time.perf_counter()
+        st = h.status()
+        lat = time.perf_counter() - c0
+        now = time.time()
+        naive = None
+        done = finished.values()
+        if st.phase == "queued" and st.queue_position and done:
+            mean_rt = statistics.mean(done)
+            per = slots / (statistics.mean(gpus_seen) if gpus_seen else 1.8)
+            naive = now + st.queue_position * mean_rt / per
+        out.append({**j, "handle": h, "at": now, "phase": st.phase, "expected": st.expected_start,
+                    "range": st.expected_start_range, "not_before": st.not_before, "naive": naive,
+                    "basis": st.expected_start_basis, "latency": lat})
+        gpus_seen.append(j["gpus"])
+    for r in out:
+        s = r["handle"].status()
+        while not s.terminal:
+            time.sleep(0.5)
+            s = r["handle"].status()
+        firsts = [e.time for e in s.events if e.kind == "started"]
+        r["actual"] = firsts[0] if firsts else None
+        r["final"] = s.phase
+    return out
+
+
+def _q(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else float("nan")
+
+
+def report(label: str, rows: list[dict]) -> str:
+    waited = [r for r in rows if r["phase"] == "queued" and r["actual"] is not None]
+    fc = [r for r in waited if r["expected"] is not None and r["naive"] is not None]
+    if not waited:
+        return f"| {label} | 0 | | | | | | | |"
+    err = [abs(r["expected"] - r["actual"]) for r in fc]
+    nav = [abs(r["naive"] - r["actual"]) for r in fc]
+    ranged = [r for r in fc if r["range"]]
+    inside = sum(1 for r in ranged if r["range"][0] - TOL <= r["actual"] <= r["range"][1] + TOL)
+    viol = sum(1 for r in waited if r["not_before"] is not None and r["actual"] < r["not_before"] - 0.05)
+    med, mnav = statistics.median(err) if err else float("nan"), statistics.median(nav) if nav else float("nan")
+    return (f"| {label} | {len(waited)} | {len(waited) - len(fc)} | {med:.1f} / {_q(err, 0.9):.1f} | "
+            f"{mnav:.1f} / {_q(nav, 0.9):.1f} | {med / mnav if mnav else float('nan'):.2f} | "
+            f"{inside}/{len(ranged)} ({100 * inside / len(ranged) if ranged else float('nan'):.0f} %) | {viol} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0, help="jobs per scenario: 60 x scale")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slots", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2, help="unmeasured runs of each kind first (history)")
+    a = ap.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
+    (home / "config.toml").write_text(CONFIG.format(half=a.slots // 2))
+    os.environ.update(GPUJOBS_HOME=str(home), GPUJOBS_LOCAL_GPUS=str(a.slots), GPUJOBS_AGENT_IDLE_S="120")
+    os.environ.pop("GPUJOBS_CONFIG", None)
+    from gpujobs.backends import get_backend
+    from gpujobs.backends.local import stop_agent
+    get_backend.cache_clear()
+    rng = random.Random(a.seed)
+    ks = kinds(rng)
+    finished = Finished()
+    gpus_seen: list[int] = []
+    allrows: list[dict] = []
+    head = ("| population | waited | no number | forecast median / p90 (s) | naive median / p90 (s) | "
+            "median ratio | starts inside range | lower-bound violations |\n|---|---|---|---|---|---|---|---|")
+    try:
+        t_start = time.time()
+        if a.warmup:  # history exists on a machine in use: each kind ran a.warmup times before
+            warm = [_job(k, rng, 0.0, gpus=1, prio="normal") for k in ks for _ in range(a.warmup)]
+            for w in warm:
+                w["fail"] = None
+            replay(warm, a.slots, finished, gpus_seen)
+            print(f"warm-up: {len(warm)} jobs (not measured), done at +{time.time() - t_start:.0f} s", flush=True)
+        for sc in ("steady", "heavy", "sweeps"):
+            rows = replay(make_jobs(sc, ks, rng, a.slots, a.scale), a.slots, finished, gpus_seen)
+            for r in rows:
+                r["scenario"] = sc
+            allrows += rows
+            print(f"scenario {sc}: {len(rows)} jobs, done at +{time.time() - t_start:.0f} s", flush=True)
+    finally:
+        finished.stop()
+        stop_agent()
+    print(head)
+    for sc in ("steady", "heavy", "sweeps"):
+        print(report(f"scenario {sc}", [r for r in allrows if r["scenario"] == sc]))
+    for g, _ in SIZES:
+        print(report(f"{g} GPU{'s' if g > 1 else ''}", [r for r in allrows if r["gpus"] == g]))
+    for p, _ in PRIOS:
+        print(report(f"priority {p}", [r for r in allrows if r["prio"] == p]))
+    print(report("**all**", allrows))
+    lat = sorted(r["latency"] for r in allrows)
+    print(f"status() right after submit (forecast computed): p50 {1000 * _q(lat, 0.5):.0f} ms, "
+          f"p99 {1000 * _q(lat, 0.99):.0f} ms over {len(lat)} calls; load average {os.getloadavg()[0]:.1f}")
+    srcs: dict[str, int] = {}
+    for r in allrows:
+        if r["phase"] == "queued":
+            for s in ("progress rate", "history of similar jobs", "usual share", "declared limit + grace", "unknown"):
+                if s in (r["basis"] or ""):
+                    srcs[s] = srcs.get(s, 0) + 1
+    print("bases of the forecasts (a forecast may rest on several):", srcs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""What a forecast knows and says it knows (issue [eta-honest]): a true lower bound, the
+grace period after a limit, progress ends capped at the enforced limit, a range around every
+expected start, learned runtimes from declared vs actual. Numbers worked out by hand."""
+from __future__ import annotations
+
+from gpujobs.admission import ClusterQueue, PodSet, Workload
+from gpujobs.admission.forecast import History, Job, Snapshot, forecast, plan
+from gpujobs.progress import summarize
+
+NOW = 50_000.0
+Q = [ClusterQueue("q", {"gpu": 4})]
+
+
+def wl(wid, gpus, t=0.0, queue="q"):
+    return Workload(wid, queue, [PodSet("ranks", gpus, {"gpu": 1})], created=t)
+
+
+def test_not_before_is_a_true_lower_bound_with_an_unlimited_and_a_generous_job():
+    # the issue's case: a running job without a limit plus one with a generous limit; the
+    # generous one ended 6.8 s later and the job started then
+    snap = Snapshot(Q, running=[Job(wl("nolimit", 2, NOW - 100), name="nolimit", started=NOW - 90),
+                                Job(wl("generous", 2, NOW - 100), name="generous", started=NOW - 40,
+                                    max_runtime_s=100)],
+                    pending=[Job(wl("waits", 2, NOW - 1), name="waits", max_runtime_s=60)], now=NOW)
+    actual_start = NOW + 6.8
+    p = plan(snap, Job(wl("new", 2, NOW), name="new", max_runtime_s=60))
+    assert p.not_before is not None and p.not_before <= actual_start
+    fc = forecast(snap)["waits"]
+    assert fc.not_before is not None and fc.not_before <= actual_start
+    assert fc.expected_start is not None and fc.expected_start > actual_start  # the point forecast may be late
+
+
+def test_limit_based_ends_include_the_grace_period():
+    snap = Snapshot(Q, running=[Job(wl("r", 4), name="r", started=NOW - 100, max_runtime_s=600,
+                                    grace_period_s=45)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW)
+    # SIGTERM at 600 s, SIGKILL 45 s later: the quota comes back by 545 s from now at the latest
+    assert forecast(snap)["w"].expected_start == NOW + 500 + 45
+
+
+def test_progress_end_is_capped_at_limit_plus_grace():
+    slow = Job(wl("r", 4), name="r", started=NOW - 100, max_runtime_s=300, grace_period_s=30,
+               expected_end=NOW + 5000)  # its progress rate says far past its limit
+    snap = Snapshot(Q, running=[slow], pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW + 200 + 30 and "progress rate" in fc.basis
+
+
+def test_progress_rate_window_restarts_at_each_start():
+    # 2.5 steps/s for 40 s, preempted at step 100, queued 300 s, resumed at step 100 (its
+    # checkpoint: the step does not go back), 2.5 steps/s again
+    before = [{"rank": 0, "time": 1000.0 + t, "step": 2.5 * t, "total": 400.0, "metrics": {}} for t in range(0, 41, 4)]
+    restart = 1340.0
+    after = [{"rank": 0, "time": restart + t, "step": 100 + 2.5 * t, "total": 400.0, "metrics": {}}
+             for t in range(0, 21, 4)]
+    p = summarize(before + after, since=restart)
+    assert p is not None and abs(p.rate - 2.5) < 1e-9
+    assert abs(p.expected_end - (restart + 20 + (400 - 150) / 2.5)) < 1e-6
+    assert summarize(before + after[:1], since=restart).rate is None  # one report of this run: no rate yet
+
+
+def test_every_expected_start_has_a_range_around_it():
+    h = History()
+    for rt in (60, 300, 310, 320, 330, 340, 350, 360, 370, 900):  # ann/train: median 335 s
+        h.add("ann", "train", "q", rt, 1800)
+    snap = Snapshot(Q, running=[Job(wl("r", 4), user="ann", name="train", started=NOW - 10, max_runtime_s=1800)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], history=h, now=NOW)
+    fc = forecast(snap)["w"]
+    early, late = fc.expected_start_range
+    assert fc.expected_start == NOW - 10 + 335 and "history of similar jobs" in fc.basis
+    assert early == NOW - 10 + 60  # the 10 % quantile of its history (of runs longer than 10 s)
+    assert late == NOW - 10 + 1800 + 30  # its declared limit and grace: the most it can run
+    assert early <= fc.expected_start <= late
+    p = plan(snap, Job(wl("p", 4, NOW), name="p", max_runtime_s=60))
+    assert p.expected_start_range is not None and p.expected_start_range[0] <= p.expected_start <= p.expected_start_range[1]
+
+
+def test_learned_share_of_the_limit_beats_the_limit_when_the_user_has_history():
+    h = History()
+    for name, rt in (("a", 300), ("b", 400), ("c", 350)):  # bob's runs use ~1/3 of a 1000 s limit
+        h.add("bob", name, "q", rt, 1000)
+    snap = Snapshot(Q, running=[Job(wl("r", 4), user="bob", name="new-kind", started=NOW, max_runtime_s=3000)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], history=h, now=NOW)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW + 0.35 * 3000
+    assert fc.basis == "expected ends from declared limit x the user's usual share of it"
+    assert fc.expected_start_range[1] == NOW + 3000 + 30  # the late end stays on the declared limit
+
+
+def test_an_unknown_end_gives_no_number_but_a_bound():
+    snap = Snapshot(Q, running=[Job(wl("m", 4), name="m", started=NOW - 5)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start is None and fc.expected_start_range is None and fc.not_before == NOW
