@@ -84,7 +84,8 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
     if job_only and notes is not None:
         also = [f"ConfigMap {rendered.runtime['metadata']['name']}"] + \
             ([] if kept else [f"Secret {rendered.key_secret['metadata']['name']}"])
+        them = "them" if len(also) > 1 else "it"
         notes.append(f"also needed in namespace {rendered.namespace}: {', '.join(also)} (shared by every "
-                     "gpujobs job there; `gpujobs submit` creates them once, or print them with "
+                     f"gpujobs job there; `gpujobs submit` creates {them} once, or print {them} with "
                      "`gpujobs render` without --job-only)")
     return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else [])
