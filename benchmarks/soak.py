@@ -1,7 +1,7 @@
 """A bounded soak of the local agent, with faults, checking its invariants.
 
     .venv/bin/python benchmarks/soak.py [--jobs 80] [--faults 12] [--minutes 5] [--slots 4]
-                                        [--clients 3] [--seed 1]
+                                        [--clients 3] [--seed 1] [--scenarios [NAME ...]] [--no-soak]
 
 Jobs of 1-2 ranks (1 GPU slot each, CPU ranks here), 0.2-2 s each, mixed priorities (the first
 third low and 1.5-3 s long, so later ones preempt them), in two
@@ -18,6 +18,12 @@ runs of one job alive at once), more ranks alive than slots, unsupervised ranks 
 the soak, or after their job ended), discarded finished runs (a run whose function ended, then
 run again), more than one agent process at once. Prints a summary table; exit status 1 if an
 invariant is broken. ``run(...)`` returns the counts (tests/local/test_soak.py).
+
+``--scenarios`` adds targeted crash-and-recovery scenarios (issue 27), each in a fresh home:
+the agent SIGKILLed as its zygote forks a gang (duplicate runs, ranks over slots, orphans),
+zygote-less ranks finishing while the agent is down (a finished run discarded?), an agent kill
+after a disk-full failure (its cause kept?), a zero-byte state database (refused, or silently
+re-created?), a stall's event counts, and status()/jobs() latency behind 500 queued jobs.
 """
 from __future__ import annotations
 
@@ -304,6 +310,324 @@ def run(jobs: int = 80, faults: int = 12, minutes: float = 5.0, slots: int = 4, 
     return res
 
 
+# --------------------------------------------------------------------------- scenarios
+# Targeted crash-and-recovery scenarios (issue 27), each in a fresh GPUJOBS_HOME: counted, not
+# asserted, so that one run reports every number.
+
+def gated_job(marker: str, i: int, gate: str, value):
+    """Notes its start, waits for ``gate`` (a file), notes its end, returns ``value``."""
+    import os as _os
+    import time as _t
+    import gpujobs as _g
+    ctx = _g.context()
+
+    def note(kind: str) -> None:
+        with open(f"{marker}/{i}.runs", "a") as fh:
+            fh.write(f"{kind} {ctx.restarts} {ctx.rank} {_os.getpid()} {_t.time():.3f}\n")
+    note("start")
+    while not _os.path.exists(gate):
+        _t.sleep(0.05)
+    note("done")
+    return value
+
+
+def quiet_job(quiet_s: float, moving_s: float) -> int:
+    """Reports progress, goes quiet (a stall) for ``quiet_s``, then moves for ``moving_s``."""
+    import time as _t
+    import gpujobs as _g
+    ctx = _g.context()
+    for i in range(3):
+        ctx.progress(i, total=20)
+        _t.sleep(0.1)
+    _t.sleep(quiet_s)
+    end = _t.monotonic() + moving_s
+    i = 3
+    while _t.monotonic() < end:
+        ctx.progress(i, total=20)
+        i += 1
+        _t.sleep(0.1)
+    return i
+
+
+def noop(value):
+    return value
+
+
+def _fresh_home(prefix: str, slots: int, **env: str) -> Path:
+    from gpujobs.backends import get_backend
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    (home / "marks").mkdir()
+    os.environ.update(GPUJOBS_HOME=str(home), GPUJOBS_LOCAL_GPUS=str(slots),
+                      GPUJOBS_AGENT_IDLE_S="120", **env)
+    os.environ.pop("GPUJOBS_CONFIG", None)
+    get_backend.cache_clear()
+    return home
+
+
+def _wait(cond, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _starts(marker: Path, i: int) -> dict[int, int]:
+    """rank -> how many runs of job ``i`` started its function."""
+    out: dict[int, int] = {}
+    for kind, _, rank, _, _ in _runs(marker, i):
+        if kind == "start":
+            out[rank] = out.get(rank, 0) + 1
+    return out
+
+
+class _OverSlots(threading.Thread):
+    """Samples the ranks alive (from the marker files) against the slots."""
+
+    def __init__(self, marker: Path, jobs: int, slots: int):
+        super().__init__(daemon=True)
+        self.marker, self.jobs, self.slots = marker, jobs, slots
+        self.samples = self.over = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.samples += 1
+            if sum(len(v) for v in _live_ranks(self.marker, self.jobs).values()) > self.slots:
+                self.over += 1
+            time.sleep(0.05)
+
+
+def scenario_fork_kill(slots: int) -> dict:
+    """The agent SIGKILLed as soon as its zygote forks the first rank of a ``slots``-rank gang."""
+    import psutil
+
+    import gpujobs
+    from gpujobs.backends.local import agent_pids, stop_agent
+    home = _fresh_home("gpujobs-soak-fork-", slots)
+    marker = home / "marks"
+    gpujobs.job(noop, 1).ddp(gpus=1).submit().result(timeout=300)  # a warm agent and zygote
+    pids = agent_pids(home)
+    zyg = psutil.Process(pids["zygote"])
+    before = {c.pid for c in zyg.children()}
+    seen: set[int] = set()
+    killed = threading.Event()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                kids = {c.pid for c in zyg.children()} - before
+            except psutil.NoSuchProcess:
+                return
+            seen.update(kids)
+            if kids and not killed.is_set():
+                os.kill(pids["agent"], signal.SIGKILL)
+                killed.set()
+            time.sleep(0.001 if not killed.is_set() else 0.01)
+    sampler = _OverSlots(marker, 1, slots)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    sampler.start()
+    gate = home / "go"
+    job = gpujobs.job(gated_job, str(marker), 0, str(gate), 0).ddp(gpus=slots).submit()
+    _wait(killed.is_set, 120)
+    gate.touch()
+    try:
+        value = job.result(timeout=300)
+    except Exception as exc:  # noqa: BLE001 - counted
+        value = exc
+    stop.set()
+    sampler.stop.set()
+    watcher.join()
+    sampler.join()
+    _wait(lambda: not any(_alive(p, time.time()) for p in seen), 15)
+    orphans = sum(1 for p in seen if _alive(p, time.time())) + \
+        sum(len(v) for v in _live_ranks(marker, 1).values())
+    starts = _starts(marker, 0)
+    st = job.status()
+    stop_agent(home=home)
+    return {"killed_during_fork": killed.is_set(), "forked_before_the_kill": len(seen),
+            "result": value, "duplicate_runs": sum(n - 1 for n in starts.values() if n > 1),
+            "ranks_run": sorted(starts), "over_slot_samples": sampler.over,
+            "samples": sampler.samples, "orphans_after": orphans,
+            "recovery": [e.kind for e in st.events if e.kind in ("strays-stopped", "adopted")]}
+
+
+def scenario_zygote_less(slots: int) -> dict:
+    """Ranks started without the zygote (it was killed) finish while the agent is down."""
+    import gpujobs
+    from gpujobs.backends.local import agent_pids, stop_agent
+    home = _fresh_home("gpujobs-soak-nozyg-", slots)
+    marker = home / "marks"
+    gpujobs.job(noop, 1).ddp(gpus=1).submit().result(timeout=300)
+    pids = agent_pids(home)
+    os.kill(pids["zygote"], signal.SIGKILL)  # the agent falls back to plain child processes
+    gate = home / "go"
+    job = gpujobs.job(gated_job, str(marker), 0, str(gate), 7).ddp(gpus=2).submit()
+    _wait(lambda: sum(_starts(marker, 0).values()) == 2, 300)
+    os.kill(agent_pids(home)["agent"], signal.SIGKILL)
+    ranks = [pid for kind, _, _, pid, _ in _runs(marker, 0) if kind == "start"]
+    gate.touch()
+    _wait(lambda: not any(_alive(p, time.time()) for p in ranks), 60)
+    st = job.status()  # a new agent recovers it
+    try:
+        value = job.result(timeout=60)
+    except Exception as exc:  # noqa: BLE001 - counted
+        value = exc
+    stop_agent(home=home)
+    return {"phase": st.phase, "reason": st.reason, "result": value,
+            "finished_runs_discarded": int(value != 7)}
+
+
+def scenario_disk_full(slots: int) -> dict:
+    """A result that does not fit on a full disk (tmpfs), then the agent SIGKILLed."""
+    import subprocess
+
+    import gpujobs
+    from gpujobs.backends.local import agent_pids, stop_agent
+    mnt = Path(tempfile.mkdtemp(prefix="gpujobs-soak-full-"))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        mnt.rmdir()
+        return {"skipped": f"cannot mount a tmpfs ({done.stderr.strip()})"}
+    try:
+        from gpujobs.backends import get_backend
+        os.environ.update(GPUJOBS_HOME=str(mnt), GPUJOBS_LOCAL_GPUS=str(slots), GPUJOBS_AGENT_IDLE_S="120")
+        get_backend.cache_clear()
+        marks = Path(tempfile.mkdtemp(prefix="gpujobs-soak-full-marks-"))
+        gate = marks / "go"
+        job = gpujobs.job(gated_job, str(marks), 0, str(gate), b"x" * 300_000).ddp(gpus=1).submit()
+        _wait(lambda: sum(_starts(marks, 0).values()) == 1, 300)
+        filler = mnt / "filler"
+        with open(filler, "ab", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 4096)
+            except OSError:
+                pass
+        gate.touch()
+        before = job.wait(timeout=120)
+        os.kill(agent_pids(mnt)["agent"], signal.SIGKILL)
+        after = job.status()  # a new agent, the disk still full
+        filler.unlink()
+        stop_agent(home=mnt)
+        return {"reported": (before.phase, before.reason), "after_restart": (after.phase, after.reason),
+                "cause_kept": int(after.reason == before.reason == "disk-full")}
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        mnt.rmdir()
+
+
+def scenario_zero_byte_db(slots: int) -> dict:
+    """The state database truncated to zero bytes after a job ran."""
+    import gpujobs
+    from gpujobs.backends.local import stop_agent
+    from gpujobs.errors import GpuJobsError
+    home = _fresh_home("gpujobs-soak-db-", slots)
+    job = gpujobs.job(noop, 3).ddp(gpus=1).submit()
+    job.result(timeout=300)
+    stop_agent(home=home)
+    (home / "state.db").write_bytes(b"")
+    for extra in ("state.db-wal", "state.db-shm"):
+        (home / extra).unlink(missing_ok=True)
+    try:
+        gpujobs.jobs()
+        said = "no error"
+    except GpuJobsError as exc:
+        said = str(exc)
+    try:
+        gpujobs.job(noop, 4).ddp(gpus=1).submit()
+        submitted = "submitted"
+    except GpuJobsError as exc:
+        submitted = str(exc)
+    size = (home / "state.db").stat().st_size
+    stop_agent(home=home)
+    return {"jobs()": said[:160], "submit": submitted[:80], "db_bytes_after": size,
+            "silently_recreated": int(size > 0)}
+
+
+def scenario_stall_events(slots: int) -> dict:
+    """A job quiet for 8 s (stall floor 1.5 s, a sampling round every 0.3 s)."""
+    import gpujobs
+    from gpujobs.backends.local import stop_agent
+    home = _fresh_home("gpujobs-soak-stall-", slots, GPUJOBS_METRICS_INTERVAL="0.3")
+    job = (gpujobs.job(quiet_job, 8.0, 3.0).ddp(gpus=1)
+           .env(GPUJOBS_STALL_FLOOR_S="1.5", GPUJOBS_STALL_FACTOR="1",
+                GPUJOBS_PROGRESS_INTERVAL="0.1").submit())
+    flagged_message = ""
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        st = job.status()
+        if st.stalled_since is not None and not flagged_message:
+            flagged_message = st.message
+        if st.terminal:
+            break
+        time.sleep(0.2)
+    job.result(timeout=60)
+    kinds = [e.kind for e in job.status().events]
+    stop_agent(home=home)
+    os.environ.pop("GPUJOBS_METRICS_INTERVAL", None)
+    return {"stalled_events": kinds.count("stalled"), "moving_events": kinds.count("moving"),
+            "message_while_flagged": flagged_message[:160]}
+
+
+def scenario_backlog_latency(slots: int, queued: int = 500, calls: int = 200) -> dict:
+    """status() and jobs() latency behind ``queued`` queued jobs (a blocker holds every slot)."""
+    import gpujobs
+    from gpujobs.backends.local import stop_agent
+    home = _fresh_home("gpujobs-soak-backlog-", slots)
+    gate = home / "go"
+    blocker = gpujobs.job(gated_job, str(home / "marks"), 0, str(gate), 0).ddp(gpus=slots).submit()
+    handles = [gpujobs.job(noop, i).ddp(gpus=1).submit() for i in range(queued)]
+    probe = handles[len(handles) // 2]
+
+    def pct(xs: list[float], q: float) -> float:
+        xs = sorted(xs)
+        return round(1000 * xs[min(len(xs) - 1, int(q * len(xs)))], 1)
+    status_s, jobs_s = [], []
+    for k in range(calls):
+        t = time.perf_counter()
+        probe.status()
+        status_s.append(time.perf_counter() - t)
+        if k % 10 == 0:
+            t = time.perf_counter()
+            gpujobs.jobs()
+            jobs_s.append(time.perf_counter() - t)
+    phase = probe.status().phase
+    for h in handles:
+        h.cancel()
+    blocker.cancel()
+    gate.touch()
+    stop_agent(home=home)
+    return {"queued": queued, "probe_phase": phase, "status_p50_ms": pct(status_s, 0.5),
+            "status_p99_ms": pct(status_s, 0.99), "status_max_ms": round(1000 * max(status_s), 1),
+            "jobs_p50_ms": pct(jobs_s, 0.5), "jobs_max_ms": round(1000 * max(jobs_s), 1)}
+
+
+SCENARIOS = {"fork_kill": scenario_fork_kill, "zygote_less": scenario_zygote_less,
+             "disk_full": scenario_disk_full, "zero_byte_db": scenario_zero_byte_db,
+             "stall_events": scenario_stall_events, "backlog_latency": scenario_backlog_latency}
+
+
+def scenarios(slots: int = 4, only: list[str] | None = None) -> dict:
+    """Each scenario's numbers (an exception is reported as its result)."""
+    out: dict = {}
+    for name, fn in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        t = time.monotonic()
+        try:
+            out[name] = fn(slots)
+        except Exception as exc:  # noqa: BLE001 - reported
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        out[name]["wall_s"] = round(time.monotonic() - t, 1)
+        print(f"| {name} | {out[name]} |", flush=True)
+    return out
+
+
 def print_table(res: dict) -> None:
     rows = [("jobs", res["jobs"]), ("succeeded, right value", res["succeeded_right"]),
             ("failed as planned (own exception)", res["failed_as_planned"]),
@@ -338,9 +662,17 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scenarios", nargs="*", metavar="NAME", choices=sorted(SCENARIOS),
+                    help="then the crash-and-recovery scenarios (all when no NAME given)")
+    ap.add_argument("--no-soak", action="store_true", help="the scenarios only")
     a = ap.parse_args()
-    res = run(a.jobs, a.faults, a.minutes, a.slots, a.clients, a.seed)
-    return 0 if res["ok"] else 1
+    ok = True
+    if not a.no_soak:
+        ok = run(a.jobs, a.faults, a.minutes, a.slots, a.clients, a.seed)["ok"]
+    if a.scenarios is not None:
+        print("| scenario | numbers |\n|---|---|")
+        scenarios(a.slots, a.scenarios)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,18 @@ __all__ = ["submit", "job", "JobBuilder", "JobSpec", "Job", "JobStatus", "JobEve
            "JobCancelledError", "JobLostError", "RemoteError", "ResultAuthError", "WaitTimeout"]
 
 
+LAZY_SUBMODULES = ("checkpoint", "fsdp")
+"""What a job's function uses as ``gpujobs.checkpoint.resumable`` / ``gpujobs.fsdp.shard``:
+loaded on first use (``import gpujobs`` imports no torch), the same in a pod."""
+
+
+def __getattr__(name: str):
+    if name in LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def jobs(queue: str | None = None, backend: str | None = None):
     """Jobs known to the backend, newest first (``.to_pandas()`` for a DataFrame)."""
     from .backends import get_backend

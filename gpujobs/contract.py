@@ -48,6 +48,10 @@ STACK_REQUEST = "GPUJOBS_STACK_REQUEST"
 """A pod's projected stack-request annotation: a new nonce there asks for ``job.stacks()``."""
 RENDEZVOUS_FILE = "GPUJOBS_RENDEZVOUS_FILE"
 """The FileStore a local torch gang meets through (no port)."""
+LAUNCH_FILE = "GPUJOBS_LAUNCH_FILE"
+"""A local rank's start gate (:data:`LAUNCH_FILE_NAME`): it runs nothing until its launch is let go."""
+LAUNCH = "GPUJOBS_LAUNCH"
+"""The token of the launch a local rank belongs to (see :func:`launch_state`)."""
 LOG_DIR = "GPUJOBS_LOG_DIR"
 """The local MPI wrapper's log folder (``rank-N.log`` per rank)."""
 MPI_DNS_WAIT_S = "GPUJOBS_MPI_DNS_WAIT_S"
@@ -132,6 +136,8 @@ class RankEnv:
     termination_log: str | None = None
     stack_request: str | None = None
     rendezvous_file: str | None = None
+    launch_file: str | None = None
+    launch: str | None = None
 
     def to_env(self) -> dict[str, str]:
         """The environment variables of the fields that are set, in field order."""
@@ -179,7 +185,8 @@ _FIELD_ENV = {"job_id": JOB_ID, "framework": FRAMEWORK, "payload": PAYLOAD, "key
               "key_context": KEY_CONTEXT, "result_sink": RESULT_SINK, "return_all": RETURN_ALL,
               "checkpoint_dir": CHECKPOINT_DIR, "restarts": RESTARTS, "command": COMMAND,
               "device": DEVICE, "termination_log": TERMINATION_LOG,
-              "stack_request": STACK_REQUEST, "rendezvous_file": RENDEZVOUS_FILE}
+              "stack_request": STACK_REQUEST, "rendezvous_file": RENDEZVOUS_FILE,
+              "launch_file": LAUNCH_FILE, "launch": LAUNCH}
 
 
 def result_sink_dir(sink: str | None) -> Path | None:
@@ -237,6 +244,8 @@ RANK_LOG = RankFile("rank-", ".log")
 """logs/: a rank's stdout and stderr."""
 RENDEZVOUS = RankFile("rendezvous-", "")
 """The FileStore of one run of a torch gang, by restart number (not by rank)."""
+PROCESS = RankFile("pid-", ".json")
+"""pids/: one per local rank process, named by its pid: pid, start time, rank, launch token."""
 
 SPEC_FILE = "spec.json"
 """The job's JobSpec.to_dict()."""
@@ -264,6 +273,26 @@ MPIRUN_LOG = "mpirun.txt"
 """logs/: mpirun's own messages (local MPI gangs)."""
 RAY_DIR = "ray"
 """The private Ray instance's temp folder, or a link to it."""
+LAUNCH_FILE_NAME = "launch"
+"""The start gate of the job's ranks: ``<token>`` (wait), ``<token> go`` (run), else fenced."""
+PIDS_DIR = "pids"
+"""Every rank process of the job's latest launch (:data:`PROCESS` files): a new agent finds them."""
+
+
+def launch_line(token: str, go: bool) -> str:
+    """What the launch file says: ranks of launch ``token`` wait for it, or run (``go``)."""
+    return f"{token} go\n" if go else f"{token}\n"
+
+
+def launch_state(text: str, token: str) -> str:
+    """``"go"``, ``"wait"`` or ``"fenced"`` (another launch, or a new agent stopped this one)
+    for a rank of launch ``token`` reading the launch file's ``text``."""
+    words = text.split()
+    if not words:
+        return "wait"  # being written
+    if words[0] != token:
+        return "fenced"
+    return "go" if words[1:] == ["go"] else "wait"
 
 
 POD_CONFIG = "bootstrap.json"
@@ -319,6 +348,14 @@ class JobFolder:
     @property
     def ray_dir(self) -> Path:
         return self.root / RAY_DIR
+
+    @property
+    def launch_file(self) -> Path:
+        return self.root / LAUNCH_FILE_NAME
+
+    @property
+    def pid_dir(self) -> Path:
+        return self.root / PIDS_DIR
 
     def rank_log(self, rank: int) -> Path:
         return self.log_dir / RANK_LOG.name(rank)

@@ -33,6 +33,7 @@ from typing import Any, Iterable
 
 from .status import Progress
 from . import contract
+from .filemodes import open_private
 
 PROGRESS_MARKER = "GPUJOBS-PROGRESS"
 FORMAT_VERSION = 1
@@ -120,7 +121,7 @@ class ProgressReporter:
         with self._lock:
             try:
                 if self.path is not None:
-                    with open(self.path, "a") as fh:
+                    with open_private(self.path, "a") as fh:
                         fh.write(line)
                 else:
                     out = self.stream or sys.stdout
@@ -195,30 +196,48 @@ def stall_settings(env: dict[str, str]) -> tuple[float, float]:
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)')
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """Folders of code that is not the user's: the standard library, installed packages
+    (torch, …) and gpujobs itself."""
+    import sysconfig
+
+    import gpujobs
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.add(os.path.dirname(gpujobs.__file__))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
 def innermost_frame(dump: str) -> str:
-    """Where a rank sits, from its stack dump (faulthandler's format): the innermost frame of
-    its main thread outside the standard library's threading code and gpujobs' runner, as
-    ``fn (file:line)``; '' when unknown."""
+    """Where a rank sits, from its stack dump (faulthandler's format; both backends): the
+    innermost frame of its main thread in the user's own code (not the standard library, an
+    installed package such as torch, or gpujobs), else the innermost outside threading and the
+    runner, as ``fn (file:line)``; '' when unknown."""
     blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip()) if b]
     if not blocks:
         return ""
-    for line in blocks[-1].splitlines():  # faulthandler lists the main thread last
-        m = _FRAME.match(line)
-        if m and not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py")):
-            return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
+    frames = [m for line in blocks[-1].splitlines() if (m := _FRAME.match(line))]  # main thread last
+    libs = _library_dirs()
+    own = [m for m in frames if not os.path.realpath(m.group("file")).startswith(libs)
+           and "/site-packages/" not in m.group("file") and "/dist-packages/" not in m.group("file")]
+    rest = [m for m in frames
+            if not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py"))]
+    for m in own[:1] or rest[:1]:
+        return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
     return ""
 
 
-def stall_message(stalled: dict[int, float], now: float, limit: float, where: dict[int, str]) -> str:
-    """The stall flag's text on every backend: the quiet ranks (rank -> quiet since, epoch s),
-    for how long, the threshold, and the function each sits in (``where``: rank -> frame)."""
+def stall_message(stalled: dict[int, float], limit: float, where: dict[int, str]) -> str:
+    """The stall flag's text on both backends (the local agent's event and status, the
+    Kubernetes status().message): the quiet ranks (rank -> their last sign of life, epoch s),
+    the threshold and the function each sits in (``where``: rank -> frame). The same text for
+    as long as the same ranks sit in the same places (no running count)."""
     ranks = sorted(stalled)
-    quiet = now - min(stalled.values())
+    last = max(stalled.values())  # the stalled ranks' last sign of life
     head = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
     sits = "; ".join(f"rank {r} in {where[r]}" for r in ranks if where.get(r))
-    return (f"stalled? {head} quiet for {quiet:.0f} s (no progress, no output, CPU/GPU idle;"
-            f" threshold {limit:.0f} s)" + (f": {sits}" if sits else "") +
-            "; see job.stacks() / gpujobs stack")
+    return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
+            f" (no progress, no output, CPU/GPU idle for over {limit:.3g} s)"
+            + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")
 
 
 def usual_interval(reports: list[dict]) -> float | None:

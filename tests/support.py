@@ -54,6 +54,18 @@ def tmpfs_home(monkeypatch: Any, size: str, prefix: str, **env: str) -> Iterator
         mnt.rmdir()
 
 
+def fill(path: Path) -> Path:
+    """Fill the file system of folder ``path`` (a ``filler`` file there, returned)."""
+    filler = path / "filler"
+    with open(filler, "ab", buffering=0) as fh:  # unbuffered: nothing left to flush at close
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
 def unpack_pod(r: Any, template: dict, root: Any) -> dict[str, str]:
     """A rendered job's pod volumes written as the kubelet would; mount path -> local folder."""
     from gpujobs_sim.volumes import materialize

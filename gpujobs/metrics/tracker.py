@@ -21,6 +21,7 @@ from .logline import format_metrics_line, parse_metrics_line
 from .model import DEFAULT_MAXLEN, MetricsHistory
 from .sampler import Ranks, Sampler
 from .. import contract
+from ..filemodes import open_private, replace_private
 
 
 def default_interval() -> float:
@@ -81,11 +82,9 @@ class JobMetrics:
         with self._lock:
             if self._file_rounds >= 2 * self.history.maxlen:
                 keep = self.path.read_text().splitlines()[-self.history.maxlen:]
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text("".join(k + "\n" for k in keep))
-                os.replace(tmp, self.path)
+                replace_private(self.path, "".join(k + "\n" for k in keep))
                 self._file_rounds = len(keep)
-            with open(self.path, "a") as fh:
+            with open_private(self.path, "a") as fh:
                 fh.write(line + "\n")
             self._file_rounds += 1
 

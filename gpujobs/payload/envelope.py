@@ -36,6 +36,13 @@ def seal(obj: Any, key: bytes) -> bytes:
 
 def open_envelope(blob: bytes, key: bytes) -> Any:
     """Verify the HMAC, then unpickle. Raise ResultAuthError if anything is off."""
+    return pickle.loads(verified_body(blob, key))
+
+
+def verified_body(blob: bytes, key: bytes) -> bytes:
+    """The pickle inside ``blob`` once its HMAC verifies under ``key`` (not unpickled: the
+    local agent checks a result is the job's without importing the user's modules).
+    Raise ResultAuthError if anything is off."""
     if len(blob) < len(MAGIC) + _DIGEST or not blob.startswith(MAGIC):
         raise ResultAuthError("result envelope is malformed; refusing to unpickle it")
     mac, body = blob[len(MAGIC):len(MAGIC) + _DIGEST], blob[len(MAGIC) + _DIGEST:]
@@ -43,4 +50,4 @@ def open_envelope(blob: bytes, key: bytes) -> Any:
         raise ResultAuthError("result failed authentication (HMAC mismatch); it was not "
                               "unpickled. It was changed after the job wrote it, or was "
                               "written by something else.")
-    return pickle.loads(body)
+    return body

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import contract
 from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, STARTED, RankEnv
+from ..filemodes import open_private, replace_private, write_private
 
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
@@ -65,13 +66,7 @@ def result_dir() -> Path | None:
 def write_outcome(blob: bytes, rank: int) -> None:
     directory = result_dir()
     if directory is not None:
-        path = outcome_path(directory, rank)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        replace_private(outcome_path(directory, rank), blob, sync=True)
     else:
         line = f"{RESULT_MARKER} {rank} {base64.b64encode(blob).decode()}\n"
         sys.stdout.write("\n" + line)
@@ -114,7 +109,7 @@ def _write_failure_marker(outcome) -> None:
     directory = result_dir()
     if directory is not None:
         try:
-            (directory / FAILURE.name(outcome.rank)).write_text(json.dumps(
+            write_private(directory / FAILURE.name(outcome.rank), json.dumps(
                 {"type": outcome.exc_type, "collateral": outcome.collateral,
                  "message": (outcome.exc_message or "").strip()[:500]}))
         except OSError:
@@ -127,7 +122,7 @@ def mark_started(rank: int) -> None:
     directory = result_dir()
     if directory is not None:
         try:
-            (directory / STARTED.name(rank)).touch()
+            write_private(directory / STARTED.name(rank), b"")
         except OSError:
             pass
 
@@ -164,13 +159,11 @@ def enable_faulthandler(rank: int) -> None:
     if directory is None or not hasattr(signal, "SIGUSR2"):
         return
     try:
-        fh = open(directory / STACKS.name(rank), "a")
+        fh = open_private(directory / STACKS.name(rank), "a")
         faulthandler.register(signal.SIGUSR2, file=fh, all_threads=True, chain=False)
         _KEEP.append(fh)
-        path = directory / STACKPID.name(rank)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
-        os.replace(tmp, path)
+        replace_private(directory / STACKPID.name(rank),
+                        json.dumps({"pid": os.getpid(), "rank": rank, "created": _created()}))
     except (OSError, ValueError, RuntimeError):
         pass
 
@@ -241,6 +234,47 @@ def _log_failure(outcome) -> None:
         sys.stderr.write(outcome.traceback)
 
 
+def wait_for_launch(gate: Path, token: str, rank: int) -> None:
+    """A local rank, before anything of the job runs: record this process (pid, start time)
+    in the job's pids/ folder, where a restarted agent finds it, then wait at the start gate
+    until the agent has recorded the launch (``go``). A fenced launch (a new agent took over
+    before that; :func:`gpujobs.contract.launch_state`) exits here, having run nothing."""
+    import time
+
+    pid = os.getpid()
+    try:
+        import psutil
+        started = psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - the agent then matches the pid alone
+        started = 0.0
+    pid_dir = gate.parent / contract.PIDS_DIR
+    record = pid_dir / contract.PROCESS.name(pid)
+    try:
+        pid_dir.mkdir(mode=0o700, exist_ok=True)
+        replace_private(record, json.dumps({"pid": pid, "start": started, "rank": rank,
+                                            "launch": token}))
+    except OSError as exc:
+        print(f"gpujobs: cannot record this rank's pid in {pid_dir}: {exc}", file=sys.stderr)
+    # Recorded before the gate is read: a new agent either sees this file (and ends this
+    # process) or has fenced the gate already (this process ends itself): never neither.
+    every = 0.005
+    while True:
+        try:
+            state = contract.launch_state(gate.read_text(), token)
+        except FileNotFoundError:
+            state = "fenced"
+        except OSError:
+            state = "wait"
+        if state == "go":
+            return
+        if state == "fenced":
+            print(f"gpujobs: rank {rank} of a launch the agent no longer runs (a restarted "
+                  f"agent starts the job afresh); it exits without running the job", flush=True)
+            os._exit(0)
+        time.sleep(every)
+        every = min(every * 1.5, 0.1)
+
+
 def main() -> int:
     from ..context import JobContext, _set_current
     from ..payload import Outcome, open_envelope, seal, unpack_call
@@ -252,6 +286,8 @@ def main() -> int:
     local_rank = int(env.get("LOCAL_RANK") or env.get("OMPI_COMM_WORLD_LOCAL_RANK") or 0)
     node_rank = int(env.get("GROUP_RANK", env.get("NODE_RANK", "0")))
     told = RankEnv.from_env(env)
+    if told.launch_file and told.launch:
+        wait_for_launch(Path(told.launch_file), told.launch, rank)
     framework = told.framework or "ddp"
     key = read_key(told)
     ctx = JobContext(job_id=told.job_id or "", rank=rank, world_size=world,

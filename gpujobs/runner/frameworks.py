@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from ..context import JobContext
 from .. import contract
+from ..filemodes import replace_private
 
 
 def setup(framework: str, ctx: JobContext) -> Any:
@@ -166,9 +167,7 @@ def _phase_writer(path: str | None):
             if text is None:
                 os.unlink(path)
             else:
-                with open(path + ".tmp", "w") as fh:
-                    fh.write(text)
-                os.replace(path + ".tmp", path)
+                replace_private(path, text)
         except OSError:
             pass  # a phase is a courtesy: it never stops the job
     return phase

@@ -102,6 +102,7 @@ def test_pruned_package_inits_name_what_a_pod_lacks(tmp_path):
             "import gpujobs, gpujobs.metrics as m\n"
             "assert gpujobs.fsdp.__file__.startswith(sys.path[0]) and callable(gpujobs.context)\n"
             "assert m.Sampler and gpujobs.errors.SpecError\n"
+            "assert callable(gpujobs.checkpoint.resumable) and callable(gpujobs.fsdp.shard)\n"
             "for owner, name in ((gpujobs, 'submit'), (m, 'JobMetrics')):\n"
             "    try:\n"
             "        getattr(owner, name)\n"

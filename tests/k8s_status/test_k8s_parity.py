@@ -200,7 +200,7 @@ def test_a_one_shot_status_sees_the_stall_and_names_the_users_function(make_clus
     finally:
         fresh.state.stop_watches()
     assert st.phase == "running" and st.stalled_since is not None
-    assert st.message.startswith("stalled? rank 0 quiet for ") and "rank 0 in quiet_phase (support.py:" in st.message
+    assert st.message.startswith("stalled? rank 0 quiet since ") and "rank 0 in quiet_phase (support.py:" in st.message
     assert st.message == st.extra["stall"] or st.extra["stall"] in st.message
     job.cancel()
 

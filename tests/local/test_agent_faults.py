@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import tmpfs_home
+from support import fill, tmpfs_home
 
 import gpujobs
 from gpujobs.backends import get_backend
@@ -214,17 +214,6 @@ def small_home(monkeypatch):
                 (mnt / "filler").unlink()
             except OSError:
                 pass
-
-
-def fill(path: Path) -> Path:
-    filler = path / "filler"
-    with open(filler, "ab", buffering=0) as fh:  # unbuffered: nothing left to flush at close
-        try:
-            while True:
-                fh.write(b"\0" * 4096)
-        except OSError:
-            pass
-    return filler
 
 
 def wait_then_big(gate: str):

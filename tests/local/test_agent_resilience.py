@@ -75,6 +75,35 @@ def test_a_job_that_ends_during_its_grace_period_is_finished_not_requeued(local_
     assert agent.free == [0, 1]
 
 
+def returns_but_lingers(value):
+    """Returns once told to stop, but its process outlives the grace period (a slow teardown)."""
+    import time as _t
+    import gpujobs as _g
+    import gpujobs.runner.frameworks as _fw
+    print("rank up", flush=True)
+    while not _g.context().should_stop():
+        _t.sleep(0.02)
+    _fw.teardown = lambda *a, **k: _t.sleep(120)  # after the outcome is written
+    print("returning", flush=True)
+    return value
+
+
+def test_a_job_that_returned_before_its_deadline_is_finished_though_its_process_lingered(local_agent):
+    """Before: the outcome was not checked at the deadline: the gang was killed and run again."""
+    agent = local_agent
+    jid, jd = submit(agent, gpujobs.job(returns_but_lingers, "returned").ddp(gpus=1)
+                     .priority("low").options(grace_period_s=3))
+    high = _preempt_when_running(agent, jid, jd)
+    drive(agent, lambda: agent.status(high).terminal
+          and (agent.status(jid).terminal or "requeued" in events(agent, jid)), timeout=90)
+    kinds = events(agent, jid)
+    assert "returning" in "".join(jd.read_logs())
+    assert "requeued" not in kinds and kinds.count("started") == 1, kinds
+    assert agent.status(jid).phase == "succeeded", agent.status(jid).message
+    from gpujobs.payload import open_envelope
+    assert open_envelope(jd.outcomes()[0], jd.key()).value == "returned"
+
+
 def test_a_preempted_job_killed_at_its_deadline_is_requeued_and_the_restart_is_in_its_logs(local_agent):
     agent = local_agent
     jid, jd = submit(agent, gpujobs.job(ignores_stop).ddp(gpus=1).priority("low")

@@ -85,12 +85,17 @@ def test_stalled_rank_is_flagged_then_unflagged(no_leftovers):
     assert flagged is not None, "the quiet rank was never flagged"
     stall = flagged.extra["stall"]
     assert "rank 0" in stall and "quiet_phase" in stall, stall  # where it sits, from its stack
+    assert flagged.message == stall  # the flag comes with its message
     assert flagged.phase == "running"  # flagged, never killed
     moving = poll(job, lambda st: st.stalled_since is None)
     assert moving is not None and moving.phase == "running", "never unflagged while it ran"
     assert job.result(timeout=120) > 3
-    kinds = [e.kind for e in job.status().events]
-    assert "stalled" in kinds and "moving" in kinds
+    flags = [e.kind for e in job.status().events if e.kind in ("stalled", "moving")]
+    # One event when the flag is raised, one when it clears: never one per sampling round
+    # (0.3 s here: about 20 rounds in the quiet phase). A loaded machine may add an episode
+    # (a slow start-up is quiet too), each raised and cleared once.
+    assert flags[:2] == ["stalled", "moving"] and flags == ["stalled", "moving"] * (len(flags) // 2), flags
+    assert len(flags) <= 6, flags
     no_leftovers(job.id)
 
 

@@ -10,16 +10,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ...contract import EXIT, JobFolder
+from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
-from .gang import GangExit, failed_rank_message, first_failed
+from .gang import GangExit, failed_rank_message, first_failed, write_launch
 from .records import Rec, agent_log, ended_during_grace
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
+STRAY_GRACE_S = 3.0  # a previous agent's rank told to stop gets SIGKILL after this
 
 
 class Adopted:
@@ -84,29 +85,133 @@ class Adopted:
                 pass
 
     def terminate(self, grace: float = 0.0) -> None:
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.signal_all(signal.SIGKILL)
-        deadline = time.monotonic() + 5.0  # gone before their slots are handed out again
-        while self._alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        """Gone (or 5 s past SIGKILL) before their slots are handed out again."""
+        stop_processes(list(self.procs.values()), grace)
 
 
 def exit_from_files(result_dir: Path, world: int) -> GangExit:
-    """How ranks ended, from the exit files the zygote writes; missing ones are 'lost'."""
+    """How ranks ended, from the exit files the zygote writes; without them (ranks it did not
+    fork), from the outcomes that verify under the job's key; else 'lost'."""
     codes: dict[int, int] = {}
     for r in range(world):
         try:
             codes[r] = int((result_dir / EXIT.name(r)).read_text())
         except (OSError, ValueError):
-            return GangExit(False, codes, r, "lost")
+            return exit_from_outcomes(result_dir) or GangExit(False, codes, r, "lost")
     bad = [r for r, c in codes.items() if c != 0]
     if bad:
         first = first_failed(result_dir, bad)
         return GangExit(False, codes, first, failed_rank_message(result_dir, first, codes[first]))
     return GangExit(True, codes)
+
+
+def launch_processes(folder: JobFolder) -> dict[int, tuple[object, str]]:
+    """The job's rank processes still alive, from the pid files its ranks wrote at their start
+    gate (start time checked: a reused pid is not the job's): pid -> (process, launch token).
+    Files of processes that are gone are removed."""
+    import json
+
+    import psutil
+    found: dict[int, tuple[object, str]] = {}
+    for path in folder.pid_dir.glob(PROCESS.glob):
+        try:
+            rec = json.loads(path.read_text())
+            p = psutil.Process(int(rec["pid"]))
+            started = float(rec.get("start") or 0.0)
+            if (started and abs(p.create_time() - started) >= 1) or p.status() == psutil.STATUS_ZOMBIE:
+                raise psutil.NoSuchProcess(p.pid)
+            found[p.pid] = (p, str(rec.get("launch", "")))
+        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return found
+
+
+def stop_processes(procs: list, grace: float = STRAY_GRACE_S) -> None:
+    """SIGTERM each process (its process group when it leads one), SIGKILL what is left after
+    ``grace`` seconds; returns once they are gone (or 5 s more have passed)."""
+    import psutil
+
+    def send(p, sig: int) -> None:
+        try:
+            if os.getpgid(p.pid) == p.pid:
+                os.killpg(p.pid, sig)
+            else:
+                p.send_signal(sig)
+        except (OSError, psutil.Error):
+            pass
+
+    def alive() -> list:
+        out = []
+        for p in procs:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    for p in procs:
+        send(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in alive():
+        send(p, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def stop_strays(folder: JobFolder, keep: str = "", fence: bool = True) -> list[int]:
+    """End every rank process of the job not of launch ``keep`` (a previous agent's launch
+    the store does not know as started): first fence the start gate (a rank not yet recorded
+    then exits by itself), then stop the recorded ones. Returns the pids stopped."""
+    if fence and not keep and folder.launch_file.exists():
+        try:
+            write_launch(folder, f"fenced-{os.getpid()}", go=False)
+        except OSError as exc:
+            agent_log(f"cannot fence the start gate {folder.launch_file}: {exc}")
+    strays = [p for p, token in launch_processes(folder).values() if not keep or token != keep]
+    if strays:
+        stop_processes(strays)
+    return [p.pid for p in strays]  # type: ignore[attr-defined]
+
+
+def release_adopted(folder: JobFolder, token: str) -> None:
+    """An adopted gang whose start gate its agent did not open before it died: open it."""
+    try:
+        if token and launch_state(folder.launch_file.read_text(), token) == "wait":
+            write_launch(folder, token, go=True)
+    except OSError:
+        pass
+
+
+def exit_from_outcomes(result_dir: Path) -> GangExit | None:
+    """How a gang whose ranks are all gone ended, from the outcomes it wrote that verify under
+    the job's key (a rank's own failure marker says it failed): the first failed rank, else
+    rank 0's result; None when no outcome is the job's."""
+    from ...errors import ResultAuthError
+    from ...payload.envelope import verified_body
+    try:
+        key = bytes.fromhex(JobFolder(result_dir.parent).key_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    ranks = []
+    for path in result_dir.glob(OUTCOME.glob):
+        rank = OUTCOME.rank_of(path.name)
+        try:
+            if rank is not None and verified_body(path.read_bytes(), key):
+                ranks.append(rank)
+        except (OSError, ResultAuthError):
+            continue
+    failed = [r for r in ranks if (result_dir / FAILURE.name(r)).exists()]
+    if failed:
+        first = first_failed(result_dir, failed)
+        return GangExit(False, {r: 1 for r in failed}, first, failed_rank_message(result_dir, first, 1))
+    return GangExit(True, {0: 0}) if 0 in ranks else None
 
 
 class Recovery:
@@ -139,6 +244,7 @@ class Recovery:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
+                stop_strays(JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid)), fence=False)
                 continue
             try:
                 typed = JobSpec.stored(spec)  # the store's plain data, typed once
@@ -151,12 +257,24 @@ class Recovery:
             rec = Rec(jid, seq, st, typed, runtime)
             agent.recs[jid] = rec
             folder = JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid))
-            if st.phase == "queued":
+            alive = agent._live_pids(runtime)
+            # Ranks a previous agent started but had not recorded as started (it died while
+            # forking them): ended before the job is started again, never beside its new run.
+            stray = stop_strays(folder, keep=runtime.get("launch", "") if alive else "")
+            if stray:
+                agent_log(f"job {jid}: stopped rank processes {stray} a previous agent started "
+                          f"and did not record")
+                agent._update(rec, "strays-stopped", f"the previous agent's unrecorded ranks "
+                              f"{stray} were stopped")
+            if st.phase == "queued" or (st.phase == "admitted" and not runtime.get("pids")):
+                if st.phase == "admitted":
+                    agent._update(rec, "queued", "the previous agent stopped while starting it",
+                                  phase="queued")
                 agent._enqueue(rec, recovered=True)
                 continue
-            alive = agent._live_pids(runtime)
             world, _ = agent._need(typed)
             if alive:
+                release_adopted(folder, runtime.get("launch", ""))
                 # Only pids that are still the job's (start time checked): a reused pid is not.
                 # A preempted gang is adopted too: it holds its slots until it has ended, at
                 # the grace deadline the previous agent announced (never two runs at once).
@@ -191,6 +309,13 @@ class Recovery:
                     agent._requeue(rec, recovered=True)
             elif done.message != "lost":
                 agent._finish(rec, done, note=" (ended while the agent was down)")
+            elif full := agent._no_room_for_results(rec, done):
+                # Its end (reported before the agent died) could not be stored: the disk is
+                # full; that is its cause, not the agent's stop.
+                msg = (f"its ranks ended and neither their exit status nor their result could "
+                       f"be recorded: {full}")
+                agent._update(rec, "finished", msg, phase="failed", reason="disk-full",
+                              message=msg, finished_at=time.time())
             else:
                 pids = [pid for pid, _ in runtime.get("pids", [])]
                 agent._update(rec, "finished", "lost", phase="failed", reason="lost",

@@ -34,7 +34,7 @@ from ...errors import GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private
-from .adoption import EXIT_FILE_GRACE_S, Recovery
+from .adoption import EXIT_FILE_GRACE_S, Recovery, exit_from_outcomes
 from .forecasting import LocalForecasts
 from .gang import GangExit
 from .launchers import make_gang
@@ -150,6 +150,18 @@ class Agent(Recovery, Watching, Lifecycle):
                 if r.status.terminal and r.gang is None:
                     del self.recs[r.id]
             self.write_error = None
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Open the start gate of gangs whose start (pids, launch token) is now stored: a
+        new agent after a crash knows every rank that runs the job (never two runs)."""
+        for r in self.recs.values():
+            if r.held and r.gang is not None:
+                try:
+                    r.gang.release()
+                    r.held = False
+                except OSError as exc:  # a full disk: the ranks wait, retried next round
+                    agent_log(f"cannot let the ranks of {r.id} start (will retry): {exc}")
 
     def _flush_safely(self) -> None:
         """``_flush``; a failed write (a full disk) is logged once and retried next round: the
@@ -373,6 +385,9 @@ class Agent(Recovery, Watching, Lifecycle):
             return ended_during_grace(done, JobFolder(rec.runtime.get("job_dir", "")).result_dir)
         if rec.stopping:
             rec.gang.terminate(0.0)
+            if rec.stopping == "preempt":  # at the deadline: a function that returned in time
+                result_dir = JobFolder(rec.runtime.get("job_dir", "")).result_dir  # is finished
+                return ended_during_grace(exit_from_outcomes(result_dir), result_dir)
             return None
         return rec.gang.poll()
 
@@ -442,6 +457,7 @@ class Agent(Recovery, Watching, Lifecycle):
         rec.runtime["devices"] = []
         rec.runtime["pids"] = []
         rec.gang = None
+        rec.held = False
 
     def _requeue(self, rec: Rec, recovered: bool = False, by: str = "") -> None:
         rec.gang = None
@@ -475,6 +491,8 @@ class Agent(Recovery, Watching, Lifecycle):
                              restarts=int(rec.runtime.get("restarts", 0)),
                              cwd=rec.runtime.get("cwd"), spawner=self._spawner())
             rec.gang = gang
+            rec.held = hasattr(gang, "release")  # ranks wait at their gate until it is stored
+            gang.gated = rec.held
             gang.start()
         except Exception as exc:  # noqa: BLE001
             if rec.gang is not None:
@@ -486,6 +504,7 @@ class Agent(Recovery, Watching, Lifecycle):
                          message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
             return
         rec.runtime["pids"] = [[pid, create_time(pid)] for pid in gang.pids]
+        rec.runtime["launch"] = getattr(gang, "launch", "")
         rec.runtime.pop("function_started", None)  # a new run: its ranks start over
         now = time.time()
         seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had

@@ -17,6 +17,7 @@ from . import private, protocol
 
 START_TIMEOUT_S = 30.0
 CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
+RETRY_DEADLINE_S = 60.0  # a dropped connection (the agent died: a new one starts) is retried this long
 
 AGENT_MODULE = "gpujobs.backends.local.daemon"  # the agent's process: python -m AGENT_MODULE
 OLD_AGENT_MODULE = "gpujobs.backends.local.agent"  # what agents of earlier versions run as
@@ -194,9 +195,14 @@ class AgentClient:
         self.connect(start=True, timeout=2.0).close()
 
     def request(self, msg: dict[str, Any], timeout: float | None = 60.0, start: bool = True,
-                retries: int = 1) -> dict[str, Any]:
-        """Send one request; a dead agent is replaced once (a new one recovers the state)."""
-        for attempt in range(retries + 1):
+                retries: int | None = None, deadline_s: float = RETRY_DEADLINE_S) -> dict[str, Any]:
+        """Send one request (every op is safe to repeat: a submit is idempotent by its id). A
+        dropped connection (a dead agent is replaced: a new one recovers the state) is retried
+        with backoff until ``deadline_s`` seconds have passed, or ``retries`` times when given."""
+        until = time.monotonic() + deadline_s
+        delay = 0.1
+        attempt = 0
+        while True:
             try:
                 with self.connect(start=start, timeout=timeout) as s:
                     protocol.send(s, msg)
@@ -205,10 +211,14 @@ class AgentClient:
                     raise ConnectionResetError("agent closed the connection")
                 return protocol.raise_reply(reply)
             except (ConnectionError, socket.timeout, FileNotFoundError) as exc:
-                if attempt == retries:
-                    raise BackendUnavailable(f"lost the gpujobs agent: {exc}") from None
-                time.sleep(0.2)
-        raise AssertionError("unreachable")
+                if (retries is not None and attempt >= retries) or time.monotonic() + delay > until:
+                    raise BackendUnavailable(
+                        f"lost the gpujobs agent: {exc} (tried {attempt + 1} time(s) over "
+                        f"{deadline_s - max(0.0, until - time.monotonic()):.0f} s); see "
+                        f"{self.home / 'agent.log'}") from None
+                attempt += 1
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
 
 def agent_pids(home: Path | None = None) -> dict[str, int | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
 from ... import contract
-from ...contract import EXIT, FAILURE, OUTCOME, RENDEZVOUS, STARTED, JobFolder, RankEnv
+from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, STARTED, JobFolder, RankEnv
+from ...filemodes import replace_private
 from ...spec import JobSpec
 
 
@@ -49,6 +51,12 @@ def submitter_env(job_dir: Path) -> dict[str, str]:
         return json.loads(JobFolder(job_dir).submitter_env_file.read_text())
     except (OSError, ValueError):
         return dict(os.environ)
+
+
+def write_launch(folder: JobFolder, token: str, go: bool) -> None:
+    """The start gate of ``folder``'s ranks, replaced atomically (0600): launch ``token``
+    waits, or runs (``go``); a token no rank has stops every rank still at the gate."""
+    replace_private(folder.launch_file, contract.launch_line(token, go))
 
 
 def exit_order(result_dir: Path, rank: int) -> int:
@@ -119,6 +127,11 @@ class Gang:
     spawner: Callable[..., Any] | None = None
     """``spawner(env=, log_path=, cwd=, exit_file=)`` -> a Popen-like process (the agent's
     zygote); None, or a spawner that raises OSError, means ``subprocess.Popen``."""
+    gated: bool = False
+    """The ranks wait at their start gate until :meth:`release` (the agent: once it has
+    recorded their pids); ungated ranks run at once."""
+    launch: str = ""
+    """This start's token (``start()`` draws it): ranks of another launch are stale."""
     procs: dict[int, Any] = field(default_factory=dict)
     _log_files: list = field(default_factory=list)
 
@@ -154,7 +167,8 @@ class Gang:
                        result_sink=contract.dir_sink(folder.result_dir),
                        return_all=self.return_all, checkpoint_dir=str(folder.checkpoint_dir),
                        restarts=self.restarts, command=self.program,
-                       device="cpu" if self.devices is None else None)
+                       device="cpu" if self.devices is None else None,
+                       launch_file=str(folder.launch_file), launch=self.launch or None)
 
     def _rendezvous(self, env: dict[str, str]) -> None:
         """A one-machine gang meets through a FileStore in the job dir (no port to take).
@@ -176,12 +190,22 @@ class Gang:
                    return_all=spec.return_all, program=spec.command, **kw)
 
     def _prepare_dirs(self) -> None:
-        """Result, log and checkpoint dirs exist; a requeued gang starts clean (checkpoints stay)."""
-        for d in (self.result_dir, self.log_dir, self.folder.checkpoint_dir):
+        """Result, log, checkpoint and pid dirs exist; a requeued gang starts clean (checkpoints
+        stay); a new launch token is at the ranks' start gate before any rank starts."""
+        folder = self.folder
+        for d in (self.result_dir, self.log_dir, folder.checkpoint_dir, folder.pid_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         for kind in (OUTCOME, EXIT, FAILURE, STARTED):
             for stale in self.result_dir.glob(kind.any_glob):
                 stale.unlink()
+        for stale in folder.pid_dir.glob(PROCESS.any_glob):
+            stale.unlink()
+        self.launch = secrets.token_hex(8)
+        write_launch(folder, self.launch, go=not self.gated)
+
+    def release(self) -> None:
+        """Let the ranks of a gated start run (their pids are recorded)."""
+        write_launch(self.folder, self.launch, go=True)
 
     def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
         """``cmd`` in a session of its own, stdout and stderr appended to ``log_path``."""

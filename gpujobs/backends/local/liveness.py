@@ -115,8 +115,10 @@ class GangWatch:
         return {r: w for r, text in dumps.items() if (w := where(text))}
 
     def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
+        """The same text for as long as the same ranks sit in the same places (no running
+        count: a new text is a new event and a stored status)."""
         from ...progress import stall_message
-        return stall_message(stalled, now, limit, self.where)
+        return stall_message(stalled, limit, self.where)
 
 
 class Watching:
@@ -155,17 +157,31 @@ class Watching:
                     changes["extra"] = {**extra, "starting": phase} if phase else extra
                     changes["message"] = phase or ""
                 if seen is not None:
-                    progress, since, message = seen
-                    changes.update(progress=progress or rec.status.progress, stalled_since=since)
-                    if message != rec.status.extra.get("stall", ""):
-                        changes["extra"] = {**changes.get("extra", rec.status.extra), "stall": message}
-                        if message or rec.status.stalled_since is not None:
-                            agent.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
-                            changes["events"] = rec.status.events + (JobEvent(
-                                time.time(), "stalled" if message else "moving",
-                                message or "the quiet ranks move again"),)
+                    self._stall_changes(rec, seen, changes, phase)
+                if "events" in changes:
+                    agent.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
                 rec.status = rec.status.with_(**changes)  # pushed, not stored each round
                 agent._emit(rec)
+
+    @staticmethod
+    def _stall_changes(rec: Rec, seen: tuple, changes: dict[str, Any], phase: str | None) -> None:
+        """A round's progress and stall flag into ``changes``: one ``stalled`` event when the
+        flag is raised, one ``moving`` when it clears (stored then); while flagged the text is
+        the status message too (updated when other ranks stall, without an event)."""
+        progress, since, message = seen
+        changes.update(progress=progress or rec.status.progress, stalled_since=since)
+        extra = changes.get("extra", rec.status.extra)
+        if message != extra.get("stall", ""):
+            changes["extra"] = {**extra, "stall": message}
+        was = rec.status.stalled_since is not None
+        if (since is not None) != was:
+            changes["events"] = rec.status.events + (JobEvent(
+                time.time(), "stalled" if message else "moving",
+                message or "the quiet ranks move again"),)
+        if message:
+            changes["message"] = message
+        elif was:
+            changes["message"] = phase or ""
 
     def _enforce_time_limits(self, now: float | None = None) -> None:
         """``max_runtime_s`` as sbatch's ``--time`` and Kubernetes' activeDeadlineSeconds: a

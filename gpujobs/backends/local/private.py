@@ -26,9 +26,9 @@ import tempfile
 from pathlib import Path
 
 from ...errors import SpecError, StateError
+from ...filemodes import DIR_MODE, FILE_MODE, open_private, private_file, write_private
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
+__all__ = ["DIR_MODE", "FILE_MODE", "open_private", "private_file", "write_private"]  # re-exported
 OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 OTHERS_ANY = 0o077
 _SUN_PATH_MAX = 100  # AF_UNIX paths are at most 107 bytes on Linux; keep a margin
@@ -105,30 +105,6 @@ def check_home(home: Path) -> None:
             check_dir(path)
         except FileNotFoundError:
             return
-
-
-def private_file(path: Path, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
-    """An fd on ``path`` opened with ``flags``; a file it creates, or one of ours, is 0600."""
-    fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-    except PermissionError:  # not ours (root-made in a shared set-up): leave its mode
-        pass
-    return fd
-
-
-def open_private(path: Path, mode: str = "ab", **kw):
-    """Like ``open(path, mode)`` (w/a modes only), the file 0600."""
-    flags = os.O_WRONLY | os.O_CREAT
-    flags |= os.O_APPEND if "a" in mode else os.O_TRUNC
-    if "+" in mode:
-        flags = (flags & ~os.O_WRONLY) | os.O_RDWR
-    return os.fdopen(private_file(path, flags), mode, **kw)
-
-
-def write_private(path: Path, data: bytes | str) -> None:
-    with open_private(path, "wb") as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
 
 
 def make_private_db(path: Path) -> None:

@@ -56,6 +56,21 @@ def _fail(path: Path, exc: Exception, doing: str, needed: int | None = None) -> 
                       f"or point GPUJOBS_HOME elsewhere")
 
 
+def _empty_error(path: Path, folders: int) -> StateError:
+    return StateError(
+        f"the gpujobs state database {path} is empty (it has no jobs table) although {folders} "
+        f"job folder(s) exist under {path.parent / 'jobs'}; it was left untouched, and is not "
+        f"re-created over them. Restore it from a backup, or move it aside to start a new one "
+        f"(mv {path} {path}.bad: those jobs then stay on disk but are no longer listed), or "
+        f"point GPUJOBS_HOME elsewhere")
+
+
+def _job_folders(home: Path) -> int:
+    """How many job folders (with their spec) lie under ``home``/jobs."""
+    from ...contract import SPEC_FILE
+    return sum(1 for _ in (home / "jobs").glob(f"*/{SPEC_FILE}"))
+
+
 class Store:
     def __init__(self, path: Path, readonly: bool = False):
         self.path = Path(path)
@@ -67,15 +82,31 @@ class Store:
                                            check_same_thread=False, timeout=10)
             else:
                 from .private import make_private_db
+                existed = self.path.exists()  # a new one is empty before its schema
                 make_private_db(self.path)  # 0600 whatever the umask (its WAL/SHM follow)
                 self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
                                            isolation_level=None)
+                if existed:
+                    self._refuse_if_emptied()
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
+            if readonly:
+                self._refuse_if_emptied()
             self._db.execute("SELECT count(*) FROM jobs").fetchone()
         except sqlite3.Error as exc:
             raise _fail(self.path, exc, "opening it") from None
+
+    def _refuse_if_emptied(self) -> None:
+        """A database found without its jobs table (zero bytes, or another schema) beside job
+        folders lost its jobs: a StateError, never a fresh schema over them (the first
+        agent's new file is not checked: the first job's folder is already there)."""
+        has = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'")
+        if has.fetchone() is None:
+            folders = _job_folders(self.path.parent)
+            if folders:
+                self._db.close()
+                raise _empty_error(self.path, folders)
 
     def close(self) -> None:
         self._db.close()

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ...filemodes import replace_private
+
 
 # ---------------------------------------------------------------- zygote side
 def _warm_imports() -> None:
@@ -122,9 +124,7 @@ def serve() -> None:
             exit_file = children.pop(pid, None)
             if exit_file:
                 try:  # atomically: a reader never sees an empty exit file
-                    tmp = f"{exit_file}.tmp"
-                    Path(tmp).write_text(str(code))
-                    os.replace(tmp, exit_file)
+                    replace_private(exit_file, str(code))
                 except OSError:
                     pass
             send({"exit": pid, "code": code})

@@ -1,9 +1,9 @@
 """The gpujobs code a pod gets (``lib.zip``), computed from the package, never listed by hand.
 
 A pod runs the bootstrap (``bootstrap_script.py``) and ``python -m gpujobs.runner``; the job's
-function may use ``gpujobs.context()``, ``gpujobs.fsdp`` and ``gpujobs.errors``. What ships is
-the import closure of those entry points over gpujobs' own sources (``ast``, nothing is
-imported): every module a shipped module imports, at the top or inside a function, except the
+function may use ``gpujobs.context()``, ``gpujobs.fsdp``, ``gpujobs.checkpoint`` and
+``gpujobs.errors``. What ships is the import closure of those entry points over gpujobs' own
+sources (``ast``, nothing is imported): every module a shipped module imports, at the top or inside a function, except the
 few in :data:`SUBMITTER_ONLY`, which shipped modules import only on paths a pod never takes.
 
 Packages a pod reaches only as parents (``gpujobs``, ``gpujobs.metrics``: their ``__init__``
@@ -21,7 +21,7 @@ PACKAGE = "gpujobs"
 _ROOT = Path(__file__).resolve().parents[4]  # the folder holding gpujobs/
 
 POD_ENTRY_MODULES = ("gpujobs.runner", "gpujobs.runner.__main__", "gpujobs.context",
-                     "gpujobs.fsdp", "gpujobs.errors")
+                     "gpujobs.fsdp", "gpujobs.checkpoint", "gpujobs.errors")
 """What a pod runs (the runner) and what a job's function may use there; the bootstrap's own
 imports are added from its source (:func:`bootstrap_imports`)."""
 

@@ -206,7 +206,7 @@ class PodMetrics:
                 if stall.where is None and self.locate is not None:
                     stall.where = {}  # once per stall episode (and no recursion through status)
                     stall.where = self.locate(st.job_id, sorted(quiet))
-                message = stall_message(quiet, time.time(), limit, stall.where or {})
+                message = stall_message(quiet, limit, stall.where or {})
                 st = st.with_(stalled_since=since, extra={**st.extra, "stall": message},
                               message="; ".join(filter(None, [st.message, message])))
         return st
