@@ -200,10 +200,8 @@ def _library_dirs() -> tuple[str, ...]:
     """Folders of code that is not the user's: the standard library, installed packages
     (torch, …) and gpujobs itself."""
     import sysconfig
-
-    import gpujobs
     dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs.add(os.path.dirname(gpujobs.__file__))
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))  # gpujobs (not imported: this ships to pods)
     return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
 
 
