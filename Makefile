@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo lab check test test-fast bench clean-venv
+.PHONY: demo lab check test test-fast bench clean-venv controlplane
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,12 @@ check: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: check
+# the real control plane the realcp tests start (etcd, kube-apiserver, kcm, scheduler, Kueue), built
+# from upstream Go modules into ~/.cache/gpujobs-controlplane/<stamp>/bin; seconds when already built
+controlplane:
+	bash tools/controlplane/build.sh
+
+test: check controlplane
 	$(PY) -m pytest -q -rs --durations=15 $(PYTEST_ARGS)
 
 test-fast: check

@@ -34,8 +34,8 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
     queue = "team-a"
     kubeconfig = "~/.kube/config"  # also: context; else $KUBECONFIG, ~/.kube/config, in-cluster
     kueue_version = "v0.19.2"      # the cluster's Kueue, for plans (default: the newest supported)
-    trainjob_runtime = "torch-distributed"          # the ClusterTrainingRuntime DDP/FSDP TrainJobs use
-    trainjob_volcano_runtime = "torch-distributed-volcano"   # the one for volcano="gang"
+    trainjob_runtime = "gpujobs-torch"              # the ClusterTrainingRuntime DDP/FSDP TrainJobs use
+    trainjob_volcano_runtime = "gpujobs-torch-volcano"       # the one for volcano="gang"
     volcano_queue = "default"      # the Volcano Queue of jobs that name none
     checkpoint_volume = "ckpt"     # CLAIM[:PATH]: a PVC mounted into jobs that name no volume,
                                    # so ctx.checkpoint_dir survives preemption (docs/configuration.md)

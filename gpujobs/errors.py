@@ -180,6 +180,16 @@ class WaitTimeout(GpuJobsError, TimeoutError):
     """``result()`` / ``wait()`` ran out of time; the job is still running."""
 
 
+class RankRerunWarning(UserWarning):
+    """The cluster would run a failing rank's function again in place (a TrainJob runtime whose
+    pods restart on failure); the message names the runtime and the fix."""
+
+
+class GracePeriodWarning(UserWarning):
+    """The cluster will not give the job's pods the termination grace period gpujobs set (e.g.
+    Kueue before v0.20 drops a TrainJob's); the message names the component and the fix."""
+
+
 class DeprecatedPathWarning(FutureWarning):
     """gpujobs was asked for something upstream deprecates (shown by default, unlike
     DeprecationWarning); the message names the supported path."""

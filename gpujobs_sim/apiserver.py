@@ -104,6 +104,10 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.latency_s = 0.0  # added to every request: a network round trip to a real apiserver
         self.counts: collections.Counter = collections.Counter()
+        # every resource request as an authorizer sees it: (verb, apiGroup, resource[/subresource],
+        # namespace or None), what an RBAC rule must allow (kubernetes.io/docs/reference/
+        # access-authn-authz/authorization/#determine-the-request-verb)
+        self.requests: list[tuple[str, str, str, str | None]] = []
         self._faults: list[Fault] = []
         self._fault_lock = threading.Lock()
         self._denied: list[tuple[str, str, str, str | None]] = []
@@ -290,6 +294,7 @@ class FakeApiServer:
 
     def reset_counts(self) -> None:
         self.counts.clear()
+        self.requests.clear()
 
     @property
     def request_count(self) -> int:
@@ -380,6 +385,10 @@ class _Handler(StreamingHandler, NonResourceHandler, BaseHTTPRequestHandler):
             self.api.counts[verb] += 1
             if route and route[0] is not None:
                 self.api.counts[(verb, route[0].plural)] += 1
+                self.api.requests.append((verb, route[0].group, route[0].plural + (f"/{route[3]}" if route[3] else ""),
+                                          route[1]))
+            elif route is None:  # discovery, access reviews, Kueue's visibility API: by path
+                self.api.requests.append((verb, "", url.path, None))
             fault = self.api._take_fault(verb, url.path)
             if fault is not None and fault.kind == "status":
                 headers = {"Retry-After": str(int(fault.retry_after or 1))} if fault.status == 429 \

@@ -13,6 +13,7 @@ from .apiserver import FakeApiServer
 from .controllers import SimControllers
 
 WL_API = "kueue.x-k8s.io/v1beta2"
+ADMIN_RUNTIMES = Path(__file__).resolve().parent.parent / "docs" / "trainer-runtimes.yaml"
 
 
 def trainer_runtime() -> dict:
@@ -45,7 +46,7 @@ class SimCluster:
                  backoff_limit: int | None = None, crd_manifests: list[dict] | None = None,
                  disabled_integrations: tuple[str, ...] = (),
                  images: dict[str, dict] | None = None, mpi_gang_scheduling: str = "",
-                 **server_kw: Any):
+                 admin_runtimes: bool | None = None, **server_kw: Any):
         """``pods_ready_timeout_s`` turns on Kueue's waitForPodsReady (off by default here;
         Kueue >= 0.19 has it on with 30 min); ``backoff_*`` are its requeuingStrategy
         (backoffBaseSeconds, backoffMaxSeconds, backoffLimitCount: None = requeue forever).
@@ -60,6 +61,9 @@ class SimCluster:
         ``("kubeflow.org/pytorchjob",)``): Kueue ignores such jobs, which stay suspended.
         ``images``: what images contain, by name pattern (gpujobs_sim.images: sshd, ssh, ssh_port,
         no_host_key_check, openmpi, python3), over the built-in table of known images.
+        ``admin_runtimes`` (default: as ``runtimes``) applies the documented manifest a cluster admin
+        applies, docs/trainer-runtimes.yaml (gpujobs' ClusterTrainingRuntimes): input objects; how
+        their pods then behave follows the simulator's own rules.
         ``mpi_gang_scheduling``: the MPI Operator's ``--gang-scheduling`` flag ("" as its release
         manifest installs it, or "volcano": a PodGroup per MPIJob; gpujobs_sim.mpi_operator)."""
         self.server = FakeApiServer(crds=crds, **server_kw)
@@ -81,8 +85,13 @@ class SimCluster:
             self.store.create({"apiVersion": WL_API, "kind": "WorkloadPriorityClass",
                                "metadata": {"name": name}, "value": value})
         self.server.set_visibility(visibility)
-        if runtimes and any(r.kind == "ClusterTrainingRuntime" for r in self.store.resources()):
-            self.store.create(trainer_runtime())
+        if any(r.kind == "ClusterTrainingRuntime" for r in self.store.resources()):
+            if runtimes:
+                self.store.create(trainer_runtime())
+            if runtimes if admin_runtimes is None else admin_runtimes:
+                import yaml
+                for rt in yaml.safe_load_all(ADMIN_RUNTIMES.read_text()):
+                    self.store.create(rt)
         self._clients: list = []
 
     def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from .conditions import _cond
-from .kubelet import ANN_ROLE, RAY_SUBMITTER
+from .kubelet import ANN_RAY_JOB_STATUS, ANN_ROLE, RAY_SUBMITTER
+from .kuberay import submitter_backoff_limit
 from .store import now_iso
+from .trainer import _runtime_of, job_failed, trainjob_backoff_limit
 
 
 def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = False) -> None:
@@ -21,6 +23,13 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
     failed = any(ph == "Failed" for ph in phases)
     all_running = bool(pods) and all(ph in ("Running", "Succeeded") for ph in phases)
     now = now_iso()
+    node_job_failed = False
+    if kind == "TrainJob" and not suspended:
+        node_job_failed = job_failed(pods, trainjob_backoff_limit(_runtime_of(ctrl, job)))
+        if node_job_failed:  # the Job controller terminates the failed Job's active pods
+            for p in pods:
+                if p["status"].get("phase") in ("Running", "Pending"):
+                    ctrl.store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
 
     def upd(o: dict) -> None:
         st = o.setdefault("status", {})
@@ -48,8 +57,8 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
         elif kind == "TrainJob":
             if suspended:
                 return
-            if failed:
-                _cond(o, "Failed", "True", "TrainJobFailed", "a node failed")
+            if node_job_failed:  # the node Job failed, so the JobSet (failurePolicy maxRestarts 0)
+                _cond(o, "Failed", "True", "TrainJobFailed", "jobset failed: node job BackoffLimitExceeded")
             elif head_ok:
                 _cond(o, "Complete", "True", "JobsCompleted", "TrainJob is completed")
         elif kind == "RayJob":
@@ -61,11 +70,16 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             cluster = [p for p in pods if p not in sub]
             cphases = [p["status"].get("phase") for p in cluster]
             up = bool(cluster) and all(ph in ("Running", "Succeeded") for ph in cphases)
-            # the Ray job's status is the driver's (the dashboard's job status), read here from the
-            # submitter pod that followed it
-            done_ok = bool(sub) and all(p["status"].get("phase") == "Succeeded" for p in sub)
-            broke = any(p["status"].get("phase") == "Failed" for p in sub) or \
-                any(ph == "Failed" for ph in cphases)
+            # the Ray job's status is the driver's (the dashboard's job status: the kubelet marks the
+            # submitter pod when the driver ends); jobDeploymentStatus turns Complete / Failed only
+            # once the submitter has also finished (kuberay@v1.7.0 rayjob_controller.go:
+            # isJobTerminal = IsJobTerminal(jobStatus) && finishedAt != nil in K8sJobMode; #1919)
+            driver = next((ann(p).get(ANN_RAY_JOB_STATUS) for p in sub if ann(p).get(ANN_RAY_JOB_STATUS)), None)
+            # the submitter Job: succeeded with a pod that succeeded, failed once more pods failed
+            # than its backoffLimit (the Job controller replaces the others, kuberay.py)
+            done_ok = any(p["status"].get("phase") == "Succeeded" for p in sub)
+            sub_failed = sum(p["status"].get("phase") == "Failed" for p in sub) > submitter_backoff_limit(job)
+            broke = (sub_failed and not done_ok) or any(ph == "Failed" for ph in cphases)
             ready = sum(ph == "Running" for ph in cphases)
             workers = len(cluster) - 1
             rcs = {"desiredWorkerReplicas": max(workers, 0), "readyWorkerReplicas": max(ready - 1, 0),
@@ -82,6 +96,8 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             elif done_ok:
                 st.update(jobStatus="SUCCEEDED", jobDeploymentStatus="Complete", endTime=now,
                           message="Job finished successfully.")
+            elif up and driver:  # the Ray job ended; the submitter is still following its log
+                st.update(jobStatus=driver, jobDeploymentStatus="Running")
             elif up:
                 st.update(jobStatus="RUNNING", jobDeploymentStatus="Running")
             else:

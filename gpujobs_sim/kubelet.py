@@ -49,6 +49,8 @@ ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim
                                              "sim.gpujobs.dev/seconds", "sim.gpujobs.dev/exit-code")
 ANN_IDLE = "sim.gpujobs.dev/idle"
 RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see kuberay._ray_submitter
+ANN_RAY_JOB_STATUS = "sim.gpujobs.dev/ray-job-status"  # the driver's end, as Ray's dashboard reports it
+ANN_FOLLOWS = "sim.gpujobs.dev/follows"  # a retried submitter pod: `ray job logs --follow` of that pod's job
 MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
 
 
@@ -71,6 +73,13 @@ class Kubelet:
         self.images: dict[str, dict] = {}  # extra image facts (gpujobs_sim.images)
         self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
         self._pod_dirs: dict[str, Path] = {}  # pod uid -> its folder, deleted with the pod
+        self._restarts: dict[str, int] = {}  # pod uid -> its container's restartCount
+        # the first restart's back-off; it doubles per restart up to 30x (the kubelet's 10 s and
+        # 300 s: kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), scaled down
+        self.restart_backoff_s = 0.1
+        # how late `ray job logs --follow` prints the driver's lines in the submitter pod: KubeRay
+        # sees the Ray job SUCCEEDED before the submitter has printed (and finished) (kuberay #1919)
+        self.ray_logs_lag_s = 0.5
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
@@ -171,7 +180,7 @@ class Kubelet:
             status = {"phase": "Running", "startTime": now, "podIP": "127.0.0.1", "conditions": [
                 {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": str(ready),
                                                              "lastTransitionTime": now}],
-                "containerStatuses": [{"name": c0, "ready": ready, "restartCount": 0,
+                "containerStatuses": [{"name": c0, "ready": ready, "restartCount": self._restarts.get(md["uid"], 0),
                                        "state": {"running": {"startedAt": now}}}]}
         else:
             term = {"exitCode": exit_code or 0, "startedAt": now, "finishedAt": now,
@@ -181,8 +190,8 @@ class Kubelet:
                 term["message"] = msg
             status = {"phase": phase, "conditions": [{"type": "Ready", "status": "False",
                                                       "reason": "PodCompleted"}],
-                      "containerStatuses": [{"name": c0, "ready": False, "restartCount": 0, "state": {
-                          "terminated": term}}]}
+                      "containerStatuses": [{"name": c0, "ready": False, "restartCount": self._restarts.get(
+                          md["uid"], 0), "state": {"terminated": term}}]}
         mine = []
 
         def write(o: dict) -> None:
@@ -235,14 +244,59 @@ class Kubelet:
                                     f"-svc:8265\n-------------------------------------------------------\n"
                                     f"Job 'raysubmit_sim' submitted successfully\n"
                                     f"-------------------------------------------------------\n")
-        if cmd is None:
-            code = self._scripted(pod, ann)
-        else:
-            code = self._exec(ns, name, cmd, env, uid=md["uid"])
+        follow: dict[str, Any] = {}
+        if submitter and cmd is not None:
+            follow = {"lag": self.ray_logs_lag_s, "on_exit": lambda c: self._ray_job_ended(pod, c)}
+        code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"], **follow)
+        while code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always") and self._restart(pod, code):
+            code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
         if submitter and not self.stopping.is_set():
             self.server.logs.append(ns, name, f"Job 'raysubmit_sim' {'succeeded' if code == 0 else 'failed'}\n")
         if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
+
+    def _restart(self, pod: dict, code: int) -> bool:
+        """restartPolicy OnFailure / Always and the container exited non-zero: the kubelet restarts
+        it in the same pod after a back-off (CrashLoopBackOff), the phase stays Running,
+        restartCount grows, ``lastState.terminated`` holds the exit, and the old log becomes the
+        previous instance's (kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
+        #container-restarts). False when the pod is gone or the kubelet stops."""
+        md = pod["metadata"]
+        ns, name, uid = md["namespace"], md["name"], md["uid"]
+        n = self._restarts.get(uid, 0) + 1
+        msg = self._termination_message(pod, code)
+        d = self._mounted.get(uid) or (Path(self._tmp.name) / ns / name)
+        (d / "termination-log").unlink(missing_ok=True)  # the new instance writes its own
+        now = now_iso()
+        last = {"terminated": {"exitCode": code, "reason": "Error", "finishedAt": now,
+                               **({"message": msg} if msg else {})}}
+        c0 = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        mine = []
+
+        def write(o: dict) -> None:
+            if o["metadata"].get("uid") == uid and not o["metadata"].get("deletionTimestamp"):
+                o["status"]["containerStatuses"] = [{"name": c0, "ready": False, "restartCount": n,
+                                                     "lastState": last, "state": {"waiting": {
+                                                         "reason": "CrashLoopBackOff"}}}]
+                mine.append(True)
+        self.store.mutate("v1", "Pod", name, ns, write)
+        if not mine:
+            return False
+        self._restarts[uid] = n
+        self.server.logs.restarted(ns, name)
+        end = time.time() + min(self.restart_backoff_s * 2 ** (n - 1), self.restart_backoff_s * 30)
+        while time.time() < end:
+            cur = self.store.get("v1", "Pod", name, ns)
+            if self.stopping.is_set() or cur is None or cur["metadata"].get("uid") != uid:
+                return False
+            time.sleep(0.02)
+
+        def running(o: dict) -> None:
+            if o["metadata"].get("uid") == uid:
+                o["status"]["containerStatuses"] = [{"name": c0, "ready": True, "restartCount": n,
+                                                     "lastState": last, "state": {"running": {"startedAt": now_iso()}}}]
+        self.store.mutate("v1", "Pod", name, ns, running)
+        return not self.stopping.is_set()
 
     def _scripted(self, pod: dict, ann: dict) -> int:
         md = pod["metadata"]
@@ -254,6 +308,13 @@ class Kubelet:
             if problem:
                 self.server.logs.append(ns, name, problem[1])
                 return problem[0]
+        if ann.get(ANN_FOLLOWS):  # `ray job logs --follow` prints the Ray job's whole log again
+            first = self.store.get("v1", "Pod", ann[ANN_FOLLOWS], ns) or {"metadata": {}}
+            data, _ = self.server.logs.read(ns, ann[ANN_FOLLOWS])
+            self.server.logs.append(ns, name, data)
+            status = (first["metadata"].get("annotations") or {}).get(ANN_RAY_JOB_STATUS)
+            if status:
+                return 0 if status == "SUCCEEDED" else 1
         self.server.logs.append(ns, name, ann.get(ANN_LOGS, f"hello from {name}\n"))
         seconds = float(ann.get(ANN_SECONDS, self.default_seconds))
         deadline = time.time() + seconds
@@ -296,9 +357,20 @@ class Kubelet:
         port = int(m.group(1)) if m else int(image_facts(c0.get("image", ""), self.images)["ssh_port"])
         return int(probe) == port
 
-    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None) -> int:
+    def _ray_job_ended(self, pod: dict, code: int) -> None:
+        """The driver ended: the Ray job's status (what KubeRay reads from the dashboard) is
+        terminal now, while the submitter's `ray job logs --follow` is still printing."""
+        md = pod["metadata"]
+        self.store.patch("v1", "Pod", md["name"], md["namespace"], {"metadata": {"annotations": {
+            ANN_RAY_JOB_STATUS: "SUCCEEDED" if code == 0 else "FAILED"}}})
+
+    def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None,
+              lag: float = 0.0, on_exit: Any = None) -> int:
         """Run the pod's process, its output the pod log; killed at once when the pod ``uid``
-        was deleted while it was being started (on_pod_deleted may have missed it)."""
+        was deleted while it was being started (on_pod_deleted may have missed it). ``lag``: each
+        line reaches the log that many seconds after the process printed it (a follower's delay,
+        `ray job logs --follow`); ``on_exit(code)`` is called when the process ends, before the
+        last lines are in."""
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         with self._lock:
@@ -311,14 +383,39 @@ class Kubelet:
         if late or gone:
             _signal(proc, signal.SIGKILL)
         assert proc.stdout is not None
+        if not lag:
+            for line in iter(proc.stdout.readline, b""):
+                self.server.logs.append(ns, name, line)
+            code = proc.wait()
+            if on_exit is not None:
+                on_exit(code)
+            return code
+        import collections
+        pending: collections.deque = collections.deque()
+        done = threading.Event()
+
+        def deliver() -> None:
+            while not (done.is_set() and not pending) and not self.stopping.is_set():
+                while pending and time.time() - pending[0][0] >= lag:
+                    self.server.logs.append(ns, name, pending.popleft()[1])
+                time.sleep(0.02)
+        t = threading.Thread(target=deliver, daemon=True, name=f"follow-{name}")
+        t.start()
         for line in iter(proc.stdout.readline, b""):
-            self.server.logs.append(ns, name, line)
-        return proc.wait()
+            pending.append((time.time(), line))
+        code = proc.wait()
+        if on_exit is not None:
+            on_exit(code)
+        done.set()
+        t.join()
+        return code
 
     def _command(self, pod: dict) -> tuple[list[str] | None, dict[str, str]]:
         """The runner command and env for a payload pod, or (None, {}) for a scripted one."""
         md, ann = pod["metadata"], pod["metadata"].get("annotations") or {}
         src = pod
+        if ann.get(ANN_FOLLOWS):  # a retried submitter only follows the job already submitted
+            return None, {}
         if ann.get(ANN_ROLE) == RAY_SUBMITTER:
             # `ray job submit` runs the entrypoint on the head (the Ray job supervisor), so it sees
             # the head pod's volumes and env; its output reaches this pod's log through `ray job

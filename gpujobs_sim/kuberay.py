@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .kubelet import ANN_RAY_HEAD, ANN_ROLE, ANN_WORLD, RAY_SUBMITTER
+from .kubelet import ANN_FOLLOWS, ANN_RAY_HEAD, ANN_ROLE, ANN_WORLD, RAY_SUBMITTER
 from .pod_templates import OWNER
 
 
@@ -76,12 +76,20 @@ def _ray_submitter(ctrl: Any, job: dict, cluster_pods: list[dict]) -> list[dict]
     ``app.kubernetes.io/created-by`` (rayjob_controller.go getSubmitterTemplate); the Job controller
     names its pod ``<job>-<5 random chars>`` and adds ``batch.kubernetes.io/job-name``. The pod's log
     is the driver's output (`ray job logs --follow`). Returns the submitter pods."""
-    import secrets as _secrets
     store, md, spec = ctrl.store, job["metadata"], job.get("spec") or {}
     if (spec.get("submissionMode") or "K8sJobMode") != "K8sJobMode":
         return []
     mine = store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
     if mine:
+        failed = [p for p in mine if p["status"].get("phase") == "Failed"]
+        if len(failed) == len(mine) and len(failed) <= submitter_backoff_limit(job):
+            # the Job controller replaces a failed submitter pod while its backoffLimit allows; the
+            # new pod finds the Ray job submitted (`ray job status`) and only follows its logs from
+            # the start again (kuberay@v1.7.0 common/job.go BuildJobSubmitCommand)
+            first = min(mine, key=lambda p: int(p["metadata"]["resourceVersion"]))
+            _submitter_pod(ctrl, job, {**(first["metadata"].get("annotations") or {}),
+                                       ANN_FOLLOWS: first["metadata"]["name"]})
+            mine = store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
         return mine
     if not cluster_pods or not all(p["status"].get("phase") == "Running" for p in cluster_pods):
         return []
@@ -99,13 +107,35 @@ def _ray_submitter(ctrl: Any, job: dict, cluster_pods: list[dict]) -> list[dict]
             "name": md["name"], "namespace": md["namespace"], "labels": dict(kr),
             "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": "RayJob", "name": md["name"],
                                  "uid": md["uid"], "controller": True, "blockOwnerDeletion": True}]},
-            "spec": {"backoffLimit": int((spec.get("submitterConfig") or {}).get("backoffLimit", 2)),
+            "spec": {"backoffLimit": submitter_backoff_limit(job),
                      "template": tmpl}})
     tmd = tmpl.get("metadata") or {}
-    labels = {**(tmd.get("labels") or {}), **kr, "batch.kubernetes.io/job-name": md["name"],
-              "job-name": md["name"], OWNER: f"{md['uid']}-submitter"}
     ann = {**(tmd.get("annotations") or {}), ANN_ROLE: RAY_SUBMITTER, ANN_RAY_HEAD: head["metadata"]["name"],
            ANN_WORLD: "1"}
+    _submitter_pod(ctrl, job, ann)
+    return store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")
+
+
+def submitter_backoff_limit(job: dict) -> int:
+    """The submitter Job's backoffLimit: spec.submitterConfig.backoffLimit, else KubeRay's 2
+    (kuberay@v1.7.0 rayjob_controller.go createNewK8sJob: submitterBackoffLimit)."""
+    limit = ((job.get("spec") or {}).get("submitterConfig") or {}).get("backoffLimit")
+    return 2 if limit is None else int(limit)
+
+
+def _submitter_pod(ctrl: Any, job: dict, ann: dict) -> None:
+    """A pod of the submitter Job ``<job>-<5 chars>`` from the Job's template."""
+    import secrets as _secrets
+    store, md = ctrl.store, job["metadata"]
+    bjob = store.get("batch/v1", "Job", md["name"], md["namespace"])
+    if bjob is None:
+        return
+    tmpl = bjob["spec"]["template"]
+    tmd = tmpl.get("metadata") or {}
+    kr = {"ray.io/originated-from-cr-name": md["name"], "ray.io/originated-from-crd": "RayJob",
+          "app.kubernetes.io/created-by": "kuberay-operator"}
+    labels = {**(tmd.get("labels") or {}), **kr, "batch.kubernetes.io/job-name": md["name"],
+              "job-name": md["name"], OWNER: f"{md['uid']}-submitter"}
     pod_spec = copy.deepcopy(tmpl.get("spec") or {})
     store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": f"{md['name']}-{_secrets.token_hex(3)[:5]}", "namespace": md["namespace"], "labels": labels,
@@ -113,4 +143,3 @@ def _ray_submitter(ctrl: Any, job: dict, cluster_pods: list[dict]) -> list[dict]
                                                  "uid": bjob["metadata"]["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
         "spec": pod_spec})
-    return store.list("v1", "Pod", md["namespace"], f"{OWNER}={md['uid']}-submitter")

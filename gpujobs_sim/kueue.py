@@ -19,6 +19,7 @@ the controllers' reconcile pass and keeps its state there.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from typing import Any, Callable
@@ -119,6 +120,7 @@ class Kueue:
                     self._engine.restore_admitted(w, {  # the flavors Kueue wrote at admission
                         a["name"]: a.get("flavors") or {} for a in
                         ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []})
+                    self._max_exec_timer(wl)
                     if self._waits_for_pods(wl) and self.pods_ready_timeout_s is not None:
                         admitted = _cond_time(wl, "Admitted") or time.time()
                         self.changes.at("ready", _wkey(wl), admitted + self.pods_ready_timeout_s)
@@ -224,6 +226,7 @@ class Kueue:
             wl = self.store.mutate(WL_API, "Workload", name, ns, admit)
             if wl is not None:
                 self._set_job_suspend(wl, False)
+                self._max_exec_timer(wl)
                 if self.pods_ready_timeout_s is not None:
                     self.changes.at("ready", adm.id, time.time() + self.pods_ready_timeout_s)
         for victim, by in d.preempted:
@@ -294,10 +297,42 @@ class Kueue:
             try:
                 wl = self.store.get(WL_API, "Workload", name, ns)
                 if wl is not None:
-                    (self._pods_ready_timeout if what == "ready" else self._backoff_finished)(wl)
+                    {"ready": self._pods_ready_timeout, "maxexec": self._max_exec_exceeded}.get(
+                        what, self._backoff_finished)(wl)
             except (ApiError, GpuJobsError, KeyError, ValueError) as exc:
                 self.errors.append(exc)
                 self.changes.at(what, wid, time.time() + 0.05)
+
+    # ------------------------------------------------------------ maximum execution time
+    def _max_exec_timer(self, wl: dict) -> None:
+        """kueue@v0.19.2 pkg/controller/core/workload_controller.go reconcileMaxExecutionTime: the
+        time left is spec.maximumExecutionTimeSeconds minus status.accumulatedPastExecutionTimeSeconds,
+        counted from the Admitted condition's lastTransitionTime (admission, not the job's start)."""
+        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        if limit is None or not _is_true(wl, "Admitted"):
+            return
+        past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+        admitted = _cond_time(wl, "Admitted") or time.time()
+        self.changes.at("maxexec", _wkey(wl), admitted + int(limit) - past)
+
+    def _max_exec_exceeded(self, wl: dict) -> None:
+        """Time is up: DeactivationTarget (reason MaximumExecutionTimeExceeded), then the Workload
+        is deactivated (spec.active false) and evicted (reason Deactivated, underlying cause
+        MaximumExecutionTimeExceeded) and its job suspended (workload_controller.go; pkg/workload
+        SetDeactivationTarget); each operator then deletes the job's pods as it does on suspend."""
+        if not _is_true(wl, "Admitted") or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
+            return
+
+        def deactivate(o: dict) -> None:
+            _cond(o, "DeactivationTarget", "True", "MaximumExecutionTimeExceeded", "exceeding the maximum execution time")
+            o["spec"]["active"] = False
+            o["status"].pop("accumulatedPastExecutionTimeSeconds", None)
+            _evict(o, "Deactivated", "The workload is deactivated due to exceeding the maximum execution time",
+                   cause="MaximumExecutionTimeExceeded")
+        new = self.store.mutate(WL_API, "Workload", wl["metadata"]["name"], wl["metadata"]["namespace"], deactivate)
+        if new is not None:
+            self._set_job_suspend(new, True)
+            self._evicting[_wkey(wl)] = time.time()
 
     def _pods_ready_timeout(self, wl: dict) -> None:
         """Evict with PodsReadyTimeout and back off (requeueState), or deactivate once the
@@ -376,9 +411,18 @@ class Kueue:
         return items
 
 
+def workload_name(kind: str, api_version: str, name: str, uid: str) -> str:
+    """``<kind>-<name>-<hash>``: the first 5 hex digits of sha1("Kind\\nGroup\\nname\\nuid"), the prefix
+    truncated to 253 - 6 characters (kueue v0.17.0 pkg/controller/jobframework/workload_names.go,
+    GenerateWorkloadNameWithExtra, getHash; ShortWorkloadNames off)."""
+    group = api_version.rpartition("/")[0]
+    digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()[:5]
+    return f"{(kind.lower() + '-' + name)[:253 - 6]}-{digest}"
+
+
 def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> dict:
-    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name
-    ``<kind>-<job>-<hash>``, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
+    """The Workload Kueue's job integration creates for ``job`` (kueue.x-k8s.io/v1beta2: name from
+    :func:`workload_name`, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
     from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
     class's value as ``priority``; a max-exec-time label as ``maximumExecutionTimeSeconds``
     (k8s-semantics.md §1.1))."""
@@ -396,7 +440,8 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
         # site/data/labels_and_annotations.yaml, kueue.x-k8s.io/max-exec-time-seconds)
         spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_LABEL])
     return {"apiVersion": WL_API, "kind": "Workload", "metadata": {
-        "name": f"{job['kind'].lower()}-{md['name']}-{uid[:5]}", "namespace": md.get("namespace", "default"),
+        "name": workload_name(job["kind"], job["apiVersion"], md["name"], uid),
+        "namespace": md.get("namespace", "default"),
         "labels": {JOB_UID: uid},
         "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"], "name": md["name"],
                              "uid": uid, "controller": True, "blockOwnerDeletion": True}]},

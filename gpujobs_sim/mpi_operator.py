@@ -19,6 +19,7 @@ What it does, each from that file:
   ``OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile``, ``OMPI_MCA_plm_rsh_args=-o
   ConnectionAttempts=10``, ``OMPI_MCA_orte_set_default_slots=<slotsPerWorker>`` (later entries of a
   name win in a container's env) and the ConfigMap mounted at /etc/mpi;
+- once finished, the workers are deleted only for ``cleanPodPolicy`` All / Running (clean_up);
 - status (updateMPIJobStatus): Created when first seen; Succeeded / Failed only from the
   launcher Job (a failed worker pod fails nothing: it is only counted, unless Evicted);
   Running once the launcher pod runs and every worker pod is Running;
@@ -184,6 +185,23 @@ def _create_launcher(ctrl: Any, job: dict, ann: dict) -> None:
     _create_pod(ctrl, job, f"{md['name']}-launcher-{secrets.token_hex(3)[:5]}", tmpl, ann, [{
         "apiVersion": "batch/v1", "kind": "Job", "name": bjob["metadata"]["name"],
         "uid": bjob["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}])
+
+
+def clean_up(ctrl: Any, job: dict, pods: list[dict]) -> None:
+    """Once the MPIJob is finished (its completionTime set), syncHandler deletes the worker pods
+    only when ``runPolicy.cleanPodPolicy`` is All or Running (isCleanUpPods; the default is None,
+    pkg/apis/kubeflow/v2beta1/default.go setDefaultsRunPolicy); with Running it keeps the workers
+    that already ended and deletes the Running and Pending ones (deleteWorkerPods). With None the
+    workers' ``sshd -D`` runs on, holding their GPUs, until the MPIJob is deleted."""
+    policy = ((job.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "None"
+    if policy not in ("All", "Running"):
+        return
+    for p in pods:
+        if (p["metadata"].get("labels") or {}).get(ROLE_LABEL) != "worker":
+            continue
+        if policy == "Running" and p["status"].get("phase") not in ("Running", "Pending"):
+            continue
+        ctrl.store.delete("v1", "Pod", p["metadata"]["name"], job["metadata"]["namespace"])
 
 
 def write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool) -> None:

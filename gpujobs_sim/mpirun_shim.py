@@ -8,7 +8,9 @@ then starts the ranks with this machine's real mpirun (all locally):
   ``name slots=N``; N defaults to the host's cores), else ``--host h[:n],...`` (n defaults to 1);
   Open MPI 4 also reads a default hostfile from the MCA parameter ``orte_default_hostfile``
   (``OMPI_MCA_orte_default_hostfile``, which the MPI Operator sets); Open MPI 5 replaced ORTE by
-  PRRTE and ignores every ``orte_*`` parameter (kubeflow/mpi-operator#842, kubeflow/trainer#4028):
+  PRRTE, which before v3.0.3 ignores every ``orte_*`` parameter (kubeflow/mpi-operator#842,
+  kubeflow/trainer#4028; from v3.0.3 its schizo translates them, openpmix/prrte
+  src/mca/schizo/ompi/schizo_ompi.c check_prte_overlap: this shim models the older PRRTE):
   its default hostfile is ``prte_default_hostfile`` (``PRTE_MCA_prte_default_hostfile``,
   ``--default-hostfile``). With none, the job runs only on the mpirun host (the launcher pod),
   with as many slots as it has cores, and still "succeeds";

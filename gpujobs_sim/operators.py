@@ -31,7 +31,9 @@ def operate(ctrl: Any, job: dict) -> None:
         return
     pods = ctrl._pods_of(job)
     if outcome(job).finished:
-        for p in pods:  # stop idle helpers (MPI workers, Ray workers)
+        if job["kind"] == "MPIJob":  # workers run sshd -D, which never exits: the operator's policy decides
+            return mpi_operator.clean_up(ctrl, job, pods)
+        for p in pods:  # stop idle helpers (Ray workers: the RayCluster goes; Volcano's CompleteJob)
             if (p["metadata"].get("annotations") or {}).get(ANN_IDLE) == "true":
                 store.patch("v1", "Pod", p["metadata"]["name"], md["namespace"],
                             {"metadata": {"annotations": {ANN_IDLE: "false"}}})

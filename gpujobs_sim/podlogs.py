@@ -18,6 +18,7 @@ class PodLogs:
         self._bufs: dict[tuple[str, str], bytearray] = {}
         self._dropped: dict[tuple[str, str], int] = collections.defaultdict(int)
         self._starts: dict[tuple[str, str], list[tuple[int, float]]] = {}  # (line offset, time)
+        self._previous: dict[tuple[str, str], bytes] = {}  # the last terminated instance's log
         self._cond = threading.Condition()
 
     def append(self, namespace: str, pod: str, text: str | bytes) -> None:
@@ -47,7 +48,7 @@ class PodLogs:
         with self._cond:
             key = (namespace, pod)
             buf, dropped = bytes(self._bufs.get(key, b"")), self._dropped[key]
-            starts = list(self._starts.get(key, []))
+            starts = [s for s in self._starts.get(key, []) if s[0] >= dropped]  # (a restart drops)
         out = []
         for i, (off, t) in enumerate(starts):
             end = starts[i + 1][0] if i + 1 < len(starts) else dropped + len(buf)
@@ -63,6 +64,21 @@ class PodLogs:
             start = max(offset - dropped, 0)
             return bytes(buf[start:]), dropped + len(buf)
 
+    def restarted(self, namespace: str, pod: str) -> None:
+        """The container restarted: its log so far becomes the previous instance's (what
+        ``pods/log?previous=true`` answers; the kubelet keeps one terminated instance) and the
+        new instance's log starts empty."""
+        with self._cond:
+            key = (namespace, pod)
+            self._previous[key] = bytes(self._bufs.get(key, b""))
+            self._dropped[key] += len(self._bufs.get(key, b""))
+            self._bufs[key] = bytearray()
+            self._cond.notify_all()
+
+    def previous(self, namespace: str, pod: str) -> bytes | None:
+        with self._cond:
+            return self._previous.get((namespace, pod))
+
     def wait(self, timeout: float) -> None:
         with self._cond:
             self._cond.wait(timeout)
@@ -72,4 +88,5 @@ class PodLogs:
             self._bufs.pop((namespace, pod), None)
             self._dropped.pop((namespace, pod), None)
             self._starts.pop((namespace, pod), None)
+            self._previous.pop((namespace, pod), None)
             self._cond.notify_all()

@@ -262,12 +262,13 @@ def pod_sets(job: dict, lookup: Callable[[str, str, str], dict | None] | None = 
         return [SimPodSet("node", int(nodes), {"spec": {**(base.get("spec") or {}), "containers": containers}})]
     if kind == "AppWrapper":
         # project-codeflare/appwrapper: spec.components[].podSets[]{path, replicas (default 1)}; the path is
-        # a JSONPath-like 'template.spec.template' into the component
-        out = []
-        for i, comp in enumerate(spec.get("components") or []):
-            for j, ps in enumerate(comp.get("podSets") or []):
-                out.append(SimPodSet(f"{i}-{j}", int(ps.get("replicas", 1)), _follow(comp, ps.get("path", ""))))
-        return out
+        # a JSONPath-like 'template.spec.template' into the component. Kueue names the podSets
+        # "<appwrapper>-<index>", numbered over all components' podSets (kueue v0.17.0
+        # pkg/controller/jobs/appwrapper/appwrapper_controller.go PodSets, line 150)
+        sets = [(int(ps.get("replicas", 1)), _follow(comp, ps.get("path", "")))
+                for comp in spec.get("components") or [] for ps in comp.get("podSets") or []]
+        name = (job.get("metadata") or {}).get("name", "")
+        return [SimPodSet(f"{name}-{i}", n, tmpl) for i, (n, tmpl) in enumerate(sets)]
     raise ValueError(f"Kueue has no integration for {job.get('apiVersion')}/{kind} in the simulator")
 
 

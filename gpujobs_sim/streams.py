@@ -128,13 +128,20 @@ class StreamingHandler:
         if phase == "Pending":
             raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to '
                            "start: ContainerCreating")
-        data, offset = api.logs.read(ns, name)
-        if q.get("timestamps", "").lower() in ("true", "1") and q.get("follow", "").lower() not in ("true", "1"):
-            data = api.logs.timestamped(ns, name)  # (a followed read is served without them)
+        if q.get("previous", "").lower() in ("true", "1"):
+            prev = api.logs.previous(ns, name)
+            if prev is None:  # the kubelet's answer when the container never restarted
+                raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod '
+                               f'"{name}" not found')
+            data = prev
+        else:
+            data, offset = api.logs.read(ns, name)
+            if q.get("timestamps", "").lower() in ("true", "1") and q.get("follow", "").lower() not in ("true", "1"):
+                data = api.logs.timestamped(ns, name)  # (a followed read is served without them)
         if q.get("tailLines"):
             n = int(q["tailLines"])
             data = b"".join(data.splitlines(keepends=True)[-n:]) if n else b""
-        if q.get("follow", "").lower() not in ("true", "1"):
+        if q.get("follow", "").lower() not in ("true", "1") or q.get("previous", "").lower() in ("true", "1"):
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(data)))

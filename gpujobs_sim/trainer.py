@@ -78,7 +78,38 @@ def trainjob_node_template(job: dict, runtime: dict | None) -> dict:
            {"name": "PET_MASTER_ADDR", "value": f"{job['metadata']['name']}-node-0-0.{job['metadata']['name']}"},
            {"name": "PET_MASTER_PORT", "value": "29400"}]
     c["env"] = _merge_named(c.get("env") or [], [*(t.get("env") or []), *pet])
+    if not tmpl["spec"].get("restartPolicy"):
+        # JobSet's defaulting webhook: an empty pod restartPolicy becomes OnFailure
+        # (jobset@v0.12.0 pkg/webhooks/jobset_webhook.go Default); Trainer's runtime patch
+        # cannot set it (trainer@v2.3.0 trainjob_types.go PodSpecPatch has no restartPolicy)
+        tmpl["spec"]["restartPolicy"] = "OnFailure"
     return tmpl
+
+
+def trainjob_backoff_limit(runtime: dict | None) -> int:
+    """The backoffLimit of the runtime's ``node`` Job: its template's, else batch/v1's default 6
+    (k8s.io/api batch/v1 types.go JobSpec.BackoffLimit: "Defaults to 6")."""
+    for rj in (((((runtime or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+               .get("replicatedJobs") or []):
+        if rj.get("name") == "node":
+            limit = ((rj.get("template") or {}).get("spec") or {}).get("backoffLimit")
+            if limit is not None:
+                return int(limit)
+    return 6
+
+
+def job_failed(pods: list[dict], backoff_limit: int) -> bool:
+    """Whether the batch/v1 Job controller fails the node Job (kubernetes
+    pkg/controller/job/job_controller.go): more Failed pods than backoffLimit, or, with
+    restartPolicy OnFailure, the container restarts of its Running/Pending pods reaching
+    backoffLimit (pastBackoffLimitOnFailure: ``> 0`` when the limit is 0)."""
+    failed = sum(p["status"].get("phase") == "Failed" for p in pods)
+    if failed > backoff_limit:
+        return True
+    restarts = sum(int(cs.get("restartCount") or 0) for p in pods
+                   if p["status"].get("phase") in ("Running", "Pending") and p["spec"].get("restartPolicy") == "OnFailure"
+                   for cs in p["status"].get("containerStatuses") or [])
+    return restarts > 0 if backoff_limit == 0 else restarts >= backoff_limit
 
 
 def _runtime_of(ctrl: Any, job: dict) -> dict | None:

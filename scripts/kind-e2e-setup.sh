@@ -92,6 +92,8 @@ echo "== Kubeflow Trainer $TRAINER_VERSION (TrainJob + torch-distributed runtime
 kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=$TRAINER_VERSION"
 kubectl -n kubeflow-system rollout status deploy/kubeflow-trainer-controller-manager --timeout=300s
 kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=$TRAINER_VERSION"
+# gpujobs' runtimes (restartPolicy Never, backoffLimit 0: a failing rank fails the TrainJob at once)
+kubectl apply -f "$(dirname "$0")/../docs/trainer-runtimes.yaml"
 
 
 echo "== AppWrapper $APPWRAPPER_VERSION"

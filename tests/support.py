@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import socket
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,13 @@ from typing import Any, Callable, Iterator
 MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
 """The image docker/mpi/Dockerfile builds for this Python (sshd, ssh, Open MPI, mpi4py): what MPI
 jobs on a cluster name with .image(...) (the default pytorch image has none of these)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (servers the tests start bind to loopback only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:

@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     asub.add_parser("mpi-image", help="the Dockerfile of gpujobs' MPI image (| docker build -t TAG -)")
 
+    q = asub.add_parser("trainer-runtimes", help="gpujobs' Kubeflow Trainer ClusterTrainingRuntimes (a failing "
+                        "rank fails the TrainJob): gpujobs admin trainer-runtimes | kubectl apply -f -")
+    q.add_argument("--image", help="the runtimes' default image (TrainJobs name their own)")
+    q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
     p = sub.add_parser("agent", help="the local scheduler agent", epilog=EPILOG)
     agsub = p.add_subparsers(dest="agent_command", metavar="AGENT_COMMAND", parser_class=_Parser)
     agsub.required = True

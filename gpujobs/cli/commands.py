@@ -358,6 +358,18 @@ def cmd_admin_queues(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
+def cmd_admin_trainer_runtimes(args: argparse.Namespace) -> int:
+    """gpujobs' ClusterTrainingRuntimes, for ``kubectl apply -f -`` (render.kubeflow.training_runtimes)."""
+    from ..backends.kubernetes.render import kubeflow
+    objs = kubeflow.training_runtimes(**({"image": args.image} if args.image else {}))
+    if args.output == "json":
+        output.dump(objs, "json")
+    else:
+        import yaml
+        sys.stdout.write(yaml.safe_dump_all(objs, sort_keys=False))
+    return exitcodes.OK
+
+
 def _running_local_jobs() -> list[str]:
     """Ids of the local jobs that have ranks (what stopping the agent cancels); never starts
     an agent."""

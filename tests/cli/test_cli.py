@@ -97,7 +97,7 @@ def test_render_sbatch_json_parses_back(cli):
     labels = job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "gpu"          # partition → LocalQueue
     assert labels["kueue.x-k8s.io/priority-class"] == "high"     # QoS → priority class
-    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "86400"
+    assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == "95040"  # 86400 + 10%, after the job's deadline
     assert "--output" in r.stderr  # the translator's warnings reach the user
     if crds.crds_available():
         for o in objs:

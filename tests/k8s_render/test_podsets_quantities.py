@@ -49,3 +49,16 @@ def test_a_bad_quantity_names_the_container():
     with pytest.raises(SpecError) as err:
         podsets.container_requests(bad["spec"]["containers"])
     assert "containers[0] (main) resources memory" == err.value.field and "lots" in str(err.value)
+
+
+def test_appwrapper_pod_sets_carry_the_names_kueue_gives_them():
+    """Kueue v0.17.0 names an AppWrapper's podSets "<appwrapper>-<index>" (seen on real Workloads,
+    tests/realcp); plan()'s Workload named them "<component>-<podSet>"."""
+    import gpujobs
+    from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
+    spec = gpujobs.job(print).ddp(nodes=2, gpus_per_node=1).options(
+        volcano="appwrapper", volcano_queue="vq").queue("q").spec()
+    job = render_job(spec, opts=RenderOptions(namespace="ml")).job
+    name = job["metadata"]["name"]
+    sets = podsets.pod_sets(job)
+    assert [s.name for s in sets] == [f"{name}-{i}" for i in range(len(sets))]

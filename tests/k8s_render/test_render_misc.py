@@ -223,5 +223,56 @@ def _deadlines(obj):
 def test_a_fractional_limit_is_rounded_up_not_down(build, limit, whole):
     # int() made 1.5 s a 1 s limit and 0.5 s a 0, which Kueue's max-exec-time (minimum 1) refuses
     r = render_job(build().max_runtime(limit).spec(), opts=RenderOptions(namespace="ml"))
-    assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole)
+    # Kueue's timer counts from admission: a margin (300 s, or 10%) after the operator's deadline
+    assert r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(whole + max(300, whole // 10))
     assert set(_deadlines(r.job["spec"])) == {whole}
+
+
+def test_an_appwrapper_s_limit_is_kueue_s_alone():
+    """A Volcano Job has no deadline of its own: Kueue's label is the limit, unchanged."""
+    r = render_job(gpujobs.job(f, 1).ddp(gpus=2).options(volcano="appwrapper").max_runtime(60).spec(),
+                   opts=RenderOptions(namespace="ml"))
+    assert r.kind == "AppWrapper" and r.job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "60"
+
+
+def test_the_documented_trainer_runtimes_manifest_is_what_the_admin_command_prints(capsys):
+    """docs/trainer-runtimes.yaml (what an admin applies, and the simulated cluster installs) is
+    `gpujobs admin trainer-runtimes`'s output: regenerate it with that command when this fails."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpujobs.backends.kubernetes.render.kubeflow import training_runtimes
+    from gpujobs.cli import main
+    assert main(["admin", "trainer-runtimes"]) == 0
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert printed == training_runtimes()
+    doc = Path(__file__).resolve().parents[2] / "docs" / "trainer-runtimes.yaml"
+    assert list(yaml.safe_load_all(doc.read_text())) == printed
+    for rt in printed:
+        node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+        assert node["backoffLimit"] == 0 and node["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize("image,submitter", [
+    (None, "rayproject/ray:{v}-py{py}"),  # the default GPU image's CPU twin
+    ("rayproject/ray:2.52.0-py311-cu121", "rayproject/ray:2.52.0-py311"),
+    ("registry.example/my-ray:1-gpu", "registry.example/my-ray:1-gpu"),  # unknown: kept
+])
+def test_rayjob_submitter_has_no_retries_and_a_cpu_image(image, submitter):
+    """KubeRay's submitter Job retries twice unless submitterConfig.backoffLimit is set, and takes
+    the head's image (kuberay@v1.7.0 rayjob_controller.go, common/job.go)."""
+    import sys
+
+    from gpujobs.backends.kubernetes.render.podspec import client_ray_version
+    b = gpujobs.job(lambda: 1).ray(workers=1, gpus_per_worker=1).queue("q")
+    if image:
+        b = b.image(image)
+    job = render_job(b.spec(), opts=RenderOptions()).job
+    assert job["spec"]["submitterConfig"] == {"backoffLimit": 0}
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    sub = job["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["image"]
+    want = submitter.format(v=client_ray_version() or "2.52.0", py="%d%d" % sys.version_info[:2])
+    assert sub == want and (image is not None or head == want + "-gpu")
+    if crds.crds_available():  # submitterConfig is in KubeRay v1.7.0's RayJob CRD
+        assert crds.schema_errors(job) == []

@@ -45,9 +45,9 @@ def test_mpi_ranks_run_on_the_workers_two_per_worker_not_on_the_launcher(make_cl
     hosts = job.result(timeout=90)
     name = job.status().name
     assert hosts == [f"{name}-worker-0.{name}.default.svc"] * 2 + [f"{name}-worker-1.{name}.default.svc"] * 2
-    pods = sim.store.list("v1", "Pod", "default", f"training.kubeflow.org/job-name={name}")
-    assert sorted(p["metadata"]["labels"]["training.kubeflow.org/job-role"] for p in pods) == \
-        ["launcher", "worker", "worker"]
+    # the ended launcher stays with its log; the running workers go (cleanPodPolicy: Running)
+    wait_for(lambda: sorted(p["metadata"]["labels"]["training.kubeflow.org/job-role"] for p in sim.store.list(
+        "v1", "Pod", "default", f"training.kubeflow.org/job-name={name}")) == ["launcher"], timeout=30)
 
 
 def test_mpi_on_an_image_of_mpi_operator_s_own_is_refused_before_submit(make_cluster):
@@ -115,3 +115,19 @@ def test_under_kueue_wait_for_pods_ready_a_job_whose_workers_never_get_ready_is_
     name = st.name
     wait_for(lambda: not sim.store.list("v1", "Pod", "default", f"training.kubeflow.org/job-name={name}"))
     job.cancel()
+
+
+def test_after_an_mpijob_its_workers_release_their_slots_so_the_next_job_runs(make_cluster):
+    """Workers run ``sshd -D``, which never exits: mpi-operator deletes them after the launcher
+    ends only for cleanPodPolicy All/Running (mpi-operator@v0.8.0 mpi_job_controller.go syncHandler,
+    isCleanUpPods). With "None" Kueue freed the quota, yet the next job's pods found no room."""
+    sim, be = make_cluster(gpus=0, pod_slots=3)  # room for one MPIJob: 2 workers + the launcher
+    first = submit(be, where_ranks_ran, ranks=2, per_node=1)
+    assert len(first.result(timeout=90)) == 2
+    name = first.status().name
+    mpijob = sim.store.get("kubeflow.org/v2beta1", "MPIJob", name, "default")
+    assert mpijob["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    wait_for(lambda: not [p for p in sim.store.list("v1", "Pod", "default", f"training.kubeflow.org/job-name={name}")
+                          if p["status"].get("phase") in ("Running", "Pending")], timeout=30)
+    second = submit(be, where_ranks_ran, ranks=2, per_node=1)
+    assert len(second.result(timeout=90)) == 2

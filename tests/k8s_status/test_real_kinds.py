@@ -33,6 +33,28 @@ def test_rayjob_output_and_result_come_from_the_submitter_job(make_cluster):
     assert job.status().phase == "succeeded"
 
 
+def test_rayjob_result_waits_for_kuberays_complete_not_the_ray_jobs_status(make_cluster):
+    """In K8sJobMode KubeRay keeps jobDeploymentStatus Running after jobStatus is SUCCEEDED until
+    the submitter's `ray job logs --follow` has finished (kuberay@v1.7.0 rayjob_controller.go,
+    #1919): reading the result at SUCCEEDED found no result line yet and cached that (JobLostError)."""
+    sim, be = make_cluster(gpus=2)
+    sim.controllers.kubelet.ray_logs_lag_s = 3.0  # the follower prints the driver's lines late
+    job = Job(be.submit(gpujobs.job(_driver, 21).ray(workers=1, gpus_per_worker=1).queue("q").spec()), be)
+    name = job.id.split("/")[-1]
+
+    def ray_status():
+        return ((sim.store.get("ray.io/v1", "RayJob", name, "default") or {}).get("status") or {})
+    # Ray's start takes long on a loaded machine; the window after the driver ended is 3 s
+    wait_for(lambda: ray_status().get("jobStatus") in ("SUCCEEDED", "FAILED"), timeout=240, every=0.05)
+    lagging = job.status()
+    assert ray_status()["jobStatus"] == "SUCCEEDED" and ray_status()["jobDeploymentStatus"] == "Running"
+    assert lagging.phase == "running"  # KubeRay has not said Complete
+    assert job.result(timeout=60) == 42
+    st = sim.store.get("ray.io/v1", "RayJob", name, "default")["status"]
+    assert st["jobDeploymentStatus"] == "Complete" and job.status().phase == "succeeded"
+    assert "[rank 0] hello from the driver" in "".join(job.logs())
+
+
 def test_rayjob_validation_failed_is_a_failure_with_kuberays_message(make_cluster):
     """KubeRay validates in its controller and writes jobDeploymentStatus ValidationFailed (not
     Failed): gpujobs must report it as failed with the message, not wait forever."""
@@ -219,3 +241,93 @@ def test_appwrapper_failure_runs_once_and_keeps_the_traceback(make_cluster, tmp_
         job.result(timeout=90)
     assert runs.read_text() == "run\n"
     assert job.status().phase == "failed"
+
+
+# ------------------------------------------------------------------ TrainJob: a failing rank fails the job
+def _fails_counting(path):
+    with open(path, "a") as f:
+        f.write("x")
+    with open(path) as f:
+        n = len(f.read())
+    print(f"attempt {n}", flush=True)
+    raise ValueError(f"boom on attempt {n}")
+
+
+def test_a_trainjob_rank_that_raises_fails_the_job_at_once_without_running_again(make_cluster, tmp_path):
+    """Trainer's stock runtime sets no restartPolicy/backoffLimit: JobSet's webhook makes the pods
+    OnFailure (jobset@v0.12.0 jobset_webhook.go Default), the node Job gets backoffLimit 6, and the
+    kubelet restarts the rank: the user's function ran up to 7 times. gpujobs' runtime (Never, 0)
+    fails the TrainJob on the first exception."""
+    sim, be = make_cluster(gpus=2)
+    runs = tmp_path / "runs"
+    job = Job(be.submit(gpujobs.job(_fails_counting, str(runs)).ddp(nodes=1, gpus_per_node=1).queue("q").spec()), be)
+    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", job.id.split("/")[-1], "default")
+    assert tj["spec"]["runtimeRef"]["name"] == "gpujobs-torch"
+    with pytest.raises(ValueError, match="boom on attempt 1"):
+        job.result(timeout=120)
+    assert job.status().phase == "failed"
+    assert runs.read_text() == "x"  # the function ran once
+
+
+def test_trainjob_with_only_the_stock_runtime_is_refused_naming_the_admin_command(make_cluster):
+    from gpujobs.errors import PreflightError
+    sim, be = make_cluster(gpus=2, admin_runtimes=False)  # Trainer's install: torch-distributed only
+    with pytest.raises(PreflightError) as ei:
+        be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q").spec())
+    msg = str(ei.value)
+    assert ei.value.obj == "ClusterTrainingRuntime gpujobs-torch"
+    assert "gpujobs admin trainer-runtimes | kubectl apply -f -" in msg and "up to 6 times" in msg
+    assert sim.store.list("trainer.kubeflow.org/v1alpha1", "TrainJob", "default") == []
+
+
+def test_on_the_stock_runtime_gpujobs_warns_and_logs_include_the_restarted_instance(make_cluster, tmp_path):
+    """Chosen anyway (trainjob_runtime = "torch-distributed"): a RankRerunWarning at submit, and
+    logs() reads a restarted container's previous instance (pods/log?previous=true)."""
+    from gpujobs.backends.kubernetes.backend import KubernetesBackend
+    from gpujobs.errors import RankRerunWarning
+    sim, _ = make_cluster(gpus=2)
+    be = KubernetesBackend(api_client=sim.api_client(), namespace="default", default_queue="q",
+                           trainjob_runtime="torch-distributed")
+    runs = tmp_path / "runs"
+    with pytest.warns(RankRerunWarning, match="torch-distributed.*restartPolicy unset.*backoffLimit 6"):
+        job = Job(be.submit(gpujobs.job(_fails_counting, str(runs)).ddp(nodes=1, gpus_per_node=1).queue("q").spec()),
+                  be)
+    try:
+        wait_for(lambda: len(runs.read_text()) >= 2 if runs.exists() else False, timeout=90)
+        out = wait_for(lambda: "attempt 1" in (t := "".join(job.logs())) and t, timeout=30)
+        assert "[rank 0] attempt 1" in out
+        wait_for(lambda: job.status().phase == "failed", timeout=120)
+        assert len(runs.read_text()) > 1  # what gpujobs' own runtime prevents
+    finally:
+        be.state.stop_watches()
+        job.cancel()
+
+
+# ------------------------------------------------------------------ Kueue's version and the TrainJob grace period
+def _kueue_manager(sim, tag):
+    sim.store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "kueue-controller-manager", "namespace": "kueue-system"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{tag}"}]}}}})
+
+
+@pytest.mark.parametrize("tag, warned", [("v0.19.2", True), ("v0.20.0", False), (None, False)])
+def test_kueue_before_v020_is_said_to_drop_the_trainjob_grace_period(make_cluster, tag, warned):
+    """Kueue v0.19 vendors Trainer v2.2.1 and writes the TrainJob back without the patch's
+    terminationGracePeriodSeconds (kueue@v0.19.2 trainjob_controller.go RunWithPodSetsInfo)."""
+    import warnings
+
+    from gpujobs.backends.kubernetes.submit.kueue_version import kueue_version
+    from gpujobs.errors import GracePeriodWarning
+    sim, be = make_cluster(gpus=2)
+    if tag:
+        _kueue_manager(sim, tag)
+    assert kueue_version(sim.api_client()) == tag
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        job = Job(be.submit(gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q")
+                            .options(grace_period_s=120).spec()), be)  # time to save a checkpoint
+    said = [w for w in caught if issubclass(w.category, GracePeriodWarning)]
+    assert bool(said) == warned
+    if warned:
+        assert "Kueue v0.19.2" in str(said[0].message) and "v0.20" in str(said[0].message)
+    job.cancel()

@@ -125,6 +125,13 @@ def test_rayjob_states():
                              "message": "boom"})
     st = sm.job_status("n/r", bad)
     assert (st.phase, st.reason, st.message) == ("failed", "AppFailed", "boom")
+    # jobStatus terminal, deployment still Running: KubeRay waits for the submitter (kuberay #1919)
+    for js in ("SUCCEEDED", "FAILED", "STOPPED"):
+        following = dict(base, status={"jobStatus": js, "jobDeploymentStatus": "Running",
+                                       "rayClusterStatus": {"state": "ready"}})
+        assert sm.job_status("n/r", following).phase == "running", js
+    invalid = dict(base, status={"jobDeploymentStatus": "ValidationFailed", "message": "no"})
+    assert sm.job_status("n/r", invalid).phase == "failed"
     init = dict(base, status={"jobDeploymentStatus": "Initializing", "rayClusterStatus": {
         "readyWorkerReplicas": 1, "conditions": [{"type": "HeadPodReady", "status": "True"}]}})
     st = sm.job_status("n/r", init)

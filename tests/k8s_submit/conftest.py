@@ -29,9 +29,9 @@ def seed(store, gpus: int = 8, cohort: str | None = None, borrowing: str | None 
     store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
                   "metadata": {"name": "high"}, "value": 1000})
     store.create({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-                  "metadata": {"name": "torch-distributed"}, "spec": {}})
+                  "metadata": {"name": "gpujobs-torch"}, "spec": {}})
     store.create({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-                  "metadata": {"name": "torch-distributed-volcano"}, "spec": {}})
+                  "metadata": {"name": "gpujobs-torch-volcano"}, "spec": {}})
     store.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                   "metadata": {"name": "default"}, "spec": {"weight": 1}})
 

@@ -29,3 +29,12 @@ def test_retrying_survives_an_http_date_retry_after():
         return "ok"
 
     assert retrying(call) == "ok" and len(calls) == 2
+
+
+def test_kueue_version_of_its_manager_image():
+    from gpujobs.backends.kubernetes.submit.kueue_version import erases_trainjob_grace_period, version_of_image
+    assert version_of_image("registry.k8s.io/kueue/kueue:v0.19.2") == "v0.19.2"
+    assert version_of_image("us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:v0.20.0-rc.1@sha256:" + "a" * 64) \
+        == "v0.20.0-rc.1"
+    assert version_of_image("controller:latest") is None
+    assert [erases_trainjob_grace_period(v) for v in ("v0.19.2", "v0.20.0", "v1.0.0", None)] == [True, False, False, None]

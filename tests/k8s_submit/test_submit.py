@@ -174,8 +174,8 @@ def test_preflight_gang_needs_volcano(server, backend):
     (None, lambda: ddp().queue("nope"), f"LocalQueue {NS}/nope", "kubectl get localqueues"),
     (("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-a"), ddp, "ClusterQueue cq-a", None),
     (None, lambda: ddp().priority("urgent"), "WorkloadPriorityClass urgent", None),
-    (("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-distributed"), ddp,
-     "ClusterTrainingRuntime torch-distributed", None),
+    (("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "gpujobs-torch"), ddp,
+     "ClusterTrainingRuntime gpujobs-torch", "gpujobs admin trainer-runtimes | kubectl apply -f -"),
     (None, lambda: ddp(volcano="job", volcano_queue="gold"), "Volcano Queue gold", None),
 ], ids=["local_queue", "cluster_queue", "priority_class", "trainjob_runtime", "volcano_queue"])
 def test_preflight_missing_object(server, backend, deleted, make, obj, fix):

@@ -4,6 +4,7 @@ gpujobs_sim/mpirun_shim.py)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from support import wait_for
@@ -153,3 +154,19 @@ def test_ssh_options_count_only_under_the_version_s_own_name(tmp_path, monkeypat
         with pytest.raises(SystemExit):
             mpirun_shim.main(argv)
         assert "port 22: Connection refused" in capsys.readouterr().err and not ran
+
+
+@pytest.mark.parametrize("clean, left", [("None", ["worker", "worker"]), ("Running", []), ("All", [])])
+def test_after_the_launcher_ends_the_workers_go_only_with_clean_pod_policy_all_or_running(clean, left):
+    """mpi-operator@v0.8.0 syncHandler: a finished MPIJob's workers are deleted only for
+    cleanPodPolicy All / Running; with None their sshd runs on (and holds the GPUs)."""
+    with SimCluster(gpus=None, cpus=None, run_seconds=0.2) as sim:
+        job = mpijob("pi", policy="WaitForWorkersReady", image="mpioperator/mpi-pi:openmpi")  # workers first
+        job["spec"]["runPolicy"]["cleanPodPolicy"] = clean
+        sim.store.create(job)
+        wait_for(lambda: any(c["type"] == "Succeeded" for c in (sim.store.get(API, "MPIJob", "pi", "default")
+                                                                  .get("status") or {}).get("conditions") or []))
+        wait_for(lambda: [r for r in roles(sim, "pi") if r == "worker"] == left)
+        time.sleep(0.5)  # a few reconciles later, the kept workers still run sshd
+        workers = sim.store.list("v1", "Pod", "default", "training.kubeflow.org/job-role=worker")
+        assert len(workers) == len(left) and all(p["status"].get("phase") == "Running" for p in workers)

@@ -133,6 +133,26 @@ def _check_mpi_image(spec: JobSpec) -> None:
                         "sshd, an ssh client, Open MPI's mpirun, mpi4py and python3", images.mpi_image_fix())
 
 
+MAX_EXEC_MARGIN_S = 300
+"""How long after a job's own deadline Kueue's max-exec timer may fire, at least (10% of the
+deadline when more): Kueue counts from admission (kueue@v0.19.2 pkg/controller/core/
+workload_controller.go reconcileMaxExecutionTime: since the Admitted condition), the operators
+from the job's start (pods scheduled, images pulled), and Kueue's deactivation suspends the job:
+the operators then delete its pods, their logs and tracebacks, and the job object stays suspended,
+where the operator's own DeadlineExceeded fails the job visibly."""
+OWN_DEADLINE_KINDS = frozenset({"TrainJob", "PyTorchJob", "MPIJob", "RayJob"})
+"""Kinds whose operator enforces the rendered activeDeadlineSeconds (a Volcano Job has none)."""
+
+
+def kueue_max_exec_s(kind: str, max_runtime_s: float) -> int:
+    """The ``kueue.x-k8s.io/max-exec-time-seconds`` label: the job's own deadline plus a margin
+    where its operator enforces one (so DeadlineExceeded comes first), else the deadline itself."""
+    own = deadline_s(max_runtime_s)
+    if kind not in OWN_DEADLINE_KINDS:
+        return own
+    return own + max(MAX_EXEC_MARGIN_S, -(-own // 10))
+
+
 def _gang_pods(kind: str, spec: JobSpec) -> int:
     """Pods that must all run for the job to make progress."""
     if kind == "MPIJob" or (kind in ("VolcanoJob", "AppWrapper") and spec.framework == "mpi"):
@@ -181,7 +201,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
         if spec.priority:
             labels[naming.PRIORITY_LABEL] = spec.priority
         if spec.max_runtime_s:
-            labels[naming.MAX_EXEC_LABEL] = str(deadline_s(spec.max_runtime_s))
+            labels[naming.MAX_EXEC_LABEL] = str(kueue_max_exec_s(kind, spec.max_runtime_s))
     annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(_gang_pods(kind, spec)),
                    naming.ANN_GPUS: str(spec.total_gpus), naming.ANN_WORLD: str(spec.world_size),
                    naming.ANN_RETURN_ALL: "true" if spec.return_all else "false"}

@@ -80,12 +80,12 @@ def pod_sets(job: dict) -> list[PodSet]:
     if kind == "Job" and job["apiVersion"].startswith("batch.volcano.sh/"):
         return [_ps(t["name"], t.get("replicas", 1), t["template"]) for t in spec["tasks"]]
     if kind == "AppWrapper":
-        out = []
-        for i, comp in enumerate(spec["components"]):
-            for j, ps in enumerate(comp.get("podSets", [])):
-                tmpl = _path_get(comp, ps["path"])
-                out.append(_ps(f"{i}-{j}", ps.get("replicas", 1), tmpl))
-        return out
+        # Kueue names them "<appwrapper>-<index>" over all components' podSets (its AppWrapper
+        # integration, v0.17.0): the plan's Workload then carries the names the real one will
+        sets = [(ps.get("replicas", 1), _path_get(comp, ps["path"]))
+                for comp in spec["components"] for ps in comp.get("podSets", [])]
+        name = job["metadata"]["name"]
+        return [_ps(f"{name}-{i}", n, tmpl) for i, (n, tmpl) in enumerate(sets)]
     raise ValueError(f"not a job kind gpujobs renders: {job.get('apiVersion')}/{kind}")
 
 

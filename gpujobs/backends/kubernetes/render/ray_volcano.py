@@ -49,7 +49,12 @@ def rayjob(ctx: RenderCtx, meta: dict) -> dict:
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": RAY_TTL_AFTER_FINISHED_S,
         "backoffLimit": 0,
-        "submitterPodTemplate": submitter_template(ctx, image),
+        # the submitter Job's own backoffLimit is 2 unless set (kuberay@v1.7.0 rayjob_controller.go
+        # getSubmitterTemplate / createNewK8sJob): a dropped `ray job logs --follow` made a second
+        # submitter pod that follows the driver from the start again (common/job.go
+        # BuildJobSubmitCommand), and logs() showed its output twice
+        "submitterConfig": {"backoffLimit": 0},
+        "submitterPodTemplate": submitter_template(ctx, submitter_image(image)),
         "rayClusterSpec": {
             "rayVersion": image_ray_version(image),
             "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
@@ -90,6 +95,16 @@ def submitter_template(ctx: RenderCtx, image: str) -> dict:
         "securityContext": security_context()}])
     spec.pop("terminationGracePeriodSeconds", None)
     return {"metadata": {"labels": pod_labels(ctx, "submitter")}, "spec": spec}
+
+
+def submitter_image(image: str) -> str:
+    """The image of the submitter pod, which only runs the Ray CLI: a GPU image of rayproject/ray
+    (``...-gpu``, ``...-cu121``) becomes its CPU tag (the same Ray and Python; KubeRay's default
+    is the head's image, kuberay@v1.7.0 common/job.go GetDefaultSubmitterContainer). Other images
+    are kept: gpujobs cannot know a CPU twin of them."""
+    import re
+    m = re.fullmatch(r"((?:docker\.io/)?rayproject/ray(?:-ml)?:[^-]+-py\d+)-(?:gpu|cu\d+)", image)
+    return m.group(1) if m else image
 
 
 def image_ray_version(image: str) -> str:

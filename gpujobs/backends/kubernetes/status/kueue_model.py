@@ -171,12 +171,13 @@ def workload_id(wl: dict) -> str:
 
 
 def _job_limit(job: dict | None) -> float | None:
-    """A gpujobs job's declared limit: Kueue's max-exec-time label, else activeDeadlineSeconds."""
+    """A gpujobs job's declared limit: its activeDeadlineSeconds, else Kueue's max-exec-time label
+    (set a margin after the deadline where the operator enforces one: render.job.kueue_max_exec_s)."""
     if not job:
         return None
     label = ((job.get("metadata") or {}).get("labels") or {}).get(MAX_EXEC_LABEL)
     spec = job.get("spec") or {}
-    for v in (label, spec.get("activeDeadlineSeconds"), (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")):
+    for v in (spec.get("activeDeadlineSeconds"), (spec.get("runPolicy") or {}).get("activeDeadlineSeconds"), label):
         try:
             if v is not None and float(v) > 0:
                 return float(v)

@@ -266,7 +266,7 @@ def outcomes(backend: Cluster, job_id: str) -> dict[int, bytes]:
     if not found:
         found = archive.outcomes(backend.home, job_id)
     st = _hub_status(backend, job_id)
-    if (st is not None and st.terminal) or (st is None and found):
+    if found and (st is None or st.terminal):  # an empty read is never final: read again next time
         cache[job_id] = found
     return found
 

@@ -25,7 +25,7 @@ from ....metrics import METRICS_MARKER
 from ....progress import PROGRESS_MARKER
 from ....runner import PHASE_MARKER, RESULT_MARKER, STACKS_MARKER
 from ..naming import LABEL_ROLE
-from .results import job_pods, main_container, read_pod_log
+from .results import job_pods, main_container, read_pod_log, restarted
 
 _FIRST = ("submitter", "launcher", "master", "head")
 # Where each operator writes a pod's index (never the pod name: JobSet's and the batch Job
@@ -112,7 +112,10 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
 
     if not follow:
         for r, pod in enumerate(pod_rank_order(user_pods(job_pods(api_client, namespace, name)))):
-            for line in read_pod_log(api_client, namespace, pod).splitlines():
+            log = read_pod_log(api_client, namespace, pod)
+            if restarted(pod):  # restarted in place: the earlier instance's lines first
+                log = read_pod_log(api_client, namespace, pod, previous=True) + log
+            for line in log.splitlines():
                 text = show(line)
                 if text is not None:
                     who, out = _prefixed(text, r)

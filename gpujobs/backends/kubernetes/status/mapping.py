@@ -208,11 +208,14 @@ def kind_state(job: dict) -> KindState:
             # reason ValidationFailed, message = the error; rayjob_controller.go Reconcile)
             return KindState("failed", "ValidationFailed", msg or "KubeRay refused the RayJob",
                              started_at=start, finished_at=end)
-        if dep == "Complete" or dep == "Failed" or js in ("SUCCEEDED", "FAILED", "STOPPED"):
-            if js == "SUCCEEDED" and dep != "Failed":
+        # Terminal only on jobDeploymentStatus: in K8sJobMode KubeRay keeps it Running after the Ray
+        # job's jobStatus is terminal until the submitter (`ray job logs --follow`) has finished, so
+        # the driver's last lines, the result among them, may not be in its log yet (kuberay@v1.7.0
+        # ray-operator/controllers/ray/rayjob_controller.go, isJobTerminal && finishedAt; kuberay #1919)
+        if dep in ("Complete", "Failed"):
+            if dep == "Complete" and js == "SUCCEEDED":
                 return KindState("succeeded", "SUCCEEDED", msg, started_at=start, finished_at=end)
-            if dep in ("Complete", "Failed") or js in ("FAILED", "STOPPED"):
-                return KindState("failed", reason or js or dep, msg, started_at=start, finished_at=end)
+            return KindState("failed", reason or js or dep, msg, started_at=start, finished_at=end)
         if spec.get("suspend") or dep in ("Suspended", "Suspending"):
             return KindState("suspended", dep or "Suspended")
         rcs = st.get("rayClusterStatus") or {}

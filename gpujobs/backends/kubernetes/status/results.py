@@ -56,13 +56,22 @@ def main_container(pod: dict | str) -> str | None:
     return next((n for n in names if n in OUR_CONTAINERS), names[0] if names else None)
 
 
-def read_pod_log(api_client: Any, namespace: str, pod: str | dict) -> str:
+def restarted(pod: dict) -> bool:
+    """Whether gpujobs' container in ``pod`` was restarted in place (restartCount > 0): its last
+    instance's log, often the one with the traceback, is then only under ``previous=true``."""
+    name = main_container(pod)
+    return any(cs.get("name") == name and int(cs.get("restartCount") or 0) > 0
+               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def read_pod_log(api_client: Any, namespace: str, pod: str | dict, previous: bool = False) -> str:
     """A pod's whole log ('' when it has not started or is gone). Given the pod object, the
-    request names its container: with a sidecar (Istio) an unqualified pods/log request is 400."""
+    request names its container: with a sidecar (Istio) an unqualified pods/log request is 400.
+    ``previous``: the log of the container's last terminated instance (after an in-place restart)."""
     name = pod["metadata"]["name"] if isinstance(pod, dict) else pod
     path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
     container = main_container(pod)
-    query = [("container", container)] if container else []
+    query = ([("container", container)] if container else []) + ([("previous", "true")] if previous else [])
     try:
         resp = retrying(lambda: api_client.call_api(
             path, "GET", query_params=query, auth_settings=["BearerToken"], _return_http_data_only=True,
@@ -95,6 +104,8 @@ def outcomes(api_client: Any, namespace: str, name: str) -> dict[int, bytes]:
             if RESULT_MARKER in msg:
                 found.update(parse_result_lines(msg.splitlines()))
         text = read_pod_log(api_client, namespace, pod)
+        if restarted(pod):  # the earlier instance's outcome, unless the current one has its own
+            text = read_pod_log(api_client, namespace, pod, previous=True) + "\n" + text
         if RESULT_MARKER in text:
             found.update(parse_result_lines(text.splitlines()))
     return found

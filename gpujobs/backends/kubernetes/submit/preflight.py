@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
-from ....errors import PreflightError, QuotaError, SubmitError
+from ....errors import GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
 from ..kinds import KINDS, KUEUE_KINDS
@@ -306,7 +306,6 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
         backend, "apiextensions.k8s.io", "v1", "customresourcedefinitions", ta.TRAINJOB_CRD))
     if crd == "forbidden":
         _skip(f"CRD {ta.TRAINJOB_CRD} (to tell the Kubeflow Trainer version)")
-        return
     api = ta.trainer_api(crd) if isinstance(crd, dict) else ta.UNKNOWN
     if api == ta.V21:
         raise PreflightError(
@@ -316,6 +315,63 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
             "(kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/"
             "manager?ref=v2.3.0\"), or use another kind: gpujobs submit --kind PyTorchJob ...")
     ta.adapt(r.job, api)
+    if api in (ta.V23, ta.UNKNOWN) and r.job["metadata"]["labels"].get("kueue.x-k8s.io/queue-name"):
+        check_kueue_keeps_grace(backend, cache, r)
+
+
+def check_kueue_keeps_grace(backend: Cluster, cache: _Cache, r: Rendered) -> None:
+    """Warn when the cluster's Kueue (read from its manager's image, submit/kueue_version.py) will
+    drop the TrainJob's terminationGracePeriodSeconds on admission (Kueue before v0.20)."""
+    from . import kueue_version as kv
+    grace = None
+    for patch in r.job["spec"].get("runtimePatches") or []:
+        for rj in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            grace = rj["template"]["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", grace)
+    if grace is None or grace == 30:  # the pod default (core/v1 PodSpec terminationGracePeriodSeconds)
+        return
+    version = cache.get(("kueue-version",), lambda: kv.kueue_version(backend.api_client, backend.http_timeout) or "")
+    if kv.erases_trainjob_grace_period(version):
+        warnings.warn(f"Kueue {version} vendors Kubeflow Trainer v2.2.1 and rewrites the TrainJob without "
+                      f"terminationGracePeriodSeconds when it admits it (kueue@v0.19.2 pkg/controller/jobs/trainjob/"
+                      f"trainjob_controller.go RunWithPodSetsInfo): the pods get 30 s, not the {grace} s gpujobs "
+                      "asked for, to save a checkpoint on preemption or cancel. Fix: upgrade Kueue to v0.20 or "
+                      "newer (a cluster admin), or use kind='PyTorchJob'", GracePeriodWarning, stacklevel=4)
+
+
+def _runtime(backend: Cluster, cache: _Cache, name: str) -> dict | None | str:
+    return cache.get(("clustertrainingruntimes", None, name), lambda: _get_custom(
+        backend, "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name))
+
+
+def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: Any) -> None:
+    """The TrainJob's ClusterTrainingRuntime exists, and a failing rank under it fails the job
+    (restartPolicy Never, backoffLimit 0: kubeflow.training_runtimes); a runtime that re-runs ranks
+    in place (Trainer's stock torch-distributed) is used with a RankRerunWarning."""
+    from ..render import kubeflow as kf
+    obj = _runtime(backend, cache, rt)
+    if obj == "forbidden":
+        _skip(f"ClusterTrainingRuntime {rt}")
+        return
+    if obj is None:
+        ours = rt in (kf.TRAINJOB_RUNTIME, kf.TRAINJOB_VOLCANO_RUNTIME)
+        stock = ours and isinstance(_runtime(backend, cache, kf.STOCK_RUNTIME), dict)
+        raise PreflightError(
+            f"ClusterTrainingRuntime {rt}",
+            f"the TrainJob runtime {rt!r} is not installed (kubectl get clustertrainingruntimes lists those "
+            "that are); fix: "
+            + ("have a cluster admin install gpujobs' runtimes: gpujobs admin trainer-runtimes | kubectl "
+               "apply -f - (docs/kubernetes-kinds.md, TrainJob)"
+               + (f"; only Kubeflow Trainer's stock {kf.STOCK_RUNTIME!r} is installed, under which a "
+                  "failing rank runs your function again in place, up to 6 times" if stock else "")
+               + "; or " if ours else "install Kubeflow Trainer's runtimes, or ")
+            + f"name an installed one with {key} = \"NAME\" under [kubernetes] in {config} (Python: "
+            f"KubernetesBackend({key}=...)), or use another kind: gpujobs submit --kind PyTorchJob ...")
+    why = kf.runtime_reruns_ranks(obj) if isinstance(obj, dict) else ""
+    if why:
+        warnings.warn(f"ClusterTrainingRuntime {rt!r} ({why}) re-runs a failing rank in place: the kubelet "
+                      "restarts its container and your function runs again, up to 6 times, before the "
+                      "TrainJob fails; install gpujobs' runtimes (gpujobs admin trainer-runtimes | kubectl "
+                      f"apply -f -) and drop {key} from [kubernetes] in {config}", RankRerunWarning, stacklevel=4)
 
 
 def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
@@ -325,12 +381,7 @@ def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
         rt = r.job["spec"]["runtimeRef"]["name"]
         key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
             rt != backend.options.trainjob_runtime else "trainjob_runtime"
-        _require(backend, cache, f"ClusterTrainingRuntime {rt}", "trainer.kubeflow.org",
-                 "v1alpha1", "clustertrainingruntimes", rt, f"the TrainJob runtime {rt!r} is not "
-                 "installed (kubectl get clustertrainingruntimes lists those that are); fix: install "
-                 f"Kubeflow Trainer's runtimes, or name an installed one with {key} = \"NAME\" under "
-                 f"[kubernetes] in {config_path()} (Python: KubernetesBackend({key}=...)), or use "
-                 "another kind: gpujobs submit --kind PyTorchJob ...")
+        check_runtime(backend, cache, rt, key, config_path())
     if r.kind == "VolcanoJob":
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",

@@ -1,0 +1,142 @@
+"""gpujobs' kubernetes backend against the real apiserver and real Kueue v0.17.0: submit, the
+Workload Kueue makes, admission (QuotaReserved, Admitted, suspend flipped), queue positions from
+the real visibility API, preemption of a lower priority job, and cancel (the real garbage
+collector). No job operator runs here, so no pods start: these stories end at "admitted"."""
+from __future__ import annotations
+
+import pytest
+
+from gpujobs.backends.kubernetes import naming
+from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
+
+from .conftest import QUEUE
+from .kube import cond, custom, is_true, job_obj, spec_of, suspended, wait_for, workload_of
+from .conftest import NS
+
+
+@pytest.fixture
+def jobs(backend):
+    """Submit through the backend; everything submitted is cancelled (and gone) afterwards."""
+    made: list[str] = []
+
+    def submit(spec) -> str:
+        job_id = backend.submit(spec)
+        made.append(job_id)
+        return job_id
+    yield submit
+    for job_id in made:
+        try:
+            backend.cancel(job_id)
+        except Exception:  # noqa: BLE001 - a test may have cancelled it already
+            pass
+    api = backend.api_client
+    for job_id in made:
+        _, name = naming.parse_job_id(job_id)
+        wait_for(lambda: all(job_obj(api, k, name) is None for k in KUEUE_KINDS), 60,
+                 f"{job_id} deleted")
+
+
+@pytest.mark.parametrize("kind", sorted(KUEUE_KINDS))
+def test_real_kueue_admits_each_kind_and_gpujobs_reports_it(controlplane, backend, jobs, kind):
+    controlplane.require_kueue()
+    job_id = jobs(spec_of(kind))
+    _, name = naming.parse_job_id(job_id)
+    api = backend.api_client
+    wl = wait_for(lambda: (w := workload_of(api, kind, name)) and is_true(w, "Admitted") and w,
+                  60, f"{kind} {name}'s Workload Admitted")
+    assert is_true(wl, "QuotaReserved")
+    assert wl["spec"]["queueName"] == QUEUE
+    assert wl["status"]["admission"]["clusterQueue"] == "cq-a"
+    # Kueue unsuspends the job it admitted
+    wait_for(lambda: not suspended(kind, job_obj(api, kind, name)), 30, f"{kind} unsuspended")
+    st = wait_for(lambda: (s := backend.status(job_id)).phase != "queued" and s, 30,
+                  "gpujobs to see the admission")
+    assert st.phase in ("admitted", "starting"), st
+    assert st.queue == QUEUE
+
+
+def test_cancel_deletes_the_job_and_its_workload_through_the_real_gc(controlplane, backend, jobs):
+    controlplane.require_kueue()
+    job_id = jobs(spec_of("PyTorchJob"))
+    _, name = naming.parse_job_id(job_id)
+    api = backend.api_client
+    wl = wait_for(lambda: workload_of(api, "PyTorchJob", name), 60, "the Workload")
+    backend.cancel(job_id)
+    wait_for(lambda: job_obj(api, "PyTorchJob", name) is None, 60, "the PyTorchJob gone")
+    wait_for(lambda: not custom(api).list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", NS, "workloads",
+        field_selector=f"metadata.name={wl['metadata']['name']}")["items"], 60,
+        "the Workload gone")
+    assert backend.status(job_id).phase == "cancelled"
+
+
+def test_queue_positions_come_from_the_real_visibility_api(controlplane, backend, jobs):
+    controlplane.require_kueue()
+    api = backend.api_client
+    first = jobs(spec_of("PyTorchJob", gpus=4))      # 2 x 4 = all 8 GPUs
+    wait_for(lambda: is_true(workload_of(api, "PyTorchJob", naming.parse_job_id(first)[1]),
+                             "Admitted"), 60, "the first job admitted")
+    second = jobs(spec_of("PyTorchJob", gpus=4))
+    third = jobs(spec_of("PyTorchJob", gpus=4))
+    for j in (second, third):
+        wait_for(lambda j=j: workload_of(api, "PyTorchJob", naming.parse_job_id(j)[1]), 60,
+                 "the Workload of a queued job")
+    raw = api.call_api(f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/"
+                       f"{QUEUE}/pendingworkloads", "GET", response_type="object",
+                       auth_settings=["BearerToken"], _return_http_data_only=True)
+    assert [it["positionInLocalQueue"] for it in raw["items"]] == [0, 1]
+    s2 = wait_for(lambda: (s := backend.status(second)).queue_position and s, 30,
+                  "a queue position for the second job")
+    s3 = wait_for(lambda: (s := backend.status(third)).queue_position and s, 30,
+                  "a queue position for the third job")
+    assert (s2.phase, s2.queue_position) == ("queued", 1)
+    assert (s3.phase, s3.queue_position) == ("queued", 2)
+    assert s2.position_available
+
+
+def test_a_higher_priority_job_preempts_a_lower_one(controlplane, backend, jobs):
+    controlplane.require_kueue()
+    api = backend.api_client
+    low = jobs(spec_of("PyTorchJob", gpus=4, priority="low"))
+    low_name = naming.parse_job_id(low)[1]
+    wait_for(lambda: is_true(workload_of(api, "PyTorchJob", low_name), "Admitted"), 60,
+             "the low priority job admitted")
+    wait_for(lambda: not suspended("PyTorchJob", job_obj(api, "PyTorchJob", low_name)), 30,
+             "the low priority job unsuspended")
+    high = jobs(spec_of("PyTorchJob", gpus=4, priority="high"))
+    high_name = naming.parse_job_id(high)[1]
+    wl_low = wait_for(lambda: (w := workload_of(api, "PyTorchJob", low_name))
+                      and is_true(w, "Evicted") and w, 60, "the low priority job evicted")
+    assert cond(wl_low, "Evicted")["reason"] == "Preempted"
+    assert is_true(wl_low, "Preempted")
+    wait_for(lambda: suspended("PyTorchJob", job_obj(api, "PyTorchJob", low_name)), 30,
+             "the preempted job suspended again")
+    wait_for(lambda: is_true(workload_of(api, "PyTorchJob", high_name), "Admitted"), 60,
+             "the high priority job admitted")
+    st = wait_for(lambda: (s := backend.status(low)).phase in ("preempted", "queued") and s, 30,
+                  "gpujobs to see the preemption")
+    assert st.phase in ("preempted", "queued"), st
+    assert "preempt" in (st.reason + st.message).lower(), st
+
+
+@pytest.mark.parametrize("kind", sorted(KUEUE_KINDS))
+def test_the_simulators_workload_is_the_one_real_kueue_makes(controlplane, backend, jobs, kind):
+    """gpujobs_sim.kueue.workload_for(job) against the Workload Kueue v0.17.0 made for the same
+    job: its name, queue, priority and podSets (names, counts, requests)."""
+    from gpujobs_sim.kueue import workload_for
+    controlplane.require_kueue()
+    job_id = jobs(spec_of(kind, priority="high"))
+    name = naming.parse_job_id(job_id)[1]
+    api = backend.api_client
+    real = wait_for(lambda: workload_of(api, kind, name), 60, f"{kind} {name}'s Workload")
+    sim = workload_for(job_obj(api, kind, name), priority=1000)
+    assert sim["metadata"]["name"] == real["metadata"]["name"]
+    for key in ("queueName", "priority", "priorityClassRef"):
+        assert sim["spec"].get(key) == real["spec"].get(key), key
+
+    def sets(wl):
+        return [(p["name"], p["count"],
+                 [((c.get("resources") or {}).get("requests") or {})
+                  for c in p["template"]["spec"].get("containers", [])])
+                for p in wl["spec"]["podSets"]]
+    assert sets(sim) == sets(real)
