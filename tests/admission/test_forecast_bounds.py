@@ -92,3 +92,12 @@ def test_an_unknown_end_gives_no_number_but_a_bound():
                     pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW)
     fc = forecast(snap)["w"]
     assert fc.expected_start is None and fc.expected_start_range is None and fc.not_before == NOW
+
+
+def test_the_forecast_engine_follows_the_snapshots_kueue_version():
+    """A forecast simulates the scheduler of the Kueue version it is given (the local agent's
+    [local] kueue_version, the cluster's on Kubernetes), not always the newest."""
+    from gpujobs.admission.forecast.inputs import Snapshot
+    from gpujobs.admission.gates import NEWEST
+    assert Snapshot([], kueue_version="v0.17.0").engine().kueue_version == "v0.17.0"
+    assert Snapshot([]).engine().kueue_version == NEWEST

@@ -73,6 +73,32 @@ def test_plan_basis_names_the_kueue_version_it_followed(make_cluster):
         be.kueue_version("v0.18.0")
 
 
+def _kueue_manager(sim, tag):
+    sim.store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "kueue-controller-manager", "namespace": "kueue-system"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{tag}"}]}}}})
+
+
+@pytest.mark.parametrize("tag, row, source", [
+    ("v0.17.3", "v0.17.0", "the cluster runs Kueue v0.17.3"),
+    ("v0.18.1", "v0.20", "the cluster runs Kueue v0.18.1, which is not modelled")])
+def test_plan_simulates_the_kueue_the_cluster_runs(make_cluster, tag, row, source):
+    """The version read from Kueue's manager image decides the forecast's own engine, not only the
+    basis text; a version gpujobs does not model falls back to the newest and says so."""
+    from gpujobs.backends.kubernetes.status import forecasting
+
+    def setup(sim):
+        queue(sim, "q", "cq-q", 2)
+        _kueue_manager(sim, tag)
+    sim, be = make_cluster(setup)
+    p = be.plan(spec("q", 1))
+    assert f"admission as Kueue {row} scheduler" in p.basis and p.basis.endswith(source)
+    c = forecasting.for_backend(be, "default").cluster()
+    assert c.kueue_version == row
+    from gpujobs.backends.kubernetes.status.kueue_model import translate
+    assert translate(c).snapshot.engine().kueue_version == row
+
+
 def test_plan_refuses_what_submit_refuses(make_cluster):
     from gpujobs.errors import SpecError
 

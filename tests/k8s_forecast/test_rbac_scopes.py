@@ -94,6 +94,8 @@ def test_forecast_and_plan_only_read_what_rbac_yaml_grants(make_cluster):
     for verb, plural in used:
         if (verb, plural) == ("create", "selfsubjectaccessreviews"):
             continue
+        if (verb, plural) == ("get", "deployments"):
+            continue  # Kueue's version from its manager's image (submit/kueue_version.py): optional, unknown on 403
         assert verb in ("get", "list", "watch"), (verb, plural)
         assert verb in allowed[(groups[plural], plural)], (verb, plural)
 

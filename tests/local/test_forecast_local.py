@@ -80,6 +80,7 @@ def running(agent, *jids):
 
 
 def status(agent, jid):
+    agent.forecasts.refresh()  # what the agent's forecaster thread does after a view
     with agent.lock:
         return agent.status(jid)
 

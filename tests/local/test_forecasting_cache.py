@@ -1,10 +1,102 @@
-"""LocalForecasts recomputes at most once a second after changes (progress reports mark it
-stale several times a second), at once for a queued job it has not seen, and every
-REFRESH_S while asked. No processes: the forecast and the snapshot are stand-ins."""
+"""When and where the local agent computes forecasts (LocalForecasts): status views only read
+the last refresh and never compute or wait for one; a refresh copies the records under the
+agent's lock and simulates outside it; a burst of submits costs one refresh, not one per new
+job; refreshes are paced (once a second after changes, never busier than half the time,
+every REFRESH_S while asked); plan() simulates outside the lock. In-process agent, no rank
+processes (nothing is started: the loop never runs); the simulation is a stand-in where a
+test needs to hold or count it."""
 from __future__ import annotations
 
-from gpujobs.admission.forecast import Forecast, Snapshot
-from gpujobs.backends.local import forecasting
+import socket
+import threading
+
+import gpujobs
+from gpujobs.admission.forecast import Forecast
+from gpujobs.backends.local import forecasting, protocol
+from gpujobs.backends.local.server import make_handler
+from inproc import submit
+
+
+def nap(seconds):
+    import time as _t
+    _t.sleep(seconds)
+
+
+def queued(agent, n):
+    """Submit ``n`` one-slot jobs with a declared limit (their forecasts get a start)."""
+    return [submit(agent, gpujobs.job(nap, 60).ddp(gpus_per_node=1).max_runtime(600)
+                   .name(f"j{len(agent.recs)}"))[0] for _ in range(n)]
+
+
+def view(agent, jid):
+    with agent.lock:  # what the server does for a status request
+        return agent.status(jid)
+
+
+def test_a_burst_of_submits_costs_one_forecast_not_one_per_new_job(local_agent, monkeypatch):
+    runs = []
+    real = forecasting.forecast
+    monkeypatch.setattr(forecasting, "forecast", lambda snap: runs.append(1) or real(snap))
+    jids = []
+    for _ in range(12):  # each new job viewed right after its submit, as notebooks do
+        jids += queued(local_agent, 1)
+        assert view(local_agent, jids[-1]).reason == ""  # not computed by the view
+    with local_agent.lock:
+        local_agent.jobs(None)
+    assert runs == []
+    assert local_agent.forecasts.due()
+    local_agent.forecasts.refresh()
+    assert len(runs) == 1 and local_agent.forecasts.runs == 1
+    views = [view(local_agent, j) for j in jids]
+    assert all(st.expected_start is not None for st in views), views[:3]
+    assert [st.queue_position for st in views] == list(range(1, 13))
+    assert not local_agent.forecasts.due()  # nothing changed since
+
+
+def test_status_and_jobs_are_answered_while_a_refresh_is_in_progress(local_agent, monkeypatch):
+    jid, = queued(local_agent, 1)
+    view(local_agent, jid)
+    local_agent.forecasts.refresh()
+    before = view(local_agent, jid)
+    assert before.expected_start is not None
+    started, release = threading.Event(), threading.Event()
+    real = forecasting.forecast
+
+    def held(snap):
+        started.set()
+        release.wait(60)
+        return real(snap)
+
+    monkeypatch.setattr(forecasting, "forecast", held)
+    refresher = threading.Thread(target=local_agent.forecasts.refresh)
+    refresher.start()
+    try:
+        assert started.wait(60)
+        answers = []
+        other = threading.Thread(target=lambda: answers.extend(
+            [view(local_agent, jid), local_agent.jobs(None)]))
+        other.start()
+        other.join(30)  # a safety net: blocked on the lock, it would still be waiting
+        assert not other.is_alive(), "status() waited for the forecast refresh"
+        assert answers[0].expected_start == before.expected_start  # the last refresh's, while the next runs
+        late, = queued(local_agent, 1)  # submit() does not wait either
+        assert view(local_agent, late).phase == "queued"
+    finally:
+        release.set()
+        refresher.join(60)
+    assert local_agent.forecasts.runs == 2
+
+
+def test_a_refresh_pushes_new_reasons_to_subscribers_of_queued_jobs(local_agent):
+    import queue
+    jid, = queued(local_agent, 1)
+    q: queue.Queue = queue.Queue()
+    with local_agent.lock:
+        local_agent.subs[jid] = [q]
+    view(local_agent, jid)
+    local_agent.forecasts.refresh()
+    rec = q.get(timeout=10)
+    assert rec.id == jid and view(local_agent, jid).expected_start is not None
 
 
 class Clock:
@@ -15,46 +107,92 @@ class Clock:
         return self.t
 
 
-def make(monkeypatch, ids):
-    calls = []
+def test_refreshes_are_paced(local_agent, monkeypatch):
+    """After changes at most once per MIN_INTERVAL_S, and never sooner after a slow refresh than
+    it took; while viewed, every REFRESH_S even without changes; never while nobody asks."""
     clock = Clock()
     monkeypatch.setattr(forecasting.time, "monotonic", clock)
+    cost = [0.0]
 
-    def fake_forecast(snap):
-        calls.append(clock.t)
-        return {i: Forecast(i, 5.0, "declared limit", f"reason {i}") for i in ids}
+    def fake(snap):
+        clock.t += cost[0]
+        return {j.id: Forecast(j.id, 5.0, "declared limit", f"reason {j.id}") for j in snap.pending}
 
-    monkeypatch.setattr(forecasting, "forecast", fake_forecast)
-    lf = forecasting.LocalForecasts(agent=None, admission_config={})
-    monkeypatch.setattr(lf, "snapshot", lambda: Snapshot([]))
-    return lf, calls, clock
+    monkeypatch.setattr(forecasting, "forecast", fake)
+    lf = local_agent.forecasts
+    jid, = queued(local_agent, 1)
+    assert not lf.due()  # changed, but nobody looked
+    view(local_agent, jid)
+    assert lf.due()
+    lf.refresh()
+    assert view(local_agent, jid).reason == f"reason {jid}"
+    queued(local_agent, 1)  # a change within the second
+    clock.t += 0.5
+    assert not lf.due()
+    clock.t += 0.6
+    assert lf.due()
+    cost[0] = 3.0  # a slow refresh (a long queue)
+    lf.refresh()
+    queued(local_agent, 1)
+    view(local_agent, jid)
+    clock.t += 2.0
+    assert not lf.due()  # forecasting may take half the time at most
+    clock.t += 1.1
+    assert lf.due()
+    cost[0] = 0.0
+    lf.refresh()
+    view(local_agent, jid)
+    clock.t += forecasting.REFRESH_S - 0.1
+    assert not lf.due()  # nothing changed
+    clock.t += 0.2
+    assert lf.due()  # time-left texts move
+    lf.refresh()
+    clock.t += 10 * forecasting.REFRESH_S
+    assert not lf.due()  # nobody looked since
 
 
-def test_changes_recompute_at_most_once_a_second(monkeypatch):
-    ids = ["a", "b"]
-    lf, calls, clock = make(monkeypatch, ids)
-    assert lf.fields("a")["reason"] == "reason a" and len(calls) == 1
-    for _ in range(10):  # ten progress reports within the same second
-        lf.stale()
-        clock.t += 0.05
-        lf.fields("a")
-        lf.fields("b")
-    assert len(calls) == 1
-    clock.t += 1.0
-    assert lf.fields("b")["expected_start"] == 5.0 and len(calls) == 2  # stale and 1 s old
-    lf.fields("a")
-    assert len(calls) == 2  # not stale: cached
-    clock.t += forecasting.REFRESH_S + 0.1
-    lf.fields("a")
-    assert len(calls) == 3  # too old: time-left texts are refreshed
+def test_the_forecaster_thread_refreshes_after_a_view(local_agent):
+    jid, = queued(local_agent, 1)
+    lf = local_agent.forecasts
+    lf.start()
+    try:
+        view(local_agent, jid)  # asks: the thread wakes and refreshes
+        done = threading.Event()
+
+        def watch():
+            while lf.runs == 0:
+                lf._wake.wait(0.05)
+            done.set()
+        threading.Thread(target=watch, daemon=True).start()
+        assert done.wait(60)
+        assert view(local_agent, jid).expected_start is not None
+    finally:
+        lf.close()
 
 
-def test_a_new_queued_job_is_computed_at_once_and_an_unknown_one_only_once(monkeypatch):
-    ids = ["a"]
-    lf, calls, clock = make(monkeypatch, ids)
-    lf.fields("a")
-    ids.append("new")  # submitted a moment later
-    lf.stale()
-    assert lf.fields("new")["reason"] == "reason new" and len(calls) == 2
-    assert lf.fields("ghost") == {} and len(calls) == 3
-    assert lf.fields("ghost") == {} and len(calls) == 3  # a miss does not recompute again
+def test_plan_through_the_agent_simulates_outside_its_lock(local_agent, monkeypatch):
+    """The server's plan op takes the agent's lock only to copy the records."""
+    free = []
+    real = forecasting.plan
+
+    def probing(snap, job):
+        t = threading.Thread(target=lambda: free.append(local_agent.lock.acquire(timeout=30)
+                                                         and (local_agent.lock.release() or True)))
+        t.start()
+        t.join(60)
+        return real(snap, job)
+
+    monkeypatch.setattr(forecasting, "plan", probing)
+    queued(local_agent, 2)  # both slots taken (once the loop runs)
+    spec = gpujobs.job(nap, 1).ddp(gpus_per_node=1).spec()
+    client, served = socket.socketpair()
+    try:
+        protocol.send(client, {"op": "plan", "spec": spec.to_dict(), "name": "x"})
+        client.shutdown(socket.SHUT_WR)
+        make_handler(local_agent)(served, "", None)  # answers, then sees the end of input
+        reply = protocol.raise_reply(protocol.LineReader(client).read())
+    finally:
+        client.close()
+        served.close()
+    assert free == [True]
+    assert not reply["plan"]["admit_now"] and reply["plan"]["position"] == 1, reply  # after the two

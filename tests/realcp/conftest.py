@@ -578,6 +578,10 @@ def _seed(api, with_kcm: bool) -> None:
                          "clustertrainingruntime-torch-distributed.yaml").read_text())
     rt_volcano = {**rt, "metadata": {**rt["metadata"], "name": "torch-distributed-volcano"}}
     _apply(api, [rt, rt_volcano])
+    # gpujobs' own runtimes (restartPolicy Never, backoffLimit 0), as the documented admin step
+    # installs them: `gpujobs admin trainer-runtimes | kubectl apply -f -` (docs/trainer-runtimes.yaml);
+    # the real apiserver checks them against Trainer's CRD here
+    _apply(api, [d for d in yaml.safe_load_all((REPO / "docs/trainer-runtimes.yaml").read_text()) if d])
 
 
 @pytest.fixture(scope="session")

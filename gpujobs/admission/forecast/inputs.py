@@ -136,11 +136,12 @@ class Snapshot:
     history: History = field(default_factory=History)
     now: float = field(default_factory=time.time)
     flavors: Sequence | None = None  # ResourceFlavor objects, as given to Engine(flavors=...)
+    kueue_version: str | None = None  # whose scheduler the simulation follows (gates.py; None: newest)
 
     def engine(self, clock: Callable[[], float] | None = None) -> Engine:
         kw: dict[str, Any] = {"flavors": self.flavors} if self.flavors is not None else {}
         return Engine(self.queues, self.cohorts, self.priorities, self.default_priority,
-                      clock=clock or (lambda: self.now), **kw)
+                      clock=clock or (lambda: self.now), kueue_version=self.kueue_version, **kw)
 
 
 # ------------------------------------------------------------------ outputs

@@ -2,6 +2,8 @@
 ``schedule()`` passes) and :func:`forecast` / :func:`plan` turn its run into answers."""
 from __future__ import annotations
 
+import dataclasses
+
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass
@@ -237,10 +239,8 @@ def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
     keep = {groups[q] for q in queues if q in groups}
     if len(keep) == len(set(groups.values())):
         return snap
-    return Snapshot(snap.queues, snap.cohorts, snap.priorities, snap.default_priority,
-                    [j for j in snap.running if groups.get(j.workload.queue) in keep],
-                    [j for j in snap.pending if groups.get(j.workload.queue) in keep],
-                    snap.history, snap.now, snap.flavors)
+    return dataclasses.replace(snap, running=[j for j in snap.running if groups.get(j.workload.queue) in keep],
+                               pending=[j for j in snap.pending if groups.get(j.workload.queue) in keep])
 
 
 def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,

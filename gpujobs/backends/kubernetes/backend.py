@@ -56,6 +56,7 @@ class KubernetesBackend:
         self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
         self._namespace = namespace or cfg.get("namespace")
         self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
+        self._detected_kueue: str | None = None  # read once by admission_version() ('' unknown)
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
         self.preflight_ttl = preflight_ttl
@@ -215,9 +216,26 @@ class KubernetesBackend:
         plan = forecasting.for_backend(self, rendered.namespace).plan(
             rendered, queue, labels.get(naming.PRIORITY_LABEL), spec.max_runtime_s,
             float(spec.grace_period_s), spec.display_name)
-        version, source = self.kueue_version()
+        version, source = self.admission_version()
         from ...admission import gates
         return gates.with_basis(plan, version, source)
+
+    def admission_version(self) -> tuple[str, str]:
+        """:meth:`kueue_version` with what the cluster runs, read once from Kueue's manager image
+        (submit/kueue_version.py; unknown without ``get deployments`` in kueue-system). A detected
+        version gpujobs does not model falls back to the config or the newest, saying so."""
+        from ...errors import SpecError
+        from .submit import kueue_version as kv
+        if self._detected_kueue is None:
+            try:
+                self._detected_kueue = kv.kueue_version(self.api_client, self.http_timeout) or ""
+            except Exception:  # noqa: BLE001 - an unreadable version is an unknown one
+                self._detected_kueue = ""
+        try:
+            return self.kueue_version(self._detected_kueue or None)
+        except SpecError:
+            version, source = self.kueue_version()
+            return version, f"{source}; the cluster runs Kueue {self._detected_kueue}, which is not modelled"
 
     def kueue_version(self, detected: str | None = None) -> tuple[str, str]:
         """(the supported Kueue version row admission is modelled on, where it came from):

@@ -531,10 +531,14 @@ class Agent(Recovery, Watching, Lifecycle):
         return st
 
     def jobs(self, queue: str | None) -> list[JobStatus]:
-        out = []
-        for jid, _, st, _, _ in self.store.all(queue):
-            rec = self.recs.get(jid)
-            out.append(self._view(rec) if rec is not None else st)
+        """Every job, newest first. The stored rows are read without the agent's lock (the
+        store has its own; hundreds of rows take a while), the live ones viewed under it."""
+        rows = self.store.all(queue)
+        with self.lock:
+            out = []
+            for jid, _, st, _, _ in rows:
+                rec = self.recs.get(jid)
+                out.append(self._view(rec) if rec is not None else st)
         return out[::-1]
 
     def busy(self) -> bool:

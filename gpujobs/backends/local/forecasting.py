@@ -3,14 +3,24 @@
 The agent holds one :class:`LocalForecasts`. It turns the agent's live records into a
 :class:`~gpujobs.admission.forecast.Snapshot` (running gangs with their start, declared
 limit, progress-based end and, while preempted, their stop deadline; queued jobs in order;
-the runtimes of this machine's finished jobs as history), runs the forecast for every
-queued job, and keeps the result until something changes (any status update) or
-``REFRESH_S`` passes, at most once per ``MIN_INTERVAL_S`` (unless a queued job is new to
-it). Everything here runs under the agent's lock and only reads.
+the runtimes of this machine's finished jobs as history) and runs the forecast for every
+queued job off the hot path: the snapshot is taken under the agent's lock (a copy of the
+records, cheap), the simulation runs outside it, on the forecaster thread
+(:meth:`LocalForecasts.start`), and its result replaces the cache in one assignment.
+Status views (``status()``, ``jobs()``, ``wait``, subscriptions) only read the cache, so they
+never wait for a forecast; a queued job the cache does not hold yet has no reason until the
+next refresh. A refresh runs when a queued job was viewed since the last one and something
+changed (any status update; at most once per ``MIN_INTERVAL_S``, and never busier than half
+the time: the pause after a refresh is at least as long as the refresh took), or every
+``REFRESH_S`` while queued jobs are viewed (time-left texts move): a burst of submits costs
+one refresh, not one per new job. ``plan()`` likewise copies under the lock and simulates
+outside it.
 """
 from __future__ import annotations
 
+import threading
 import time
+import traceback
 from typing import Any
 
 from ...admission.forecast import Forecast, History, Job, Snapshot, forecast, plan
@@ -38,14 +48,24 @@ class LocalForecasts:
         self.agent = agent
         self.adm = admission_config
         self._history: History | None = None
-        self._cache: dict[str, Forecast] = {}
-        self._misses: set[str] = set()
-        self._at = 0.0
-        self._stale = True
+        self._cache: dict[str, Forecast] = {}  # replaced whole by each refresh, never mutated
+        self._at = float("-inf")  # when the cache's snapshot was taken (monotonic)
+        self._next = float("-inf")  # no refresh before this (MIN_INTERVAL_S, or as long as the last took)
+        self._stale = True  # something changed since the cache's snapshot
+        self._asked = False  # a queued job was viewed since the cache's snapshot
+        self._wake = threading.Event()
+        self._refreshing = threading.Lock()  # one refresh at a time
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.runs = 0  # forecasts computed (benchmarks and tests count them)
 
     # -------------------------------------------------------------- events
     def stale(self) -> None:
-        self._stale = True
+        """Something changed (called on every status update, under the agent's lock)."""
+        if not self._stale:
+            self._stale = True
+            if self._asked:
+                self._wake.set()
 
     def note_finished(self, st: JobStatus, limit_s: float | None = None) -> None:
         """A job ended: its run's runtime (and declared limit) joins the history."""
@@ -60,6 +80,62 @@ class LocalForecasts:
                 _learn(h, st, (spec or {}).get("max_runtime_s"))
             self._history = h
         return self._history
+
+    # ------------------------------------------------------------ refreshes
+    def due(self, now: float | None = None) -> bool:
+        """A refresh is wanted: a queued job was viewed since the last one, and something changed
+        (no sooner than ``_next``) or the cache is older than ``REFRESH_S``."""
+        now = time.monotonic() if now is None else now
+        return self._asked and ((self._stale and now >= self._next) or now - self._at > REFRESH_S)
+
+    def refresh(self) -> None:
+        """Recompute every queued job's forecast: the snapshot under the agent's lock, the
+        simulation outside it; then push the new fields to the queued jobs' subscribers."""
+        ag = self.agent
+        with self._refreshing:
+            with ag.lock:
+                snap = self.snapshot()
+                self._stale = self._asked = False
+                at = time.monotonic()
+            try:
+                cache = forecast(snap)
+            except Exception:  # noqa: BLE001 - a forecast never breaks a status reply
+                traceback.print_exc()
+                cache = {}
+            took = time.monotonic() - at
+            self.runs += 1
+            with ag.lock:
+                self._cache, self._at = cache, at
+                self._next = at + took + max(MIN_INTERVAL_S, took)
+                for key in list(ag.subs):
+                    rec = ag.recs.get(key)
+                    if rec is not None and rec.status.phase == "queued":
+                        ag._emit(rec)  # its reason and expected start moved
+
+    def start(self) -> None:
+        """The forecaster thread (the agent process's): refreshes whenever :meth:`due`."""
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="gpujobs-forecasts")
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._closed:
+            now = time.monotonic()
+            if self.due(now):
+                try:
+                    self.refresh()
+                except Exception:  # noqa: BLE001 - the thread keeps serving
+                    traceback.print_exc()
+                continue
+            # asleep until a queued job is viewed or something changes, or until a refresh may be due
+            wait = None
+            if self._asked:
+                wait = self._next - now if self._stale else REFRESH_S - (now - self._at)
+            self._wake.wait(None if wait is None else max(wait, 0.01))
+            self._wake.clear()
 
     # ------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -92,42 +168,36 @@ class LocalForecasts:
                 job.expected_end = now + left
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
-                        self.adm["default_priority"], running, pending, self.history, now)
+                        self.adm["default_priority"], running, pending, self.history, now,
+                        kueue_version=self.adm.get("kueue_version"))
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
-        """JobStatus fields for a queued job: reason, blocked_by, expected_start(+_basis, _range),
-        not_before."""
-        age = time.monotonic() - self._at
-        new = jid not in self._cache and jid not in self._misses
-        if new or age > REFRESH_S or (self._stale and age >= MIN_INTERVAL_S):
-            try:
-                self._cache = forecast(self.snapshot())
-            except Exception:  # noqa: BLE001 - a forecast never breaks a status reply
-                import traceback
-                traceback.print_exc()
-                self._cache = {}
-            self._at = time.monotonic()
-            self._stale = False
-            self._misses = set()
+        """JobStatus fields for a queued job (reason, blocked_by, expected_start(+_basis, _range),
+        not_before) from the last refresh; never computes (a job it does not hold yet has none until the next)."""
+        if not self._asked:
+            self._asked = True
+            self._wake.set()
         fc = self._cache.get(jid)
         if fc is None:
-            self._misses.add(jid)  # not in the engine's queue: do not recompute for it again
             return {}
         return {"reason": fc.reason, "blocked_by": fc.blocked_by,
                 "expected_start": fc.expected_start, "expected_start_basis": fc.basis,
                 "not_before": fc.not_before, "expected_start_range": fc.expected_start_range}
 
     def plan(self, spec: JobSpec, name: str = "", user: str = "") -> Plan:
-        """The what-if for a job with ``spec``; nothing is queued."""
-        now = time.time()
+        """The what-if for a job with ``spec``; nothing is queued. The snapshot is taken under
+        the agent's lock, the simulation runs outside it (called without the lock held, other
+        requests do not wait for it)."""
         from types import SimpleNamespace
-        # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
-        w = self.agent._workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
-                                                 status=SimpleNamespace(submitted_at=now)))
+        with self.agent.lock:
+            now = time.time()
+            # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
+            w = self.agent._workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
+                                                     status=SimpleNamespace(submitted_at=now)))
+            snap = self.snapshot()
         job = Job(w, user=user, name=name, max_runtime_s=spec.max_runtime_s,
                   grace_period_s=float(spec.grace_period_s))
-        snap = self.snapshot()
         snap.now = now
         fc = plan(snap, job)
         return Plan(admit_now=fc.admit_now, position=fc.position, preempts=fc.preempts,

@@ -14,6 +14,7 @@ again), ``pids`` and ``world_size``. Keyword arguments: ``job_id``, ``job_dir`` 
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from ...spec import JobSpec
@@ -34,8 +35,11 @@ def launcher_for(framework: str) -> Launcher:
     return _LAUNCHERS.get(framework, gang_launcher)
 
 
+@functools.cache
 def _load_plugins() -> None:
-    """Launchers from the ``gpujobs.local_launchers`` entry-point group (name = framework)."""
+    """Launchers from the ``gpujobs.local_launchers`` entry-point group (name = framework),
+    read once per process: the scan reads every installed distribution's metadata (tens of
+    ms), and ddp jobs, which no launcher is registered for, would pay it on every start."""
     try:
         from importlib.metadata import entry_points
         for ep in entry_points(group="gpujobs.local_launchers"):

@@ -33,6 +33,7 @@ class Lifecycle:
         server = PeerCheckedServer(str(path), make_handler(agent))
         os.chmod(path, 0o600)
         threading.Thread(target=server.serve_forever, daemon=True, name="gpujobs-server").start()
+        agent.forecasts.start()  # reasons and expected starts, off the hot path
         try:
             private.write_private(agent.home / "agent.pid", str(os.getpid()))
         except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
@@ -65,6 +66,7 @@ class Lifecycle:
             agent_log(f"the agent exits unexpectedly: {agent.exit_reason}\n" + traceback.format_exc())
             raise
         finally:
+            agent.forecasts.close()
             server.shutdown()
             agent._shutdown()
             try:

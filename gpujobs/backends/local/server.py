@@ -65,8 +65,8 @@ def _stop(agent: Agent, msg: dict) -> dict:
     return {"ok": True, "pid": os.getpid()}
 
 
-#: op -> its answer, called under the agent's lock (``wait`` and ``subscribe`` are the
-#: handler's own: they hold the connection)
+#: op -> its answer, called under the agent's lock but for :data:`UNLOCKED` (``wait`` and
+#: ``subscribe`` are the handler's own: they hold the connection)
 OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
     "ping": lambda agent, msg: {"ok": True, "pid": os.getpid(), "slots": agent.slots},
     "submit": lambda agent, msg: agent.submit(msg),
@@ -78,6 +78,10 @@ OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
     "agent_pids": _agent_pids,
     "stop": _stop,
 }
+#: ops that take the agent's lock themselves, only to copy what they need, so other clients'
+#: requests do not wait for the rest: plan() simulates outside it, jobs() reads the store and
+#: encodes the statuses (immutable) outside it
+UNLOCKED = frozenset({"plan", "jobs"})
 
 
 def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
@@ -115,6 +119,8 @@ def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
             answer = OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise SpecError("op", f"unknown agent operation {op!r}", "update gpujobs on both sides")
+            if op in UNLOCKED:
+                return answer(agent, msg)
             with agent.lock:
                 return answer(agent, msg)
 

@@ -31,9 +31,14 @@ from ...filemodes import replace_private
 
 
 # ---------------------------------------------------------------- zygote side
+#: imported once by the zygote so that forked ranks do not import them each (psutil alone
+#: took 84 ms per rank: the runner records its start time with it)
+WARM_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
+                "gpujobs.context", "faulthandler", "psutil", "torch", "torch.distributed")
+
+
 def _warm_imports() -> None:
-    for mod in ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
-                "gpujobs.context", "torch", "torch.distributed"):
+    for mod in WARM_MODULES:
         try:
             __import__(mod)
         except Exception:  # noqa: BLE001 - a missing optional framework is fine

@@ -99,8 +99,10 @@ class KubeForecasts:
             if inf.forbidden:
                 return FORBIDDEN
             return [] if inf.missing else inf.items()
-        return read_cluster(self.backend.api_client, self.namespace, self.backend.http_timeout,
-                            workloads=hub.workloads(), own_jobs=hub.own_jobs(), lister=lst)
+        c = read_cluster(self.backend.api_client, self.namespace, self.backend.http_timeout,
+                         workloads=hub.workloads(), own_jobs=hub.own_jobs(), lister=lst)
+        c.kueue_version = self.backend.admission_version()[0]
+        return c
 
     def _progress_end(self, wid: str) -> float | None:
         from . import pod_metrics

@@ -222,7 +222,7 @@ def translate(c: KueueObjects, now: float | None = None,
     used = {f for q in queues for g in (q.resource_groups or []) for f in g}
     flavors = [flavor(f) for f in c.flavors] if c.flavors and used <= names else None
     snap = Snapshot(queues, [cohort(co) for co in c.cohorts], dict(c.priorities), 0, [], [], now=now,
-                    flavors=flavors)
+                    flavors=flavors, kueue_version=c.kueue_version)
     scratch = snap.engine()
     tr = Translation(snap, {}, {}, set(), {}, {}, {}, c.scope)
     by_uid: dict[str, str] = {}

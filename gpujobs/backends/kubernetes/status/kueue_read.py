@@ -23,6 +23,7 @@ class KueueObjects:
     workloads: list[dict] = field(default_factory=list)
     own_jobs: dict[str, dict] = field(default_factory=dict)  # uid -> gpujobs job object
     pending_elsewhere: dict[str, list[dict]] = field(default_factory=dict)  # cq -> visibility items
+    kueue_version: str | None = None  # the supported version row admission is modelled on (gates.py)
 
 
 def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:

@@ -1,0 +1,37 @@
+"""The zygote's warm imports: a rank forked from it imports nothing more while it starts
+(each import there is paid per rank, on every launch)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a fresh interpreter that imports torch
+
+SCRIPT = """
+import json, sys
+from gpujobs.backends.local import zygote
+zygote._warm_imports()
+before = set(sys.modules)
+from gpujobs import runner
+runner.enable_faulthandler(0)  # what every rank does before the user's function
+runner._created()
+runner.set_title("gpujobs test rank 0", "r0 test")
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_a_rank_start_imports_nothing_the_zygote_did_not_warm(tmp_path):
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=_env())
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def _env():
+    import os
+    from pathlib import Path
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
