@@ -217,7 +217,8 @@ def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBui
     return JobBuilder(fn, *args, **kwargs)
 
 
-_SUBMIT_OPTIONS = ("gpus", "framework", "nodes", "queue", "priority", "image", "name", "backend", "env")
+_SUBMIT_OPTIONS = ("gpus", "framework", "nodes", "queue", "priority", "image", "name", "backend", "env",
+                   "volume")
 #: builder-only options people also type into submit(...)
 _BUILDER_HINTS = {"gpus_per_node": "gpujobs.job(fn).ddp(gpus_per_node=N)",
                   "procs_per_node": "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N)",
@@ -291,8 +292,11 @@ def check_call(fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
 def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,
            framework: str = "ddp", queue: str | None = None, priority: str | None = None,
            image: str | None = None, name: str | None = None, backend: str | None = None,
-           env: Mapping[str, str] | None = None, **kwargs: Any) -> "Job[R]":
-    """Run ``fn(*args, **kwargs)`` as a gang of ``gpus`` ranks; returns a :class:`Job`."""
+           env: Mapping[str, str] | None = None, volume: str | None = None,
+           **kwargs: Any) -> "Job[R]":
+    """Run ``fn(*args, **kwargs)`` as a gang of ``gpus`` ranks; returns a :class:`Job`.
+    ``volume``: ``"CLAIM[:PATH]"``, a PersistentVolumeClaim for every rank (Kubernetes), where
+    ``ctx.checkpoint_dir`` then lives."""
     check_count("gpus", gpus, fix="pass gpus=N with N >= 1 (for CPU-only gangs use "
                 "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")
     check_count("nodes", nodes)
@@ -310,4 +314,7 @@ def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,
         b = b.on(backend)
     if env:
         b = b.env(**env)
+    if volume is not None:
+        v = Volume.parse(volume, "volume")
+        b = b.volume(v.claim, v.mount_path)
     return b.submit()

@@ -127,3 +127,25 @@ class Checkpointable:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(*args, **kwargs)
+
+
+_CHECKPOINT_NAMES = frozenset({"checkpoint_dir", "resumable", "Checkpointable", "checkpoint"})
+
+
+def uses_checkpoints(fn: Any) -> bool:
+    """Whether ``fn`` (a function, a bound method or a Checkpointable) names gpujobs' checkpoint
+    helpers or ``ctx.checkpoint_dir`` in its code (nested functions included): used to warn at
+    submit when checkpoints would not survive preemption."""
+    if isinstance(fn, Checkpointable):
+        return True
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        code = getattr(vars(type(fn)).get("__call__"), "__code__", None)
+    todo, seen = [code] if code is not None else [], 0
+    while todo and seen < 1000:
+        c = todo.pop()
+        seen += 1
+        if _CHECKPOINT_NAMES & set(c.co_names):
+            return True
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return False

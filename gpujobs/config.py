@@ -37,6 +37,8 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
     trainjob_runtime = "gpujobs-torch"              # the ClusterTrainingRuntime DDP/FSDP TrainJobs use
     trainjob_volcano_runtime = "gpujobs-torch-volcano"       # the one for volcano="gang"
     volcano_queue = "default"      # the Volcano Queue of jobs that name none
+    checkpoint_volume = "ckpt"     # CLAIM[:PATH]: a PVC mounted into jobs that name no volume,
+                                   # so ctx.checkpoint_dir survives preemption (docs/configuration.md)
 """
 from __future__ import annotations
 

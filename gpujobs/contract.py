@@ -267,6 +267,10 @@ LOGS_DIR = "logs"
 """One log per rank (and ``mpirun.txt``)."""
 CHECKPOINT_DIR_NAME = "checkpoint"
 """The job's checkpoint folder (:data:`CHECKPOINT_DIR`)."""
+KEPT_OUTCOME = "gpujobs-returned-in-grace-{rank}.bin"
+"""checkpoint folder (Kubernetes): a rank's sealed outcome when its function returned after the
+stop was announced (its grace period), so the requeued run replays it instead of running again
+(``{rank}``: the rank; rank 0's file marks the job finished)."""
 MPIRUN_LOG = "mpirun.txt"
 """logs/: mpirun's own messages (local MPI gangs)."""
 RAY_DIR = "ray"

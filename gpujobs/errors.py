@@ -195,6 +195,11 @@ class DeprecatedPathWarning(FutureWarning):
     DeprecationWarning); the message names the supported path."""
 
 
+class CheckpointWarning(UserWarning):
+    """A job saves checkpoints where a preempted run cannot find them again (a Kubernetes pod's
+    own disk): the message names the durable place to use instead."""
+
+
 def fixes_for(msg: str, table: Mapping[str, str]) -> str:
     """An error's message with the Python fixes it names rewritten for another front end (the
     CLI, the cell magic): ``table`` maps a Python text to the text to show instead; ``JOB`` in a

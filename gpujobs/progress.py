@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -190,6 +191,51 @@ def stall_settings(env: dict[str, str]) -> tuple[float, float]:
     (``GPUJOBS_STALL_FLOOR_S`` 60, ``GPUJOBS_STALL_FACTOR`` 5; a floor of 0 turns it off)."""
     return (_setting(contract.STALL_FLOOR_S, env, DEFAULT_STALL_FLOOR_S),
             _setting(contract.STALL_FACTOR, env, DEFAULT_STALL_FACTOR))
+
+
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)')
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders of code that is not the user's: the standard library, installed packages
+    (torch, …) and gpujobs itself."""
+    import sysconfig
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))  # gpujobs (not imported: this ships to pods)
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def innermost_frame(dump: str) -> str:
+    """Where a rank sits, from its stack dump (faulthandler's format; both backends): the
+    innermost frame of its main thread in the user's own code (not the standard library, an
+    installed package such as torch, or gpujobs), else the innermost outside threading and the
+    runner, as ``fn (file:line)``; '' when unknown."""
+    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip()) if b]
+    if not blocks:
+        return ""
+    frames = [m for line in blocks[-1].splitlines() if (m := _FRAME.match(line))]  # main thread last
+    libs = _library_dirs()
+    own = [m for m in frames if not os.path.realpath(m.group("file")).startswith(libs)
+           and "/site-packages/" not in m.group("file") and "/dist-packages/" not in m.group("file")]
+    rest = [m for m in frames
+            if not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py"))]
+    for m in own[:1] or rest[:1]:
+        return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
+    return ""
+
+
+def stall_message(stalled: dict[int, float], limit: float, where: dict[int, str]) -> str:
+    """The stall flag's text on both backends (the local agent's event and status, the
+    Kubernetes status().message): the quiet ranks (rank -> their last sign of life, epoch s),
+    the threshold and the function each sits in (``where``: rank -> frame). The same text for
+    as long as the same ranks sit in the same places (no running count)."""
+    ranks = sorted(stalled)
+    last = max(stalled.values())  # the stalled ranks' last sign of life
+    head = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+    sits = "; ".join(f"rank {r} in {where[r]}" for r in ranks if where.get(r))
+    return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
+            f" (no progress, no output, CPU/GPU idle for over {limit:.3g} s)"
+            + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")
 
 
 def usual_interval(reports: list[dict]) -> float | None:

@@ -140,6 +140,15 @@ class Volume:
     claim: str
     mount_path: str = "/mnt/data"
 
+    @classmethod
+    def parse(cls, text: str, field: str = "--volume") -> "Volume":
+        """``CLAIM[:PATH]`` (the CLI's ``--volume``, the magic's, ``checkpoint_volume`` in config)."""
+        claim, colon, path = str(text).partition(":")
+        if not claim or (colon and not path):
+            raise SpecError(field, f"{text!r} is not CLAIM[:PATH]",
+                            f"name a PersistentVolumeClaim, e.g. {field} ckpt or {field} ckpt:/mnt/ckpt")
+        return cls(claim, path or cls.mount_path)
+
 
 @dataclass(frozen=True)
 class JobSpec:

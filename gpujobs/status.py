@@ -201,7 +201,7 @@ class JobStatus:
         if self.progress is not None:
             parts.append(self.progress.short_text(ended=self.terminal))
         if self.stalled_since is not None and self.extra.get("stall") and \
-                self.extra["stall"] != self.message:
+                str(self.extra["stall"]) not in self.message:
             parts.append(str(self.extra["stall"]))
         if self.message:
             parts.append(self.message)
@@ -211,6 +211,13 @@ class JobStatus:
         d = asdict(self)
         d["terminal"] = self.terminal
         return d
+
+
+def restarts_text(st: JobStatus) -> str:
+    """'restarted 2 times (preempted)': how often the job ran again, and why (its events)."""
+    n = st.restarts
+    why = sorted({e.kind for e in st.events if e.kind in ("preempted", "evicted", "lost")})
+    return f"restarted {n} time{'s' if n != 1 else ''}" + (f" ({', '.join(why)})" if why else "")
 
 
 def ordinal(n: int) -> str:

@@ -32,7 +32,8 @@ def _prompt_count(shell: Any) -> int | None:
 
 #: a spec error's Python fixes, and the cell's flags that set the same field
 MAGIC_HINTS = {".image('JOB')": "--image JOB", ".queue('JOB')": "--queue JOB",
-               ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME"}
+               ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME",
+               ".volume('CLAIM')": "--volume CLAIM"}
 
 
 @magics_class
@@ -69,6 +70,9 @@ class GpuJobMagics(Magics):
     @magic_arguments.argument("--name", default=None, help="job name")
     @magic_arguments.argument("--image", default=None,
                               help="container image of the pods (Kubernetes; MPI jobs need one)")
+    @magic_arguments.argument("--volume", default=None, metavar="CLAIM[:PATH]",
+                              help="PersistentVolumeClaim mounted into every pod (Kubernetes); "
+                                   "ctx.checkpoint_dir goes there and survives preemption")
     @magic_arguments.argument("--backend", default=None, help="backend (local, kubernetes)")
     @cell_magic
     def gpujob(self, line: str, cell: str) -> Any:
@@ -88,7 +92,7 @@ class GpuJobMagics(Magics):
         try:
             job = gpujobs.submit(cellfn.fn, gpus=args.gpus, nodes=args.nodes,
                                  framework=args.framework, queue=args.queue,
-                                 priority=args.priority, image=args.image,
+                                 priority=args.priority, image=args.image, volume=args.volume,
                                  name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created

@@ -42,7 +42,7 @@ from gpujobs.contract import ENV_PREFIX, RankEnv
 from .rules import parse_time
 from .store import now_iso
 from .images import facts as image_facts
-from .volumes import MissingSource, local_path, materialize, refresh_downward
+from .volumes import MissingSource, container_path, local_path, materialize, refresh_downward
 
 ANN_RANK, ANN_ROLE, ANN_WORLD = "sim.gpujobs.dev/rank", "sim.gpujobs.dev/role", "sim.gpujobs.dev/world"
 ANN_PORT, ANN_LOGS, ANN_SECONDS, ANN_EXIT = ("sim.gpujobs.dev/master-port", "sim.gpujobs.dev/logs",
@@ -72,6 +72,7 @@ class Kubelet:
         self.run_bootstrap = False
         self.images: dict[str, dict] = {}  # extra image facts (gpujobs_sim.images)
         self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
+        self._pod_dirs: dict[str, Path] = {}  # pod uid -> its folder, deleted with the pod
         self._restarts: dict[str, int] = {}  # pod uid -> its container's restartCount
         # the first restart's back-off; it doubles per restart up to 30x (the kubelet's 10 s and
         # 300 s: kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), scaled down
@@ -104,6 +105,12 @@ class Kubelet:
 
     def _refresh_volumes(self, pods: list[dict]) -> None:
         live = {p["metadata"]["uid"]: p for p in pods}
+        import shutil
+        for uid, d in list(self._pod_dirs.items()):  # the pod is gone and its container ended
+            t = self._threads.get(uid)
+            if uid not in live and (t is None or not t.is_alive()):
+                shutil.rmtree(d, ignore_errors=True)
+                self._pod_dirs.pop(uid, None)
         for uid, root in list(self._mounted.items()):
             pod = live.get(uid)
             if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
@@ -124,6 +131,9 @@ class Kubelet:
             if "secret" in v and not v["secret"].get("optional") and \
                     self.store.get("v1", "Secret", v["secret"]["secretName"], ns) is None:
                 return False
+            if "persistentVolumeClaim" in v and self.store.get(
+                    "v1", "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"], ns) is None:
+                return False  # the scheduler: 'persistentvolumeclaim "<name>" not found'
         return True
 
     def _unschedulable(self, pod: dict) -> None:
@@ -199,7 +209,7 @@ class Kubelet:
         determine-reason-pod-failure/#customizing-the-termination-message)."""
         md = pod["metadata"]
         c0 = (pod["spec"].get("containers") or [{}])[0]
-        d = self._mounted.get(md["uid"]) or (Path(self._tmp.name) / md["namespace"] / md["name"])
+        d = self._mounted.get(md["uid"]) or self._pod_dir(md)
         path = d / "termination-log"
         text = ""
         try:
@@ -417,8 +427,9 @@ class Kubelet:
         if ann.get(ANN_IDLE) == "true" or not job:
             return None, {}
         ns = md["namespace"]
-        d = Path(self._tmp.name) / ns / md["name"]
-        mounts = materialize(src, lambda kind, n: self.store.get("v1", kind, n, ns), d)
+        d = self._pod_dir(md)
+        mounts = materialize(src, lambda kind, n: self.store.get("v1", kind, n, ns), d,
+                             Path(self._tmp.name) / "_claims")
         self._mounted[md["uid"]] = d
         c0 = (src["spec"].get("containers") or [{}])[0]
         pod_env = {e["name"]: str(e["value"]) for e in c0.get("env") or [] if "value" in e}
@@ -440,7 +451,7 @@ class Kubelet:
         # the pod's container paths, moved to the folders its volumes were unpacked into
         env.update(RankEnv(payload=payload, result_sink="log", key_file=key_file, device="cpu",
                            termination_log=str(d / "termination-log"),
-                           checkpoint_dir=str(d / "ckpt")).to_env())
+                           checkpoint_dir=self._checkpoint_dir(mounts, d)).to_env())
         env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})
@@ -466,6 +477,25 @@ class Kubelet:
             return ["mpirun", "-np", str(world), "--oversubscribe", *exports, *ranks], _no_rank_env(env)
         return runner, env
 
+
+    def _pod_dir(self, md: dict) -> Path:
+        """The pod's own folder (its container's filesystem, emptyDirs, projected volumes): one
+        per pod uid, deleted once the pod is gone (a new pod of the same name starts empty)."""
+        d = Path(self._tmp.name) / md["namespace"] / md["name"] / md["uid"]
+        self._pod_dirs[md["uid"]] = d
+        return d
+
+    @staticmethod
+    def _checkpoint_dir(mounts: dict[str, Path], d: Path) -> str:
+        """The checkpoint folder the pod's bootstrap.json names, where it lives here: on a claim's
+        volume when under its mount, else in the container's filesystem (gone with the pod)."""
+        import json
+        cfg: dict = {}
+        for local in mounts.values():
+            if (local / contract.POD_CONFIG).is_file():
+                cfg = json.loads((local / contract.POD_CONFIG).read_text())
+                break
+        return container_path(cfg.get("checkpoint_dir") or contract.DEFAULT_CHECKPOINT_DIR, mounts, d)
 
     def _mpi_launcher_env(self, pod: dict, env: dict[str, str], mounts: dict[str, Path], d: Path) -> dict[str, str]:
         """The launcher's env for the simulated mpirun: the image's PATH (only the tools the image

@@ -136,6 +136,8 @@ class StreamingHandler:
             data = prev
         else:
             data, offset = api.logs.read(ns, name)
+            if q.get("timestamps", "").lower() in ("true", "1") and q.get("follow", "").lower() not in ("true", "1"):
+                data = api.logs.timestamped(ns, name)  # (a followed read is served without them)
         if q.get("tailLines"):
             n = int(q["tailLines"])
             data = b"".join(data.splitlines(keepends=True)[-n:]) if n else b""

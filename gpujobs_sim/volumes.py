@@ -1,9 +1,15 @@
 """The simulated kubelet's volume plumbing: a pod's configMap / secret / downwardAPI volumes
 written to a local folder, as the real kubelet projects them into the container.
 
-``materialize(pod, lookup, root)`` writes each mounted volume of the pod's first container
-under ``root`` + its mount path (``/opt/gpujobs/job`` -> ``root/opt/gpujobs/job``), so
+``materialize(pod, lookup, root, claims)`` writes each mounted volume of the pod's first
+container under ``root`` + its mount path (``/opt/gpujobs/job`` -> ``root/opt/gpujobs/job``), so
 relative layouts (the bootstrap finds ``../job`` beside its own folder) hold locally too.
+
+Storage lives as long as it does on a node: ``root`` is the pod's own folder (its container's
+filesystem and its emptyDir volumes: "When a Pod is removed from a node for any reason, the data
+in the emptyDir is deleted permanently", Kubernetes docs, Volumes: emptyDir), which the kubelet
+deletes with the pod; a persistentVolumeClaim volume is the claim's folder under ``claims``
+(``claims/<namespace>/<claimName>``), which outlives every pod that mounts it.
 """
 from __future__ import annotations
 
@@ -62,14 +68,25 @@ def volume_files(pod: dict, vol: dict, lookup: Lookup) -> dict[str, bytes]:
     return {it["path"]: everything[it["key"]] for it in items if it["key"] in everything}
 
 
-def materialize(pod: dict, lookup: Lookup, root: Path) -> dict[str, Path]:
-    """Write the first container's mounted volumes under ``root``; mount path -> local folder."""
+def materialize(pod: dict, lookup: Lookup, root: Path, claims: Path | None = None) -> dict[str, Path]:
+    """Write the first container's mounted volumes under ``root`` (a claim's volume: its folder
+    under ``claims``); mount path -> local folder."""
     vols = {v["name"]: v for v in (pod.get("spec") or {}).get("volumes") or []}
     c0: dict[str, Any] = ((pod.get("spec") or {}).get("containers") or [{}])[0]
     out: dict[str, Path] = {}
     for m in c0.get("volumeMounts") or []:
         vol = vols.get(m["name"])
         if vol is None:
+            continue
+        if "persistentVolumeClaim" in vol and claims is not None:
+            d = claims / str((pod.get("metadata") or {}).get("namespace", "default")) / \
+                vol["persistentVolumeClaim"]["claimName"]
+            d.mkdir(parents=True, exist_ok=True)
+            out[m["mountPath"]] = d
+            continue
+        if "emptyDir" in vol:
+            out[m["mountPath"]] = root / m["mountPath"].lstrip("/")
+            out[m["mountPath"]].mkdir(parents=True, exist_ok=True)
             continue
         files = volume_files(pod, vol, lookup)
         if not files and not any(k in vol for k in ("configMap", "secret", "downwardAPI")):
@@ -118,3 +135,10 @@ def local_path(path: str, mounts: dict[str, Path]) -> str:
         if path == mount or path.startswith(mount.rstrip("/") + "/"):
             return str(d / path[len(mount):].lstrip("/"))
     return path
+
+
+def container_path(path: str, mounts: dict[str, Path], root: Path) -> str:
+    """``path`` inside the container -> the local file: under a mount, that volume's folder;
+    elsewhere the container's own filesystem (under the pod's ``root``, gone with the pod)."""
+    local = local_path(path, mounts)
+    return local if local != path else str(root / "rootfs" / path.lstrip("/"))

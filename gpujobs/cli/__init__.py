@@ -41,6 +41,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="job name")
     p.add_argument("--image", help="container image (Kubernetes)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
+    p.add_argument("--volume", metavar="CLAIM[:PATH]",
+                   help="mount this PersistentVolumeClaim into every pod (Kubernetes; default path "
+                        "/mnt/data); checkpoints (ctx.checkpoint_dir) go there and survive preemption")
     p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
     p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
     p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=time_limit,
@@ -140,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the table made from slurm.conf (to edit) instead of the objects")
     q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
+    q = asub.add_parser("rbac", help="the gpujobs Role and a RoleBinding of it to a user (Kubernetes)")
+    q.add_argument("-n", "--namespace", required=True, help="the team's namespace")
+    q.add_argument("--user", required=True, help="the Kubernetes user to bind (kubectl auth whoami)")
+    q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    asub.add_parser("mpi-image", help="the Dockerfile of gpujobs' MPI image (| docker build -t TAG -)")
+
     q = asub.add_parser("trainer-runtimes", help="gpujobs' Kubeflow Trainer ClusterTrainingRuntimes (a failing "
                         "rank fails the TrainJob): gpujobs admin trainer-runtimes | kubectl apply -f -")
     q.add_argument("--image", help="the runtimes' default image (TrainJobs name their own)")
@@ -176,18 +186,27 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sbatch":
         return commands.cmd_submit(args, force_sbatch=True)
     if args.command == "admin":
-        if args.admin_command == "trainer-runtimes":
-            return commands.cmd_admin_trainer_runtimes(args)
-        return commands.cmd_admin_queues(args)
+        return getattr(commands, f"cmd_admin_{args.admin_command.replace('-', '_')}")(args)
     if args.command == "agent":
         return commands.cmd_agent_stop(args)
     return getattr(commands, f"cmd_{args.command}")(args)
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """``warnings.showwarning`` for the command: ``gpujobs: warning: <message>`` on stderr, without
+    Python's source file, line number and the source line."""
+    text = " ".join(str(message).split())
+    (file or sys.stderr).write(f"gpujobs: warning: {text}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
     debug = os.environ.get(contract.DEBUG, "") not in ("", "0")
+    import warnings
+    shown = warnings.showwarning
+    if not debug:  # warnings as one clean line (GPUJOBS_DEBUG=1: Python's own format)
+        warnings.showwarning = _warning_line
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -204,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
         sys.stderr.write(f"gpujobs: {cli_message(msg)}\n")
         return exitcodes.exit_code_for(exc)
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -41,6 +41,10 @@ def apply_common(b, args: argparse.Namespace):
         b = b.name(args.name)
     if args.image:
         b = b.image(args.image)
+    if getattr(args, "volume", None):
+        from ..spec import Volume
+        v = Volume.parse(args.volume)
+        b = b.volume(v.claim, v.mount_path)
     if args.env:
         pairs = {}
         for item in args.env:
@@ -293,31 +297,36 @@ def cmd_render(args: argparse.Namespace) -> int:
     specs = [b.spec() for b in builders]
     job_only = getattr(args, "job_only", False)
     notes: list[str] = []
+    from ..backends.kubernetes.render.yamlout import render_objects, to_yaml
+    objs: dict[tuple, dict] = {}  # the shared objects once, however many tasks an array has
+    for s in specs:
+        for o in render_objects(s, args.kind, job_only=job_only, notes=notes):
+            objs.setdefault((o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]), o)
     if args.output == "json":
-        objs = [o for b in builders for o in b.render(args.kind)]
-        if job_only:
-            shared = [o for o in objs if "gpujobs.dev/shared" in (o["metadata"].get("labels") or {})]
-            objs = [o for o in objs if o not in shared]
-            if shared:
-                notes.append("also needed: " + ", ".join(sorted({
-                    f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
-                    for o in shared})) + " (`gpujobs submit` creates them once, or print them with "
-                    "`gpujobs render` without --job-only)")
-        output.dump(objs, "json")
+        output.dump(list(objs.values()), "json")
     else:
-        try:
-            from ..backends.kubernetes import render_yaml
-        except ImportError:
-            render_yaml = None
-        if render_yaml is not None:
-            sys.stdout.write("---\n".join(render_yaml(s, args.kind, job_only=job_only, notes=notes)
-                                          for s in specs))
-        else:
-            import yaml
-            sys.stdout.write(yaml.safe_dump_all([o for b in builders for o in b.render(args.kind)],
-                                                sort_keys=False))
+        sys.stdout.write(to_yaml(list(objs.values())))
     for line in dict.fromkeys(notes):
         sys.stderr.write(f"gpujobs: {line}\n")
+    return exitcodes.OK
+
+
+def cmd_admin_rbac(args: argparse.Namespace) -> int:
+    """The namespaced Role gpujobs needs and a RoleBinding to ``--user``, for ``kubectl apply -f -``."""
+    from ..backends.kubernetes.submit.rbac import user_manifests
+    objs = user_manifests(args.namespace, args.user)
+    if args.output == "json":
+        output.dump({"apiVersion": "v1", "kind": "List", "items": objs}, "json")
+    else:
+        import yaml
+        sys.stdout.write(yaml.safe_dump_all(objs, sort_keys=False))
+    return exitcodes.OK
+
+
+def cmd_admin_mpi_image(args: argparse.Namespace) -> int:
+    """gpujobs' MPI image's Dockerfile, for ``docker build -t TAG --build-arg PYTHON=X.Y -``."""
+    from ..backends.kubernetes.render.images import MPI_DOCKERFILE
+    sys.stdout.write(MPI_DOCKERFILE)
     return exitcodes.OK
 
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable, TextIO
 
 import yaml
 
-from ..status import JobStatus, Plan, range_text, start_text, start_when
+from ..status import JobStatus, Plan, range_text, restarts_text, start_text, start_when
 
 
 def age(seconds: float | None) -> str:
@@ -77,7 +77,7 @@ def job_rows(statuses: Iterable[JobStatus], wide: bool, now: float | None = None
     rows = []
     for st in statuses:
         row = [st.job_id, st.name or "-", st.user or "-", st.queue or "-", str(st.gpus), st.phase,
-               str(st.queue_position) if st.queue_position else "-",
+               str(st.queue_position) if st.queue_position and st.phase == "queued" else "-",
                age(now - st.submitted_at if st.submitted_at else None), start(st, now),
                short(reason(st) or "-") if not wide else (reason(st) or "-"),
                progress_cell(st, now)]
@@ -147,6 +147,8 @@ def status_lines(st: JobStatus) -> str:
     if st.stalled_since is not None and not st.terminal:
         rows.append(("Stalled", f"since {age(time.time() - st.stalled_since)}: "
                                 f"{st.extra.get('stall', '')}"))
+    if st.restarts:
+        rows.append(("Restarts", restarts_text(st)))
     if st.exit_code is not None:
         rows.append(("Exit code", str(st.exit_code)))
     if st.reason:

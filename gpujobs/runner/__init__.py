@@ -28,6 +28,9 @@ from ..filemodes import open_private, replace_private, write_private
 
 RESULT_MARKER = "GPUJOBS-RESULT"
 STACKS_MARKER = "GPUJOBS-STACKS"
+PHASE_MARKER = "GPUJOBS-PHASE"
+"""``GPUJOBS-PHASE <text>``: what the rank does before the function runs (Ray starting), in a pod
+log where no phase file is read; ``GPUJOBS-PHASE -``: done."""
 
 
 def read_key(rank_env: RankEnv | None = None) -> bytes:
@@ -299,6 +302,9 @@ def main() -> int:
     if result_dir() is None and told.stack_request:
         watch_stack_requests(rank, key, told.stack_request)
 
+    if result_dir() is None:  # Kubernetes: a run that returned in its grace is not run again
+        _replay_kept_outcome(ctx)
+
     if told.command:
         mark_started(rank)
         return _run_command(list(told.command), ctx, key)
@@ -316,6 +322,7 @@ def main() -> int:
     rank = ctx.rank
     if not outcome.ok:
         _write_failure_marker(outcome)
+    blob = b""
     if not outcome.ok or rank == 0 or told.return_all:
         try:
             blob = seal(outcome, key)
@@ -323,6 +330,9 @@ def main() -> int:
             outcome = Outcome.failure(rank, TypeError(
                 f"the function's return value cannot be pickled: {exc}"))
             blob = seal(outcome, key)
+    if outcome.ok and ctx.should_stop() and result_dir() is None:
+        _keep_outcome(ctx, blob)  # before the result line: the pod may go right after
+    if blob:
         write_outcome(blob, rank)
     if outcome.ok:
         frameworks.teardown(framework, setup)
@@ -333,6 +343,39 @@ def main() -> int:
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(1)
+
+
+def _keep_outcome(ctx, blob: bytes) -> None:
+    """A run that returned after the stop was announced (preemption's grace period) on
+    Kubernetes: its outcome goes into the checkpoint folder (:data:`~gpujobs.contract.KEPT_OUTCOME`),
+    where the requeued run finds it when the folder is on a volume (``--volume``): the job ends
+    with this result instead of running again. Without a volume the folder goes with the pod."""
+    try:
+        ctx.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        path = ctx.checkpoint_dir / contract.KEPT_OUTCOME.format(rank=ctx.rank)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or full folder: the run is repeated, as without a volume
+
+
+def _replay_kept_outcome(ctx) -> None:
+    """Exit with the kept outcome of a run that returned in its grace period (see _keep_outcome),
+    when rank 0 kept one: the function is not run again."""
+    if not (ctx.checkpoint_dir / contract.KEPT_OUTCOME.format(rank=0)).is_file():
+        return
+    try:
+        blob = (ctx.checkpoint_dir / contract.KEPT_OUTCOME.format(rank=ctx.rank)).read_bytes()
+    except OSError:
+        blob = b""
+    sys.stderr.write(f"gpujobs: rank {ctx.rank}: the job returned during its grace period before it was "
+                     "requeued; its result is kept and the function is not run again\n")
+    if blob:
+        write_outcome(blob, ctx.rank)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _run_command(argv: list[str], ctx, key: bytes) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 from typing import Any, Mapping
 
 from ..context import JobContext
@@ -153,9 +154,14 @@ def _setup_ray(ctx: JobContext) -> Any:
 
 def _phase_writer(path: str | None):
     """``phase(text)``: what the rank is doing before the function runs, in the file the local
-    agent shows as the job's status message (``GPUJOBS_PHASE_FILE``); ``phase(None)``: done."""
+    agent shows as the job's status message (``GPUJOBS_PHASE_FILE``), else (a pod) as a
+    ``GPUJOBS-PHASE`` line of its log, read by the Kubernetes status; ``phase(None)``: done."""
     def phase(text: str | None) -> None:
         if not path:
+            from . import PHASE_MARKER, result_dir
+            if result_dir() is None:
+                sys.stdout.write(f"{PHASE_MARKER} {text or '-'}\n")
+                sys.stdout.flush()
             return
         try:
             if text is None:

@@ -9,7 +9,7 @@ import html
 import time
 from typing import Iterable, Mapping, Sequence
 
-from ..status import GpuSample, JobStatus
+from ..status import GpuSample, JobStatus, restarts_text
 from .text import device_label, elapsed_text, fmt_bytes, fmt_duration
 
 PHASE_COLORS = {
@@ -81,6 +81,8 @@ def header_html(status: JobStatus, gang: bool = True, phase: str | None = None) 
         bits.append(f'<span class="gpujobs-elapsed">{esc(elapsed_text(status))}</span>')
     elif status.waited is not None and not status.terminal:
         bits.append(f'<span class="gpujobs-elapsed">waiting {fmt_duration(status.waited)}</span>')
+    if status.restarts:
+        bits.append(f'<span class="gpujobs-restarts">{esc(restarts_text(status))}</span>')
     if status.cpu_ranks and status.gpus:  # an info chip, not an error (0-GPU jobs asked for none)
         bits.append(f'<span class="gpujobs-cpu gpujobs-info" title="{esc(CPU_CHIP_TITLE)}" '
                     'style="background:#ddf4ff;color:#0969da;border:1px solid #54aeff;'

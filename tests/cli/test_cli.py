@@ -229,3 +229,22 @@ def test_render_job_only_prints_the_job_and_names_what_else_must_exist(cli):
     assert len(only.stdout) < len(full.stdout) / 2
     assert "also needed in namespace default: ConfigMap gpujobs-runtime-" in only.stderr
     assert "Secret gpujobs-key-" in only.stderr
+
+
+def test_a_warning_is_one_clean_line(cli):
+    """[k8s-parity] 7: the PyTorchJob deprecation as ``gpujobs: warning: …``, not Python's
+    ``file:line: Category: …`` plus the source line."""
+    (cli.cwd / "t.py").write_text("def f(n: int):\n    return n\n")
+    r = cli("render", "t.py:f", "3", "--gpus", "1", "--kind", "PyTorchJob", "--job-only")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "PyTorchJob under Kueue" in ln]
+    assert len(lines) == 1 and lines[0].startswith("gpujobs: warning: PyTorchJob under Kueue")
+    assert "DeprecatedPathWarning" not in r.stderr and "kf.pytorchjob" not in r.stderr
+
+
+def test_admin_mpi_image_prints_a_dockerfile_docker_builds_from_stdin(cli):
+    """[k8s-parity] 7: the MPI image fix runs for a pip user (no docker/mpi folder)."""
+    r = cli("admin", "mpi-image")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("FROM python:${PYTHON}-slim") and not any(ln.startswith(("COPY", "ADD")) for ln in lines)

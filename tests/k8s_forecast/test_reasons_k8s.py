@@ -85,7 +85,7 @@ def test_a_higher_priority_job_ahead(make_cluster):
                     r"urgent \(1st, high, 2 GPUs\)", st.reason), st.reason
     assert st.blocked_by == ("other/r", urgent.id)
     assert st.expected_start == pytest.approx(t0 + 630 + 90, abs=2)  # limits + 30 s grace each
-    assert st.expected_start_basis == "expected ends from declared limit + grace (2)"
+    assert st.expected_start_basis == "expected ends from declared limit + grace (2 jobs)"
     assert "starts in ~" in st.summary()
     up = queued(urgent)
     assert up.expected_start == pytest.approx(t0 + 630, abs=2) and up.blocked_by == ("other/r",)

@@ -272,3 +272,18 @@ def test_the_launcher_reads_the_open_mpi_version_and_refuses_another_mpi(tmp_pat
         assert "is not Open MPI (HYDRA build details:)" in capsys.readouterr().err
     else:
         assert boot.openmpi_version(str(fake)) == version
+
+
+def test_forward_drops_the_newline_before_a_marker_only(monkeypatch):
+    """[k8s-parity] 7: no empty ``[rank 0] `` line before gpujobs' result line (the runner's
+    newline that ends an unterminated line of the user's), a user's own empty lines kept."""
+    import io
+    import threading
+
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    out = io.BytesIO()
+    monkeypatch.setattr(boot.sys, "stdout", type("O", (), {"buffer": out})())
+    src = b"hi\n\nthere\n\nGPUJOBS-RESULT 0 xx\nlast\n\n"
+    boot.forward(io.BytesIO(src), threading.Lock(), 0)
+    assert out.getvalue().decode().splitlines() == [
+        "[rank 0] hi", "[rank 0] ", "[rank 0] there", "GPUJOBS-RESULT 0 xx", "[rank 0] last", "[rank 0] "]

@@ -28,7 +28,8 @@ def test_mpi_with_the_default_image_is_refused_naming_image_and_a_runnable_fix(v
         render_job(spec)
     e = ei.value
     assert e.field == "image" and "pytorch/pytorch" in e.problem and "sshd" in e.problem
-    assert f"docker build -t gpujobs-mpi:py{HERE} --build-arg PYTHON=%d.%d docker/mpi" % sys.version_info[:2] in e.fix
+    assert (f"gpujobs admin mpi-image | docker build -t gpujobs-mpi:py{HERE} --build-arg PYTHON=%d.%d - "
+            % sys.version_info[:2]) in e.fix  # [k8s-parity] 7: runs without a checkout
     assert f".image('gpujobs-mpi:py{HERE}')" in e.fix
 
 
@@ -98,3 +99,6 @@ def test_gpujobs_mpi_dockerfile_installs_what_the_table_says():
     assert f.mpirun == "openmpi-4" and "openmpi-bin" in text and "bookworm" in text  # Debian 12: Open MPI 4.1
     assert f.mpi4py and "mpi4py" in text and "cloudpickle" in text
     assert "FROM python:${PYTHON}" in text and 'dev.gpujobs.python="${PYTHON}"' in text
+    # `gpujobs admin mpi-image` prints the same instructions (a pip install has no docker/ folder)
+    assert [ln for ln in text.splitlines() if ln and not ln.startswith("#")] == \
+        images.MPI_DOCKERFILE.splitlines()

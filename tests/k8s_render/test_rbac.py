@@ -41,3 +41,19 @@ def test_the_cluster_role_only_reads():
     assert found == cluster_read_verbs()
     assert docs[3]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
+
+
+def test_admin_rbac_prints_the_role_and_a_binding_to_the_user(capsys):
+    """[k8s-parity] 7: the RBAC fix is a command a pip user can run (no docs/rbac.yaml needed)."""
+    from gpujobs.cli import main
+    assert main(["admin", "rbac", "-n", "team-a", "--user", "alice@example.com"]) == 0
+    role, binding = yaml.safe_load_all(capsys.readouterr().out)
+    doc_role = next(d for d in yaml.safe_load_all(DOC.read_text()) if d and d["kind"] == "Role")
+    assert role["kind"] == "Role" and role["metadata"] == {"name": doc_role["metadata"]["name"],
+                                                           "namespace": "team-a"}
+    assert role["rules"] == doc_role["rules"]
+    assert binding["kind"] == "RoleBinding" and binding["metadata"]["namespace"] == "team-a"
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["metadata"]["name"] == "gpujobs-user-alice-example.com"
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                    "name": "alice@example.com"}]

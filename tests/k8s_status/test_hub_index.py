@@ -157,3 +157,24 @@ def test_flush_of_many_jobs_reads_the_indexes(capsys):
     assert (sts["job-0001"].phase, sts["job-0001"].gang_ready, sts["job-0001"].gang_size) == ("running", 4, 4)
     assert (sts["job-0000"].phase, sts["job-0000"].gang_ready) == ("starting", 2)
     assert sts["job-0000"].extra["workload"] == "wl-job-0000"
+
+
+def test_an_ended_job_stays_ended_for_subscribers():
+    """[k8s-parity] 7: `--wait` printed failed -> running -> failed when a late view of the
+    job's objects computed 'running' after 'failed'; a new job of the same name (another uid) is
+    a new job."""
+    from gpujobs.status import JobStatus
+    hub = StatusHub(None, "default", flush_interval=0)
+    views = iter([("failed", "u1"), ("running", "u1"), ("failed", "u1"), ("queued", "u2")])
+
+    def compute(name):
+        phase, uid = next(views)
+        return JobStatus("default/j", phase, extra={"uid": uid})
+    hub.compute = compute  # type: ignore[method-assign]
+    seen: list[str] = []
+    hub._subs["j"] = [lambda st: seen.append(st.phase)]
+    for _ in range(4):
+        hub._dirty.add("j")
+        hub._wake.set()
+        hub._flush_once()
+    assert seen == ["failed", "queued"]

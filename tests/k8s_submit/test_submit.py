@@ -238,7 +238,7 @@ def test_rbac_denied_message(server, backend):
         backend.submit(ddp().spec())
     msg = str(ei.value)
     assert ei.value.obj == f"RBAC: create trainjobs.trainer.kubeflow.org in namespace {NS}"
-    assert "not allowed" in msg and "docs/rbac.yaml" in msg
+    assert "not allowed" in msg and f"gpujobs admin rbac -n {NS} --user NAME | kubectl apply -f -" in msg
     _assert_nothing_created(server, backend)
     server.allow_all()
     server.deny(verb="create", resource="secrets")

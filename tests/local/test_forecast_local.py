@@ -99,7 +99,7 @@ def test_no_quota_left_and_a_higher_priority_job_ahead(agent):
     assert st.blocked_by == (r, urgent)
     # each limit binds 30 s (the default grace) after SIGTERM
     assert st.expected_start == pytest.approx(started + 630 + 90, abs=2)
-    assert st.expected_start_basis == "expected ends from declared limit + grace (2)"
+    assert st.expected_start_basis == "expected ends from declared limit + grace (2 jobs)"
     assert "starts in ~12 min" in st.summary()
     assert st.not_before is not None and st.not_before <= time.time()  # r or urgent may end at once
     assert st.expected_start_range[0] <= st.expected_start <= st.expected_start_range[1]

@@ -309,6 +309,15 @@ def test_job_names_are_derived_from_the_cell():
         gpujobs.job(print).name(cell_job_name(cell, 1)).spec()  # always a valid name
 
 
+def test_gpujob_volume_reaches_submit(shell, monkeypatch):
+    """[k8s-parity] 1: %%gpujob --volume CLAIM[:PATH] mounts a claim (checkpoints survive)."""
+    from gpujobs_magic import magics
+    seen: dict = {}
+    monkeypatch.setattr(magics.gpujobs, "submit", lambda fn, **kw: seen.update(kw))
+    shell.run_cell_magic("gpujob", "--volume ckpt:/mnt/ckpt", "x = 1\n")
+    assert seen["volume"] == "ckpt:/mnt/ckpt"
+
+
 def test_cell_number_in_names_is_the_prompt_number(shell, monkeypatch):
     """#31: a cell run as In [19] made a job named cell-20 (IPython 9 counts ahead)."""
     seen = {}

@@ -277,7 +277,7 @@ def _basis_text(counts: tuple, start: float, now: float) -> str:
              "limit": "declared limit + grace"}
     for src, n in zip(SOURCES, counts):
         if n and src in names:
-            parts.append(f"{names[src]} ({n})" if n > 1 else names[src])
+            parts.append(f"{names[src]} ({n} jobs)" if n > 1 else names[src])
     if not parts:
         return "victims' grace periods"
     return "expected ends from " + ", ".join(parts)

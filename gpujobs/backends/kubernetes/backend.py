@@ -68,6 +68,10 @@ class KubernetesBackend:
                                      default_queue=default_queue or cfg.get("queue"))
         if trainjob_runtime or cfg.get("trainjob_runtime"):
             self.options.trainjob_runtime = trainjob_runtime or cfg["trainjob_runtime"]
+        if cfg.get("checkpoint_volume"):
+            from ...spec import Volume
+            self.options.checkpoint_volume = Volume.parse(cfg["checkpoint_volume"],
+                                                          "[kubernetes] checkpoint_volume")
         if cfg.get("volcano_queue"):
             self.options.default_volcano_queue = cfg["volcano_queue"]
         if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
@@ -145,6 +149,10 @@ class KubernetesBackend:
                 self._keys[namespace] = key
             return self._keys[namespace]
 
+    def namespace_key_file(self, namespace: str) -> Path:
+        """Where this submitter's key for ``namespace`` of this cluster is kept (hex, mode 0600)."""
+        return naming.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
+
     def keep_signing_key(self, namespace: str, key: bytes) -> None:
         """Save ``key`` as the namespace key if it is the new one ``signing_key`` made (render
         output's throwaway keys never are)."""
@@ -190,7 +198,9 @@ class KubernetesBackend:
         from .submit.create import submit_rendered
 
         rendered = self.render_job(spec, for_submit=True)
-        return submit_rendered(self, rendered)
+        job_id = submit_rendered(self, rendered)
+        warn_checkpoints_lost(spec, self.options.checkpoint_volume is not None, job_id)
+        return job_id
 
     def plan(self, spec: JobSpec):
         """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`), from the cluster's
@@ -292,3 +302,20 @@ class KubernetesBackend:
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
         from .status import live
         return live.subscribe(self, job_id, callback)
+
+
+def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str) -> None:
+    """CheckpointWarning when ``spec``'s function saves checkpoints but no volume holds them: its
+    pods' own disk goes with them when Kueue preempts the job, so the next run starts over."""
+    import warnings
+
+    from ...checkpoint import uses_checkpoints
+    from ...errors import CheckpointWarning
+    if spec.volume is not None or configured or spec.fn is None or not uses_checkpoints(spec.fn):
+        return
+    warnings.warn(CheckpointWarning(
+        f"{job_id} saves checkpoints in its pods' own disk (ctx.checkpoint_dir = "
+        "/tmp/gpujobs-checkpoints), which is deleted with them: a preempted run starts over; fix: "
+        "mount a PersistentVolumeClaim: --volume CLAIM (Python: .volume('CLAIM'), %%gpujob "
+        "--volume CLAIM), or set checkpoint_volume = \"CLAIM\" under [kubernetes] in the config file"),
+        stacklevel=3)

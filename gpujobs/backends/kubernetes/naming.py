@@ -38,6 +38,8 @@ ANN_GPUS = "gpujobs.dev/gpus"
 ANN_WORLD = "gpujobs.dev/world-size"
 ANN_RETURN_ALL = "gpujobs.dev/return-all"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpujobs")
+USER_LABEL = "gpujobs.dev/user"
+"""The submitter's login name (the USER column of ``gpujobs queue``), as a label value."""
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -62,6 +64,18 @@ def job_name(spec: JobSpec, submission_id: str) -> str:
         base = "j-" + base
     suffix = hashlib.sha256(submission_id.encode()).hexdigest()[:6]
     return f"{base[:_MAX_NAME - 7].rstrip('-')}-{suffix}"
+
+
+def user_label() -> str:
+    """This submitter's login name as a label value ('' when unknown): at most 63 characters of
+    letters, digits, '-', '_' and '.', starting and ending with a letter or digit."""
+    import getpass
+    import re
+    try:
+        name = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name (a container without a passwd entry)
+        return ""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name)[:63].strip("-_.")
 
 
 def payload_secret_name(name: str) -> str:
@@ -108,7 +122,8 @@ def save_key(namespace: str, name: str, key: bytes, home: Path | None = None) ->
     return _write_private(key_path(namespace, name, home), key.hex())
 
 
-def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
+def namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path:
+    """The file of this submitter's key for ``namespace`` on ``cluster`` (its API server URL)."""
     tag = hashlib.sha256(cluster.encode()).hexdigest()[:12]
     return (home or gpujobs_home()) / "k8s-keys" / "_namespaces" / tag / namespace
 
@@ -116,14 +131,14 @@ def _namespace_key_path(cluster: str, namespace: str, home: Path | None) -> Path
 def load_namespace_key(cluster: str, namespace: str, home: Path | None = None) -> bytes | None:
     """This submitter's key for ``namespace`` on ``cluster`` (its API server URL), if any."""
     try:
-        key = bytes.fromhex(_namespace_key_path(cluster, namespace, home).read_text().strip())
+        key = bytes.fromhex(namespace_key_path(cluster, namespace, home).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
     return key if len(key) == 32 else None  # damaged: a new key replaces it
 
 
 def save_namespace_key(cluster: str, namespace: str, key: bytes, home: Path | None = None) -> None:
-    _write_private(_namespace_key_path(cluster, namespace, home), key.hex())
+    _write_private(namespace_key_path(cluster, namespace, home), key.hex())
 
 
 def load_key(namespace: str, name: str, home: Path | None = None) -> bytes:

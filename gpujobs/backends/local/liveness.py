@@ -117,14 +117,8 @@ class GangWatch:
     def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
         """The same text for as long as the same ranks sit in the same places (no running
         count: a new text is a new event and a stored status)."""
-        ranks = sorted(stalled)
-        last = max(stalled.values())  # the stalled ranks' last sign of life
-        head = (f"rank {ranks[0]}" if len(ranks) == 1 else
-                "ranks " + ", ".join(map(str, ranks)))
-        sits = "; ".join(f"rank {r} in {self.where[r]}" for r in ranks if r in self.where)
-        return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
-                f" (no progress, no output, CPU/GPU idle for over {limit:.3g} s)"
-                + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")
+        from ...progress import stall_message
+        return stall_message(stalled, limit, self.where)
 
 
 class Watching:

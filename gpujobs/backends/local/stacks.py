@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 from ...contract import STACKPID, STACKS
+from ...progress import innermost_frame as where  # noqa: F401 - the one parser (liveness)
 
 SETTLE_S = 0.05  # a dump is complete once its file stopped growing for this long
 
@@ -95,35 +95,3 @@ def dump_stacks(result_dir: Path, ranks: list[int] | None = None,
         time.sleep(0.01)
     return dict(sorted(out.items()))
 
-
-_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<fn>\S+)')
-
-
-def _library_dirs() -> tuple[str, ...]:
-    """Folders of code that is not the user's: the standard library, installed packages
-    (torch, …) and gpujobs itself."""
-    import sysconfig
-
-    import gpujobs
-    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs.add(os.path.dirname(gpujobs.__file__))
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-
-
-def where(dump: str) -> str:
-    """Where a rank sits, from its dump: the innermost frame of its main thread in the user's
-    own code (not the standard library, an installed package such as torch, or gpujobs),
-    else the innermost outside threading and the runner, as ``fn (file:line)``; '' when
-    unknown."""
-    blocks = [b for b in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip()) if b]
-    if not blocks:
-        return ""
-    frames = [m for line in blocks[-1].splitlines() if (m := _FRAME.match(line))]  # main thread last
-    libs = _library_dirs()
-    own = [m for m in frames if not os.path.realpath(m.group("file")).startswith(libs)
-           and "/site-packages/" not in m.group("file") and "/dist-packages/" not in m.group("file")]
-    rest = [m for m in frames
-            if not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py"))]
-    for m in own[:1] or rest[:1]:
-        return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
-    return ""

@@ -172,12 +172,27 @@ def make_sampler(lock):
 def forward(pipe, lock, rank=None):
     """Copy a rank's stdout to ours a whole line at a time (metrics lines go between lines),
     each line but gpujobs' marker lines prefixed ``[rank R] `` with the rank's global rank, so
-    the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several."""
+    the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several.
+    The newline the runner writes before a marker line (to end an unterminated line of the
+    user's) is dropped when the user's line had ended already: no empty ``[rank R] `` line."""
     out = getattr(sys.stdout, "buffer", sys.stdout)
     tag = ("[rank %d] " % rank).encode() if rank is not None else b""
+    held = False  # an empty line, shown unless a marker line follows it
     for line in iter(pipe.readline, b""):
+        marker = line.lstrip().startswith(b"GPUJOBS-")
+        if line == b"\n" and not held:
+            held = True
+            continue
         with lock:
-            out.write(line if not tag or line.lstrip().startswith(b"GPUJOBS-") else tag + line)
+            if held and not marker:
+                out.write(tag + b"\n")
+            held = line == b"\n"
+            if not held:
+                out.write(line if not tag or marker else tag + line)
+            out.flush()
+    if held:
+        with lock:
+            out.write(tag + b"\n")
             out.flush()
     pipe.close()
 
@@ -283,7 +298,8 @@ SSH_OPTIONS = ("-p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/nul
                "-o ConnectionAttempts=10 -o LogLevel=ERROR" % MPI_SSH_PORT)
 MPI_IMAGE_HINT = ("MPI jobs need an image with sshd (openssh-server), an ssh client, Open MPI's mpirun "
                   "(4 or 5), mpi4py and the submitter's Python (docs/kubernetes-kinds.md, MPIJob; "
-                  "gpujobs' docker/mpi/Dockerfile builds one), named with .image(...)")
+                  "`gpujobs admin mpi-image | docker build -t gpujobs-mpi:pyXY --build-arg PYTHON=X.Y -` "
+                  "builds one), named with .image(...)")
 
 
 def mpi_env(env):

@@ -20,6 +20,19 @@ from fnmatch import fnmatch
 
 MPI_IMAGE_NAME = "gpujobs-mpi"
 """The image docker/mpi/Dockerfile builds; tagged ``py<XY>`` for the Python it holds."""
+MPI_DOCKERFILE = """\
+ARG PYTHON=3.11
+FROM python:${PYTHON}-slim-bookworm
+ARG PYTHON
+RUN apt-get update \\
+    && apt-get install -y --no-install-recommends openssh-server openssh-client openmpi-bin libopenmpi-dev gcc \\
+    && rm -rf /var/lib/apt/lists/* \\
+    && mkdir -p /run/sshd
+RUN pip install --no-cache-dir mpi4py cloudpickle
+LABEL dev.gpujobs.python="${PYTHON}" dev.gpujobs.mpi="openmpi-4" dev.gpujobs.sshd="openssh"
+"""
+"""docker/mpi/Dockerfile's instructions (a test keeps them equal), for ``gpujobs admin mpi-image``:
+a pip install has no docker/ folder, and the image needs no build context."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +128,10 @@ def mpi_missing(image: str) -> tuple[list[str], str] | None:
 
 
 def mpi_image_fix() -> str:
-    """A fix naming gpujobs' MPI image for this Python, runnable as written from a gpujobs checkout."""
+    """A fix naming gpujobs' MPI image for this Python, runnable as written (no checkout needed:
+    the Dockerfile comes from ``gpujobs admin mpi-image``)."""
     here = "%d.%d" % sys.version_info[:2]
     tag = f"{MPI_IMAGE_NAME}:py{here.replace('.', '')}"
-    return (f"build gpujobs' MPI image: docker build -t {tag} --build-arg PYTHON={here} docker/mpi "
+    return (f"build gpujobs' MPI image: gpujobs admin mpi-image | docker build -t {tag} --build-arg "
+            f"PYTHON={here} - "
             f"(then push it to your registry, or `kind load docker-image {tag}`), and pass .image('{tag}')")

@@ -16,7 +16,7 @@ import sys
 
 from ....errors import SpecError
 from ....payload import derive_key, new_key
-from ....spec import JobSpec
+from ....spec import JobSpec, Volume
 from .. import naming
 from . import images
 from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
@@ -38,6 +38,9 @@ class RenderOptions:
     trainjob_volcano_runtime: str = kf.TRAINJOB_VOLCANO_RUNTIME
     default_volcano_queue: str | None = None  # [kubernetes] volcano_queue: for specs that name none
     extra_labels: dict[str, str] = field(default_factory=dict)
+    checkpoint_volume: Volume | None = None
+    """[kubernetes] checkpoint_volume: the claim mounted into jobs that name no volume, so
+    ``ctx.checkpoint_dir`` outlives a preempted run's pods."""
 
 
 @dataclass
@@ -168,6 +171,9 @@ def check_spec(spec: JobSpec, kind: str | None = None,
     if spec.volcano_queue is None and opts.default_volcano_queue:
         import dataclasses
         spec = dataclasses.replace(spec, volcano_queue=opts.default_volcano_queue)
+    if spec.volume is None and opts.checkpoint_volume is not None:
+        import dataclasses
+        spec = dataclasses.replace(spec, volume=opts.checkpoint_volume)
     kind = resolve_kind(spec, kind)
     _check(spec, kind)
     return spec, kind
@@ -188,6 +194,8 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     common = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
               naming.LABEL_FRAMEWORK: spec.framework, naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
     labels: dict[str, str] = {**dict(spec.labels), **opts.extra_labels, **common}
+    if naming.user_label():
+        labels[naming.USER_LABEL] = naming.user_label()
     if kueue:
         labels[naming.QUEUE_LABEL] = effective_queue(spec, opts)
         if spec.priority:

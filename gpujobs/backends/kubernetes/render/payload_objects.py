@@ -170,6 +170,17 @@ def key_secret(namespace: str, key: bytes) -> dict:
             "data": {"key": base64.b64encode(key.hex().encode()).decode()}}
 
 
+def key_secret_command(secret: dict, key_file: Path) -> str:
+    """The kubectl commands that create ``secret`` (:func:`key_secret`) from the local key file,
+    so the key never passes through a terminal or a YAML file."""
+    import shlex
+    md = secret["metadata"]
+    name, ns = md["name"], md["namespace"]
+    labels = " ".join(f"{k}={v}" for k, v in md["labels"].items())
+    return (f"kubectl create secret generic {name} -n {ns} --from-file=key={shlex.quote(str(key_file))}"
+            f" && kubectl label secret {name} -n {ns} {labels}")
+
+
 @dataclass
 class JobFiles:
     """The job's own files: inline (pod annotations) or in a per-job Secret when too big."""

@@ -29,30 +29,63 @@ def to_yaml(objects: list[dict]) -> str:
 
 
 def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True,
-                job_only: bool = False, notes: list[str] | None = None) -> str:
-    """The objects ``submit`` would create, as a multi-document YAML string.
+                job_only: bool = False, notes: list[str] | None = None,
+                backend: "KubernetesBackend | None" = None) -> str:
+    """The objects ``submit`` would create, as a multi-document YAML string (see
+    :func:`render_objects`)."""
+    return to_yaml(render_objects(spec, kind, save_key=save_key, job_only=job_only, notes=notes,
+                                  backend=backend))
+
+
+def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = True,
+                   job_only: bool = False, notes: list[str] | None = None,
+                   backend: "KubernetesBackend | None" = None) -> list[dict]:
+    """The objects ``submit`` would create, for ``kubectl apply -f -``.
+
+    Signed with this submitter's key for the namespace, the one submit uses (made and kept
+    locally when there is none yet), so a render applied where gpujobs already ran finds its key
+    Secret there; that Secret is never printed (it holds the key): ``notes`` gets the command
+    that creates it from the local key file. Without a reachable cluster configuration the
+    render gets a key of its own, and its key Secret is printed with it.
 
     ``job_only``: only the job's own objects (the job, and its payload Secret when the call is
-    too big for the annotations); a line saying which shared objects must already exist in
-    the namespace is appended to ``notes``.
+    too big for the annotations), without the shared runtime ConfigMap.
 
     With ``save_key`` (default) the job's HMAC key is also stored locally (as submit
     does), so ``gpujobs.attach("<namespace>/<name>")`` can read the results of a job
     created with ``kubectl apply``.
     """
     from ... import get_backend
+    from ....errors import BackendUnavailable
     from ..naming import save_key as _save
+    from .payload_objects import key_secret_command
 
-    backend = get_backend("kubernetes")
-    kb = cast("KubernetesBackend", backend)
-    rendered = kb.render_job(spec, kind)
+    kb = backend or cast("KubernetesBackend", get_backend("kubernetes"))
+    try:
+        rendered = kb.render_job(spec, kind, for_submit=True)
+        kept = True
+    except BackendUnavailable:  # no cluster configured: a key of this render's own
+        rendered = kb.render_job(spec, kind)
+        kept = False
     if save_key:
         _save(rendered.namespace, rendered.name, rendered.key, kb.home)
-    if not job_only:
-        return to_yaml(rendered.objects)
-    if notes is not None:
-        shared = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in rendered.shared)
-        notes.append(f"also needed in namespace {rendered.namespace}: {shared} (shared by every "
-                     f"gpujobs job there; `gpujobs submit` creates them once, or print them with "
-                     f"`gpujobs render` without --job-only)")
-    return to_yaml([o for o in rendered.objects if o not in rendered.shared])
+    shared = [] if job_only else [rendered.runtime]
+    if kept:
+        kb.keep_signing_key(rendered.namespace, rendered.signing_key)
+        if notes is not None:
+            secret = rendered.key_secret["metadata"]["name"]
+            notes.append(f"the job mounts Secret {secret} (your HMAC key, not printed); `gpujobs submit` "
+                         f"creates it, or run: {key_secret_command(rendered.key_secret, kb.namespace_key_file(rendered.namespace))}")
+    elif not job_only:
+        shared.append(rendered.key_secret)
+    if not kept and notes is not None:
+        notes.append("no cluster configured: this render has a key of its own (its key Secret is "
+                     "printed without --job-only); set KUBECONFIG to render with the key submit uses")
+    if job_only and notes is not None:
+        also = [f"ConfigMap {rendered.runtime['metadata']['name']}"] + \
+            ([] if kept else [f"Secret {rendered.key_secret['metadata']['name']}"])
+        them = "them" if len(also) > 1 else "it"
+        notes.append(f"also needed in namespace {rendered.namespace}: {', '.join(also)} (shared by every "
+                     f"gpujobs job there; `gpujobs submit` creates {them} once, or print {them} with "
+                     "`gpujobs render` without --job-only)")
+    return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else [])

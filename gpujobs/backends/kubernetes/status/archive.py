@@ -39,8 +39,9 @@ def path_of(home: Path, namespace: str, name: str) -> Path:
 
 
 def has(home: Path, job_id: str) -> bool:
+    """Whether the job's final status is archived (kept earlier runs' logs alone are not)."""
     ns, name = naming.parse_job_id(job_id)
-    return path_of(home, ns, name).exists()
+    return "status" in (_read(path_of(home, ns, name)) or {})
 
 
 def save(home: Path, st: JobStatus, logs: str | None = None, outcomes: dict[int, bytes] | None = None) -> None:
@@ -62,8 +63,31 @@ def save(home: Path, st: JobStatus, logs: str | None = None, outcomes: dict[int,
             else old.get("outcomes"))
     if outs:
         doc["outcomes"] = outs
+    if old.get("earlier_runs"):
+        doc["earlier_runs"] = old["earlier_runs"]
     naming._write_private(path, json.dumps(doc))
     _trim(home)
+
+
+def save_earlier_run(home: Path, job_id: str, text: str) -> None:
+    """Keep the logs of a run whose pods are gone (a preempted run's, as a watcher last read
+    them) for ``logs``, before the job's current ones; the newest :data:`MAX_LOG_BYTES` kept."""
+    ns, name = naming.parse_job_id(job_id)
+    path = path_of(home, ns, name)
+    doc = _read(path) or {}
+    runs = (doc.get("earlier_runs") or "") + text
+    raw = runs.encode()
+    if len(raw) > MAX_LOG_BYTES:
+        cut = raw[-MAX_LOG_BYTES:]
+        runs = cut[cut.find(b"\n") + 1:].decode("utf-8", "replace")
+    doc["earlier_runs"] = runs
+    naming._write_private(path, json.dumps(doc))
+
+
+def earlier_runs(home: Path, job_id: str) -> str:
+    """The logs of the job's earlier runs (see save_earlier_run), '' when none were kept."""
+    ns, name = naming.parse_job_id(job_id)
+    return (_read(path_of(home, ns, name)) or {}).get("earlier_runs") or ""
 
 
 def _status_dict(st: JobStatus) -> dict:

@@ -265,6 +265,7 @@ class StatusHub:
                 continue
             with self._lock:
                 old = self._status.get(name)
+                st = settled(old, st)
                 changed = old is None or _key(old) != _key(st)
                 self._status[name] = st
                 subs = list(self._subs.get(name, ())) if changed else []
@@ -280,15 +281,15 @@ class StatusHub:
     def ensure_positions(self, queue: str) -> bool:
         """Ask the visibility API for ``queue``'s positions now, unless the watch already has them
         (or knows the API is not served): a short-lived caller (the CLI) exits before the flusher's
-        first fetch. True when positions were fetched (compute again to see them)."""
+        first fetch. True when it asked (compute again to see the positions, or that the API
+        refused: forbidden or not served, "position unavailable", not "queued in q")."""
         with self._lock:
             if queue in self._positions:
                 return False
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
             return False
         self._fetch_positions({queue})
-        with self._lock:
-            return queue in self._positions
+        return True
 
     def workloads(self) -> list[dict] | None:
         """The namespace's Workloads as watched (None before the watch has listed them)."""
@@ -338,6 +339,18 @@ class StatusHub:
                 if left is not None and left <= 0:
                     return st
                 self._changed.wait(0.5 if left is None else min(left, 0.5))
+
+
+def settled(old: JobStatus | None, new: JobStatus) -> JobStatus:
+    """``new``, unless the same job object (uid) had ended already: an ended job stays ended
+    (a late or partial view of its objects, e.g. a pod's status arriving after the job's Failed
+    condition, must not flip a waiter's lines failed -> running -> failed). A Workload Kueue
+    deactivated can be reactivated by an admin: that end is not final."""
+    if old is not None and old.phase in ("succeeded", "failed") and not new.terminal and \
+            not old.reason.startswith(("Deactivated", "InactiveWorkload")) and \
+            (old.extra or {}).get("uid") == (new.extra or {}).get("uid"):
+        return old
+    return new
 
 
 def _key(st: JobStatus) -> tuple:

@@ -218,18 +218,15 @@ def subscribe(backend: Cluster, job_id: str, cb: Callable[[JobStatus], Any]) -> 
 def check_queue(backend: Cluster, queue: str, namespace: str | None = None) -> None:
     """SpecError for a LocalQueue that does not exist in the namespace (and that no archived job
     of this user used), naming the LocalQueues that do: a typo is an error, not an empty table."""
-    from ..submit.preflight import local_queue_names
+    from ..submit.preflight import local_queue_names, those_that_exist
     ns = namespace or backend.namespace
     known = local_queue_names(backend, ns)
     if known is None or queue in known:
         return
     if any(a.queue == queue for a in archive.all_statuses(backend.home, ns)):
         return  # a LocalQueue since deleted still lists its jobs
-    import difflib
-    close = difflib.get_close_matches(queue, known, n=1)
     raise SpecError("queue", f"no LocalQueue {queue!r} in namespace {ns!r}"
-                    + (f" (did you mean {close[0]!r}?)" if close else "")
-                    + f"; LocalQueues there: {', '.join(known) if known else 'none'}",
+                    + those_that_exist(queue, known, "LocalQueues there"),
                     f"use one of them (gpujobs queue -q NAME), or ask the cluster admin to create "
                     f"{queue!r} (kubectl get localqueues -n {ns})")
 
@@ -295,7 +292,19 @@ def logs(backend: Cluster, job_id: str, rank: int | None = None, follow: bool = 
                       metrics_sink=lambda line: pm.feed(job_id, line))
     if _live_only:
         return live
-    return _or_archived(backend, job_id, live, rank)
+    return _after_earlier_runs(backend, job_id, _or_archived(backend, job_id, live, rank), rank)
+
+
+def _after_earlier_runs(backend: Cluster, job_id: str, lines: Iterator[str], rank: int | None) -> Iterator[str]:
+    """The logs of the job's earlier runs (kept when a watcher saw their pods go: see
+    pod_metrics), marked as such, then ``lines``."""
+    earlier = [ln for ln in archive.earlier_runs(backend.home, job_id).splitlines(keepends=True)
+               if rank is None or ln.startswith(f"[rank {rank}] ")]
+    if earlier:
+        yield "--- gpujobs: an earlier run of this job (preempted or evicted; its pods are gone) ---\n"
+        yield from earlier
+        yield "--- gpujobs: the job ran again ---\n"
+    yield from lines
 
 
 def _or_archived(backend: Cluster, job_id: str, live: Iterator[str], rank: int | None) -> Iterator[str]:
@@ -345,7 +354,7 @@ def _archive_before_delete(backend: Cluster, job_id: str, hub: StatusHub, name: 
         return
     if not st.terminal:
         st = st.with_(phase="cancelled", message="cancelled (the job was deleted)", reason="Cancelled",
-                      finished_at=time.time())
+                      finished_at=time.time(), queue_position=None)
     else:
         st = _with_exception(backend, job_id, st)
     _archive(backend, job_id, st, force=True)

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ....metrics import METRICS_MARKER
 from ....progress import PROGRESS_MARKER
-from ....runner import RESULT_MARKER, STACKS_MARKER
+from ....runner import PHASE_MARKER, RESULT_MARKER, STACKS_MARKER
 from ..naming import LABEL_ROLE
 from .results import job_pods, main_container, read_pod_log, restarted
 
@@ -93,6 +93,8 @@ def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str
     i = line.find(METRICS_MARKER + " ")
     if i < 0:
         i = line.find(PROGRESS_MARKER + " ")  # ctx.progress reports: status, not output
+    if i < 0:
+        i = line.find(PHASE_MARKER + " ")  # the rank's start-up phase: status, not output
     if i >= 0:
         if metrics_sink is not None:
             metrics_sink(line)

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from ....status import JobEvent, JobStatus
 from .hints import integration_hint, mpi_gang_hint, mpi_workers_hint, stuck_container, unschedulable
 from .objects import JOB_UID_LABEL, conditions, owner_uids, parse_time, pod_ready, true_condition  # noqa: F401
-from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL  # noqa: F401
+from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL, USER_LABEL  # noqa: F401
 
 
 PENDING_REASONS = {
@@ -53,6 +53,7 @@ class WorkloadState:
     requeue_count: int = 0
     requeue_at: float | None = None
     admitted_at: float | None = None
+    finished_at: float | None = None
     finished_ok: bool | None = None
     pods_ready: bool | None = None
     evictions: int = 0  # evictions after which the job ran again (deactivations not counted)
@@ -71,7 +72,9 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
     deact = [e for e in stats if str(e.get("reason", "")).startswith(("Deactivated", "InactiveWorkload"))]
     evictions = sum(int(e.get("count", 0)) for e in stats if e not in deact)
+    adm_now = true_condition(conds, "Admitted")  # kept True by a finished Workload
     common = dict(cluster_queue=cq, requeue_count=int(rq.get("count") or 0),
+                  admitted_at=parse_time((adm_now or {}).get("lastTransitionTime")),
                   requeue_at=parse_time(rq.get("requeueAt")), evictions=evictions,
                   timeouts=sum(int(e.get("count", 0)) for e in stats if e.get("reason") == "PodsReadyTimeout"))
     pr = conds.get("PodsReady")
@@ -80,6 +83,7 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
     if fin:
         ok = fin.get("reason") in ("Succeeded", "")
         return WorkloadState("finished", fin.get("reason", ""), fin.get("message", ""), finished_ok=ok,
+                             finished_at=parse_time(fin.get("lastTransitionTime")),
                              pods_ready=pods_ready, **common)
     ev = true_condition(conds, "Evicted")
     qr, adm = true_condition(conds, "QuotaReserved"), true_condition(conds, "Admitted")
@@ -102,9 +106,7 @@ def workload_state(wl: dict | None) -> WorkloadState | None:
         return WorkloadState("evicted", ev.get("reason", ""), requeued.get("message") or ev.get("message", ""),
                              **common)
     if adm:
-        return WorkloadState("admitted", "Admitted", adm.get("message", ""),
-                             admitted_at=parse_time(adm.get("lastTransitionTime")), pods_ready=pods_ready,
-                             **common)
+        return WorkloadState("admitted", "Admitted", adm.get("message", ""), pods_ready=pods_ready, **common)
     if qr:
         checks = ", ".join(f"{c.get('name')}: {c.get('state')}" for c in st.get("admissionChecks") or [])
         return WorkloadState("quota_reserved", "QuotaReserved",
@@ -268,6 +270,43 @@ def kind_state(job: dict) -> KindState:
 
 
 # ------------------------------------------------------------------ putting it together
+def eviction_events(wl: dict | None) -> list[JobEvent]:
+    """``preempted`` / ``requeued`` events of a Workload, kept after it runs again: Kueue counts
+    evictions by reason in ``status.schedulingStats.evictions`` and leaves ``Requeued`` (its time:
+    when the job went back to the queue) and ``Evicted`` (True while it is being stopped; False,
+    "Previously: …", once readmitted) among the conditions (kueue v0.14+
+    pkg/workload/workload.go SetEvictedCondition / SetRequeuedCondition, UpdateSchedulingStats)."""
+    if not wl:
+        return []
+    conds = conditions(wl)
+    raw = wl.get("status")
+    st: dict = raw if isinstance(raw, dict) else {}
+    stats = [e for e in (st.get("schedulingStats") or {}).get("evictions") or [] if isinstance(e, dict)]
+    ev, rq = conds.get("Evicted") or {}, conds.get("Requeued") or {}
+    ev_at, rq_at = parse_time(ev.get("lastTransitionTime")), parse_time(rq.get("lastTransitionTime"))
+    evicted_now = str(ev.get("status")) == "True"
+    out = []
+    for e in stats:
+        reason, n = str(e.get("reason", "")), int(e.get("count", 0))
+        if n <= 0 or reason.startswith(("Deactivated", "InactiveWorkload")):
+            continue
+        kind = "preempted" if reason == "Preempted" else "evicted"
+        why = EVICTION_REASONS.get(reason, reason)
+        when = (ev_at if evicted_now and ev.get("reason") == reason else rq_at or ev_at)
+        if when is not None:
+            out.append(JobEvent(when, kind, why + (f" ({n} times)" if n > 1 else "")))
+    if out and str(rq.get("status")) == "True" and rq_at is not None:
+        out.append(JobEvent(rq_at, "requeued", "back in the queue; it runs again from the start "
+                                                 "(a checkpoint on a volume resumes it)"))
+    return out
+
+
+def pods_started(pods: Iterable[dict]) -> float | None:
+    """The earliest ``status.startTime`` of the job's pods (kinds whose status has no start)."""
+    times = [t for p in pods if (t := parse_time((p.get("status") or {}).get("startTime")))]
+    return min(times) if times else None
+
+
 def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -296,8 +335,10 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     base = dict(job_id=job_id, name=md.get("name", ""), backend="kubernetes",
                 queue=labels.get(QUEUE_LABEL, "") or (podgroup or {}).get("spec", {}).get("queue", ""),
                 priority=labels.get(PRIORITY_LABEL), gpus=int(ann.get(ANN_GPUS) or 0),
+                user=labels.get(USER_LABEL, ""),
                 gang_size=size, gang_ready=ready, submitted_at=parse_time(md.get("creationTimestamp")),
-                started_at=ks.started_at or (ws.admitted_at if ws else None), finished_at=ks.finished_at,
+                started_at=ks.started_at or (ws.admitted_at if ws else None) or pods_started(pods),
+                finished_at=ks.finished_at or (ws.finished_at if ws else None),
                 restarts=max(ks.restarts, ws.evictions if ws else 0), exit_code=exit_code,
                 extra={"kind": job.get("kind"), "uid": md.get("uid"), "return_all": ann.get(ANN_RETURN_ALL) in
                        ("1", "true", "True"), "workload": ((workload or {}).get("metadata") or {}).get("name")})
@@ -309,8 +350,11 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
         d = dict(base, **kw)
         if d["started_at"]:
             events.append(JobEvent(d["started_at"], "admitted", ""))
+        events.extend(eviction_events(workload))
         if d["finished_at"] and phase in ("succeeded", "failed", "cancelled"):
             events.append(JobEvent(d["finished_at"], "finished", phase))
+        order = {"submitted": 0, "admitted": 1, "preempted": 2, "evicted": 2, "requeued": 3, "finished": 4}
+        events.sort(key=lambda e: (e.time, order.get(e.kind, 2)))
         return JobStatus(phase=phase, message=message, reason=reason, events=tuple(events), **d)
 
     if deleted or md.get("deletionTimestamp"):

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
 from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
-from ....progress import PROGRESS_MARKER, parse_progress_line, summarize
+from ....progress import PROGRESS_MARKER, parse_progress_line, stall_message, summarize
+from ....runner import PHASE_MARKER, STACKS_MARKER
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
@@ -47,6 +48,8 @@ class _JobSeries:
         self.progress: list[dict] = []  # ctx.progress reports (GPUJOBS-PROGRESS lines) [progress]
         self._progress_keys: set[tuple] = set()
         self.stall = StallEvidence()
+        self.phase: str | None = None  # the ranks' start-up phase (GPUJOBS-PHASE lines)
+        self.tails: dict[str, tuple[int, str]] = {}  # pod uid -> (its node rank, log tail as last read)
 
     def add_progress(self, rep: dict) -> None:
         key = (rep["rank"], rep["time"], rep["step"])
@@ -79,6 +82,10 @@ class PodMetrics:
         self._jobs: dict[str, _JobSeries] = {}
         self._lock = threading.Lock()
         self.reads = 0  # pod log reads made (tests, diagnosis)
+        self.on_run_gone: Callable[[str, str], None] | None = None
+        """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
+        self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
+        """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
     def _series(self, job_id: str) -> _JobSeries:
         with self._lock:
@@ -88,7 +95,12 @@ class PodMetrics:
             return s
 
     def feed(self, job_id: str, line: str) -> bool:
-        """Take a log line; True when it was a metrics or progress line (the caller hides it)."""
+        """Take a log line; True when it was a metrics, progress or phase line (the caller hides it)."""
+        i = line.find(PHASE_MARKER + " ")
+        if i >= 0:  # "starting Ray head …" until "-": the function runs
+            text = line[i + len(PHASE_MARKER) + 1:].strip()
+            self._series(job_id).phase = None if text in ("", "-") else text
+            return True
         if PROGRESS_MARKER in line:
             rep = parse_progress_line(line)
             if rep is not None:
@@ -112,22 +124,43 @@ class PodMetrics:
             pods = job_pods(self.api, ns, name)
         except (ApiException, KubernetesError, OSError):  # metrics never fail a status call
             return
+        self._runs_gone(job_id, series, {p["metadata"].get("uid", "") for p in pods})
+        from .logs import pod_rank_order, user_pods
+        ranks = {p["metadata"].get("uid", ""): r for r, p in enumerate(pod_rank_order(user_pods(pods)))}
         for pod in pods:
             pname = pod["metadata"]["name"]
-            last_output = ""
-            for line in self._tail(ns, pname, main_container(pod)).splitlines():
-                if METRICS_MARKER in line or PROGRESS_MARKER in line:
+            last_output: float | None = None
+            text = self._tail(ns, pname, main_container(pod))
+            uid = pod["metadata"].get("uid", "")
+            if text and uid in ranks:
+                series.tails[uid] = (ranks[uid], text)
+            for stamped in text.splitlines():
+                at, line = split_timestamp(stamped)
+                if METRICS_MARKER in line or PROGRESS_MARKER in line or PHASE_MARKER in line:
                     self.feed(job_id, line)
-                elif line.strip() and not line.startswith("GPUJOBS-"):
-                    last_output = line
+                elif _said_something(line):
+                    last_output = at  # (a stack answer is gpujobs' own, not the rank moving)
             series.stall.output(pname, last_output)
         if terminal:
             series.final = True
 
+    def _runs_gone(self, job_id: str, series: _JobSeries, live: set[str]) -> None:
+        """Pods read before and gone now (a preempted run's: Kueue deleted them): their logs as
+        last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them."""
+        gone = [uid for uid in series.tails if uid not in live]
+        if not gone or self.on_run_gone is None:
+            for uid in gone:
+                series.tails.pop(uid, None)
+            return
+        text = "".join(_visible_text(*series.tails.pop(uid)) for uid in gone)
+        if text:
+            self.on_run_gone(job_id, text)
+
     def _tail(self, ns: str, pod: str, container: str | None = None) -> str:
         """The pod's log tail, naming gpujobs' container (a sidecar makes an unqualified read 400)."""
         path = f"/api/v1/namespaces/{ns}/pods/{pod}/log"
-        query = [("tailLines", str(self.tail_lines))] + ([("container", container)] if container else [])
+        query = [("tailLines", str(self.tail_lines)), ("timestamps", "true")] + \
+            ([("container", container)] if container else [])
         try:
             self.reads += 1
             resp = self.api.call_api(path, "GET", query_params=query,
@@ -162,35 +195,81 @@ class PodMetrics:
         progress = summarize(series.progress[-160:])
         if progress is not None:
             st = st.with_(progress=progress)  # the ranks' own reports beat trainerStatus
+        if st.phase == "running" and series.phase and series.phase not in st.message:
+            st = st.with_(message="; ".join(filter(None, [series.phase, st.message])))
         if st.phase == "running":
-            since, message = series.stall.verdict(series.progress, series.history.samples())
-            if since is not None:
-                st = st.with_(stalled_since=since, extra={**st.extra, "stall": message})
+            stall = series.stall
+            since, quiet, limit = stall.verdict(series.progress, series.history.samples())
+            if since is None:
+                stall.where = None
+            else:
+                if stall.where is None and self.locate is not None:
+                    stall.where = {}  # once per stall episode (and no recursion through status)
+                    stall.where = self.locate(st.job_id, sorted(quiet))
+                message = stall_message(quiet, limit, stall.where or {})
+                st = st.with_(stalled_since=since, extra={**st.extra, "stall": message},
+                              message="; ".join(filter(None, [st.message, message])))
         return st
+
+
+def _visible_text(rank: int, text: str) -> str:
+    """A pod's timestamped log tail as ``gpujobs logs`` shows it (rank-prefixed, no marker lines)."""
+    from .logs import _prefixed, _visible
+    out = []
+    for stamped in text.splitlines():
+        line = _visible(split_timestamp(stamped)[1])
+        if line is not None:
+            out.append(_prefixed(line, rank)[1])
+    return "".join(out)
+
+
+def _said_something(line: str) -> bool:
+    """A line of the rank's own output (not empty, not gpujobs' marker lines)."""
+    text = line.partition("] ")[2] if line.startswith("[rank ") else line
+    return bool(text.strip()) and not text.lstrip().startswith("GPUJOBS-") and STACKS_MARKER not in text
+
+
+def split_timestamp(line: str) -> tuple[float | None, str]:
+    """A ``timestamps=true`` log line -> (its time, epoch s; the line): the time the container
+    runtime stamped it with, on the pod's node (None when the line has no stamp)."""
+    head, sep, rest = line.partition(" ")
+    if sep and len(head) >= 20 and head[4:5] == "-" and head[10:11] == "T":
+        from .objects import parse_time
+        t = parse_time(head[:19] + "Z") if head.endswith("Z") else None
+        if t is not None:
+            frac = head[19:-1].lstrip(".")
+            return t + (float("0." + frac) if frac.isdigit() else 0.0), rest
+    return None, line
 
 
 class StallEvidence:
     """Stall detection from what the pod logs say (see gpujobs.backends.local.liveness for
-    the rule): progress reports, CPU/GPU samples per rank, and whether a pod's last output
-    line changed between reads. Settings from the client's environment:
-    ``GPUJOBS_STALL_FLOOR_S`` (60), ``GPUJOBS_STALL_FACTOR`` (5)."""
+    the rule): progress reports, CPU/GPU samples per rank and the time of each pod's last output
+    line, all on the pods' own clocks (the report's, the sample's, the log line's stamp), so a
+    one-shot reader sees the same quiet time as a long-lived one. Settings from the client's
+    environment: ``GPUJOBS_STALL_FLOOR_S`` (60), ``GPUJOBS_STALL_FACTOR`` (5)."""
 
     def __init__(self) -> None:
-        self._last_line: dict[str, str] = {}
-        self.output_at = time.time()  # the last time any pod's output moved (as seen here)
+        self._last_output: dict[str, float] = {}
+        self.where: dict[int, str] | None = None  # rank -> the function it sits in (this episode)
 
-    def output(self, pod: str, last_line: str) -> None:
-        if self._last_line.get(pod) != last_line:
-            self._last_line[pod] = last_line
-            self.output_at = time.time()
+    @property
+    def output_at(self) -> float | None:
+        """When any pod last wrote an output line (its node's clock); None before any."""
+        return max(self._last_output.values(), default=None)
+
+    def output(self, pod: str, at: float | None) -> None:
+        if at is not None:
+            self._last_output[pod] = max(at, self._last_output.get(pod, at))
 
     def verdict(self, progress: list[dict], samples: list[GpuSample],
-                now: float | None = None) -> tuple[float | None, str]:
+                now: float | None = None) -> tuple[float | None, dict[int, float], float]:
+        """(quiet since, {rank: quiet since}, threshold s); (None, {}, 0) when none is stalled."""
         from ....progress import BUSY_PCT, stall_settings, usual_interval
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
         if floor <= 0 or not samples:
-            return None, ""  # no CPU/GPU evidence: never call a rank idle
+            return None, {}, 0.0  # no CPU/GPU evidence: never call a rank idle
         usual = usual_interval(progress[-200:])
         limit = max(floor, factor * usual) if usual else floor
         last_progress = max((r["time"] for r in progress), default=0.0)
@@ -202,16 +281,12 @@ class StallEvidence:
                 busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
         quiet: dict[int, float] = {}
         for rank in first:
-            active = max(last_progress, self.output_at, busy_at.get(rank, first[rank]))
+            active = max(last_progress, self.output_at or 0.0, busy_at.get(rank, first[rank]))
             if now - active > limit:
                 quiet[rank] = active
         if not quiet:
-            return None, ""
-        names = sorted(quiet)
-        head = f"rank {names[0]}" if len(names) == 1 else "ranks " + ", ".join(map(str, names))
-        return min(quiet.values()), (
-            f"stalled? {head} quiet for {now - min(quiet.values()):.0f} s (no progress, no "
-            f"output, CPU/GPU idle; threshold {limit:.0f} s)")
+            return None, {}, 0.0
+        return min(quiet.values()), quiet, limit
 
 
 def for_backend(backend: Cluster) -> PodMetrics:
@@ -219,4 +294,25 @@ def for_backend(backend: Cluster) -> PodMetrics:
     with state.lock:
         if state.pod_metrics is None:
             state.pod_metrics = PodMetrics(backend.api_client)
+            state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
+            state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
         return state.pod_metrics
+
+
+def _locate(backend: Cluster, job_id: str, ranks: list[int]) -> dict[int, str]:
+    """Where the stalled ``ranks`` sit: each one's innermost user frame from a stack dump."""
+    from ....progress import innermost_frame
+    from .stacks import stacks
+    try:
+        dumps = stacks(backend, job_id, timeout=3.0)
+    except Exception:  # noqa: BLE001 - where they sit is a nicety; the flag stands without it
+        return {}
+    return {r: w for r, text in dumps.items() if r in ranks and (w := innermost_frame(text))}
+
+
+def _keep_run(backend: Cluster, job_id: str, text: str) -> None:
+    from . import archive
+    try:
+        archive.save_earlier_run(backend.home, job_id, text)
+    except OSError:
+        pass  # a courtesy: the job goes on

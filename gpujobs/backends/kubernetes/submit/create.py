@@ -218,7 +218,8 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
         if isinstance(exc, ApiException):
             hint = ""
             if exc.status == 403:
-                hint = " (RBAC: bind the Role in docs/rbac.yaml to your user)"
+                from .preflight import RBAC_FIX
+                hint = f" (RBAC: {RBAC_FIX.format(ns=r.namespace)})"
             raise SubmitError(f"creating {what} failed: HTTP {exc.status} {exc.reason}{hint}"
                               f"{cleaned}") from None
         if isinstance(exc, Exception):

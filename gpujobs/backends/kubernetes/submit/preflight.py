@@ -29,8 +29,9 @@ from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
 from ..retry import retrying
 
-RBAC_FIX = ("ask a cluster admin to bind the gpujobs Role: kubectl apply -n {ns} -f docs/rbac.yaml "
-             "plus a RoleBinding to your user")
+RBAC_FIX = ("ask a cluster admin to run `gpujobs admin rbac -n {ns} --user NAME | kubectl apply -f -`, "
+            "NAME being your Kubernetes user (`kubectl auth whoami`): the gpujobs Role and a RoleBinding "
+            "of it to you")
 
 
 class _Miss(Exception):
@@ -96,17 +97,36 @@ def _get_custom(backend: Cluster, group: str, version: str, plural: str, name: s
 def local_queue_names(backend: Cluster, namespace: str) -> list[str] | None:
     """Names of the LocalQueues in ``namespace`` (one list call); None when this user may not
     list them or Kueue is not installed (then nobody can say a queue name is wrong)."""
+    return kueue_names(backend, "localqueues", namespace)
+
+
+def kueue_names(backend: Cluster, plural: str, namespace: str | None = None) -> list[str] | None:
+    """Names of the Kueue objects ``plural`` (in ``namespace``, or cluster-scoped), one list call;
+    None when this user may not list them or Kueue is not installed."""
     from kubernetes import client
 
     api = client.CustomObjectsApi(backend.api_client)
     try:
         out = retrying(lambda: api.list_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", namespace, "localqueues", _request_timeout=backend.http_timeout))
+            "kueue.x-k8s.io", "v1beta2", namespace, plural, _request_timeout=backend.http_timeout)
+            if namespace else api.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural,
+                                                             _request_timeout=backend.http_timeout))
     except _api_exc() as exc:
         if exc.status in (403, 404):
             return None
-        raise _wrap(exc, f"listing LocalQueues in namespace {namespace}") from None
+        raise _wrap(exc, f"listing {plural}" + (f" in namespace {namespace}" if namespace else "")) from None
     return sorted(o["metadata"]["name"] for o in (out or {}).get("items", []))
+
+
+def those_that_exist(name: str, known: list[str] | None, what: str) -> str:
+    """' (did you mean 'x'?); LocalQueues there: a, b' for an unknown ``name`` ('' when the list
+    could not be read)."""
+    if known is None:
+        return ""
+    import difflib
+    close = difflib.get_close_matches(name, known, n=1)
+    return ((f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; {what}: {', '.join(known) if known else 'none'}")
 
 
 def _wrap(exc: Any, what: str) -> SubmitError:
@@ -120,7 +140,7 @@ def _skip(what: str) -> None:
 
 
 def _require(backend: Cluster, cache: _Cache, what: str, group: str, version: str, plural: str,
-             name: str, missing: str, namespace: str | None = None,
+             name: str, missing: str | Callable[[], str], namespace: str | None = None,
              forbidden: str | None = None) -> dict | None:
     """The object (cached), PreflightError(``what``, ``missing``) when it does not exist. When
     this user may not read it: PreflightError(``what``, ``forbidden``) if given, else None with
@@ -132,8 +152,8 @@ def _require(backend: Cluster, cache: _Cache, what: str, group: str, version: st
             raise PreflightError(what, forbidden)
         _skip(what)
         return None
-    if obj is None:
-        raise PreflightError(what, missing)
+    if obj is None:  # (a callable: the text needs a list call, made only now)
+        raise PreflightError(what, missing() if callable(missing) else missing)
     return obj
 
 
@@ -199,8 +219,10 @@ def check_kueue(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     queue = labels["kueue.x-k8s.io/queue-name"]
     ns = r.namespace
     lq = _require(backend, cache, f"LocalQueue {ns}/{queue}", "kueue.x-k8s.io", "v1beta2",
-                  "localqueues", queue, f"no LocalQueue {queue!r} in namespace {ns!r}; list them "
-                  f"with `kubectl get localqueues -n {ns}` and pass .queue(name)", namespace=ns,
+                  "localqueues", queue, lambda: f"no LocalQueue {queue!r} in namespace {ns!r}"
+                  f"{those_that_exist(queue, local_queue_names(backend, ns), 'LocalQueues there')}; "
+                  f"pass .queue(name) with one of them (list them with `kubectl get localqueues -n {ns}`)",
+                  namespace=ns,
                   # unlike the cluster-scoped reads, the Role grants this one
                   forbidden=f"you may not read LocalQueues in namespace {ns!r}; "
                   + RBAC_FIX.format(ns=ns))
@@ -214,8 +236,11 @@ def check_kueue(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     prio = labels.get("kueue.x-k8s.io/priority-class")
     if prio:
         _require(backend, cache, f"WorkloadPriorityClass {prio}", "kueue.x-k8s.io", "v1beta2",
-                 "workloadpriorityclasses", prio, f"priority {prio!r} does not exist (Kueue would "
-                 "never create the Workload); list them with `kubectl get workloadpriorityclasses`")
+                 "workloadpriorityclasses", prio, lambda: f"priority {prio!r} does not exist (Kueue would "
+                 "never create the Workload)" + those_that_exist(
+                     prio, kueue_names(backend, "workloadpriorityclasses"), "WorkloadPriorityClasses")
+                 + "; pass .priority(name) with one of them (list them with `kubectl get "
+                 "workloadpriorityclasses`)")
 
 
 def _parse(q: Any):

@@ -54,3 +54,23 @@ def cluster_read_verbs() -> dict[tuple[str, str], set[str]]:
 def verbs_by_resource() -> dict[tuple[str, str], set[str]]:
     """{(apiGroup, resource): verbs} from RULES."""
     return _verbs(RULES)
+
+
+def user_manifests(namespace: str, user: str) -> list[dict]:
+    """The Role ``gpujobs-user`` (RULES) in ``namespace`` and a RoleBinding of it to ``user``, for
+    ``gpujobs admin rbac -n NS --user NAME | kubectl apply -f -`` (no file of a checkout needed)."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "gpujobs-user", "namespace": namespace},
+            "rules": [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+                      for group, resources, verbs in RULES]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": _object_name(f"gpujobs-user-{user}"), "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpujobs-user"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    return [role, binding]
+
+
+def _object_name(text: str) -> str:
+    """``text`` as an object name (DNS subdomain: lowercase letters, digits, '-', '.')."""
+    import re
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower())[:253].strip("-.")
