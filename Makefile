@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PIP    := $(VENV)/bin/pip
 PY     := $(VENV)/bin/python
-# torch is pinned to the CPU wheel the build machines carry; an unpinned torch pulls a multi-GB CUDA build.
+# torch is pinned: PyPI's 2.13.0 build (it runs on the CPU without a GPU; pip's cache keeps it for later venvs).
 TORCH  := torch==2.13.0
 
 .PHONY: demo lab labextension check test test-fast bench clean-venv controlplane
