@@ -62,12 +62,27 @@ PHASE_JS = """() => {
 }"""
 
 
+def _accept_kernel_dialog(page) -> None:
+    """A notebook opened while the shared server still holds an earlier test's session may ask
+    which kernel to use (JupyterLab's "Select Kernel" dialog, modal): take its default. Any
+    other dialog is a finding, so the test fails with its text."""
+    dialog = page.query_selector(".jp-Dialog")
+    if dialog is None:
+        return
+    text = dialog.inner_text()
+    if "Kernel" not in text:
+        pytest.fail(f"JupyterLab shows a dialog: {text!r}")
+    page.click(".jp-Dialog .jp-mod-accept")
+    page.wait_for_selector(".jp-Dialog", state="detached", timeout=10_000)
+
+
 def _run_all(page, tries: int = 4) -> None:
     """Run > Run All Cells; a click made while the kernel is still connecting can be lost,
     so retry until some cell shows it ran ('[*]' or '[1]')."""
     started = "() => Array.from(document.querySelectorAll('.jp-InputArea-prompt'))" \
               ".some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
     for _ in range(tries):
+        _accept_kernel_dialog(page)
         page.click("li.lm-MenuBar-item:has-text('Run')")
         page.click(".lm-Menu-item:has-text('Run All Cells')")
         try:

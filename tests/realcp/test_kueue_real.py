@@ -81,9 +81,12 @@ def test_queue_positions_come_from_the_real_visibility_api(controlplane, backend
     for j in (second, third):
         wait_for(lambda j=j: workload_of(api, "PyTorchJob", naming.parse_job_id(j)[1]), 60,
                  "the Workload of a queued job")
-    raw = api.call_api(f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/"
-                       f"{QUEUE}/pendingworkloads", "GET", response_type="object",
-                       auth_settings=["BearerToken"], _return_http_data_only=True)
+    # a Workload is listed as pending once Kueue's queue manager has taken it in, a moment after
+    # it exists: ask until both are there
+    raw = wait_for(lambda: (r := api.call_api(
+        f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/{QUEUE}/pendingworkloads",
+        "GET", response_type="object", auth_settings=["BearerToken"],
+        _return_http_data_only=True)) and len(r["items"]) == 2 and r, 60, "both jobs pending in Kueue")
     assert sorted(it["positionInLocalQueue"] for it in raw["items"]) == [0, 1]
     # Kueue orders equal priorities by creation time, at one-second resolution: two jobs created
     # within the same second may come in either order, so the real API's answer is the judge

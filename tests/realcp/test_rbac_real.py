@@ -106,7 +106,8 @@ def test_a_user_without_the_role_is_refused_before_anything_is_created(controlpl
             be.submit(spec_of("PyTorchJob"))
     # the preflight's SelfSubjectAccessReview answers before the apiserver would say 403
     assert "not allowed to create pytorchjobs.kubeflow.org" in str(e.value), e.value
-    assert "docs/rbac.yaml" in str(e.value), e.value
+    # the fix is a command a pip user can run (gpujobs admin rbac), not a repository path
+    assert "gpujobs admin rbac" in str(e.value), e.value
     after = client.CoreV1Api(admin_api).list_namespaced_config_map(NS).items
     assert len(after) == len(before)
 
