@@ -72,8 +72,13 @@ def _accept_kernel_dialog(page) -> None:
     text = dialog.inner_text()
     if "Kernel" not in text:
         pytest.fail(f"JupyterLab shows a dialog: {text!r}")
+    if page.query_selector(".jp-Dialog select"):
+        page.select_option(".jp-Dialog select", label="Python 3 (ipykernel)")
     page.click(".jp-Dialog .jp-mod-accept")
-    page.wait_for_selector(".jp-Dialog", state="detached", timeout=10_000)
+    try:
+        page.wait_for_selector(".jp-Dialog", state="detached", timeout=10_000)
+    except Exception:
+        pytest.fail(f"JupyterLab's dialog stays after its default was taken: {text!r}")
 
 
 def _run_all(page, tries: int = 4) -> None:
