@@ -62,32 +62,38 @@ PHASE_JS = """() => {
 }"""
 
 
-def _accept_kernel_dialog(page) -> None:
-    """A notebook opened while the shared server still holds an earlier test's session may ask
-    which kernel to use (JupyterLab's "Select Kernel" dialog, modal): take its default. Any
-    other dialog is a finding, so the test fails with its text."""
+def _keep_kernel(page, kernel: str) -> None:
+    """JupyterLab sometimes asks which kernel a freshly opened notebook should use (its modal
+    "Select Kernel" dialog) although a session for it exists; its preselected "Python 3
+    (ipykernel)" starts a second kernel and shuts down the first, the one cells may already
+    run in. Pick the existing session's kernel (listed as "NAME (id prefix)"). Any other dialog
+    is a finding, so the test fails with its text."""
     dialog = page.query_selector(".jp-Dialog")
     if dialog is None:
         return
     text = dialog.inner_text()
-    if "Kernel" not in text:
+    if "Select Kernel" not in text:
         pytest.fail(f"JupyterLab shows a dialog: {text!r}")
-    if page.query_selector(".jp-Dialog select"):
-        page.select_option(".jp-Dialog select", label="Python 3 (ipykernel)")
+    labels = page.eval_on_selector_all(".jp-Dialog select option", "os => os.map(o => o.label)")
+    mine = [label for label in labels if f"({kernel[:8]})" in label]
+    if not mine:
+        pytest.fail(f"JupyterLab's Select Kernel dialog does not offer the session's kernel "
+                    f"{kernel[:8]}: {text!r}")
+    page.select_option(".jp-Dialog select", label=mine[0])
     page.click(".jp-Dialog .jp-mod-accept")
     try:
         page.wait_for_selector(".jp-Dialog", state="detached", timeout=10_000)
     except Exception:
-        pytest.fail(f"JupyterLab's dialog stays after its default was taken: {text!r}")
+        pytest.fail(f"JupyterLab's dialog stays after the session's kernel was taken: {text!r}")
 
 
-def _run_all(page, tries: int = 4) -> None:
+def _run_all(page, kernel: str, tries: int = 4) -> None:
     """Run > Run All Cells; a click made while the kernel is still connecting can be lost,
     so retry until some cell shows it ran ('[*]' or '[1]')."""
     started = "() => Array.from(document.querySelectorAll('.jp-InputArea-prompt'))" \
               ".some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"
     for _ in range(tries):
-        _accept_kernel_dialog(page)
+        _keep_kernel(page, kernel)
         page.click("li.lm-MenuBar-item:has-text('Run')")
         page.click(".lm-Menu-item:has-text('Run All Cells')")
         try:
@@ -107,11 +113,43 @@ def _write_notebook(lab, name: str, sources: list[str]) -> Path:
     return path
 
 
-def _open(page, lab, name: str) -> None:
-    """Open notebook ``name`` in JupyterLab (a fresh layout) and wait for an idle kernel."""
+def _start_session(lab, name: str) -> str:
+    """Start notebook ``name``'s kernel through the server's REST API and return its id.
+
+    Left to the page, JupyterLab may still be choosing a kernel (or asking which, in its
+    Select Kernel dialog) when Run All is clicked; taking that dialog then swaps the kernel
+    mid-run, so one cell runs in the old kernel and the next in the new one ("Cell magic
+    `%%gpujob` not found", or a cell that never runs). With a session already there, the page
+    connects to that kernel."""
+    import json
+    import urllib.request
+    body = json.dumps({"path": name, "name": name, "type": "notebook",
+                       "kernel": {"name": "python3"}}).encode()
+    req = urllib.request.Request(lab.url("api/sessions"), method="POST", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)["kernel"]["id"]
+
+
+def _kernels(lab) -> list[str]:
+    """The kernel ids of the server's sessions."""
+    return [s["kernel"]["id"] for s in _api(lab, "GET", "api/sessions")]  # type: ignore[union-attr]
+
+
+def _open(page, lab, name: str) -> str:
+    """Start ``name``'s kernel, open the notebook in JupyterLab (a fresh layout), wait until
+    the page shows that kernel idle; returns the kernel id."""
+    kernel = _start_session(lab, name)
     page.goto(lab.url(f"lab/tree/{name}?reset"), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    deadline = time.monotonic() + 60
+    while not page.query_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']"):
+        _keep_kernel(page, kernel)  # the dialog can come before the kernel shows idle
+        if time.monotonic() > deadline:
+            pytest.fail("the notebook's kernel never showed idle")
+        time.sleep(0.2)
+    _keep_kernel(page, kernel)
+    return kernel
 
 
 def _chromium() -> str | None:
@@ -142,9 +180,9 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
         browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            _open(page, lab, "demo.ipynb")
+            kernel = _open(page, lab, "demo.ipynb")
             page.evaluate(OBSERVE_JS)
-            _run_all(page)
+            _run_all(page, kernel)
             deadline = time.monotonic() + 90
             state = None
             while time.monotonic() < deadline:
@@ -155,6 +193,7 @@ def test_widget_goes_live_in_jupyterlab(lab, tmp_path):
                     break
                 time.sleep(0.1)
             lab.remember_children()
+            assert _kernels(lab) == [kernel], "JupyterLab changed the notebook's kernel mid-run"
             if not phases:
                 page.screenshot(path=str(tmp_path / "failure.png"))
                 outs = page.evaluate("() => Array.from(document.querySelectorAll("
@@ -236,14 +275,15 @@ def test_reopened_notebook_shows_the_static_copy_queue_table_and_log_tail(lab, t
         browser = p.chromium.launch(executable_path=exe, args=FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            _open(page, lab, "reopen.ipynb")
-            _run_all(page)
+            kernel = _open(page, lab, "reopen.ipynb")
+            _run_all(page, kernel)
             page.wait_for_function(
                 "() => (document.querySelector('.gpujobs-job-widget .gpujobs-phase') || {})"
                 ".textContent === 'succeeded'", timeout=120_000)
             page.wait_for_selector(".gpujobs-queue-widget table", timeout=60_000)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
             lab.remember_children()
+            assert _kernels(lab) == [kernel], "JupyterLab changed the notebook's kernel mid-run"
             # live: the widgets show, their static copies do not
             assert page.evaluate(VISIBLE_JS, ".gpujobs-fallback") == []
             # the log tail: both ranks, each rank's newest line, the newest in view
