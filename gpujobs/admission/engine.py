@@ -106,6 +106,9 @@ class Engine:
                                 "use LessThanOrEqualToFinalShare and/or LessThanInitialShare")
         self.fs_strategies = tuple(fair_sharing_strategies) or ("LessThanOrEqualToFinalShare",
                                                                 "LessThanInitialShare")
+        # the parts, each given what it uses: the workloads by id (the engine's, read by the
+        # queues), the quota tree, the pending queues over its ClusterQueues, the preemptor and
+        # the flavor assigner that simulates it
         by_name = None if flavors is None else {f.name: f for f in flavors}
         self._entries: dict[str, Entry] = {}
         self._tree = QuotaTree(cohorts)

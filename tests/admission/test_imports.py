@@ -1,5 +1,6 @@
-"""The admission package's modules meet through public names only, and import at module level
-(a function-level import hides an import cycle): checked on the source with ``ast``."""
+"""The admission package's modules meet through public names only, import at module level (a
+function-level import hides an import cycle), and compose objects rather than mix classes
+together: checked on the source with ``ast``."""
 from __future__ import annotations
 
 import ast
@@ -68,13 +69,37 @@ def violations(package: Path = PACKAGE, root: Path = ROOT) -> set[str]:
     return out
 
 
+def mixins(package: Path = PACKAGE) -> set[str]:
+    """One line per class of the package that extends another class of the package, and per
+    ``cast(..., self)`` (a mixin's way of reaching the object it is mixed into)."""
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(package.rglob("*.py"))}
+    ours = {n.name for tree in trees.values() for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    out = set()
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+                    if name in ours:
+                        out.add(f"{path.name}: class {node.name} extends {name}")
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "cast" \
+                    and any(isinstance(a, ast.Name) and a.id == "self" for a in node.args):
+                out.add(f"{path.name}: cast of self at line {node.lineno}")
+    return out
+
+
+def test_the_engine_is_composed_not_mixed():
+    assert sorted(mixins()) == []
+
+
 def test_no_private_names_or_function_level_imports_in_admission():
     found = violations()
     assert sorted(found - KNOWN) == []
 
 
-def test_the_check_sees_both_kinds(tmp_path):
-    """The check itself finds a private import across modules and an import in a function."""
+def test_the_checks_see_what_they_look_for(tmp_path):
+    """The checks themselves find a private import across modules, an import in a function, a
+    class extending another of the package and a cast of self."""
     pkg = tmp_path / "gpujobs" / "admission"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -83,4 +108,7 @@ def test_the_check_sees_both_kinds(tmp_path):
     found = violations(pkg, tmp_path)
     assert found == {"gpujobs.admission.b: imports private _x from gpujobs.admission.a",
                      "gpujobs.admission.b: function-level import of gpujobs.admission in f"}
+    (pkg / "c.py").write_text("from typing import cast\n\n\nclass A:\n    pass\n\n\n"
+                              "class B(A, list):\n    def f(self):\n        return cast('B', self)\n")
+    assert mixins(pkg) == {"c.py: class B extends A", "c.py: cast of self at line 10"}
 
