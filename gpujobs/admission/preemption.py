@@ -23,8 +23,8 @@ class Preemptor:
         self.fair_strategies = tuple(fair_strategies) if fair_strategies is not None else None
 
     def targets(self, e: Entry, need: set, requests: Mapping[FR, float]) -> Targets:
-        """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
-        minimised), or [] when no set of allowed candidates does."""
+        """The victims that make ``requests`` fit (fill-back minimised), or [] when no set of
+        allowed candidates does: Kueue classicalPreemptions (fairPreemptions with fair sharing)."""
         if self.fair_strategies is not None:
             return fairsharing.fair_targets(e, need, requests, self.fair_strategies)
         cq, spec = e.cq, e.cq.spec
