@@ -45,10 +45,12 @@ labextension: $(LABEXT)
 lab: $(VENV)/.demo
 	$(VENV)/bin/jupyter lab examples/notebook_quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# lint and type check first (configured in pyproject.toml: [tool.ruff], [tool.mypy]), then the tests
+# lint, type and layer check first (configured in pyproject.toml: [tool.ruff], [tool.mypy],
+# [tool.importlinter]), then the tests
 check: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # the real control plane the realcp tests start (etcd, kube-apiserver, kcm, scheduler, Kueue), built
 # from upstream Go modules into ~/.cache/gpujobs-controlplane/<stamp>/bin; seconds when already built

@@ -16,9 +16,14 @@ RecomputeAssignmentUponPreemptionTargetsOverlap, is assigned again without those
 
 Cost: pending workloads live in one heap per (queue, request shape) (Kueue's scheduling
 equivalence: equal shapes fit or fail alike); a head that cannot be admitted is parked until
-quota is released in its cohort, so a cycle looks only at heads that may move. The queues
-themselves (heaps, heads, parking, positions) are :class:`~.queues.Queues`, as Kueue keeps its
-queue manager (``pkg/cache/queue``) apart from its scheduler (``pkg/scheduler``).
+quota is released in its cohort, so a cycle looks only at heads that may move.
+
+The engine is composed of four parts, each given what it uses: the quota tree
+(:class:`~.quota.QuotaTree`: ClusterQueues, cohorts, their arithmetic), the pending queues
+(:class:`~.queues.Queues`: heaps, heads, parking, positions, as Kueue keeps its queue manager,
+``pkg/cache/queue``, apart from its scheduler, ``pkg/scheduler``), a
+:class:`~.preemption.Preemptor` and a :class:`~.flavors.FlavorAssigner`; the engine runs the
+cycles and keeps the workloads.
 """
 from __future__ import annotations
 
@@ -28,8 +33,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import QuotaError, SpecError
 from . import fairsharing
-from . import gates as _gates
-from .flavors import FlavorAssignment
+from . import gates as kueue_gates
+from .flavors import FIT, NOFIT, PREEMPT, Assignment, FlavorAssigner
 from .model import (
     INF,
     REQUEUING,
@@ -40,23 +45,15 @@ from .model import (
     ResourceFlavor,
     Workload,
 )
-from .preemption import _Targets
+from .preemption import Preemptor
 from .queues import Queues
-from .quota import (
-    _CQ,
-    EPS,
-    FIT,
-    NOFIT,
-    PREEMPT,
-    _Asg,
-    _Cohort,
-    _Entry,
-)
+from .quota import EPS, Entry, QueueNode, QuotaTree
+from .victims import Targets
 
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
 
 
-class Engine(FlavorAssignment, Queues):
+class Engine:
     """Admit workloads to ClusterQueues (see docs/admission.md for the Kueue mapping).
 
     ``requeuing_strategy`` is Kueue's ``waitForPodsReady.requeuingStrategy.timestamp``:
@@ -88,8 +85,8 @@ class Engine(FlavorAssignment, Queues):
                  kueue_version: str | None = None, feature_gates: Mapping[str, bool] | None = None):
         # the Kueue version decides, through its feature gates' defaults (gates.py), which
         # behaviour the cycle has; ``feature_gates`` overrides them as Kueue's --feature-gates
-        self.kueue_version = _gates.kueue_version(kueue_version)
-        self.gates = _gates.feature_gates(self.kueue_version, feature_gates)
+        self.kueue_version = kueue_gates.kueue_version(kueue_version)
+        self.gates = kueue_gates.feature_gates(self.kueue_version, feature_gates)
         self._preserve_scan = self.gates["FlavorFungibilityPreserveScanProgress"]
         self._recompute_overlap = self.gates["RecomputeAssignmentUponPreemptionTargetsOverlap"]
         self._cycle_no = 0
@@ -102,7 +99,6 @@ class Engine(FlavorAssignment, Queues):
                             f"use one of {', '.join(REQUEUING)}")
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
-        self._oracle_hook = preemption_oracle
         self.fair_sharing = bool(fair_sharing)
         for st in fair_sharing_strategies:
             if st not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
@@ -110,55 +106,21 @@ class Engine(FlavorAssignment, Queues):
                                 "use LessThanOrEqualToFinalShare and/or LessThanInitialShare")
         self.fs_strategies = tuple(fair_sharing_strategies) or ("LessThanOrEqualToFinalShare",
                                                                 "LessThanInitialShare")
-        self._flavors = None if flavors is None else {f.name: f for f in flavors}
-        self._cqs: dict[str, _CQ] = {}
-        self._lq: dict[str, str] = {}
-        self._cohorts: dict[str, _Cohort] = {}
-        for c in cohorts:
-            if c.name in self._cohorts:
-                raise SpecError("cohorts", f"cohort {c.name!r} is defined twice", "rename one")
-            self._cohorts[c.name] = _Cohort(c)
+        # the parts, each given what it uses: the workloads by id (the engine's, read by the
+        # queues), the quota tree, the pending queues over its ClusterQueues, the preemptor and
+        # the flavor assigner that simulates it
+        by_name = None if flavors is None else {f.name: f for f in flavors}
+        self._entries: dict[str, Entry] = {}
+        self._tree = QuotaTree(cohorts)
+        self._cqs = self._tree.cqs
+        self._queues = Queues(self._cqs, self._entries)
         for spec in queues:
-            if spec.name in self._cqs:
-                raise SpecError("queues", f"queue {spec.name!r} is defined twice", "rename one")
-            cq = _CQ(spec)
-            self._cqs[spec.name] = cq
-            self._map_local_queues(spec)
-            if spec.cohort:
-                coh = self._cohorts.setdefault(spec.cohort, _Cohort(Cohort(spec.cohort)))
-                coh.members.append(cq)
-                cq.cohort = coh
-        self._build_tree()
-        for cq in self._cqs.values():
-            cq.potential = {fr: self._potential(cq, fr) for fr in cq.nominal}
-            cq.inactive = self._flavors is not None and any(f not in self._flavors for f in cq.flavors)
-        self._entries: dict[str, _Entry] = {}
-        self._seq = 0
+            self._tree.add_queue(spec)
+            self._queues.map_local_queues(spec)
+        self._tree.build(by_name)
+        self._preemptor = Preemptor(self.fs_strategies if self.fair_sharing else None)
+        self._assigner = FlavorAssigner(self._preemptor, by_name, preemption_oracle, self.fair_sharing)
         self._order = 0
-        self._oracle: tuple | None = None
-
-    def _build_tree(self) -> None:
-        for coh in list(self._cohorts.values()):
-            if coh.spec.parent:
-                parent = self._cohorts.setdefault(coh.spec.parent, _Cohort(Cohort(coh.spec.parent)))
-                coh.parent = parent
-                parent.children.append(coh)
-        for coh in self._cohorts.values():
-            seen, node = set(), coh
-            while node.parent is not None:
-                if node.name in seen:
-                    raise SpecError(f"cohort {coh.name}: parent", "the cohort parents form a cycle",
-                                    "give the top cohort no parent")
-                seen.add(node.name)
-                node = node.parent
-            coh.root = node
-        for coh in self._cohorts.values():
-            if coh.parent is None:
-                coh.finish()
-        for cq in self._cqs.values():
-            if cq.cohort is not None:
-                cq.root = cq.cohort.root
-                cq.root.all_cqs.append(cq)
 
     # ------------------------------------------------------------ lookups
     def _prio_value(self, p: int | str | None) -> int:
@@ -192,11 +154,11 @@ class Engine(FlavorAssignment, Queues):
         """Kueue's weighted share of a ClusterQueue or Cohort (its dominant resource share over
         its fair weight, x1000: the metrics ``cluster_queue_weighted_share`` /
         ``cohort_weighted_share``); SpecError for an unknown name."""
-        node = self._cqs.get(name) or self._cohorts.get(name)
+        node = self._tree.node(name)
         if node is None:
             raise SpecError("name", f"no ClusterQueue or Cohort {name!r}",
-                            f"use one of {', '.join(sorted({*self._cqs, *self._cohorts}))}")
-        return fairsharing.drs(self, node).share()
+                            f"use one of {', '.join(sorted({*self._cqs, *self._tree.cohorts}))}")
+        return fairsharing.drs(node).share()
 
     # ----------------------------------------------------------- can it ever fit
     def can_ever_fit(self, w: Workload) -> tuple[bool, str]:
@@ -208,7 +170,7 @@ class Engine(FlavorAssignment, Queues):
         shape = ", ".join(f"{ps.count}×{dict(ps.requests)}" for ps in w.podsets)
         return False, f"workload {w.id!r} ({shape}) can never be admitted: " + " | ".join(problems)
 
-    def _never_fits(self, cq: _CQ, w: Workload) -> tuple[list[str], list[str]]:
+    def _never_fits(self, cq: QueueNode, w: Workload) -> tuple[list[str], list[str]]:
         """(the resources ``w`` asks more of than ``cq`` could ever give, the problems in numbers)."""
         used: Counter = Counter()
         problems = []
@@ -230,7 +192,7 @@ class Engine(FlavorAssignment, Queues):
                 for f in rg.flavors:
                     short = []
                     for rr, a in group.items():
-                        cap = self._potential(cq, (f, rr))
+                        cap = cq.capacity((f, rr))
                         if used[(f, rr)] + a > cap + EPS:
                             lacking.append(rr)
                             n = cq.nominal.get((f, rr), 0.0)
@@ -248,7 +210,7 @@ class Engine(FlavorAssignment, Queues):
         return sorted(set(lacking)), problems
 
     @staticmethod
-    def _podset_totals(cq: _CQ, w: Workload) -> list:
+    def _podset_totals(cq: QueueNode, w: Workload) -> list:
         """[(pod set, {resource: total})]; a queue with quota for ``pods`` counts each pod set's
         pods as a request too (Kueue adds corev1.ResourcePods when a resource group covers it)."""
         out = []
@@ -275,10 +237,10 @@ class Engine(FlavorAssignment, Queues):
                 f"queue has, even when nothing else runs. In detail: {' | '.join(problems)} (fix: ask "
                 f"for fewer ranks or less {what} per rank, or use a queue with more quota)")
         podsets = self._podset_totals(cq, w)
-        e = _Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._shape(w, podsets),
-                   key=self._key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
+        e = Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._queues.shape(w, podsets),
+                  key=self._queues.key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
-        self._push_pending(e)
+        self._queues.push(e)
 
     def schedule(self, cycles: int | None = None) -> Decisions:
         """Run Kueue scheduling cycles until one makes no progress (or ``cycles`` of them):
@@ -287,7 +249,7 @@ class Engine(FlavorAssignment, Queues):
         that becomes a victim is put back in its queue instead (it never started), so no id is
         both admitted and preempted."""
         out = Decisions()
-        self._retry_strict()
+        self._queues.retry_strict()
         limit = 4 * len(self._entries) + 16 if cycles is None else cycles
         while limit > 0 and self._cycle(out):
             limit -= 1
@@ -299,7 +261,7 @@ class Engine(FlavorAssignment, Queues):
         return out
 
     # ------------------------------------------------ flavor scan progress (LastAssignment)
-    def _outdated(self, e: _Entry) -> bool:
+    def _outdated(self, e: Entry) -> bool:
         """Kueue lastAssignmentOutdated: with FlavorFungibilityPreserveScanProgress progress
         recorded in this or the previous cycle is kept; otherwise it goes once quota was
         released in the queue (its AllocatableResourceGeneration advanced)."""
@@ -309,41 +271,43 @@ class Engine(FlavorAssignment, Queues):
             return False
         return e.cq.generation > last[1]
 
-    def _record(self, e: _Entry, asg: _Asg) -> None:
+    def _record(self, e: Entry, asg: Assignment) -> None:
         """Kueue recordAssignment: the assignment's scan progress becomes the entry's."""
         e.last = (asg.tried, e.cq.generation, self._cycle_no, asg.left)
 
-    def _skipped(self, e: _Entry) -> None:
+    def _skipped(self, e: Entry) -> None:
         """Kueue markSkipped: the progress is dropped unless PreserveScanProgress keeps it."""
         if not self._preserve_scan:
             e.last = None
 
     @staticmethod
-    def _scan_from(e: _Entry) -> frozenset | None:
+    def _scan_from(e: Entry) -> frozenset | None:
         """Where the next flavor scan starts (None: from the first flavor everywhere)."""
         last = e.last
         if last is None or not last[3]:
             return None
         return frozenset((k, i) for k, i in last[0].items() if i >= 0)
 
-    def _nominate(self, e: _Entry) -> tuple[_Asg, "_Targets"]:
+    def _nominate(self, e: Entry) -> tuple[Assignment, Targets]:
         """Kueue getAssignments: the flavor assignment and, if it preempts, the targets."""
-        self._oracle = None
-        asg = self._assign(e)
+        assigner = self._assigner
+        assigner.simulated = None
+        asg = assigner.assign(e)
+        sim = assigner.simulated
         if asg.mode != PREEMPT:
-            targets = _Targets()
-        elif self._oracle is not None and self._oracle[0] is e and len(asg.usage) == 1 and \
-                asg.need == {self._oracle[1]} and asg.usage.get(self._oracle[1]) == self._oracle[2]:
-            targets = self._oracle[3]  # the flavor assigner's simulation asked the same question
+            targets = Targets()
+        elif sim is not None and sim[0] is e and len(asg.usage) == 1 and \
+                asg.need == {sim[1]} and asg.usage.get(sim[1]) == sim[2]:
+            targets = sim[3]  # the flavor assigner's simulation asked the same question
         else:
-            targets = self._targets(e, asg.need, asg.usage)
+            targets = self._preemptor.targets(e, asg.need, asg.usage)
         return asg, targets
 
-    def _lift(self, gone: Iterable[_Entry], sign: int) -> None:
+    def _lift(self, gone: Iterable[Entry], sign: int) -> None:
         """Take admitted workloads out of the snapshot (-1: as if they had stopped, not
         candidates any more) or put them back (+1): Kueue SimulateWorkloadRemoval."""
         for v in gone:
-            self._charge(v.cq, v.usage, sign)
+            v.cq.charge(v.usage, sign)
             if sign < 0:
                 v.cq.admitted.pop(v.w.id, None)
                 v.cq.admitted_prios[v.prio] -= 1
@@ -353,7 +317,7 @@ class Engine(FlavorAssignment, Queues):
                 v.cq.admitted[v.w.id] = v
                 v.cq.admitted_prios[v.prio] += 1
 
-    def _recompute(self, e: _Entry, asg: _Asg, victims: dict) -> tuple[_Asg, "_Targets"]:
+    def _recompute(self, e: Entry, asg: Assignment, victims: dict) -> tuple[Assignment, Targets]:
         """RecomputeAssignmentUponPreemptionTargetsOverlap (scheduler.go
         updateAssignmentIfNeeded): the head's targets overlap this cycle's victims, so its
         assignment is computed again, from the first flavor but only on the flavors it was
@@ -377,7 +341,7 @@ class Engine(FlavorAssignment, Queues):
         for cq in self._cqs.values():
             if cq.stalled or not cq.heaps or cq.inactive:
                 continue
-            e = self._head(cq)
+            e = self._queues.head(cq)
             if e is None:
                 cq.stalled = True
                 continue
@@ -398,24 +362,24 @@ class Engine(FlavorAssignment, Queues):
         held: list = []  # (cq, usage) charged for this cycle only
         for cq in self._cqs.values():
             if cq.hold and cq.stalled:  # a StrictFIFO head waiting without candidates
-                self._charge(cq, cq.hold, +1)
+                cq.charge(cq.hold, +1)
                 held.append((cq, cq.hold))
         if not heads:
             for cq, res in held:
-                self._charge(cq, res, -1)
+                cq.charge(res, -1)
             return False
         if self.fair_sharing:  # Kueue fairSharingIterator: a DRS tournament per cohort tree
             remaining = {h[1].cq: h for h in heads}
 
             def tournament():
                 while remaining:
-                    yield fairsharing.pop_fair(self, remaining)
+                    yield fairsharing.pop_fair(remaining)
             seq: Iterable = tournament()
         else:
             heads.sort(key=lambda h: h[0])
             seq = heads
         progress = False
-        victims: dict[str, _Entry] = {}
+        victims: dict[str, Entry] = {}
         undo: list = []
         for _, e, asg, targets in seq:
             cq = e.cq
@@ -426,23 +390,23 @@ class Engine(FlavorAssignment, Queues):
             pending_flavors = e.last is not None and e.last[3]
             if asg.mode == NOFIT:
                 if not pending_flavors:  # Kueue requeues it at once while flavors are left to try
-                    self._park(e)
+                    self._queues.park(e)
                 progress = True  # the next cycle looks at the next head (or flavor)
                 continue
             if asg.mode == PREEMPT and not targets:
                 if cq.spec.reclaim_within_cohort != "Any":  # Kueue CanAlwaysReclaim
                     res = self._to_reserve(cq, asg)
-                    self._charge(cq, res, +1)
+                    cq.charge(res, +1)
                     held.append((cq, res))
                     if cq.spec.strategy == "StrictFIFO":
                         cq.hold = res  # it stays the head and reserves again every cycle
                 if not pending_flavors:
-                    self._park(e)
+                    self._queues.park(e)
                 progress = True
                 continue
             if deferred:  # waits for this cycle's preemptions, holding what it will take
                 e.last = None
-                self._charge(cq, asg.usage, +1)
+                cq.charge(asg.usage, +1)
                 held.append((cq, asg.usage))
                 if cq.spec.strategy == "BestEffortFIFO":
                     cq.sticky = e
@@ -452,10 +416,10 @@ class Engine(FlavorAssignment, Queues):
                 continue  # overlapping targets: wait for the next cycle
             gone = [v for v in victims.values()] + [t for t in targets if t.w.id not in victims]
             for v in gone:
-                self._charge(v.cq, v.usage, -1)
-            fits = self._fits(cq, asg.usage)
+                v.cq.charge(v.usage, -1)
+            fits = cq.fits(asg.usage)
             for v in gone:
-                self._charge(v.cq, v.usage, +1)
+                v.cq.charge(v.usage, +1)
             if not fits:
                 self._skipped(e)
                 continue  # no longer fits after an earlier head of this cycle
@@ -463,7 +427,7 @@ class Engine(FlavorAssignment, Queues):
                 victims[t.w.id] = t
             if asg.mode == PREEMPT:
                 e.last = None  # Kueue markPreemptionOutcome: the next cycle scans every flavor
-                self._charge(cq, asg.usage, +1)
+                cq.charge(asg.usage, +1)
                 held.append((cq, asg.usage))
                 if cq.spec.strategy == "BestEffortFIFO":
                     cq.sticky = e
@@ -484,14 +448,14 @@ class Engine(FlavorAssignment, Queues):
             out.admitted.append(e.admission)
             progress = True
         for cq, res in held:
-            self._charge(cq, res, -1)
+            cq.charge(res, -1)
         for t in undo:  # admitted earlier in this call, never started: back to its queue
             t.in_pass = False
             self._release(t)
-            self._push_pending(t)
+            self._queues.push(t)
         return progress
 
-    def _to_reserve(self, cq: _CQ, asg: _Asg) -> dict:
+    def _to_reserve(self, cq: QueueNode, asg: Assignment) -> dict:
         """Kueue quotaResourcesToReserve for a head that needs preemption but found no targets."""
         out = {}
         for fr, v in asg.usage.items():
@@ -503,11 +467,11 @@ class Engine(FlavorAssignment, Queues):
                 out[fr] = max(0.0, min(v, n - u))
         return out
 
-    def _admit(self, e: _Entry, asg: _Asg) -> None:
+    def _admit(self, e: Entry, asg: Assignment) -> None:
         cq = e.cq
-        self._take(e)
+        self._queues.take(e)
         e.usage = dict(asg.usage)
-        self._charge(cq, e.usage, +1)
+        cq.charge(e.usage, +1)
         cq.root.version += 1
         self._order += 1
         e.reserved = (float(self._order), self._order)
@@ -536,7 +500,7 @@ class Engine(FlavorAssignment, Queues):
         self.add(w, check)
         e = self._entries[w.id]
         cq = e.cq
-        asg = _Asg()
+        asg = Assignment()
         for ps_name, reqs in e.podsets:
             fl: dict[str, str] = {}
             for r in reqs:
@@ -554,17 +518,17 @@ class Engine(FlavorAssignment, Queues):
                     assert rg is not None  # (no flavor given and no resource group: skipped above)
                     f = rg.flavors[0]
                 fl[r] = f
-                self._ensure_fr(cq, (f, r))
+                cq.ensure((f, r))
                 asg.usage[(f, r)] = asg.usage.get((f, r), 0.0) + reqs[r]
             asg.podsets.append((ps_name, fl))
         self._admit(e, asg)
         e.reserved = (reserved_at if reserved_at is not None else float(self._order), self._order)
         return e.admission  # type: ignore[return-value]
 
-    def _release(self, e: _Entry) -> None:
+    def _release(self, e: Entry) -> None:
         cq = e.cq
         if e.admission is not None:
-            self._charge(cq, e.usage, -1)
+            cq.charge(e.usage, -1)
         e.usage = {}
         cq.root.version += 1
         cq.generation += 1  # Kueue clusterQueue.deleteWorkload
@@ -573,7 +537,7 @@ class Engine(FlavorAssignment, Queues):
         if cq.admitted_prios[e.prio] <= 0:
             del cq.admitted_prios[e.prio]
         e.admission = None
-        self._unpark(cq)
+        self._queues.unpark(cq)
 
     def finish(self, wid: str) -> None:
         """An admitted (or evicting) workload ended: free its quota and forget it."""
@@ -583,7 +547,7 @@ class Engine(FlavorAssignment, Queues):
         if e.state in ("admitted", "evicting"):
             self._release(e)
         elif e.state == "pending":
-            self._drop_pending(e)
+            self._queues.drop(e)
             e.state = "gone"
 
     def remove(self, wid: str) -> None:
@@ -608,14 +572,56 @@ class Engine(FlavorAssignment, Queues):
             return
         self._release(e)
         if self.requeuing_strategy == "Eviction" and reason in ("PodsReadyTimeout", "AdmissionCheck"):
-            e.key = self._key(e.prio, self.clock() if at is None else at, e.w.id)
-        self._push_pending(e)
+            e.key = self._queues.key(e.prio, self.clock() if at is None else at, e.w.id)
+        self._queues.push(e)
 
     def admitted(self, queue: str | None = None) -> list[str]:
-        cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
+        cqs: Iterable[QueueNode] = self._cqs.values() if queue is None else \
             [self._cqs[self.cluster_queue_of(queue)]]
         return [wid for cq in cqs for wid in cq.admitted]
 
+
+    # ------------------------------------------------ queues, flavors, preemption (delegated)
+    def cluster_queue_of(self, queue: str) -> str:
+        """The ClusterQueue a LocalQueue (or ClusterQueue) name points to; SpecError if unknown."""
+        return self._queues.cluster_queue_of(queue)
+
+    @property
+    def queue_names(self) -> list[str]:
+        """Every LocalQueue and ClusterQueue name, sorted."""
+        return self._queues.queue_names
+
+    def positions(self, queue: str) -> dict[str, int]:
+        """Pending workloads of a queue by id -> 1-based position (1 = next). A LocalQueue
+        name gives positions within that LocalQueue, a ClusterQueue name within the CQ."""
+        return self._queues.positions(queue)
+
+    def position(self, wid: str) -> int | None:
+        """1-based position of a pending workload in its ClusterQueue (None unless pending)."""
+        return self._queues.position(wid)
+
+    def pending_counts(self, queue: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of a queue's ClusterQueue: Kueue's
+        ``pending_workloads`` metric; inadmissible ones are set aside with their shape."""
+        return self._queues.pending_counts(queue)
+
+    def pending(self, queue: str | None = None) -> list[str]:
+        """Ids of the pending workloads (of one queue's ClusterQueue), in queue order."""
+        return self._queues.pending(queue)
+
+    def flavor_assignment(self, wid: str) -> dict:
+        """The flavor assignment the pending workload ``wid`` would get now (Kueue
+        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
+        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        return self._assigner.describe(self._entries[wid])
+
+    def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
+                           preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
+        evict with the given flavor assignment ({pod set: {resource: flavor}}) when the
+        (flavor, resource) pairs in ``preempt`` need preemption: Kueue's
+        ``Preemptor.GetTargets`` (the conformance suite replays TestPreemption through it)."""
+        return self._preemptor.for_assignment(self._entries[wid], flavors, preempt)
 
 def _num(x: float) -> str:
     if x == INF:

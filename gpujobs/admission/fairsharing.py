@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .preemption import Preemption
-    from .quota import _CQ, _Cohort, _Entry
-
-EPS = 1e-9
+from .quota import EPS, CohortNode, Entry, Node, QueueNode, parent_of, potential
+from .victims import Targets, candidate_key, fill_back, may_preempt
 
 
 @dataclass(frozen=True)
@@ -57,15 +54,10 @@ def compare(a: DRS, b: DRS) -> int:
     return (x > y) - (x < y)
 
 
-def _parent(node):
-    from .quota import _CQ
-    return node.cohort if isinstance(node, _CQ) else node.parent
-
-
-def drs(eng: "Preemption", node) -> DRS:
+def drs(node: Node) -> DRS:
     """Dominant resource share of a queue or cohort: for every resource it uses above its
     subtree quota, the borrowed amount over what its parent could lend it; the largest."""
-    parent = _parent(node)
+    parent = parent_of(node)
     if parent is None:
         return DRS(node.weight, 0.0)
     borrowing: dict[str, float] = {}
@@ -80,7 +72,7 @@ def drs(eng: "Preemption", node) -> DRS:
     root = node.root
     lendable: dict[str, float] = {}
     for fr in root.subtree:
-        lendable[fr[1]] = lendable.get(fr[1], 0.0) + eng._pot(parent, fr)
+        lendable[fr[1]] = lendable.get(fr[1], 0.0) + potential(parent, fr)
     ratio, dom = 0.0, ""
     for r, b in borrowing.items():
         lr = lendable.get(r, 0.0)
@@ -91,15 +83,16 @@ def drs(eng: "Preemption", node) -> DRS:
     return DRS(node.weight, ratio, dom, True, frozenset(frs))
 
 
-def ancestors(node) -> Iterator:
-    p = _parent(node)
+def ancestors(node: Node) -> Iterator[CohortNode]:
+    """The cohorts above a queue or a cohort, nearest first."""
+    p = parent_of(node)
     while p is not None:
         yield p
         p = p.parent
 
 
 # ------------------------------------------------------------------ tournament
-def pop_fair(eng: "Preemption", remaining: dict) -> tuple:
+def pop_fair(remaining: dict) -> tuple:
     """The next head to process (Kueue fairSharingIterator.pop): ``remaining`` maps a queue to
     its head tuple (sort key, entry, assignment, targets)."""
     cq = next(iter(remaining))
@@ -113,14 +106,14 @@ def pop_fair(eng: "Preemption", remaining: dict) -> tuple:
         if h is None:
             continue
         asg = h[2]
-        eng._charge(q, asg.usage, +1)
+        q.charge(asg.usage, +1)
         wid = h[1].w.id
         requested[wid] = asg.usage
-        d = drs(eng, q)
+        d = drs(q)
         for anc in ancestors(q):
             values[(anc.name, wid)] = d
-            d = drs(eng, anc)
-        eng._charge(q, asg.usage, -1)
+            d = drs(anc)
+        q.charge(asg.usage, -1)
     best = _tournament(root, remaining, values, requested)
     return remaining.pop(best[1].cq)
 
@@ -139,7 +132,7 @@ def _less(a: tuple, b: tuple, cohort: str, values: dict, requested: dict) -> boo
     return ea.key[1] < eb.key[1]
 
 
-def _tournament(cohort: "_Cohort", remaining: dict, values: dict, requested: dict):
+def _tournament(cohort: CohortNode, remaining: dict, values: dict, requested: dict):
     cands = []
     for child in cohort.children:
         w = _tournament(child, remaining, values, requested)
@@ -161,8 +154,8 @@ def _tournament(cohort: "_Cohort", remaining: dict, values: dict, requested: dic
 class _Ordering:
     """Kueue TargetClusterQueueOrdering: queues to take victims from, highest share first."""
 
-    def __init__(self, eng: "Preemption", cq: "_CQ", cands: list):
-        self.eng, self.cq = eng, cq
+    def __init__(self, cq: QueueNode, cands: list):
+        self.cq = cq
         self.path = set(id(a) for a in ancestors(cq))
         self.targets: dict = {}
         for c in cands:
@@ -173,7 +166,7 @@ class _Ordering:
     def has(self, q) -> bool:
         return bool(self.targets.get(q.name))
 
-    def pop(self, q) -> "_Entry":
+    def pop(self, q) -> Entry:
         return self.targets[q.name].pop(0)
 
     def __iter__(self):
@@ -189,18 +182,16 @@ class _Ordering:
                 yield t
 
     def _next(self, cohort):
-        from .preemption import _cand_key
-        eng = self.eng
         best_q, best_d = None, NEGATIVE
         for q in cohort.members:
             if q.name in self.pruned_cqs:
                 continue
-            d = drs(eng, q)
+            d = drs(q)
             if (not d.borrowing and q is not self.cq) or not self.has(q):
                 self.pruned_cqs.add(q.name)
             elif best_q is not None and compare(d, best_d) == 0:
-                if _cand_key(self.targets[q.name][0], 0 if q is not self.cq else 2) < \
-                        _cand_key(self.targets[best_q.name][0], 0 if best_q is not self.cq else 2):
+                if candidate_key(self.targets[q.name][0], 0 if q is not self.cq else 2) < \
+                        candidate_key(self.targets[best_q.name][0], 0 if best_q is not self.cq else 2):
                     best_q = q
             elif compare(d, best_d) == 1:
                 best_q, best_d = q, d
@@ -208,7 +199,7 @@ class _Ordering:
         for c in cohort.children:
             if id(c) in self.pruned_cohorts:
                 continue
-            d = drs(eng, c)
+            d = drs(c)
             if not d.borrowing and id(c) not in self.path:
                 self.pruned_cohorts.add(id(c))
             elif compare(d, best_cd) >= 0:
@@ -236,12 +227,12 @@ class _Ordering:
 
     def shares(self, q) -> tuple[DRS, DRS]:
         lca = self.lca(q)
-        return drs(self.eng, self.almost_lca(self.cq, lca)), drs(self.eng, self.almost_lca(q, lca))
+        return drs(self.almost_lca(self.cq, lca)), drs(self.almost_lca(q, lca))
 
     def target_share_after(self, q, c) -> DRS:
-        self.eng._charge(c.cq, c.usage, -1)
-        d = drs(self.eng, self.almost_lca(q, self.lca(q)))
-        self.eng._charge(c.cq, c.usage, +1)
+        c.cq.charge(c.usage, -1)
+        d = drs(self.almost_lca(q, self.lca(q)))
+        c.cq.charge(c.usage, +1)
         return d
 
 
@@ -251,39 +242,38 @@ def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS)
     return compare(preemptor_new, target_old) < 0
 
 
-def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
-    """Kueue fairPreemptions: victims chosen by the fair-sharing strategies (rules S2-a, S2-b
-    of KEP-1714), fill-back minimised; [] when they do not make ``requests`` fit."""
-    from .preemption import _cand_key, _Targets
+def fair_targets(e: Entry, need: set, requests: Mapping, strategies: Sequence[str]) -> Targets:
+    """Kueue fairPreemptions: victims chosen by the fair-sharing ``strategies`` (rules S2-a,
+    S2-b of KEP-1714), fill-back minimised; [] when they do not make ``requests`` fit."""
     cq, spec = e.cq, e.cq.spec
     cands = []
     if spec.within_queue != "Never":
         cands += [c for c in cq.admitted.values()
-                  if not need.isdisjoint(c.usage) and eng._may(e, c, spec.within_queue)]
+                  if not need.isdisjoint(c.usage) and may_preempt(e, c, spec.within_queue)]
     if cq.cohort is not None and spec.reclaim_within_cohort != "Never":
         for other in cq.cohort.root.all_cqs:
             if other is cq or not any(other.usage.get(fr, 0.0) > other.nominal.get(fr, 0.0) + EPS for fr in need):
                 continue
             cands += [c for c in other.admitted.values()
-                      if not need.isdisjoint(c.usage) and eng._may(e, c, spec.reclaim_within_cohort)]
+                      if not need.isdisjoint(c.usage) and may_preempt(e, c, spec.reclaim_within_cohort)]
     if not cands:
-        return _Targets()
-    cands.sort(key=lambda c: _cand_key(c, 2 if c.cq is cq else 0))
+        return Targets()
+    cands.sort(key=lambda c: candidate_key(c, 2 if c.cq is cq else 0))
     removed: list = []  # (entry, reason)
 
     def take(c, reason):
-        eng._charge(c.cq, c.usage, -1)
+        c.cq.charge(c.usage, -1)
         removed.append((c, reason))
 
     def fits() -> bool:
-        eng._charge(cq, requests, -1)
-        ok = eng._fits(cq, requests, True)
-        eng._charge(cq, requests, +1)
+        cq.charge(requests, -1)
+        ok = cq.fits(requests, True)
+        cq.charge(requests, +1)
         return ok
 
-    eng._charge(cq, requests, +1)  # shares count the incoming workload
+    cq.charge(requests, +1)  # shares count the incoming workload
     within_nominal = all(cq.usage.get(fr, 0.0) <= cq.nominal.get(fr, 0.0) + EPS for fr in need)
-    ordering = _Ordering(eng, cq, cands)
+    ordering = _Ordering(cq, cands)
     retry: list = []
     ok = False
     for q in ordering:
@@ -306,7 +296,7 @@ def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
             continue
         while ordering.has(q):
             c = ordering.pop(q)
-            if _passes(eng.fs_strategies[0], p_new, t_old, ordering.target_share_after(q, c)):
+            if _passes(strategies[0], p_new, t_old, ordering.target_share_after(q, c)):
                 take(c, "InCohortFairSharing")
                 if fits():
                     ok = True
@@ -314,8 +304,8 @@ def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
             retry.append(c)
         if ok:
             break
-    if not ok and len(eng.fs_strategies) > 1 and retry:
-        second = _Ordering(eng, cq, retry)
+    if not ok and len(strategies) > 1 and retry:
+        second = _Ordering(cq, retry)
         for q in second:
             p_new, t_old = second.shares(q)
             passed = compare(p_new, t_old) < 0
@@ -326,10 +316,10 @@ def fair_targets(eng: "Preemption", e: "_Entry", need: set, requests: Mapping):
                     ok = True
                     break
             second.pruned_cqs.add(q.name)
-    eng._charge(cq, requests, -1)
-    eng._fill_back(cq, requests, True, removed, ok)
+    cq.charge(requests, -1)
+    fill_back(cq, requests, True, removed, ok)
     if not ok:
-        return _Targets()
-    out = _Targets(c for c, _ in removed)
+        return Targets()
+    out = Targets(c for c, _ in removed)
     out.reasons = {c.w.id: r for c, r in removed}
     return out

@@ -3,13 +3,48 @@ flavors in order, each judged Fit / Preempt / NoFit against quota (preemption si
 asked of a ``preemption_oracle``), chosen by ``flavorFungibility``."""
 from __future__ import annotations
 
-from .model import ClusterQueue
-from .preemption import Preemption
-from .quota import EPS, FIT, FR, NOCAND, NOFIT, PREEMPT, RECLAIM, _Asg, _Entry
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .model import ClusterQueue, ResourceFlavor
+from .preemption import Preemptor
+from .quota import EPS, FR, Entry
+from .victims import Targets
+
+# preemption modes of one flavor/resource, worst first (Kueue flavorassigner.preemptionMode)
+NOFIT, NOCAND, PREEMPT, RECLAIM, FIT = range(5)
+
+Oracle = Callable[[str, tuple[str, str], float], tuple[str, int]]
 
 
-class FlavorAssignment(Preemption):
-    # ------------------------------------------------ flavor assignment (flavorassigner)
+@dataclass
+class Assignment:
+    """A flavor assignment (Kueue flavorassigner.Assignment)."""
+    mode: int = FIT                      # representative: NOFIT, PREEMPT or FIT
+    podsets: list = field(default_factory=list)   # [(name, {resource: flavor})]
+    usage: dict = field(default_factory=dict)     # {fr: amount}
+    need: set = field(default_factory=set)        # frs whose mode is Preempt
+    borrow: int = 0
+    modes: dict = field(default_factory=dict)     # (pod set, resource) -> preemption mode
+    tried: dict = field(default_factory=dict)     # (pod set, resource) -> last flavor index tried
+    left: bool = False                            # a scan stopped before its last flavor
+
+
+class FlavorAssigner:
+    """Kueue's FlavorAssigner: given the ``preemptor`` whose targets it simulates (or an
+    ``oracle`` that answers instead, Kueue's ``preemptionOracle``), the ResourceFlavors by name
+    (``flavors``, None: every flavor admits every pod) and whether fair sharing is on.
+    ``simulated`` keeps the last simulation (entry, fr, amount, targets) so that the cycle
+    need not ask the preemptor the same question again."""
+
+    def __init__(self, preemptor: Preemptor, flavors: Mapping[str, ResourceFlavor] | None = None,
+                 oracle: Oracle | None = None, fair_sharing: bool = False):
+        self.preemptor = preemptor
+        self.flavors = flavors
+        self.oracle = oracle
+        self.fair_sharing = fair_sharing
+        self.simulated: tuple[Entry, FR, float, Targets] | None = None
+
     @staticmethod
     def _preferred(a: tuple, b: tuple, spec: ClusterQueue) -> bool:
         """Whether (mode, borrow) ``a`` is better than ``b`` (Kueue isPreferred)."""
@@ -35,7 +70,7 @@ class FlavorAssignment(Preemption):
             return True
         return rep[1] > 0 and spec.when_can_borrow == "TryNextFlavor"
 
-    def _fits_quota(self, e: _Entry, fr: FR, val: float) -> tuple[int, int]:
+    def _fits_quota(self, e: Entry, fr: FR, val: float) -> tuple[int, int]:
         """Kueue fitsResourceQuota: (mode, borrowing level) of taking ``val`` of ``fr``."""
         cq = e.cq
         n = cq.nominal.get(fr)
@@ -48,29 +83,31 @@ class FlavorAssignment(Preemption):
         elif cq.cohort.parent is None:  # flat cohort: the root holds it or nothing does
             borrow, may_reclaim = cq.cohort.height, False
         else:
-            borrow, may_reclaim = self._borrow_level(cq, fr, val)
-        if val <= self._available(cq, fr) + EPS:
+            borrow, may_reclaim = cq.borrow_level(fr, val)
+        if val <= cq.available(fr) + EPS:
             return FIT, borrow
         if n + EPS >= val or may_reclaim or cq.bwc or (
                 self.fair_sharing and cq.spec.reclaim_within_cohort != "Never"):
-            if self._oracle_hook is not None:
-                poss, after = self._oracle_hook(cq.name, fr, val)
+            if self.oracle is not None:
+                poss, after = self.oracle(cq.name, fr, val)
                 return {"Preempt": PREEMPT, "Reclaim": RECLAIM}.get(poss, NOCAND), after
-            targets = self._targets(e, {fr}, {fr: val})
-            self._oracle = (e, fr, val, targets)
+            targets = self.preemptor.targets(e, {fr}, {fr: val})
+            self.simulated = (e, fr, val, targets)
             if not targets:
-                return NOCAND, self._borrow_level(cq, fr, val)[0]
+                return NOCAND, cq.borrow_level(fr, val)[0]
             for t in targets:
-                self._charge(t.cq, t.usage, -1)
-            after = self._borrow_level(cq, fr, val)[0]
+                t.cq.charge(t.usage, -1)
+            after = cq.borrow_level(fr, val)[0]
             for t in targets:
-                self._charge(t.cq, t.usage, +1)
+                t.cq.charge(t.usage, +1)
             return (PREEMPT if any(t.cq is cq for t in targets) else RECLAIM), after
         return NOFIT, borrow
 
-    def _assign(self, e: _Entry) -> _Asg:
+    def assign(self, e: Entry) -> Assignment:
+        """Kueue FlavorAssigner.Assign: per pod set and resource group, the flavors in order
+        (from where the last scan stopped), chosen by the queue's ``flavorFungibility``."""
         cq, spec = e.cq, e.cq.spec
-        asg = _Asg()
+        asg = Assignment()
         worst = FIT
         # Kueue LastTriedFlavorIdx: a scan resumes after the flavor it tried last
         resume = e.last[0] if e.last is not None and e.last[3] else None
@@ -93,8 +130,8 @@ class FlavorAssignment(Preemption):
                 for attempted, f in enumerate(rg.flavors[start:] if start else rg.flavors, start):  # noqa: B007 (read after it)
                     if pin is not None and pin.get((ps_name, r), f) != f:
                         continue  # recomputing: only the flavor nominated first (NominationMapping)
-                    if self._flavors is not None and (f not in self._flavors
-                                                      or not self._flavors[f].admits(e.pspecs[ps_name])):
+                    if self.flavors is not None and (f not in self.flavors
+                                                     or not self.flavors[f].admits(e.pspecs[ps_name])):
                         continue  # an untolerated taint or a node selector it does not match
                     rep = (FIT, 0)
                     per = {}
@@ -133,12 +170,11 @@ class FlavorAssignment(Preemption):
         asg.mode = worst
         return asg
 
-    def flavor_assignment(self, wid: str) -> dict:
-        """The flavor assignment the pending workload ``wid`` would get now (Kueue
-        ``FlavorAssigner.Assign``): ``{"mode": "Fit"|"Preempt"|"NoFit", "borrowing": level,
-        "podsets": {pod set: {resource: {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
-        e = self._entries[wid]
-        asg = self._assign(e)
+    def describe(self, e: Entry) -> dict:
+        """The flavor assignment ``e`` would get now, as plain data: ``{"mode":
+        "Fit"|"Preempt"|"NoFit", "borrowing": level, "podsets": {pod set: {resource:
+        {"flavor": f, "mode": "Fit"|"Preempt"}}}}``."""
+        asg = self.assign(e)
         names = {FIT: "Fit", PREEMPT: "Preempt", NOFIT: "NoFit"}
         return {"mode": names[asg.mode], "borrowing": asg.borrow if asg.mode != NOFIT else 0,
                 "podsets": {ps: {r: {"flavor": f, "mode": "Fit" if asg.modes[(ps, r)] == FIT else "Preempt"}

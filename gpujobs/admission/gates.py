@@ -22,7 +22,7 @@ its row is Kueue's main branch at the commit in ``REFS``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..errors import SpecError
@@ -132,6 +132,5 @@ def basis(version: str | None = None, overrides: Mapping[str, bool] | None = Non
 def with_basis(plan, version: str | None, source: str):  # noqa: ANN001, ANN201 - a status.Plan
     """``plan`` with the Kueue version its admission followed (and where that version came
     from) added to its basis."""
-    import dataclasses
     line = f"admission as {basis(version)}, {source}"
-    return dataclasses.replace(plan, basis=f"{plan.basis}; {line}" if plan.basis else line)
+    return replace(plan, basis=f"{plan.basis}; {line}" if plan.basis else line)

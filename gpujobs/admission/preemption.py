@@ -3,47 +3,39 @@ for a pending one, within its queue and by reclaiming quota lent in its cohort t
 sharing's variant is in :mod:`.fairsharing`."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from . import fairsharing
-from .quota import (
-    EPS,
-    FR,
-    HIER_RECLAIM,
-    REASON,
-    RECLAIM_NO_BORROW,
-    RECLAIM_WHILE_BORROW,
-    WITHIN_CQ,
-    Quota,
-    _CQ,
-    _Cohort,
-    _Entry,
-)
+from .quota import EPS, FR, CohortNode, Entry, QueueNode, within_nominal
+from .victims import Targets, candidate_key, fill_back, may_preempt
+
+# candidate variants (Kueue preemption/classical)
+WITHIN_CQ, HIER_RECLAIM, RECLAIM_NO_BORROW, RECLAIM_WHILE_BORROW = range(4)
+REASON = {WITHIN_CQ: "InClusterQueue", HIER_RECLAIM: "InCohortReclamation",
+          RECLAIM_NO_BORROW: "InCohortReclamation", RECLAIM_WHILE_BORROW: "InCohortReclaimWhileBorrowing"}
 
 
-class Preemption(Quota):
-    # ------------------------------------------------------ preemption (classical)
-    def _may(self, e: _Entry, c: _Entry, policy: str) -> bool:
-        if policy == "LowerPriority":
-            return c.prio < e.prio
-        if policy == "LowerOrNewerEqualPriority":
-            return c.prio < e.prio or (c.prio == e.prio and e.key[1] < c.key[1])
-        return policy == "Any"
+class Preemptor:
+    """Kueue's preemptor: classical, or fair sharing's when given ``fair_strategies``
+    (``Engine(fair_sharing=True)``)."""
 
-    def _targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
-        """Kueue classicalPreemptions: the victims that make ``requests`` fit (fill-back
-        minimised), or [] when no set of allowed candidates does."""
-        if self.fair_sharing:
-            return self._fair_targets(e, need, requests)
+    def __init__(self, fair_strategies: Sequence[str] | None = None):
+        self.fair_strategies = tuple(fair_strategies) if fair_strategies is not None else None
+
+    def targets(self, e: Entry, need: set, requests: Mapping[FR, float]) -> Targets:
+        """The victims that make ``requests`` fit (fill-back minimised), or [] when no set of
+        allowed candidates does: Kueue classicalPreemptions (fairPreemptions with fair sharing)."""
+        if self.fair_strategies is not None:
+            return fairsharing.fair_targets(e, need, requests, self.fair_strategies)
         cq, spec = e.cq, e.cq.spec
         cands: list[tuple] = []  # (sort key, entry, variant)
         within, reclaim = spec.within_queue, spec.reclaim_within_cohort
         if within != "Never" and cq.admitted_prios and (
                 min(cq.admitted_prios) < e.prio or (within != "LowerPriority" and min(cq.admitted_prios) == e.prio)):
             for c in cq.admitted.values():
-                if need.isdisjoint(c.usage) or not self._may(e, c, spec.within_queue):
+                if need.isdisjoint(c.usage) or not may_preempt(e, c, spec.within_queue):
                     continue
-                cands.append((_cand_key(c, 2), c, WITHIN_CQ, None))
+                cands.append((candidate_key(c, 2), c, WITHIN_CQ, None))
         n_other = n_hier = 0
         coh = cq.cohort
         if coh is not None and spec.reclaim_within_cohort != "Never":
@@ -60,18 +52,18 @@ class Preemption(Quota):
                     adv = False
                 remaining[fr] = max(0.0, v - max(0.0, cq.guaranteed.get(fr, 0.0) - u))
             thr = spec.max_priority_threshold
-            prev: _Cohort | None = None
-            node: _Cohort | None = coh
+            prev: CohortNode | None = None
+            node: CohortNode | None = coh
             while node is not None:
-                for other, lca in self._subtree_cqs(node, prev, need):
+                for other, lca in _subtree_cqs(node, prev, need):
                     if other is cq or not other.admitted:
                         continue
                     if reclaim == "LowerPriority" and min(other.admitted_prios) >= e.prio:
                         continue
-                    if self._within_nominal(other, need):
+                    if within_nominal(other, need):
                         continue
                     for c in other.admitted.values():
-                        if need.isdisjoint(c.usage) or not self._may(e, c, reclaim):
+                        if need.isdisjoint(c.usage) or not may_preempt(e, c, reclaim):
                             continue
                         if adv:
                             var = HIER_RECLAIM
@@ -81,7 +73,7 @@ class Preemption(Quota):
                         else:
                             var = RECLAIM_WHILE_BORROW
                         n_other += 1
-                        cands.append((_cand_key(c, 0 if var == HIER_RECLAIM else 1), c, var, lca))
+                        cands.append((candidate_key(c, 0 if var == HIER_RECLAIM else 1), c, var, lca))
                 if node.parent is not None:
                     fits = True
                     for fr, v in list(remaining.items()):
@@ -92,7 +84,7 @@ class Preemption(Quota):
                     adv = adv or fits
                 prev, node = node, node.parent
         if not cands:
-            return _Targets()
+            return Targets()
         # Kueue NewCandidateIterator: evicted ones first; then hierarchy, priority and
         # same-queue candidates, each by CandidatesOrdering (priority, newest admission)
         cands.sort(key=lambda t: t[0])
@@ -111,85 +103,52 @@ class Preemption(Quota):
                 if c.cq is not cq:
                     if borrow and var == RECLAIM_NO_BORROW:
                         continue
-                    if self._within_nominal(c.cq, need):
+                    if within_nominal(c.cq, need):
                         continue
                     up = c.cq.cohort
                     while up is not None and up is not lca:  # Kueue candidateIsValid
-                        if self._within_nominal(up, need):
+                        if within_nominal(up, need):
                             break
                         up = up.parent
                     if up is not None and up is not lca:
                         continue
-                self._charge(c.cq, c.usage, -1)
+                c.cq.charge(c.usage, -1)
                 removed.append((c, var))
-                if self._fits(cq, requests, borrow):
+                if cq.fits(requests, borrow):
                     fitted = True
                     break
-            self._fill_back(cq, requests, borrow, removed, fitted)
+            fill_back(cq, requests, borrow, removed, fitted)
             if fitted:
-                out = _Targets(c for c, _ in removed)
+                out = Targets(c for c, _ in removed)
                 out.reasons = {c.w.id: REASON[var] for c, var in removed}
                 return out
-        return _Targets()
+        return Targets()
 
-    def _fill_back(self, cq: _CQ, requests: Mapping[FR, float], borrow: bool,
-                   removed: list[tuple[_Entry, Any]], fitted: bool) -> None:
-        """Kueue's fill-back: when the victims in ``removed`` (usage taken out, in the order
-        chosen) made ``requests`` fit, put back each one but the last that is not needed after
-        all (dropped from ``removed``); then give every victim's usage back (a simulation)."""
-        if fitted:
-            for i in range(len(removed) - 2, -1, -1):  # the last choice is kept
-                c = removed[i][0]
-                self._charge(c.cq, c.usage, +1)
-                if self._fits(cq, requests, borrow):
-                    removed[i] = removed[-1]
-                    removed.pop()
-                else:
-                    self._charge(c.cq, c.usage, -1)
-        for c, _ in removed:
-            self._charge(c.cq, c.usage, +1)
-
-    def _fair_targets(self, e: _Entry, need: set, requests: Mapping[FR, float]) -> "_Targets":
-        return fairsharing.fair_targets(self, e, need, requests)
-
-    def _subtree_cqs(self, root: _Cohort, skip: "_Cohort | None", need: set):
-        """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
-        that are above nominal in a resource that needs preemption (Kueue
-        collectCandidatesInSubtree)."""
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            for child in node.children:
-                if child is not skip and not self._within_nominal(child, need):
-                    stack.append(child)
-            for q in node.members:
-                yield q, root
-
-    def preemption_targets(self, wid: str, flavors: Mapping[str, Mapping[str, str]],
-                           preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
-        """The victims (id -> Kueue Preempted reason) that the pending workload ``wid`` would
-        evict with the given flavor assignment ({pod set: {resource: flavor}}) when the
-        (flavor, resource) pairs in ``preempt`` need preemption: Kueue's
-        ``Preemptor.GetTargets`` (the conformance suite replays TestPreemption through it)."""
-        e = self._entries[wid]
+    def for_assignment(self, e: Entry, flavors: Mapping[str, Mapping[str, str]],
+                       preempt: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """The victims (id -> Kueue Preempted reason) that the pending ``e`` would evict with
+        the given flavor assignment ({pod set: {resource: flavor}}) when the (flavor, resource)
+        pairs in ``preempt`` need preemption: Kueue's ``Preemptor.GetTargets``."""
         usage: dict[FR, float] = {}
         for ps_name, reqs in e.podsets:
             for r, a in reqs.items():
                 f = (flavors.get(ps_name) or {}).get(r)
                 if f is not None:
-                    self._ensure_fr(e.cq, (f, r))
+                    e.cq.ensure((f, r))
                     usage[(f, r)] = usage.get((f, r), 0.0) + a
-        targets = self._targets(e, set(preempt), usage)
+        targets = self.targets(e, set(preempt), usage)
         return {t.w.id: targets.reasons[t.w.id] for t in targets}
 
 
-class _Targets(list):
-    """Preemption victims, with Kueue's Preempted reason for each."""
-    reasons: dict = {}
-
-
-def _cand_key(c: _Entry, group: int) -> tuple:
-    """Order of preemption candidates: evicted first, then by group (0 hierarchy reclaim,
-    1 other queues, 2 own queue), lower priority first, most recently admitted first, then by
-    id (Kueue: UID)."""
-    return (c.state != "evicting", group, c.prio, -c.reserved[0], c.w.id)
+def _subtree_cqs(root: CohortNode, skip: CohortNode | None, need: set) -> Iterator[tuple[QueueNode, CohortNode]]:
+    """(queue, lca) for the queues under ``root``, not under ``skip``, through child cohorts
+    that are above nominal in a resource that needs preemption (Kueue
+    collectCandidatesInSubtree)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            if child is not skip and not within_nominal(child, need):
+                stack.append(child)
+        for q in node.members:
+            yield q, root

@@ -6,9 +6,9 @@ the pending heap of every ClusterQueue, ``Pop`` with the ``StrictFIFO`` / ``Best
 queueing strategies and the sticky preemptor, inadmissible workloads set aside until quota is
 released, ``Pending`` counts) and ``pkg/scheduler`` (``scheduler.go``: the cycle that takes the
 ``Heads`` and admits, preempts or waits). Here :class:`Queues` is the first and
-:class:`~.engine.Engine` the second.
+:class:`~.engine.Engine` the second, which holds one.
 
-Per ClusterQueue (fields of ``_CQ``): pending workloads in one heap per request *shape* (equal
+Per ClusterQueue (fields of :class:`~.quota.QueueNode`): pending workloads in one heap per request *shape* (equal
 shapes fit or fail alike: Kueue's scheduling equivalence) with lazily dropped stale items, one
 sorted list of keys for positions, ``parked`` (shape -> the head that could not be admitted:
 Kueue's inadmissible workloads), ``stalled`` (every head is parked), ``sticky`` and ``hold``.
@@ -19,24 +19,26 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..errors import SpecError
 from .model import ClusterQueue, Workload
-from .quota import _CQ, Key, _Entry
+from .quota import Entry, Key, QueueNode
 
 
 class Queues:
-    """LocalQueue -> ClusterQueue names, pending heaps, heads, parking and positions (the state
-    lives in :class:`~.engine.Engine`)."""
+    """LocalQueue -> ClusterQueue names, pending heaps, heads, parking and positions, over the
+    engine's ClusterQueues (``cqs``, name -> node) and workloads (``entries``, id -> entry),
+    which it reads but does not own."""
 
-    _cqs: dict[str, _CQ]
-    _entries: dict[str, _Entry]
-    _lq: dict[str, str]
-    _seq: int
+    def __init__(self, cqs: Mapping[str, QueueNode], entries: Mapping[str, Entry]):
+        self._cqs = cqs
+        self._entries = entries
+        self._lq: dict[str, str] = {}
+        self._seq = 0
 
     # ------------------------------------------------------- LocalQueues
-    def _map_local_queues(self, spec: ClusterQueue) -> None:
+    def map_local_queues(self, spec: ClusterQueue) -> None:
         """Point the ClusterQueue's own name and its LocalQueues at it (Kueue AddLocalQueue)."""
         for lq in (spec.name, *spec.local_queues):
             if self._lq.get(lq, spec.name) != spec.name:
@@ -56,13 +58,13 @@ class Queues:
         return sorted(self._lq)
 
     # ------------------------------------------------------- keys and shapes
-    def _key(self, prio: int, timestamp: float, wid: str) -> Key:
+    def key(self, prio: int, timestamp: float, wid: str) -> Key:
         """A queue key; ``seq`` keeps equal priorities and timestamps in arrival order."""
         self._seq += 1
         return (-prio, timestamp, self._seq, wid)
 
     @staticmethod
-    def _shape(w: Workload, podsets: list) -> tuple:
+    def shape(w: Workload, podsets: list) -> tuple:
         """The request shape (Kueue's equivalence hash): per pod set its totals, plus node
         selectors and tolerations when any pod set has them (flavors may then differ)."""
         shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
@@ -72,28 +74,30 @@ class Queues:
         return shape
 
     # ------------------------------------------------------- heaps
-    def _push_pending(self, e: _Entry) -> None:
+    def push(self, e: Entry) -> None:
+        """Queue ``e`` (again): pending, with its current key."""
         e.state = "pending"
         e.version += 1
         heapq.heappush(e.cq.heaps.setdefault(e.shape, []), (e.key, e.version))
         insort(e.cq.sorted, e.key)
         e.cq.stalled = False
 
-    def _drop_pending(self, e: _Entry) -> None:
+    def drop(self, e: Entry) -> None:
+        """``e`` is no longer pending (its heap item goes stale and is dropped lazily)."""
         lst = e.cq.sorted
         i = bisect_left(lst, e.key)
         if i < len(lst) and lst[i] == e.key:
             del lst[i]
         e.version += 1  # its heap item becomes stale
 
-    def _take(self, e: _Entry) -> None:
+    def take(self, e: Entry) -> None:
         """``e`` leaves its queue to be admitted (its heap item popped when it is on top)."""
-        self._drop_pending(e)
+        self.drop(e)
         heap = e.cq.heaps.get(e.shape)
         if heap and heap[0][0] == e.key:
             heapq.heappop(heap)
 
-    def _shape_head(self, cq: _CQ, shape: tuple) -> _Entry | None:
+    def _shape_head(self, cq: QueueNode, shape: tuple) -> Entry | None:
         heap = cq.heaps.get(shape)
         while heap:
             key, version = heap[0]
@@ -105,7 +109,7 @@ class Queues:
         return None
 
     # ------------------------------------------------------- heads, parking
-    def _head(self, cq: _CQ) -> _Entry | None:
+    def head(self, cq: QueueNode) -> Entry | None:
         """The ClusterQueue's head for this cycle: the first pending workload whose shape is not
         parked (BestEffortFIFO), or the first one unless it is parked (StrictFIFO). In a
         BestEffortFIFO queue a workload whose preemptions are under way stays the head until it
@@ -131,11 +135,11 @@ class Queues:
         return best
 
     @staticmethod
-    def _park(e: _Entry) -> None:
+    def park(e: Entry) -> None:
         """Set the head ``e`` aside until quota is released in its cohort tree (its shape waits)."""
         e.cq.parked[e.shape] = e.key
 
-    def _unpark(self, cq: _CQ) -> None:
+    def unpark(self, cq: QueueNode) -> None:
         """Quota was released in ``cq``'s cohort tree: every queue of the tree may move again
         (Kueue QueueInadmissibleWorkloads after a workload finishes)."""
         for member in (cq.cohort.root.all_cqs if cq.cohort else (cq,)):
@@ -143,7 +147,7 @@ class Queues:
             member.stalled = False
             member.hold = {}
 
-    def _retry_strict(self) -> None:
+    def retry_strict(self) -> None:
         """Kueue retries a StrictFIFO head every cycle: its queue is unparked at each schedule()."""
         for cq in self._cqs.values():
             if cq.spec.strategy == "StrictFIFO" and cq.parked:
@@ -176,6 +180,6 @@ class Queues:
         return len(cq.sorted) - parked, parked
 
     def pending(self, queue: str | None = None) -> list[str]:
-        cqs: Iterable[_CQ] = self._cqs.values() if queue is None else \
+        cqs: Iterable[QueueNode] = self._cqs.values() if queue is None else \
             [self._cqs[self.cluster_queue_of(queue)]]
         return [k[3] for cq in cqs for k in cq.sorted]
