@@ -132,7 +132,8 @@ class Watching:
         from ...metrics import JobMetrics, ranks_of_gang
         try:
             ranks = ranks_of_gang(rec.gang, devices)
-            jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log)
+            jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log,
+                            use_nvml=any(devs for _, devs in ranks.values()))  # CPU ranks: no NVML
         except Exception:  # noqa: BLE001 - metrics never stop a job
             agent_log(traceback.format_exc())
             return
