@@ -294,8 +294,9 @@ class Agent(Recovery, Watching, Lifecycle):
         Each decision is applied on its own: one that is inconsistent (a workload both
         admitted and preempted in one pass, an admission with too few free slots) or that
         raises is logged and marked on the job it concerns; the others still apply."""
-        self._enforce_time_limits()
-        ending = [r for r in self.recs.values() if r.gang is not None and not r.ending and self._due(r)]
+        gangs = [r for r in self.recs.values() if r.gang is not None]  # one pass over the queue
+        self._enforce_time_limits(recs=gangs)
+        ending = [r for r in gangs if r.gang is not None and not r.ending and self._due(r)]
         for rec in ending:
             rec.ending = True
         if self._zygote_warming():
