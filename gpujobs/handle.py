@@ -77,8 +77,16 @@ class Job(Generic[R]):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The exception the job ended with (remote exceptions as their own type), or None."""
+        return self._ended(timeout)[0]
+
+    def _ended(self, timeout: float | None) -> tuple[BaseException | None, JobStatus, dict[int, Outcome]]:
+        """Once the job has ended: its exception (or None), final status and outcomes by rank,
+        each read once (result() asks the backend nothing more)."""
         st = self.wait(timeout)
         outcomes = self._outcomes()
+        return self._error(st, outcomes), st, outcomes
+
+    def _error(self, st: JobStatus, outcomes: dict[int, Outcome]) -> BaseException | None:
         # The cause first: a rank's own error beats errors that only report a lost peer.
         failed = sorted((o for o in outcomes.values() if not o.ok), key=lambda o: (o.collateral, o.rank))
         if failed:
@@ -104,11 +112,10 @@ class Job(Generic[R]):
     def result(self, timeout: float | None = None) -> R:
         """Rank 0's return value (a list by rank with ``return_all``, typed ``Job[Any]`` then);
         re-raises remote errors."""
-        exc = self.exception(timeout)
+        exc, st, outcomes = self._ended(timeout)
         if exc is not None:
             raise exc
-        outcomes = self._outcomes()
-        if len(outcomes) > 1 or self.status().extra.get("return_all"):
+        if len(outcomes) > 1 or st.extra.get("return_all"):
             # return_all: .return_all() typed the job Job[Any], its value is this list
             return cast(R, [outcomes[r].value for r in sorted(outcomes)])
         if 0 not in outcomes:

@@ -131,3 +131,65 @@ def test_an_error_while_ending_one_gang_does_not_stop_the_loop(local_agent, monk
     drive(agent, lambda: agent.status(jid).terminal)  # no exception out of step()
     st = agent.status(jid)
     assert st.phase == "failed" and "lost" in st.message
+
+
+def _blocking_start(monkeypatch):
+    """Gang.start waits for ``go`` (set by the test) after saying it began in ``began``."""
+    from gpujobs.backends.local import gang as gang_mod
+    began, go = threading.Event(), threading.Event()
+    real_start = gang_mod.Gang.start
+
+    def start(self):
+        began.set()
+        assert go.wait(60), "the test never let the gang start"
+        return real_start(self)
+    monkeypatch.setattr(gang_mod.Gang, "start", start)
+    return began, go
+
+
+def test_a_gang_is_started_without_the_agent_lock(local_agent, monkeypatch):
+    """Forking ranks takes a while (a zygote round trip per rank): clients' requests, a burst
+    of submits, are answered meanwhile; the ranks still wait until the start is stored."""
+    agent = local_agent
+    began, go = _blocking_start(monkeypatch)
+    jid, jd = submit(agent, gpujobs.job(say, 7).ddp(gpus=1))
+    loop = threading.Thread(target=agent.step)
+    loop.start()
+    assert began.wait(30)
+    took = agent.lock.acquire(timeout=5)  # what a client's submit does
+    if took:
+        agent.lock.release()
+    other, _ = submit(agent, gpujobs.job(say, 8).ddp(gpus=1)) if took else (None, None)
+    go.set()
+    loop.join(60)
+    assert took, "the agent lock was held while the gang was being started"
+    assert agent.status(jid).phase == "running" and agent.recs[jid].runtime["pids"]
+    drive(agent, lambda: agent.status(jid).terminal and agent.status(other).terminal, timeout=120)
+    assert agent.status(jid).phase == agent.status(other).phase == "succeeded"
+    assert open_envelope(jd.outcomes()[0], jd.key()).value == 7
+    assert agent.free == [0, 1]
+
+
+def test_a_cancel_while_the_gang_is_being_started_stops_it_before_it_runs(local_agent, monkeypatch, tmp_path):
+    """A cancel that lands while step() starts the gang (outside the lock) ends the job as
+    cancelled: its ranks are killed at their start gate, the function never runs, the slots
+    come back."""
+    agent = local_agent
+    began, go = _blocking_start(monkeypatch)
+    marker = tmp_path / "ran"
+    jid, _ = submit(agent, gpujobs.job(marker.touch).ddp(gpus=1))
+    loop = threading.Thread(target=agent.step)
+    loop.start()
+    assert began.wait(30)
+    with agent.lock:
+        agent.cancel(jid)
+        agent._flush()  # a concurrent request's flush must not drop the job being started
+    go.set()
+    loop.join(60)
+    with agent.lock:
+        pids = list(agent.recs[jid].gang.pids)
+    drive(agent, lambda: jid not in agent.recs, timeout=60)
+    st = agent.status(jid)
+    assert st.phase == "cancelled" and "started" not in [e.kind for e in st.events]
+    assert not marker.exists() and alive(pids) == []
+    assert agent.free == [0, 1]

@@ -71,6 +71,7 @@ class Agent(Recovery, Watching, Lifecycle):
         self.recs: dict[str, Rec] = {}
         self.free = list(range(self.slots))
         self.dirty: set[str] = set()
+        self.to_start: list[tuple[Rec, Any]] = []  # admitted by tick(), started by step()
         self.subs: dict[str, list[queue_mod.Queue]] = {}
         self.clients = 0
         self.last_active = time.monotonic()
@@ -147,7 +148,7 @@ class Agent(Recovery, Watching, Lifecycle):
             self.store.write([(r.id, r.seq, r.status, r.spec.to_dict(), r.runtime) for r in recs])
             self.dirty.clear()  # only once written: a failed write (disk full) is retried
             for r in recs:
-                if r.status.terminal and r.gang is None:
+                if r.status.terminal and r.gang is None and not r.starting:
                     del self.recs[r.id]
             self.write_error = None
         self._let_go()
@@ -224,6 +225,12 @@ class Agent(Recovery, Watching, Lifecycle):
             return
         if rec.status.terminal:
             return
+        if rec.starting:  # its gang is being started outside the lock: stopped once started
+            self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
+                         message="cancelled by user", finished_at=time.time())
+            rec.stopping = "cancel"
+            self.wake.set()
+            return
         if rec.ending:  # its gang is being ended outside the lock
             if rec.stopping == "preempt":  # end it for good instead of requeueing it
                 self._update(rec, "cancelled", "cancelled by user", phase="cancelled",
@@ -248,11 +255,14 @@ class Agent(Recovery, Watching, Lifecycle):
 
     # ---------------------------------------------------------------- loop
     def step(self) -> None:
-        """One round of the loop. Gangs that ended, or must stop now, are cleaned up (waiting
-        for their processes) without the lock: other clients' requests do not wait for it."""
+        """One round of the loop. Admitted gangs are started (forks, files), and gangs that
+        ended, or must stop now, are cleaned up (waiting for their processes), without the
+        lock: other clients' requests (a burst of submits) do not wait for them."""
         self._await_zygote()
         with self.lock:
             ending = self.tick()
+            starting, self.to_start = self.to_start, []
+        self._launch(starting)
         results = [(rec, self._end_gang_safely(rec)) for rec in ending]
         if results:
             with self.lock:
@@ -284,8 +294,9 @@ class Agent(Recovery, Watching, Lifecycle):
         Each decision is applied on its own: one that is inconsistent (a workload both
         admitted and preempted in one pass, an admission with too few free slots) or that
         raises is logged and marked on the job it concerns; the others still apply."""
-        self._enforce_time_limits()
-        ending = [r for r in self.recs.values() if r.gang is not None and not r.ending and self._due(r)]
+        gangs = [r for r in self.recs.values() if r.gang is not None]  # one pass over the queue
+        self._enforce_time_limits(recs=gangs)
+        ending = [r for r in gangs if r.gang is not None and not r.ending and self._due(r)]
         for rec in ending:
             rec.ending = True
         if self._zygote_warming():
@@ -312,7 +323,7 @@ class Agent(Recovery, Watching, Lifecycle):
             if adm.id in skip:
                 continue
             try:
-                self._start(self.recs[adm.id])
+                self._admit(self.recs[adm.id])
             except Exception as exc:  # noqa: BLE001
                 self._decision_failed(adm.id, "starting it", exc)
         if d:  # positions moved
@@ -473,7 +484,9 @@ class Agent(Recovery, Watching, Lifecycle):
                      phase="queued", restarts=restarts, gang_ready=0)
         mark_restart(Path(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)), restarts, by)
 
-    def _start(self, rec: Rec) -> None:
+    def _admit(self, rec: Rec) -> None:
+        """Under the lock: give an admitted job its slots and its gang (not started yet: step()
+        starts it without the lock, then :meth:`_started` records it)."""
         world, per = self._need(rec.spec)
         if world * per > len(self.free):  # the engine and the slots disagree: do not overcommit
             self.engine.requeue(rec.id)
@@ -490,28 +503,71 @@ class Agent(Recovery, Watching, Lifecycle):
                              devices=devices if (self.real and per) else None,
                              restarts=int(rec.runtime.get("restarts", 0)),
                              cwd=rec.runtime.get("cwd"), spawner=self._spawner())
-            rec.gang = gang
-            rec.held = hasattr(gang, "release")  # ranks wait at their gate until it is stored
-            gang.gated = rec.held
-            gang.start()
         except Exception as exc:  # noqa: BLE001
-            if rec.gang is not None:
-                rec.gang.terminate(0)
-            rec.gang = None
-            self._release(rec)
-            self.engine.finish(rec.id)
-            self._update(rec, "finished", f"failed to start: {exc}", phase="failed",
-                         message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
+            self._start_failed(rec, None, exc)
             return
+        rec.held = hasattr(gang, "release")  # ranks wait at their gate until it is stored
+        gang.gated = rec.held
+        rec.starting = True
+        self.to_start.append((rec, gang))
+
+    def _launch(self, starting: list[tuple[Rec, Any]]) -> None:
+        """Without the lock: start the admitted gangs (their ranks wait at their start gate);
+        then, under it, record them and store their pids before the gate opens (_let_go)."""
+        if not starting:
+            return
+        started: list[tuple[Rec, Any, Exception | None]] = []
+        for rec, gang in starting:
+            try:
+                gang.start()
+                started.append((rec, gang, None))
+            except Exception as exc:  # noqa: BLE001 - that job fails, the others start
+                started.append((rec, gang, exc))
+        with self.lock:
+            for rec, gang, failure in started:
+                try:
+                    self._started(rec, gang, failure)
+                except Exception as err:  # noqa: BLE001
+                    self._decision_failed(rec.id, "starting it", err)
+            self._flush_safely()
+
+    def _start_failed(self, rec: Rec, gang: Any, exc: Exception) -> None:
+        rec.starting = False
+        if gang is not None:
+            gang.terminate(0)
+        rec.gang = None
+        self._release(rec)
+        self.engine.finish(rec.id)
+        if rec.stopping == "cancel":  # cancelled while it was being started: that end stands
+            rec.stopping = ""
+            self._forget(rec)
+            return
+        self._update(rec, "finished", f"failed to start: {exc}", phase="failed",
+                     message=f"failed to start: {exc}", reason="start-failed", finished_at=time.time())
+
+    def _started(self, rec: Rec, gang: Any, exc: Exception | None) -> None:
+        """Under the lock: record a gang step() started (or its failure to start). A job
+        cancelled meanwhile has its ranks killed at their start gate (they never run it)."""
+        if exc is not None:
+            self._start_failed(rec, gang, exc)
+            return
+        rec.starting = False
+        rec.gang = gang
         rec.runtime["pids"] = [[pid, create_time(pid)] for pid in gang.pids]
         rec.runtime["launch"] = getattr(gang, "launch", "")
+        self.dirty.add(rec.id)
+        if rec.stopping == "cancel":
+            rec.held = False  # the gate stays shut
+            self._stop_gang(rec, "cancel", 0.0)
+            return
         rec.runtime.pop("function_started", None)  # a new run: its ranks start over
         now = time.time()
         seen = [*rec.status.extra.get("pids", []), *gang.pids]  # every pid this job ever had
         self._update(rec, "started", f"pids {gang.pids}", phase="running", started_at=now,
                      gang_ready=getattr(gang, "world_size", len(gang.pids)),
                      extra={**rec.status.extra, "pids": seen})
-        self._sample(rec, devices if (self.real and per) else None)
+        per = self._need(rec.spec)[1]
+        self._sample(rec, rec.runtime["devices"] if (self.real and per) else None)
 
     # ------------------------------------------------------------- zygote
     def _spawner(self):

@@ -95,24 +95,39 @@ class LocalBackend:
         finally:
             store.close()
 
+    def _ask_running(self, msg: dict, timeout: float | None = 60.0) -> JobStatus | None:
+        """The running agent's answer to a status-returning request, in one connection; None
+        when no agent runs (none is started: finished jobs are read from the stored state)."""
+        try:
+            reply = self.client.request(msg, timeout=timeout, start=False, retries=0)
+        except BackendUnavailable:
+            return None
+        return status_from_dict(reply["status"])
+
     def status(self, job_id: str) -> JobStatus:
-        if not self.client.running():
-            st = self._stored(job_id)
-            if st is None:
-                raise JobNotFound("job_id", f"no local job {job_id!r}", "list jobs with gpujobs.jobs()")
-            if st.terminal:
-                return st  # no need to start an agent to read a finished job
-            if self.held():
-                return self._held_status(st)
+        live = self._ask_running({"op": "status", "id": job_id})
+        if live is not None:
+            return live
+        st = self._stored(job_id)
+        if st is None:
+            raise JobNotFound("job_id", f"no local job {job_id!r}", "list jobs with gpujobs.jobs()")
+        if st.terminal:
+            return st  # no need to start an agent to read a finished job
+        if self.held():
+            return self._held_status(st)
         reply = self.client.request({"op": "status", "id": job_id})
         return status_from_dict(reply["status"])
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        if not self.client.running():
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunk = 60.0 if timeout is None else min(timeout, 60.0)
+        live = self._ask_running({"op": "wait", "id": job_id, "timeout": chunk}, timeout=chunk + 30)
+        if live is not None and (live.terminal or (deadline is not None and time.monotonic() >= deadline)):
+            return live
+        if live is None:
             st = self._stored(job_id)
             if st is not None and st.terminal:
-                return st
-        deadline = None if timeout is None else time.monotonic() + timeout
+                return st  # no need to start an agent to read a finished job
         while True:
             if self.held():  # stopped on purpose: wait for the next submit, do not restart it
                 st = self.status(job_id)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...errors import GpuJobsError
 from . import private
-from .agent import Agent
+from .lifecycle import start_zygote
 from .records import agent_log
 
 
@@ -43,9 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         err.unlink()
     except OSError:
         pass
+    zygote, started = start_zygote(home)  # its imports overlap the agent's start
     try:
+        from .agent import Agent
         agent = Agent(home)
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
+        if zygote is not None:
+            zygote.close()  # it has no ranks: it exits
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
         text = str(exc) or f"{type(exc).__name__} while starting the agent"
         agent_log(f"cannot start: {name}: {text}")
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # a full disk: the client says so itself (never an empty error)
             pass
         return 1
+    agent.use_zygote(zygote, started)
     agent.run()
     return 0
 

@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from . import private, protocol
@@ -20,12 +21,25 @@ if TYPE_CHECKING:
 MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
 
 
+def start_zygote(home: Path) -> tuple[Zygote | None, float]:
+    """The home's warm fork server, started now, and when (monotonic); None when it cannot
+    start (ranks then start as fresh interpreters). The daemon calls it before it builds the
+    agent: the zygote's imports (torch, seconds) overlap the agent's own start."""
+    started = time.monotonic()
+    try:
+        return Zygote(home / "zygote.log"), started
+    except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
+        agent_log(traceback.format_exc())
+        return None, started
+
+
 class Lifecycle:
     """Start, loop, stop (a mix-in of :class:`~.agent.Agent`: it runs on the agent's state)."""
 
     def run(self) -> None:
         agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        agent._start_zygote()
+        if agent.zygote is None:  # the daemon starts it first, before building the agent
+            agent._start_zygote()
         path = protocol.socket_path(agent.home)
         private.make_socket_dir(path.parent)  # ours, 0700: nobody else can reach the socket
         if path.exists() or path.is_symlink():
@@ -76,11 +90,14 @@ class Lifecycle:
 
     def _start_zygote(self) -> None:
         agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        agent.zygote_started = time.monotonic()
-        try:
-            agent.zygote = Zygote(agent.home / "zygote.log", on_exit=agent.wake.set)
-        except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
-            agent_log(traceback.format_exc())
+        agent.use_zygote(*start_zygote(agent.home))
+
+    def use_zygote(self, zygote: Zygote | None, started: float) -> None:
+        """Take the zygote started (at ``started``, monotonic) by :func:`start_zygote`."""
+        agent = cast("Agent", self)  # a mix-in: it runs on the agent
+        agent.zygote, agent.zygote_started = zygote, started
+        if zygote is not None:
+            zygote.on_exit = agent.wake.set
 
     def request_stop(self, why: str = "stop") -> None:
         agent = cast("Agent", self)  # a mix-in: it runs on the agent

@@ -132,7 +132,8 @@ class Watching:
         from ...metrics import JobMetrics, ranks_of_gang
         try:
             ranks = ranks_of_gang(rec.gang, devices)
-            jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log)
+            jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log,
+                            use_nvml=any(devs for _, devs in ranks.values()))  # CPU ranks: no NVML
         except Exception:  # noqa: BLE001 - metrics never stop a job
             agent_log(traceback.format_exc())
             return
@@ -183,15 +184,16 @@ class Watching:
         elif was:
             changes["message"] = phase or ""
 
-    def _enforce_time_limits(self, now: float | None = None) -> None:
+    def _enforce_time_limits(self, now: float | None = None, recs: Any = None) -> None:
         """``max_runtime_s`` as sbatch's ``--time`` and Kubernetes' activeDeadlineSeconds: a
         gang running longer is stopped (SIGTERM: ``should_stop()`` turns True, so it can save a
         checkpoint; SIGKILL after ``grace_period_s``, as sbatch's KillWait) and the job fails
         with reason ``time-limit``. Each run counts from its own start (a requeued
-        job's new run gets the whole limit again). Called under the agent's lock."""
+        job's new run gets the whole limit again). Called under the agent's lock, on ``recs``
+        (those with a gang) or all."""
         agent = cast("Agent", self)  # a mix-in: it runs on the agent
         now = time.time() if now is None else now
-        for rec in agent.recs.values():
+        for rec in agent.recs.values() if recs is None else recs:
             st, limit = rec.status, rec.spec.max_runtime_s
             if (not limit or rec.gang is None or rec.stopping or rec.ending
                     or st.phase != "running" or not st.started_at or now - st.started_at < limit):

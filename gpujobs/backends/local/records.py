@@ -36,6 +36,7 @@ class Rec:
     deadline: float = 0.0
     metrics: Any = None  # gpujobs.metrics.JobMetrics of the running gang [metrics]
     ending: bool = False  # its gang is being cleaned up outside the lock (see Agent.step)
+    starting: bool = False  # its gang is being started outside the lock (see Agent.step)
     watch: Any = None  # .liveness.GangWatch: progress reports and stall detection [progress]
     held: bool = False  # its ranks wait at their start gate until its start is stored
 

@@ -16,6 +16,7 @@ rank's CUDA_VISIBLE_DEVICES still applies.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -38,11 +39,16 @@ WARM_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "g
 
 
 def _warm_imports() -> None:
+    """Import WARM_MODULES, then move every object made so far out of the garbage collector's
+    reach (gc.freeze): a forked rank's collections no longer touch, and so copy, the pages of
+    torch's millions of objects it shares with the zygote (page faults were most of a tiny
+    rank's CPU time)."""
     for mod in WARM_MODULES:
         try:
             __import__(mod)
         except Exception:  # noqa: BLE001 - a missing optional framework is fine
             pass
+    gc.freeze()
 
 
 def _child(req: dict, close_fds: list[int]) -> None:
@@ -227,7 +233,8 @@ def _kill_abandoned(pid: int) -> None:
 
 
 class Zygote:
-    """The agent's handle on its fork server; ``on_exit`` is called when a rank ends."""
+    """The agent's handle on its fork server; ``on_exit`` is called when a rank ends (it may
+    be set after the start: the daemon starts the zygote before it builds the agent)."""
 
     #: how long spawn() waits for a fork (a loaded machine can be slow to answer)
     SPAWN_TIMEOUT_S = 30.0
@@ -238,7 +245,7 @@ class Zygote:
         self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, start_new_session=False)
-        self._on_exit = on_exit
+        self.on_exit = on_exit
         self._lock = threading.Lock()
         self._req = 0
         self._pending: dict[int, list] = {}
@@ -271,8 +278,8 @@ class Zygote:
                         self._early[msg["exit"]] = msg["code"]
                 if p is not None:
                     p._set(msg["code"])
-                if self._on_exit:
-                    self._on_exit()
+                if self.on_exit:
+                    self.on_exit()
             elif "req" in msg:
                 with self._lock:
                     slot = self._pending.get(msg["req"])
@@ -287,8 +294,8 @@ class Zygote:
         self._ready.set()
         for slot in list(self._pending.values()):
             slot[0].set()
-        if self._on_exit:
-            self._on_exit()
+        if self.on_exit:
+            self.on_exit()
 
     def spawn(self, env: dict[str, str], log_path: Path, cwd: str | None, exit_file: Path) -> ZProc:
         """Fork a rank; raises OSError when the zygote is gone (callers fall back to Popen)."""
