@@ -23,6 +23,7 @@ from . import pod_metrics, results
 from ..cluster import Cluster
 from ..kinds import KINDS
 from .hub import StatusHub
+from .log_keeper import LogKeeper
 
 
 def hub_for(backend: Cluster, namespace: str) -> StatusHub:
@@ -30,8 +31,24 @@ def hub_for(backend: Cluster, namespace: str) -> StatusHub:
     with state.lock:
         hub = state.hubs.get(namespace)
         if hub is None:
-            hub = state.hubs[namespace] = StatusHub(backend.api_client, namespace).start()
+            hub = state.hubs[namespace] = StatusHub(backend.api_client, namespace)
+            hub.observers.append(_log_keeper(backend).observe)
+            hub.start()
         return hub
+
+
+def _log_keeper(backend: Cluster) -> LogKeeper:
+    """The backend's LogKeeper (called with state.lock held): what it keeps goes to the archive's
+    earlier runs, which pod_metrics then does not keep again."""
+    state = backend.state
+    if state.log_keeper is None:
+        def save(job_id: str, text: str) -> None:
+            try:
+                archive.save_earlier_run(backend.home, job_id, text)
+            except OSError:
+                pass  # a courtesy: the job goes on
+        state.log_keeper = LogKeeper(backend.api_client, save)
+    return state.log_keeper
 
 
 def _record_kind(rec: naming.JobRecord | None) -> str | None:
