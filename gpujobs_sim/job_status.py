@@ -97,7 +97,14 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             st["rayClusterStatus"] = rcs
             st.setdefault("startTime", now)
             st["rayClusterName"] = f"{md['name']}-raycluster"
-            if broke:
+            if sub_failed and not done_ok and driver == "SUCCEEDED":
+                # the submitter Job failed (BackoffLimitExceeded) though the Ray job did not:
+                # checkSubmitterAndUpdateStatusIfNeeded (kuberay@v1.7.0 rayjob_controller.go) makes
+                # the RayJob Failed, reason SubmissionFailed, unless jobStatus is FAILED (AppFailed)
+                st.update(jobStatus=driver, jobDeploymentStatus="Failed", reason="SubmissionFailed", endTime=now,
+                          message="Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has "
+                                  "reached the specified backoff limit")
+            elif broke:
                 st.update(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed",
                           message="the Ray job failed", endTime=now)
             elif done_ok:

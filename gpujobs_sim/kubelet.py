@@ -80,6 +80,10 @@ class Kubelet:
         # how late `ray job logs --follow` prints the driver's lines in the submitter pod: KubeRay
         # sees the Ray job SUCCEEDED before the submitter has printed (and finished) (kuberay #1919)
         self.ray_logs_lag_s = 0.5
+        # how many submitter pods (the first ones) lose their `ray job logs --follow` connection
+        # before it returns: such a pod fails, and the submitter Job's backoffLimit decides whether a
+        # new pod follows the Ray job's log again from its start (kuberay.py)
+        self.ray_follow_drops = 0
         # graceful pod deletion (store.graceful): a running pod deleted gets deletionTimestamp, its
         # process SIGTERM, and the pod object stays (its log readable) until the process has ended
         # or the grace period (at most grace_s here) is over; off: deleted pods vanish at once
@@ -286,7 +290,13 @@ class Kubelet:
         code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"], **follow)
         while code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always") and self._restart(pod, code):
             code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
-        if submitter and not self.stopping.is_set():
+        if submitter and cmd is not None and self.ray_follow_drops > 0 and not self.stopping.is_set():
+            # `ray job logs --follow` lost its connection to the dashboard: the submitter exits
+            # non-zero though the Ray job goes on (or has ended) on the head
+            self.ray_follow_drops -= 1
+            self.server.logs.append(ns, name, "ConnectionResetError: [Errno 104] Connection reset by peer\n")
+            code = 1
+        elif submitter and not self.stopping.is_set():
             self.server.logs.append(ns, name, f"Job 'raysubmit_sim' {'succeeded' if code == 0 else 'failed'}\n")
         if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)

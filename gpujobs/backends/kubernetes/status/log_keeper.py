@@ -179,8 +179,8 @@ class LogKeeper:
                             size += len(line)
                     while size > MAX_KEPT_BYTES and lines:
                         size -= len(lines.pop(0))
-            except (OSError, ValueError):
-                pass  # the stream dropped: keep what came
+            except Exception:  # noqa: BLE001 - the stream dropped (urllib3's ProtocolError too): keep what came
+                pass
             if buf:
                 text = _visible(buf.decode("utf-8", "replace"))
                 if text is not None:
