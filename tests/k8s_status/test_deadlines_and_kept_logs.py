@@ -59,26 +59,6 @@ def test_the_trainjobs_own_deadline_fires_before_kueues_timer_and_its_output_is_
     assert "[rank 0] step 1 done" in wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
 
 
-def test_with_the_label_at_the_deadline_kueues_timer_wins_and_the_job_stays_suspended(make_cluster, monkeypatch):
-    """What the margin prevents: Kueue counts from admission, before the operator's start, so a
-    label equal to activeDeadlineSeconds deactivates the Workload first (kueue@v0.19.2
-    workload_controller.go reconcileMaxExecutionTime): the TrainJob is suspended, not failed, and
-    its pods are deleted."""
-    from gpujobs.backends.kubernetes.render import job as render_job
-    from gpujobs.backends.kubernetes.render.podspec import deadline_s
-    monkeypatch.setattr(render_job, "kueue_max_exec_s", lambda kind, s: deadline_s(s))
-    sim, be = make_cluster(gpus=2)
-    job = _trainjob(be, _step_then_hang, max_runtime=6)
-    name = job.id.split("/")[-1]
-    wl = wait_for(lambda: (w := _workload(sim, job)) and w["spec"].get("active") is False and w, timeout=90)
-    assert wl["spec"]["maximumExecutionTimeSeconds"] == 6
-    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", name, "default")
-    assert tj["spec"]["suspend"] is True
-    assert not any(c["type"] == "Failed" for c in (tj.get("status") or {}).get("conditions") or [])
-    wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)
-    job.cancel()
-
-
 def _train_until_stopped():
     import time as _t
 
@@ -88,6 +68,32 @@ def _train_until_stopped():
     while not ctx.should_stop():
         _t.sleep(0.05)
     raise RuntimeError("stopped during epoch 1")
+
+
+def test_with_the_label_at_the_deadline_kueues_timer_wins_and_only_the_watcher_keeps_the_logs(make_cluster,
+                                                                                              monkeypatch):
+    """What the margin prevents: Kueue counts from admission, before the operator's start, so a
+    label equal to activeDeadlineSeconds deactivates the Workload first (kueue@v0.19.2
+    workload_controller.go reconcileMaxExecutionTime): the TrainJob is suspended, not failed, and
+    its pods are deleted (SIGTERM: the rank raises). The watching process saw the deadline coming
+    and kept what the pod printed, traceback included."""
+    from gpujobs.backends.kubernetes.render import job as render_job
+    from gpujobs.backends.kubernetes.render.podspec import deadline_s
+    monkeypatch.setattr(render_job, "kueue_max_exec_s", lambda kind, s: deadline_s(s))
+    sim, be = make_cluster(gpus=2)
+    sim.controllers.kubelet.graceful_deletion = True
+    job = _trainjob(be, _train_until_stopped, max_runtime=10)
+    name = job.id.split("/")[-1]
+    job.status()  # a watching process (status, wait, the lab panel)
+    wl = wait_for(lambda: (w := _workload(sim, job)) and w["spec"].get("active") is False and w, timeout=90)
+    assert wl["spec"]["maximumExecutionTimeSeconds"] == 10
+    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", name, "default")
+    assert tj["spec"]["suspend"] is True
+    assert not any(c["type"] == "Failed" for c in (tj.get("status") or {}).get("conditions") or [])
+    wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)
+    text = wait_for(lambda: (t := "".join(job.logs())) and "RuntimeError" in t and t, timeout=30)
+    assert "[rank 0] epoch 1 of 10" in text and "RuntimeError: stopped during epoch 1" in text
+    job.cancel()
 
 
 def test_a_preempted_jobs_partial_output_and_traceback_are_kept(make_cluster):
