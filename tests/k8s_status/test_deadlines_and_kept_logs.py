@@ -116,3 +116,20 @@ def test_a_preempted_jobs_partial_output_and_traceback_are_kept(make_cluster):
     assert text.index("epoch 1 of 10") < text.index("RuntimeError")
     high.cancel()
     low.cancel()
+
+
+def test_the_watcher_follows_the_pods_before_a_known_deadline_even_with_no_grace_period(make_cluster, monkeypatch):
+    """Pods deleted at once (grace period 0, the simulator's default): neither a deletionTimestamp
+    nor the Workload's eviction can be seen before they are gone. The max-exec deadline is known
+    from admission: the watcher follows the pods from LEAD_S before it and keeps what they said."""
+    from gpujobs.backends.kubernetes.render import job as render_job
+    from gpujobs.backends.kubernetes.render.podspec import deadline_s
+    monkeypatch.setattr(render_job, "kueue_max_exec_s", lambda kind, s: deadline_s(s))
+    sim, be = make_cluster(gpus=2)
+    job = _trainjob(be, _step_then_hang, max_runtime=15)
+    job.status()  # a watching process
+    wait_for(lambda: "step 1 done" in "".join(job.logs()), timeout=60)
+    wait_for(lambda: (w := _workload(sim, job)) and w["spec"].get("active") is False, timeout=60)
+    wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)
+    assert "[rank 0] step 1 done" in wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
+    job.cancel()

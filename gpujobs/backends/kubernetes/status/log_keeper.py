@@ -23,6 +23,7 @@ read per pod from the moment one of the above is seen.
 """
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from typing import Any, Callable
@@ -84,9 +85,13 @@ class LogKeeper:
     def __init__(self, api_client: Any, save: Callable[[str, str], None]):
         self.api, self.save = api_client, save
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
         self._following: set[str] = set()  # pod uids followed (or done)
         self.kept: set[str] = set()  # pod uids whose logs were saved
-        self._timers: dict[str, threading.Timer] = {}  # job id @ deadline -> its timer
+        self._armed: set[str] = set()  # "job id@deadline" already due
+        self._due: list[tuple[float, str]] = []  # heap of (when to start following, job id)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     # ------------------------------------------------------------ triggers
     def observe(self, job_id: str, job: dict, wl: dict | None, pods: list[dict]) -> None:
@@ -104,20 +109,34 @@ class LogKeeper:
         self._arm(job_id, job, wl)
 
     def _arm(self, job_id: str, job: dict, wl: dict | None) -> None:
-        """A timer for the earliest known deadline, LEAD_S (or a tenth of the limit) ahead."""
+        """Start following the job's pods LEAD_S (or a tenth of the limit) before its earliest
+        known deadline: one thread waits for all jobs' deadlines."""
         times = deadlines(job, wl)
-        key = f"{job_id}@{min(times)}" if times else ""
-        if not times or key in self._timers:
+        if not times:
             return
         at = min(times)
-        lead = max(LEAD_S, (at - (parse_time(((_true(wl, "Admitted") or {}).get("lastTransitionTime"))) or at)) / 10)
-        t = threading.Timer(max(0.0, at - lead - time.time()), self._deadline_near, args=(job_id,))
-        t.daemon = True
-        with self._lock:
-            if key in self._timers:
+        admitted = parse_time((_true(wl, "Admitted") or {}).get("lastTransitionTime")) or at
+        when = at - max(LEAD_S, (at - admitted) / 10)
+        key = f"{job_id}@{at}"
+        with self._wake:
+            if key in self._armed or self._stopped:
                 return
-            self._timers[key] = t
-        t.start()
+            self._armed.add(key)
+            heapq.heappush(self._due, (when, job_id))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="log-keeper")
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._stopped and (not self._due or self._due[0][0] > time.time()):
+                    self._wake.wait(None if not self._due else max(0.0, self._due[0][0] - time.time()))
+                if self._stopped:
+                    return
+                _, job_id = heapq.heappop(self._due)
+            self._deadline_near(job_id)
 
     def _deadline_near(self, job_id: str) -> None:
         ns, _, name = job_id.partition("/")
@@ -128,10 +147,9 @@ class LogKeeper:
         self.follow(job_id, pods, [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")])
 
     def stop(self) -> None:
-        with self._lock:
-            timers, self._timers = list(self._timers.values()), {}
-        for t in timers:
-            t.cancel()
+        with self._wake:
+            self._stopped = True
+            self._wake.notify()
 
     # ------------------------------------------------------------ following
     def follow(self, job_id: str, all_pods: list[dict], which: list[dict]) -> None:
