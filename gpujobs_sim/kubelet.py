@@ -310,6 +310,9 @@ class Kubelet:
             self._ended.add(md["uid"])
         cur = self.store.get("v1", "Pod", md["name"], md["namespace"])
         if cur is not None and cur["metadata"].get("uid") == md["uid"] and cur["metadata"].get("deletionTimestamp"):
+            # the kubelet's status sync comes first: a follower of the log reads its end meanwhile
+            # (streams.py polls every 0.1 s; the log goes with the pod)
+            time.sleep(0.3)
             self.store.delete("v1", "Pod", md["name"], md["namespace"], now=True)
 
     def _restart(self, pod: dict, code: int) -> bool:

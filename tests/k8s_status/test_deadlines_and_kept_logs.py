@@ -56,7 +56,8 @@ def test_the_trainjobs_own_deadline_fires_before_kueues_timer_and_its_output_is_
     assert wl["spec"]["maximumExecutionTimeSeconds"] == 16 and wl["spec"]["active"] is True
     assert not any(c["type"] == "DeactivationTarget" for c in wl["status"]["conditions"])
     wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)  # the JobSet's pods went
-    assert "[rank 0] step 1 done" in wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
+    text = wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
+    assert "[rank 0] step 1 done" in text and text.count("step 1 done") == 1, text  # kept once
 
 
 def _train_until_stopped():
@@ -113,7 +114,7 @@ def test_a_preempted_jobs_partial_output_and_traceback_are_kept(make_cluster):
     text = wait_for(lambda: (t := "".join(low.logs())) and "RuntimeError" in t and t, timeout=30)
     assert "[rank 0] epoch 1 of 10" in text
     assert "RuntimeError: stopped during epoch 1" in text and "Traceback" in text
-    assert text.index("epoch 1 of 10") < text.index("RuntimeError")
+    assert text.index("epoch 1 of 10") < text.index("RuntimeError") and text.count("epoch 1 of 10") == 1
     high.cancel()
     low.cancel()
 
@@ -131,5 +132,6 @@ def test_the_watcher_follows_the_pods_before_a_known_deadline_even_with_no_grace
     wait_for(lambda: "step 1 done" in "".join(job.logs()), timeout=60)
     wait_for(lambda: (w := _workload(sim, job)) and w["spec"].get("active") is False, timeout=60)
     wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)
-    assert "[rank 0] step 1 done" in wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
+    text = wait_for(lambda: (t := "".join(job.logs())) and "step 1" in t and t, timeout=30)
+    assert "[rank 0] step 1 done" in text and text.count("step 1 done") == 1, text  # kept once
     job.cancel()

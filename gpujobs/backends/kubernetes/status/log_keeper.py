@@ -16,8 +16,9 @@ before the pods are gone, and :class:`LogKeeper` starts following the pods' logs
   operator's own start).
 
 A followed stream ends when the container stops; if the pod was deleted meanwhile, its lines (as
-``gpujobs logs`` shows them, rank-prefixed) go to ``save`` (the archive's earlier runs), so
-``logs()`` still shows them once the pods are gone. A pod that simply ended is left to the final
+``gpujobs logs`` shows them, rank-prefixed) go to ``save`` (live._keep_deleted_logs: the archive's
+earlier runs while the job goes on, its final logs once it has ended), so ``logs()`` still shows
+them once the pods are gone. A pod that simply ended is left to the final
 archive (live._archive). Costs: nothing for jobs that are not about to lose pods; one streaming
 read per pod from the moment one of the above is seen.
 """
@@ -95,7 +96,10 @@ class LogKeeper:
 
     # ------------------------------------------------------------ triggers
     def observe(self, job_id: str, job: dict, wl: dict | None, pods: list[dict]) -> None:
-        """A watched job changed (the status hub calls this): follow the pods about to go."""
+        """A watched job changed (the status hub calls this): follow the pods about to go. A job
+        being deleted (a cancel) is not: its archive was written before the delete."""
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            return
         live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")
                 or (p.get("metadata") or {}).get("deletionTimestamp")]
         if not live:
@@ -204,22 +208,21 @@ class LogKeeper:
                 if text is not None:
                     lines.append(_prefixed(text, rank)[1])
             break
-        if lines and self._deleted(ns, name, uid):
+        if lines and self._deleted(job_id, uid):
             with self._lock:
                 self.kept.add(uid or "")
             self.save(job_id, "".join(lines))
 
-    def _deleted(self, ns: str, name: str, uid: str | None) -> bool:
-        """Whether the pod is gone or going (so its log will be)."""
+    def _deleted(self, job_id: str, uid: str | None) -> bool:
+        """Whether the pod is gone or going (so its log will be): read by listing the job's pods
+        (gpujobs' Role grants list, not get, on pods: docs/rbac.yaml)."""
+        ns, _, name = job_id.partition("/")
         for _ in range(20):
             try:
-                cur = self.api.call_api(f"/api/v1/namespaces/{ns}/pods/{name}", "GET", response_type="object",
-                                        auth_settings=["BearerToken"], _return_http_data_only=True)
-            except ApiException as exc:
-                return exc.status == 404
-            except OSError:
+                cur = next((p for p in job_pods(self.api, ns, name) if p["metadata"].get("uid") == uid), None)
+            except (ApiException, KubernetesError, OSError):
                 return False
-            if (cur.get("metadata") or {}).get("uid") != uid or (cur.get("metadata") or {}).get("deletionTimestamp"):
+            if cur is None or cur["metadata"].get("deletionTimestamp"):
                 return True
             if (cur.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 time.sleep(0.1)  # the stream ended before the kubelet wrote the phase
