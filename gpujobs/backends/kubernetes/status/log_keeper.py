@@ -150,6 +150,11 @@ class LogKeeper:
             return
         self.follow(job_id, pods, [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")])
 
+    def followed(self) -> set[str]:
+        """The pod uids followed (being followed, or done): their logs are this keeper's to keep."""
+        with self._lock:
+            return set(self._following)
+
     def stop(self) -> None:
         with self._wake:
             self._stopped = True

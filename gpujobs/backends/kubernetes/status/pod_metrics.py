@@ -85,7 +85,8 @@ class PodMetrics:
         self.on_run_gone: Callable[[str, str], None] | None = None
         """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
         self.already_kept: Callable[[], set[str]] = set
-        """The pod uids whose logs the log keeper saved (status/log_keeper.py): not kept twice."""
+        """The pod uids whose logs the log keeper follows or followed (status/log_keeper.py): what it
+        keeps is not kept twice."""
         self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
         """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
@@ -302,7 +303,7 @@ def for_backend(backend: Cluster) -> PodMetrics:
             state.pod_metrics = PodMetrics(backend.api_client)
             state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
             state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
-            state.pod_metrics.already_kept = lambda: state.log_keeper.kept if state.log_keeper else set()
+            state.pod_metrics.already_kept = lambda: state.log_keeper.followed() if state.log_keeper else set()
         return state.pod_metrics
 
 
