@@ -114,6 +114,8 @@ class SimControllers(Kueue):
         if res.kind == "Pod" and not res.group and ev.type == "DELETED":
             md = ev.obj["metadata"]
             self.kubelet.on_pod_deleted(md["namespace"], md["name"])
+        elif res.kind == "Pod" and not res.group and ev.obj["metadata"].get("deletionTimestamp"):
+            self.kubelet.on_pod_terminating(ev.obj)  # a graceful DELETE (store.graceful)
         if res.kind == "Workload" and ev.type == "DELETED":
             self._on_workload_deleted(ev.obj)
 
@@ -138,6 +140,9 @@ class SimControllers(Kueue):
         refs = ch.take_jobs()
         for ref in refs:
             self._for_job(ref, self._kueue_job, kueue=True)
+        for ref in refs:
+            if ref[1] == "TrainJob":  # the Trainer sees a new TrainJob suspended (Suspended=True)
+                self._for_job(ref, self._operate_suspended)  # before Kueue's scheduler admits it
         self._fire_timers()
         self._schedule()
         self._finish_evictions()
@@ -175,6 +180,11 @@ class SimControllers(Kueue):
 
     def _operate(self, job: dict) -> None:
         operate(self, job)
+
+    def _operate_suspended(self, job: dict) -> None:
+        from .conditions import get_suspend
+        if get_suspend(job):
+            operate(self, job)
 
     def next_port(self) -> int:
         """A free local port for a job's rendezvous (pods share this machine; so may other test runs)."""

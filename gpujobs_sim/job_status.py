@@ -38,6 +38,7 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
                 if any(c.get("type") == "Created" for c in st.get("conditions") or []):
                     _cond(o, "Suspended", "True", f"{kind}Suspended", f"{kind} {md['name']} is suspended.")
                     _cond(o, "Running", "False", f"{kind}Suspended", "")
+                st.pop("startTime", None)  # set again on resume (training-operator@v1.9.0 common/job.go)
                 return
             _cond(o, "Suspended", "False", f"{kind}Resumed", "") if any(
                 c.get("type") == "Suspended" for c in st.get("conditions") or []) else None
@@ -55,8 +56,13 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             elif all_running:
                 _cond(o, "Running", "True", f"{kind}Running", f"{kind} {md['name']} is running.")
         elif kind == "TrainJob":
+            # setSuspendedCondition (trainer@v2.3.0 pkg/controller/trainjob_controller.go; messages
+            # from pkg/constants/constants.go): the resume's time starts the deadline (deadlines.py)
             if suspended:
+                _cond(o, "Suspended", "True", "Suspended", "TrainJob is suspended")
                 return
+            if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in st.get("conditions") or []):
+                _cond(o, "Suspended", "False", "Resumed", "TrainJob is resumed")
             if node_job_failed:  # the node Job failed, so the JobSet (failurePolicy maxRestarts 0)
                 _cond(o, "Failed", "True", "TrainJobFailed", "jobset failed: node job BackoffLimitExceeded")
             elif head_ok:
@@ -65,6 +71,7 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             if suspended:
                 if st.get("jobDeploymentStatus"):
                     st["jobDeploymentStatus"] = "Suspended"
+                st.pop("startTime", None)  # initRayJobStatusIfNeed sets it again after a resume
                 return
             sub = [p for p in pods if ann(p).get(ANN_ROLE) == RAY_SUBMITTER]
             cluster = [p for p in pods if p not in sub]
@@ -90,7 +97,14 @@ def _write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool = Fals
             st["rayClusterStatus"] = rcs
             st.setdefault("startTime", now)
             st["rayClusterName"] = f"{md['name']}-raycluster"
-            if broke:
+            if sub_failed and not done_ok and driver == "SUCCEEDED":
+                # the submitter Job failed (BackoffLimitExceeded) though the Ray job did not:
+                # checkSubmitterAndUpdateStatusIfNeeded (kuberay@v1.7.0 rayjob_controller.go) makes
+                # the RayJob Failed, reason SubmissionFailed, unless jobStatus is FAILED (AppFailed)
+                st.update(jobStatus=driver, jobDeploymentStatus="Failed", reason="SubmissionFailed", endTime=now,
+                          message="Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has "
+                                  "reached the specified backoff limit")
+            elif broke:
                 st.update(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed",
                           message="the Ray job failed", endTime=now)
             elif done_ok:

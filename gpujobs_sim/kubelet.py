@@ -80,6 +80,17 @@ class Kubelet:
         # how late `ray job logs --follow` prints the driver's lines in the submitter pod: KubeRay
         # sees the Ray job SUCCEEDED before the submitter has printed (and finished) (kuberay #1919)
         self.ray_logs_lag_s = 0.5
+        # how many submitter pods (the first ones) lose their `ray job logs --follow` connection
+        # before it returns: such a pod fails, and the submitter Job's backoffLimit decides whether a
+        # new pod follows the Ray job's log again from its start (kuberay.py)
+        self.ray_follow_drops = 0
+        # graceful pod deletion (store.graceful): a running pod deleted gets deletionTimestamp, its
+        # process SIGTERM, and the pod object stays (its log readable) until the process has ended
+        # or the grace period (at most grace_s here) is over; off: deleted pods vanish at once
+        self.graceful_deletion = False
+        self._ended: set[str] = set()  # uids whose container ended (deleted at once from now on)
+        self._terminating: set[str] = set()
+        self.store.graceful = self._grace_of
 
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
@@ -145,6 +156,35 @@ class Kubelet:
              "message": "0/1 nodes are available: insufficient nvidia.com/gpu"}]}}, subresource="status")
 
     def on_pod_deleted(self, namespace: str, name: str) -> None:
+        self.stop_container(namespace, name)
+
+    def _grace_of(self, res: Any, pod: dict) -> float | None:
+        """The grace period of a DELETE of ``pod`` (None: removed at once), as the API server's
+        pod strategy decides it (store.graceful): a pod whose container runs here waits for
+        spec.terminationGracePeriodSeconds (default 30)."""
+        if not self.graceful_deletion or res.kind != "Pod" or res.group:
+            return None
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            t = self._threads.get(uid)
+            if t is None or not t.is_alive() or uid in self._ended:
+                return None
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return None
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return 30.0 if grace is None else float(grace)
+
+    def on_pod_terminating(self, pod: dict) -> None:
+        """A graceful DELETE of ``pod``: SIGTERM its process (once); the pod goes when it ends."""
+        md = pod["metadata"]
+        with self._lock:
+            if md["uid"] in self._terminating:
+                return
+            self._terminating.add(md["uid"])
+        self.stop_container(md["namespace"], md["name"])
+
+    def stop_container(self, namespace: str, name: str) -> None:
+        """SIGTERM the pod's process, SIGKILL after the grace period (the pod object stays)."""
         with self._lock:
             proc = self.procs.get((namespace, name))
         if proc is not None and proc.poll() is None:
@@ -250,10 +290,30 @@ class Kubelet:
         code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"], **follow)
         while code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always") and self._restart(pod, code):
             code = self._scripted(pod, ann) if cmd is None else self._exec(ns, name, cmd, env, uid=md["uid"])
-        if submitter and not self.stopping.is_set():
+        if submitter and cmd is not None and self.ray_follow_drops > 0 and not self.stopping.is_set():
+            # `ray job logs --follow` lost its connection to the dashboard: the submitter exits
+            # non-zero though the Ray job goes on (or has ended) on the head
+            self.ray_follow_drops -= 1
+            self.server.logs.append(ns, name, "ConnectionResetError: [Errno 104] Connection reset by peer\n")
+            code = 1
+        elif submitter and not self.stopping.is_set():
             self.server.logs.append(ns, name, f"Job 'raysubmit_sim' {'succeeded' if code == 0 else 'failed'}\n")
         if not self.stopping.is_set():
             self._set_phase(pod, "Succeeded" if code == 0 else "Failed", code)
+            self._remove_if_deleted(pod)
+
+    def _remove_if_deleted(self, pod: dict) -> None:
+        """The container has stopped: a pod deleted gracefully meanwhile is removed now (the kubelet's
+        final DELETE with grace 0), its log with it."""
+        md = pod["metadata"]
+        with self._lock:
+            self._ended.add(md["uid"])
+        cur = self.store.get("v1", "Pod", md["name"], md["namespace"])
+        if cur is not None and cur["metadata"].get("uid") == md["uid"] and cur["metadata"].get("deletionTimestamp"):
+            # the kubelet's status sync comes first: a follower of the log reads its end meanwhile
+            # (streams.py polls every 0.1 s; the log goes with the pod)
+            time.sleep(0.3)
+            self.store.delete("v1", "Pod", md["name"], md["namespace"], now=True)
 
     def _restart(self, pod: dict, code: int) -> bool:
         """restartPolicy OnFailure / Always and the container exited non-zero: the kubelet restarts
@@ -322,8 +382,8 @@ class Kubelet:
         while (idle or time.time() < deadline) and not self.stopping.is_set():
             time.sleep(0.05)
             cur = self.store.get("v1", "Pod", name, ns)
-            if cur is not None and cur["metadata"].get("uid") != md["uid"]:
-                cur = None  # deleted, and a new pod took its name
+            if cur is not None and (cur["metadata"].get("uid") != md["uid"] or cur["metadata"].get("deletionTimestamp")):
+                cur = None  # deleted (or being deleted), or a new pod took its name
             if cur is None or (idle and cur["metadata"].get("annotations", {}).get(ANN_IDLE) != "true"):
                 return 0 if cur is not None else 143
         return int(ann.get(ANN_EXIT, "0"))

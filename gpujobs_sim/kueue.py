@@ -293,6 +293,10 @@ class Kueue:
     def _fire_timers(self) -> None:
         """Kueue's timed steps whose time has come: PodsReady timeouts, ends of backoff."""
         for what, wid in self.changes.take_due():
+            if what == "deadline":  # an operator's own activeDeadlineSeconds (deadlines.py): look again
+                api, kind, jns, jname = wid.split("|")
+                self.changes.mark_job((api, kind, jns, jname))
+                continue
             ns, name = wid.split("/", 1)
             try:
                 wl = self.store.get(WL_API, "Workload", name, ns)

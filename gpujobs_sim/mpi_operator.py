@@ -181,10 +181,39 @@ def _create_launcher(ctrl: Any, job: dict, ann: dict) -> None:
         bjob = ctrl.store.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
             "name": f"{md['name']}-launcher", "namespace": ns, "labels": {"app": md["name"]},
             "ownerReferences": _owned(job)}, "spec": {
-                "backoffLimit": (spec.get("runPolicy") or {}).get("backoffLimit"), "template": tmpl}})
+                "backoffLimit": (spec.get("runPolicy") or {}).get("backoffLimit"), "template": tmpl,
+                # newLauncherJob copies runPolicy.activeDeadlineSeconds to the launcher Job
+                "activeDeadlineSeconds": (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")},
+            "status": {"startTime": now_iso()}})  # the Job controller's first sync of it
     _create_pod(ctrl, job, f"{md['name']}-launcher-{secrets.token_hex(3)[:5]}", tmpl, ann, [{
         "apiVersion": "batch/v1", "kind": "Job", "name": bjob["metadata"]["name"],
         "uid": bjob["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}])
+
+
+def launcher_deadline(ctrl: Any, job: dict) -> None:
+    """The launcher batch/v1 Job's activeDeadlineSeconds, as the Job controller enforces it
+    (kubernetes pkg/controller/job/job_controller.go pastActiveDeadline: from status.startTime;
+    condition Failed, reason DeadlineExceeded; its active pods deleted). See deadlines.py."""
+    import time
+
+    from .rules import parse_time
+    md = job["metadata"]
+    name = f"{md['name']}-launcher"
+    bjob = ctrl.store.get("batch/v1", "Job", name, md["namespace"])
+    limit = ((bjob or {}).get("spec") or {}).get("activeDeadlineSeconds")
+    start = parse_time(((bjob or {}).get("status") or {}).get("startTime"))
+    if bjob is None or not limit or start is None or _is_true(bjob, "Failed") or _is_true(bjob, "Complete"):
+        return
+    if time.time() < start + int(limit):
+        ctrl.changes.at("deadline", "|".join((job["apiVersion"], "MPIJob", md["namespace"], md["name"])),
+                        start + int(limit))
+        return
+    ctrl.store.mutate("batch/v1", "Job", name, md["namespace"], lambda o: _cond(
+        o, "Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline"))
+    for p in ctrl._pods_of(job):
+        if (p["metadata"].get("labels") or {}).get(ROLE_LABEL) == "launcher" and \
+                p["status"].get("phase") in ("Pending", "Running"):
+            ctrl.store.delete("v1", "Pod", p["metadata"]["name"], md["namespace"])
 
 
 def clean_up(ctrl: Any, job: dict, pods: list[dict]) -> None:
@@ -211,6 +240,9 @@ def write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool) -> Non
     launcher = [p for p in pods if role(p) == "launcher"]
     workers = [p for p in pods if role(p) == "worker"]
     lphase = launcher[0]["status"].get("phase") if launcher else None
+    bjob = ctrl.store.get("batch/v1", "Job", f"{md['name']}-launcher", md["namespace"]) or {}
+    jfail = next((c for c in (bjob.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Failed" and c.get("status") == "True"), None)
     wph = [p["status"].get("phase") for p in workers]
     evicted = sum(p["status"].get("phase") == "Failed" and p["status"].get("reason") == "Evicted" for p in workers)
     now = now_iso()
@@ -237,6 +269,11 @@ def write_status(ctrl: Any, job: dict, pods: list[dict], suspended: bool) -> Non
             st.setdefault("completionTime", now)
             _cond(o, "Running", "False", "MPIJobSucceeded", "")
             _cond(o, "Succeeded", "True", "MPIJobSucceeded", f"MPIJob {name} successfully completed.")
+        elif jfail is not None and jfail.get("reason") != "BackoffLimitExceeded":
+            # updateMPIJobFailedStatus: the launcher Job's Failed reason and message (DeadlineExceeded)
+            st.setdefault("completionTime", now)
+            _cond(o, "Running", "False", "MPIJobFailed", "")
+            _cond(o, "Failed", "True", jfail.get("reason", "MPIJobFailed"), jfail.get("message", ""))
         elif lphase == "Failed":
             st.setdefault("completionTime", now)
             _cond(o, "Running", "False", "MPIJobFailed", "")

@@ -11,6 +11,7 @@ from typing import Any
 from . import mpi_operator
 from .appwrapper import _appwrapper
 from .conditions import get_suspend
+from .deadlines import enforce as enforce_deadline
 from .job_status import _write_status
 from .kuberay import _ray_invalid, _ray_submitter
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD
@@ -59,7 +60,8 @@ def operate(ctrl: Any, job: dict) -> None:
         def sim_ann(role: str) -> dict:
             return {ANN_ROLE: role, ANN_WORLD: world, ANN_PORT: port, **({ANN_IDLE: "true"} if role == "idle" else {})}
         pods = mpi_operator.reconcile(ctrl, job, pods, sim_ann)
-        mpi_operator.write_status(ctrl, job, pods, suspended=False)
+        mpi_operator.launcher_deadline(ctrl, job)
+        mpi_operator.write_status(ctrl, job, ctrl._pods_of(job), suspended=False)
         return
     wanted = _template_pods(job, lambda j: _runtime_of(ctrl, j))
     if not pods and wanted:
@@ -95,3 +97,6 @@ def operate(ctrl: Any, job: dict) -> None:
     if job["kind"] == "RayJob":
         pods = pods + _ray_submitter(ctrl, job, pods)
     _write_status(ctrl, job, pods)
+    cur = store.get(job["apiVersion"], job["kind"], md["name"], md["namespace"])
+    if cur is not None and not outcome(cur).finished:
+        enforce_deadline(ctrl, cur, pods)  # the operator's own activeDeadlineSeconds (deadlines.py)

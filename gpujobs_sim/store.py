@@ -70,6 +70,12 @@ class Store:
     # admission(res, new, old): raises ApiError to refuse a write (old None on create); the fake
     # apiserver sets it to enforce the CRDs' CEL rules, as a real API server does on every write
     admission: Callable[[Resource, dict, dict | None], None] | None = None
+    # graceful(res, obj): the grace period (seconds) a DELETE of ``obj`` waits, or None to remove it
+    # at once. A pod running on a node is deleted gracefully: it gets deletionTimestamp and
+    # deletionGracePeriodSeconds, and the kubelet removes it once its containers have stopped
+    # (kubernetes pkg/registry/core/pod/strategy.go CheckGracefulDelete: a pod not yet scheduled or
+    # already Succeeded/Failed goes at once). The simulated kubelet sets it (kubelet.py).
+    graceful: Callable[[Resource, dict], float | None] | None = None
 
     def __post_init__(self) -> None:
         for r in BUILTIN:
@@ -272,8 +278,8 @@ class Store:
         """Store a changed object (lock held): one resourceVersion, one event. A terminating
         object whose last finalizer went is removed instead (DELETED) and its dependents collected."""
         md = new["metadata"]
-        if md.get("deletionTimestamp") and not md.get("finalizers"):
-            return self._remove(res, key, new, "Background")
+        if md.get("deletionTimestamp") and not md.get("finalizers") and md.get("deletionGracePeriodSeconds") is None:
+            return self._remove(res, key, new, "Background")  # (a pod in its grace period stays)
         if self.admission is not None:
             self.admission(res, new, self._objs[res.key].get(key))
         self._bump(new)
@@ -337,7 +343,7 @@ class Store:
 
     # ------------------------------------------------------------ deleting
     def delete_res(self, res: Resource, name: str, namespace: str | None,
-                   propagation: str | None = None) -> dict:
+                   propagation: str | None = None, now: bool = False) -> dict:
         """Delete with garbage collection of dependents (ownerReferences).
 
         Foreground: the owner gets deletionTimestamp + ``foregroundDeletion`` finalizer, its
@@ -352,6 +358,15 @@ class Store:
                 raise ApiError(404, "NotFound", f'{res.plural}{"." + res.group if res.group else ""} '
                                f'"{name}" not found', {"name": name, "group": res.group, "kind": res.plural})
             md = cur["metadata"]
+            if not now and self.graceful is not None:
+                if md.get("deletionTimestamp") and not md.get("finalizers"):
+                    return clone(cur)  # terminating: the kubelet removes it (now=True)
+                grace = self.graceful(res, cur)
+                if grace is not None:
+                    new = clone(cur)
+                    new["metadata"]["deletionTimestamp"] = now_iso()
+                    new["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+                    return self._replace(res, key, new)
             if md.get("finalizers") and [f for f in md["finalizers"] if f != "foregroundDeletion"]:
                 if not md.get("deletionTimestamp"):
                     new = clone(cur)
@@ -392,9 +407,9 @@ class Store:
                 pass
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
-               propagation: str | None = None) -> dict | None:
+               propagation: str | None = None, now: bool = False) -> dict | None:
         try:
-            return self.delete_res(self.resolve(api_version, kind), name, namespace, propagation)
+            return self.delete_res(self.resolve(api_version, kind), name, namespace, propagation, now=now)
         except ApiError as exc:
             if exc.code == 404:
                 return None

@@ -39,6 +39,12 @@ def _sleepy():
     time.sleep(60)
 
 
+def _talk_then_sleep():
+    import time
+    print("talking", flush=True)
+    time.sleep(60)
+
+
 def _stories(sim, be):
     """What a user does with each kind: submit, status, logs, result, queue, stacks, cancel."""
     # first, in a fresh namespace: a submit whose job create fails; the all-or-nothing rollback
@@ -71,10 +77,20 @@ def _stories(sim, be):
         be.jobs()
         queued.cancel()
         long.cancel()
+        # a preempted job whose pods are deleted gracefully: the watcher follows and keeps their
+        # logs (status/log_keeper.py: pods/log, and a list of the job's pods, no get)
+        sim.controllers.kubelet.graceful_deletion = True
+        low = Job(be.submit(gpujobs.job(_talk_then_sleep).ddp(nodes=1, gpus_per_node=2).queue("q")
+                            .priority("low").spec()), be)
+        wait_for(lambda: "talking" in "".join(low.logs()), timeout=90)
+        high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=1, gpus_per_node=2).queue("q").priority("high").spec()), be)
+        wait_for(lambda: be.state.log_keeper is not None and be.state.log_keeper.kept, timeout=60)
+        high.cancel()
+        low.cancel()
 
 
 def test_the_requests_of_the_stories_are_exactly_what_the_role_grants(make_cluster):
-    sim, be = make_cluster(gpus=2)
+    sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
     sim.store.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
                       "spec": {"weight": 1}})  # Volcano's install makes it
     sim.server.reset_counts()

@@ -38,6 +38,8 @@ class ClusterState:
     """preflight answers: key -> (time.monotonic() when read, answer), fresh for ``preflight_ttl``"""
     forecasts: dict[str, Any] = field(default_factory=dict)
     """namespace -> its KubeForecasts (status/forecasting.py), made on first use"""
+    log_keeper: Any = None
+    """the LogKeeper following pods about to be deleted (status/log_keeper.py), made with the first hub"""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """guards making a hub or the PodMetrics (each made once)"""
 
@@ -47,6 +49,8 @@ class ClusterState:
             hubs = list(self.hubs.values())
         for hub in hubs:
             hub.stop()
+        if self.log_keeper is not None:
+            self.log_keeper.stop()
 
 
 class Cluster(Protocol):

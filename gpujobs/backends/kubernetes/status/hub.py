@@ -71,6 +71,9 @@ class StatusHub:
         self._started = False
         self.errors: list[BaseException] = []
         self.workload_changes = 0  # counts Kueue object events (forecasts recompute after a change)
+        # observers(job id, job, Workload, pods): called from the flusher for each recomputed job
+        # (the log keeper: log_keeper.LogKeeper.observe); never under the hub's lock
+        self.observers: list[Callable[[str, dict, dict | None, list[dict]], Any]] = []
 
     # ------------------------------------------------------------ setup
     def start(self) -> "StatusHub":
@@ -263,6 +266,7 @@ class StatusHub:
             st = self.compute(name)
             if st is None:
                 continue
+            self._tell_observers(name)
             with self._lock:
                 old = self._status.get(name)
                 st = settled(old, st)
@@ -276,6 +280,20 @@ class StatusHub:
                     cb(st)
                 except Exception:
                     pass
+
+    def _tell_observers(self, name: str) -> None:
+        if not self.observers:
+            return
+        with self._lock:
+            job = self._jobs.get(name)
+            if job is None:
+                return
+            wl, _, pods = self._related(name, job)
+        for ob in self.observers:
+            try:
+                ob(f"{self.namespace}/{name}", job, wl, pods)
+            except Exception as exc:  # noqa: BLE001 - an observer never stops the statuses
+                self.errors.append(exc)
 
     # ------------------------------------------------------------ API
     def ensure_positions(self, queue: str) -> bool:

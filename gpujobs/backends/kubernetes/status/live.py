@@ -23,6 +23,7 @@ from . import pod_metrics, results
 from ..cluster import Cluster
 from ..kinds import KINDS
 from .hub import StatusHub
+from .log_keeper import LogKeeper
 
 
 def hub_for(backend: Cluster, namespace: str) -> StatusHub:
@@ -30,8 +31,35 @@ def hub_for(backend: Cluster, namespace: str) -> StatusHub:
     with state.lock:
         hub = state.hubs.get(namespace)
         if hub is None:
-            hub = state.hubs[namespace] = StatusHub(backend.api_client, namespace).start()
+            hub = state.hubs[namespace] = StatusHub(backend.api_client, namespace)
+            hub.observers.append(_log_keeper(backend).observe)
+            hub.start()
         return hub
+
+
+def _log_keeper(backend: Cluster) -> LogKeeper:
+    """The backend's LogKeeper (called with state.lock held); what it keeps goes to the archive
+    (see _keep_deleted_logs), which pod_metrics then does not keep again."""
+    state = backend.state
+    if state.log_keeper is None:
+        state.log_keeper = LogKeeper(backend.api_client, lambda job_id, text: _keep_deleted_logs(backend, job_id, text))
+    return state.log_keeper
+
+
+def _keep_deleted_logs(backend: Cluster, job_id: str, text: str) -> None:
+    """The logs of a job's deleted pods: an earlier run's while the job goes on (suspended by
+    Kueue, to run again); the job's own when it has ended (an operator's deadline deleted them),
+    unless its archive has its logs already (a cancel archives them before deleting)."""
+    ns, name = naming.parse_job_id(job_id)
+    st = hub_for(backend, ns).status(name)
+    try:
+        if st is None or st.terminal:
+            if st is not None and not archive.logs(backend.home, job_id):
+                archive.save(backend.home, _with_exception(backend, job_id, st), logs=text)
+            return
+        archive.save_earlier_run(backend.home, job_id, text)
+    except OSError:
+        pass  # a courtesy: the job goes on
 
 
 def _record_kind(rec: naming.JobRecord | None) -> str | None:

@@ -84,6 +84,9 @@ class PodMetrics:
         self.reads = 0  # pod log reads made (tests, diagnosis)
         self.on_run_gone: Callable[[str, str], None] | None = None
         """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
+        self.already_kept: Callable[[], set[str]] = set
+        """The pod uids whose logs the log keeper follows or followed (status/log_keeper.py): what it
+        keeps is not kept twice."""
         self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
         """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
@@ -148,6 +151,10 @@ class PodMetrics:
         """Pods read before and gone now (a preempted run's: Kueue deleted them): their logs as
         last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them."""
         gone = [uid for uid in series.tails if uid not in live]
+        kept = self.already_kept()
+        for uid in [u for u in gone if u in kept]:  # the log keeper has the whole log already
+            series.tails.pop(uid, None)
+            gone.remove(uid)
         if not gone or self.on_run_gone is None:
             for uid in gone:
                 series.tails.pop(uid, None)
@@ -296,6 +303,7 @@ def for_backend(backend: Cluster) -> PodMetrics:
             state.pod_metrics = PodMetrics(backend.api_client)
             state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
             state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
+            state.pod_metrics.already_kept = lambda: state.log_keeper.followed() if state.log_keeper else set()
         return state.pod_metrics
 
 
