@@ -65,9 +65,19 @@ def counting(n_steps, step_s):
 
 
 def _claim(sim, name, ns="default"):
+    """An admin's claim, bound to a volume made for it (statically provisioned)."""
     sim.store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                       "metadata": {"name": name, "namespace": ns},
-                      "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+                      "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                               "storageClassName": "", "volumeName": f"pv-{name}"},
+                      "status": {"phase": "Bound"}})
+
+
+def _storage_class(sim, name, default):
+    ann = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    sim.store.create({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                      "metadata": {"name": name, "annotations": ann}, "provisioner": "nfs.csi.k8s.io",
+                      "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"})
 
 
 @pytest.mark.parametrize("volume", [True, False])
@@ -89,6 +99,42 @@ def test_a_preempted_job_resumes_from_its_checkpoint_only_on_a_claim(make_cluste
     assert total == sum(i * i for i in range(n))  # the same result as an uninterrupted run
     assert resumed is volume
     assert low.status().restarts >= 1
+
+
+@pytest.mark.parametrize("default_class", [True, False])
+def test_a_default_configured_preempted_job_resumes_from_a_claim_of_the_default_class(make_cluster,
+                                                                                    default_class):
+    """No --volume, no checkpoint_volume: where the namespace has a default StorageClass, submit
+    makes a claim per job (owned by it, deleted with it); where it has none, it warns."""
+    from gpujobs.errors import CheckpointWarning
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "slow", default=False)
+    _storage_class(sim, "standard", default=default_class)
+    n = 400
+    b = _builder("MPIJob", counting, n, 0.02).priority("low").options(grace_period_s=5)
+    if default_class:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CheckpointWarning)
+            low = _submit(be, b)
+    else:
+        with pytest.warns(CheckpointWarning, match="namespace 'default' has no default StorageClass.*--volume CLAIM"):
+            low = Job(be.submit(b.spec()), be)
+    name = low.id.split("/")[1]
+    wait_for(lambda: "step 20" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    total, resumed = low.result(timeout=180)
+    assert total == sum(i * i for i in range(n)) and low.status().restarts >= 1
+    assert resumed is default_class
+    claim = sim.store.get("v1", "PersistentVolumeClaim", f"{name}-ckpt", "default")
+    if not default_class:
+        assert claim is None
+        return
+    job = sim.store.get("kubeflow.org/v2beta1", "MPIJob", name, "default")
+    assert claim["spec"]["storageClassName"] == "standard" and claim["status"]["phase"] == "Bound"
+    assert [o["uid"] for o in claim["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+    sim.store.delete("kubeflow.org/v2beta1", "MPIJob", name, "default")  # `kubectl delete mpijob`
+    wait_for(lambda: sim.store.get("v1", "PersistentVolumeClaim", f"{name}-ckpt", "default") is None, timeout=30)
 
 
 # ------------------------------------------------------------------ 3. a usable render
