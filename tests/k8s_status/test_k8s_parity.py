@@ -162,36 +162,62 @@ def _run_as_written(sim, command):
                       "data": {"key": base64.b64encode(data).decode()}})
 
 
-def test_render_job_only_applies_where_gpujobs_already_ran(make_cluster):
-    from gpujobs.backends.kubernetes.render.yamlout import render_objects
+def _render_cli(sim, be, tmp_path):
+    """``gpujobs render ...`` as a user runs it (a new process, the kubeconfig of the cluster, the
+    same gpujobs home as ``be``): (exit code, the printed objects, stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    (tmp_path / "train.py").write_text("def main(value):\n    print('working on', value, flush=True)\n"
+                                       "    return value\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+    env.update(KUBECONFIG=sim.write_kubeconfig(tmp_path / "kubeconfig"), GPUJOBS_CONFIG=str(tmp_path / "none.toml"),
+               GPUJOBS_HOME=str(be.home), PYTHONPATH=os.pathsep.join(sys.path))
+
+    def render(*args: str, value: str):
+        out = subprocess.run([str(Path(sys.executable).parent / "gpujobs"), "render", *args, "--framework", "mpi",
+                              "--image", MPI_IMAGE, "--queue", "q", "train.py:main", value],
+                             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        return out.returncode, [o for o in yaml.safe_load_all(out.stdout) if o], out.stdout, out.stderr
+    return render
+
+
+def _mounted_secrets(job: dict) -> set[str]:
+    spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    return {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+
+
+def test_render_job_only_applies_where_gpujobs_already_ran(make_cluster, tmp_path):
     sim, be = make_cluster(gpus=1)
     first = _submit(be, _builder("MPIJob", sleepy, 0.1, "first"))
     assert first.result(timeout=120) == "first"
-    notes: list[str] = []
-    objs = render_objects(_builder("MPIJob", sleepy, 0.1, "applied").spec(), job_only=True,
-                          notes=notes, backend=be)
+    rc, objs, _, err = _render_cli(sim, be, tmp_path)("--job-only", value="applied")
+    assert rc == 0, err
     assert [o["kind"] for o in objs] == ["MPIJob"]
+    there = {s["metadata"]["name"] for s in sim.store.list("v1", "Secret", "default")}
+    assert _mounted_secrets(objs[0]) <= there  # the key Secret submit made: the pods can start
     _apply(sim, objs)
     job = Job(f"default/{objs[0]['metadata']['name']}", be)
     assert job.result(timeout=120) == "applied"
 
 
-def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster):
-    from gpujobs.backends.kubernetes.render.yamlout import render_objects, to_yaml
+def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster, tmp_path):
+    import base64
     sim, be = make_cluster(gpus=1)
-    spec = _builder("MPIJob", sleepy, 0.1, "rendered").spec()
-    notes: list[str] = []
-    objs = render_objects(spec, notes=notes, backend=be)
-    again = render_objects(spec, backend=be)
-    key = be.signing_key("default")
-    text = to_yaml(objs)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "MPIJob"] and key.hex() not in text
-    secret_of = [v["secret"]["secretName"] for o in (objs, again)
-                 for v in o[1]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
-                 if "secret" in v]
-    assert len(set(secret_of)) == 1  # the same key Secret every render: the namespace's
-    command = next(n for n in notes if "kubectl create secret" in n).split("or run: ", 1)[1]
+    render = _render_cli(sim, be, tmp_path)
+    rc, objs, text, err = render(value="rendered")
+    assert rc == 0, err
+    rc2, again, _, _ = render(value="rendered")
+    assert [o["kind"] for o in objs] == ["ConfigMap", "MPIJob"]  # no key Secret printed
+    assert _mounted_secrets(objs[1]) == _mounted_secrets(again[1])  # the same key Secret every render
+    command = next(line for line in err.splitlines() if "kubectl create secret" in line).split("or run: ", 1)[1]
     _run_as_written(sim, command)
+    (secret,) = _mounted_secrets(objs[1])
+    key = sim.store.get("v1", "Secret", secret, "default")["data"]["key"]  # what the command made
+    assert key not in text and base64.b64decode(key).hex() not in text
     _apply(sim, objs)
     job = Job(f"default/{objs[1]['metadata']['name']}", be)
     assert job.result(timeout=120) == "rendered"
