@@ -356,6 +356,36 @@ def test_a_run_that_returned_in_its_grace_keeps_its_result_and_is_not_run_again(
     assert low.status().phase == "succeeded" and low.status().restarts >= 1
 
 
+def stops_when_asked(steps):
+    """Asks should_stop() only (no checkpoints): returns at once when the stop is announced."""
+    import time as _t
+
+    import gpujobs as g
+    ctx = g.context()
+    for i in range(steps):
+        if ctx.should_stop():
+            return ("returned in grace", i)
+        if i % 10 == 0:
+            print(f"step {i}", flush=True)
+        _t.sleep(0.05)
+    return ("ran to the end", steps)
+
+
+def test_with_a_default_storage_class_a_run_that_returned_in_its_grace_is_not_run_again(make_cluster):
+    """No --volume, no config: the namespace's default StorageClass gives the job a claim of its
+    own, where the outcome returned in the grace period waits for the requeued run."""
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "standard", default=True)
+    low = _submit(be, _builder("MPIJob", stops_when_asked, 400).priority("low").options(grace_period_s=10))
+    wait_for(lambda: "step 20" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    said, step = low.result(timeout=180)
+    assert said == "returned in grace" and 20 <= step < 400
+    assert "its result is kept and the function is not run again" in low.logs()
+    assert low.status().phase == "succeeded" and low.status().restarts >= 1
+
+
 def test_a_rayjob_says_ray_is_starting_until_the_function_runs(make_cluster):
     sim, be = make_cluster(gpus=2)
     job = _submit(be, _builder("RayJob", sleepy, 0.5, "ray"))

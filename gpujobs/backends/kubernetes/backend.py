@@ -217,12 +217,13 @@ class KubernetesBackend:
 
     def _checkpoint_claim(self, spec: JobSpec, sid: str) -> tuple[dict | None, str]:
         """(the default checkpoint claim for ``spec``, or None and why not) (submit/checkpoint_claim.py):
-        only for a function that checkpoints and names no volume, where the cluster provisions one."""
-        from ...checkpoint import uses_checkpoints
+        only for a function that checkpoints or asks should_stop() and names no volume, where the
+        cluster provisions one."""
+        from ...checkpoint import watches_preemption
         from .render.job import _gang_pods
         from .submit import checkpoint_claim as cc
         if spec.volume is not None or self.options.checkpoint_volume is not None or spec.fn is None \
-                or not uses_checkpoints(spec.fn):
+                or not watches_preemption(spec.fn):
             return None, ""
         if (self.checkpoint_storage_class or "").lower() == cc.NONE:
             return None, "checkpoint_storage_class = \"none\" under [kubernetes]"

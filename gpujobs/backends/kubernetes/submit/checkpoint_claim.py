@@ -1,6 +1,7 @@
 """A checkpoint claim by default: a PersistentVolumeClaim per job, owned by the job.
 
-A job whose function checkpoints (gpujobs.checkpoint.uses_checkpoints) and that names no volume
+A job whose function checkpoints or asks ``ctx.should_stop()`` (gpujobs.checkpoint.watches_preemption:
+a function that returns within its grace period keeps its result there) and that names no volume
 (no ``--volume``, no ``[kubernetes] checkpoint_volume``) gets a claim ``<job name>-ckpt`` of the
 namespace's default StorageClass (or ``[kubernetes] checkpoint_storage_class``), mounted at
 :data:`MOUNT_PATH`, so ``ctx.checkpoint_dir`` outlives a preempted run's pods. Whether the
