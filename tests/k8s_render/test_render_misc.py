@@ -276,3 +276,22 @@ def test_rayjob_submitter_has_no_retries_and_a_cpu_image(image, submitter):
     assert sub == want and (image is not None or head == want + "-gpu")
     if crds.crds_available():  # submitterConfig is in KubeRay v1.7.0's RayJob CRD
         assert crds.schema_errors(job) == []
+
+
+def _returns_one():
+    return 1
+
+
+def test_render_yaml_says_what_each_object_is_and_how_many_lines_it_takes():
+    """A full render is mostly the shared runtime ConfigMap: each document says what it is and
+    its size, the runtime's that `--job-only` leaves it out; the YAML still parses back."""
+    from gpujobs.backends.kubernetes.render.yamlout import to_yaml
+    r = render_job(gpujobs.job(_returns_one).ddp(nodes=1, gpus_per_node=1).spec())
+    docs = to_yaml(r.objects).split("---\n")
+    assert len(docs) == len(r.objects)
+    for obj, doc in zip(r.objects, docs):
+        head, _, body = doc.partition("\n")
+        assert head.startswith(f"# {obj['kind']} {obj['metadata']['name']}: ")
+        assert head.endswith(f"({body.count(chr(10))} lines)")
+        assert yaml.safe_load(doc) == obj
+    assert "shared by every job" in docs[0].partition("\n")[0] and "--job-only" in docs[0].partition("\n")[0]

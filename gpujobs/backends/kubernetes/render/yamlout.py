@@ -24,8 +24,26 @@ _Dumper.add_representer(str, _str)
 
 
 def to_yaml(objects: list[dict]) -> str:
-    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                         width=120)
+    """The objects as YAML documents, each after a comment saying what it is and how many lines
+    it takes (the shared runtime ConfigMap is most of a full render)."""
+    docs = [yaml.dump(o, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+            for o in objects]
+    return "---\n".join(_about(o, text) + text for o, text in zip(objects, docs))
+
+
+def _about(obj: dict, text: str) -> str:
+    """``# Kind name: what it is (N lines)`` before one document."""
+    from .payload_objects import LABEL_SHARED
+    md = obj.get("metadata") or {}
+    lines = text.count("\n")
+    shared = (md.get("labels") or {}).get(LABEL_SHARED)
+    what = {"runtime": "gpujobs' runtime for stock images (bootstrap.py, readable, and lib.zip, gpujobs' "
+                       f"runner: {len(((obj.get('binaryData') or {}).get('lib.zip') or '')) // 1024} KiB "
+                       "of base64 on one line), shared by every job of this gpujobs version in the "
+                       "namespace and made once; `gpujobs render --job-only` leaves it out",
+            "key": "your HMAC key (this render's own: no cluster is configured)"}.get(
+                shared or "", "the job" if obj.get("kind") not in ("Secret", "ConfigMap") else "the job's call")
+    return f"# {obj.get('kind')} {md.get('name')}: {what} ({lines} lines)\n"
 
 
 def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True,
