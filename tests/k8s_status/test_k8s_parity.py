@@ -250,6 +250,33 @@ def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster)
     assert "[rank 0] step 0\n" in now
 
 
+def test_an_earlier_runs_logs_are_shown_though_no_process_watched_it(make_cluster, tmp_path):
+    """On a checkpoint claim (here the default one), the ranks keep their output there and the
+    next run's pods carry it: a reader that never saw the first run's pods (a new process, its own
+    home, no archive) shows it first, marked."""
+    from pathlib import Path
+
+    from gpujobs.backends.kubernetes import KubernetesBackend
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "standard", default=True)
+    low = _submit(be, _builder("MPIJob", counting, 300, 0.02).priority("low"))
+    name = low.id.split("/")[1]
+    kept = Path(sim.controllers.kubelet._tmp.name, "_claims", "default", f"{name}-ckpt")
+    wait_for(lambda: any(kept.rglob("*.pt")), timeout=120)  # a checkpoint saved (after 'step 0')
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    low.result(timeout=180)
+    fresh = KubernetesBackend(api_client=sim.api_client(), namespace="default", home=tmp_path / "elsewhere")
+    try:
+        text, of_rank_0 = "".join(fresh.logs(low.id)), "".join(fresh.logs(low.id, rank=0))
+    finally:
+        fresh.state.stop_watches()
+    head, _, now = text.partition("--- gpujobs: the job ran again ---\n")
+    assert head.startswith("--- gpujobs: an earlier run of this job") and "[rank 0] step 0\n" in head
+    assert "[rank 0] step 0\n" not in now and "GPUJOBS-" not in text  # resumed from its checkpoint
+    assert of_rank_0 == text  # one rank: the same lines
+
+
 # ------------------------------------------------------------------ 4. stalls, from the pods' clocks
 def test_a_one_shot_status_sees_the_stall_and_names_the_users_function(make_cluster, monkeypatch):
     """A new process (a `gpujobs status` call) asking once: the quiet time counts from the pods'
