@@ -44,8 +44,8 @@ def replay_and_keep(checkpoint_dir: Path, rank: int) -> None:
         keep = open(d / f"rank{rank}-{time.time_ns():020d}.log", "a", encoding="utf-8", buffering=1)
     except OSError:
         return  # a read-only or full folder: this run's lines are not kept
-    sys.stdout = _Tee(sys.stdout, keep)  # type: ignore[assignment]
-    sys.stderr = _Tee(sys.stderr, keep)  # type: ignore[assignment]
+    sys.stdout = _Tee(sys.stdout, keep)
+    sys.stderr = _Tee(sys.stderr, keep)
 
 
 class _Tee:
