@@ -99,6 +99,11 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
     if not kept and notes is not None:
         notes.append("no cluster configured: this render has a key of its own (its key Secret is "
                      "printed without --job-only); set KUBECONFIG to render with the key submit uses")
+    if notes is not None and rendered_without_claim(spec, kb):
+        notes.append(f"{rendered.name} checkpoints or asks should_stop(), and this render mounts no claim: "
+                     "`gpujobs submit` would also make it a claim of the namespace's default StorageClass "
+                     "(docs/configuration.md); applied as printed, its checkpoint folder goes with its pods. "
+                     "Fix: render with --volume CLAIM")
     if job_only and notes is not None:
         also = [f"ConfigMap {rendered.runtime['metadata']['name']}"] + \
             ([] if kept else [f"Secret {rendered.key_secret['metadata']['name']}"])
@@ -107,3 +112,10 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
                      f"gpujobs job there; `gpujobs submit` creates {them} once, or print {them} with "
                      "`gpujobs render` without --job-only)")
     return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else [])
+
+
+def rendered_without_claim(spec: JobSpec, kb: "KubernetesBackend") -> bool:
+    """Whether submit would give ``spec`` a default checkpoint claim that a render cannot."""
+    from ....checkpoint import watches_preemption
+    return spec.volume is None and kb.options.checkpoint_volume is None and spec.fn is not None \
+        and watches_preemption(spec.fn)
