@@ -354,5 +354,6 @@ def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str, why: str
         "/tmp/gpujobs-checkpoints), which is deleted with them: a preempted run starts over"
         f"{f' (no checkpoint claim was made: {why})' if why else ''}; fix: "
         "mount a PersistentVolumeClaim: --volume CLAIM (Python: .volume('CLAIM'), %%gpujob "
-        "--volume CLAIM), or set checkpoint_volume = \"CLAIM\" under [kubernetes] in the config file"),
+        "--volume CLAIM), or set checkpoint_volume = \"CLAIM\" (or checkpoint_storage_class = \"CLASS\": "
+        "a claim per job of that StorageClass) under [kubernetes] in the config file"),
         stacklevel=3)
