@@ -1,12 +1,13 @@
 """StorageClasses and PersistentVolumeClaims, as Kubernetes (v1.31) treats them.
 
 - **Default class at create** (admission plugin DefaultStorageClass, kubernetes
-  plugin/pkg/admission/storageclass/setdefault/admission.go): a claim created with no
+  plugin/pkg/admission/storage/storageclass/setdefault/admission.go): a claim created with no
   ``spec.storageClassName`` (absent, not ``""``) gets the name of the default StorageClass; a
   class is the default when its annotation ``storageclass.kubernetes.io/is-default-class`` (or the
   beta ``storageclass.beta.kubernetes.io/is-default-class``) is ``"true"``
   (pkg/apis/storage/util/helpers.go IsDefaultAnnotation); with several, the newest created wins
-  (pkg/volume/util/storageclass.go GetDefaultClass, since v1.26); with none, the field stays
+  (kubernetes #110559, v1.25: "choose the newest one instead of throwing an error"; the docs'
+  "Default StorageClass" section); with none, the field stays
   unset. It runs on dry-run creates too (every admission stage runs for ``dryRun=All``:
   kubernetes.io/docs/reference/using-api/api-concepts/#dry-run).
 - **Binding** (pkg/controller/volume/persistentvolume/pv_controller.go, dynamic provisioning): a
