@@ -42,7 +42,15 @@ def train(config=None):
     return dist.get_rank()
 
 
+def train_checkpointing(config=None):
+    import gpujobs as g
+    return str(g.context().checkpoint_dir)
+
+
 def seed(store) -> None:
+    store.create({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "x",
+                  "metadata": {"name": "standard", "annotations": {
+                      "storageclass.kubernetes.io/is-default-class": "true"}}})
     store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                   "metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
                       "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
@@ -87,6 +95,8 @@ def main() -> None:
         spec = gpujobs.job(train).ddp(nodes=2, gpus_per_node=1).queue("team-a") \
             .options(kind="PyTorchJob").spec()
 
+        ckpt_spec = gpujobs.job(train_checkpointing).ddp(nodes=2, gpus_per_node=1).queue("team-a") \
+            .options(kind="PyTorchJob").spec()
         names = itertools.count()
 
         def kubeflow_submit(i: int) -> None:
@@ -100,7 +110,8 @@ def main() -> None:
           rows = []
           for label, fn in (("kubeflow TrainingClient.create_job", kubeflow_submit),
                           ("gpujobs submit (preflight cached)", lambda i: be.submit(spec)),
-                          ("gpujobs submit (no preflight cache)", lambda i: be_cold.submit(spec))):
+                          ("gpujobs submit (no preflight cache)", lambda i: be_cold.submit(spec)),
+                          ("gpujobs submit, checkpointing (cached)", lambda i: be.submit(ckpt_spec))):
             fn(-1 if label.startswith("kubeflow") else 0)  # warm-up (not timed)
             times, reqs = measure(server, n, fn)
             rows.append((label, statistics.median(times), sorted(times)[int(0.9 * (n - 1))],
@@ -116,7 +127,7 @@ def main() -> None:
         n_rtts = len(args.rtt_ms.split(","))
     finally:
         server.stop()
-    print(f"PyTorchJobs in the server afterwards: {n_jobs} (expected {n_rtts * (3 * n + 3)})")
+    print(f"PyTorchJobs in the server afterwards: {n_jobs} (expected {n_rtts * (4 * n + 4)})")
     print("gpujobs requests: 1 create (the job, carrying the sealed call) + when not cached: "
           "preflight (discovery, 3 SelfSubjectAccessReviews, LocalQueue, ClusterQueue) and the "
           "lookup of the shared runtime ConfigMap and key Secret, all read together")

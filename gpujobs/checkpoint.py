@@ -138,6 +138,17 @@ def uses_checkpoints(fn: Any) -> bool:
     submit when checkpoints would not survive preemption."""
     if isinstance(fn, Checkpointable):
         return True
+    return _names_any(fn, _CHECKPOINT_NAMES)
+
+
+def watches_preemption(fn: Any) -> bool:
+    """Whether ``fn`` asks ``should_stop()`` (so it may return within its grace period) or uses
+    checkpoints: on Kubernetes such a job gets a default checkpoint claim, where its returned
+    outcome is kept for the requeued run."""
+    return uses_checkpoints(fn) or _names_any(fn, frozenset({"should_stop"}))
+
+
+def _names_any(fn: Any, names: frozenset[str]) -> bool:
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None:
         code = getattr(vars(type(fn)).get("__call__"), "__code__", None)
@@ -145,7 +156,7 @@ def uses_checkpoints(fn: Any) -> bool:
     while todo and seen < 1000:
         c = todo.pop()
         seen += 1
-        if _CHECKPOINT_NAMES & set(c.co_names):
+        if names & set(c.co_names):
             return True
         todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     return False

@@ -39,6 +39,7 @@ File: ``$GPUJOBS_CONFIG``, else ``$GPUJOBS_HOME/config.toml``, else
     volcano_queue = "default"      # the Volcano Queue of jobs that name none
     checkpoint_volume = "ckpt"     # CLAIM[:PATH]: a PVC mounted into jobs that name no volume,
                                    # so ctx.checkpoint_dir survives preemption (docs/configuration.md)
+    checkpoint_storage_class = "nfs"  # else a checkpointing job gets a claim of the default class
 """
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .nonresource import VISIBILITY_GROUP, NonResourceHandler, VisibilityProvider
+from . import storage
 from .podlogs import PodLogs
 from .store import CRD_RESOURCE, CRDS, ApiError, Event, Resource, Store, now_iso
 from .streams import StreamingHandler, hard_close
@@ -96,6 +97,8 @@ class FakeApiServer:
 
         def admit(res: Resource, new: dict, old: dict | None) -> None:
             self._prune(res, new)
+            if old is None and res.key == ("", "persistentvolumeclaims"):
+                storage.admit_claim(self.store, new)
             if cel:
                 _cel_admission(res, new, old)
         self.store.admission = admit
@@ -483,9 +486,7 @@ class _Handler(StreamingHandler, NonResourceHandler, BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             if res.key == ("", "pods") and sub is None and name:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method")
-            if q.get("dryRun"):
-                return self._send_json(201, body)
-            obj = store.create_res(res, body, ns)
+            obj = store.create_res(res, body, ns, dry_run=bool(q.get("dryRun")))
             return self._send_json(201, self._out(obj, res))
         if verb == "update":
             body = self._body()

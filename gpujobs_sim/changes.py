@@ -24,7 +24,7 @@ JobRef = tuple[str, str, str, str]
 QUEUE_KINDS = {("kueue.x-k8s.io", k) for k in ("ClusterQueue", "LocalQueue", "WorkloadPriorityClass",
                                                  "ResourceFlavor", "Cohort")}
 OWNED_KINDS = {("", "Pod"), ("kueue.x-k8s.io", "Workload")}
-KUBELET_KINDS = {("", "Pod"), ("", "ConfigMap"), ("", "Secret")}
+KUBELET_KINDS = {("", "Pod"), ("", "ConfigMap"), ("", "Secret"), ("", "PersistentVolumeClaim")}
 
 
 class Changes:

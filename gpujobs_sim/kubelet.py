@@ -41,6 +41,7 @@ from gpujobs.contract import ENV_PREFIX, RankEnv
 
 from .rules import parse_time
 from .store import now_iso
+from . import storage
 from .images import facts as image_facts
 from .volumes import MissingSource, container_path, local_path, materialize, refresh_downward
 
@@ -95,6 +96,8 @@ class Kubelet:
     # ----------------------------------------------------------------- loop
     def tick(self) -> None:
         """Start pending pods that fit the slots; refresh running pods' downwardAPI files."""
+        for claim in self.store.list("v1", "PersistentVolumeClaim"):  # volumeBindingMode Immediate
+            storage.bind(self.store, claim, consumer=False)
         pods = self.store.list("v1", "Pod")
         self._refresh_volumes(pods)
         running = sum(1 for p in pods if p["status"].get("phase") == "Running" or
@@ -142,9 +145,10 @@ class Kubelet:
             if "secret" in v and not v["secret"].get("optional") and \
                     self.store.get("v1", "Secret", v["secret"]["secretName"], ns) is None:
                 return False
-            if "persistentVolumeClaim" in v and self.store.get(
-                    "v1", "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"], ns) is None:
-                return False  # the scheduler: 'persistentvolumeclaim "<name>" not found'
+            if "persistentVolumeClaim" in v:
+                claim = self.store.get("v1", "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"], ns)
+                if claim is None or not storage.bind(self.store, claim, consumer=True):
+                    return False  # the scheduler: 'persistentvolumeclaim "<name>" not found' / unbound
         return True
 
     def _unschedulable(self, pod: dict) -> None:

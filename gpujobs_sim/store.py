@@ -173,7 +173,9 @@ class Store:
         return self.create_res(res, obj, namespace, keep_status=keep_status)
 
     def create_res(self, res: Resource, obj: dict, namespace: str | None, *,
-                   keep_status: bool = False) -> dict:
+                   keep_status: bool = False, dry_run: bool = False) -> dict:
+        """``dry_run``: every stage (defaults, admission, validation) but nothing stored (the API
+        server's ``dryRun=All``)."""
         obj = clone(obj)
         md = obj.setdefault("metadata", {})
         ns = (namespace or md.get("namespace") or "default") if res.namespaced else None
@@ -211,6 +213,8 @@ class Store:
                 obj.setdefault("status", {}).setdefault("phase", "Pending")
             if self.admission is not None:
                 self.admission(res, obj, None)
+            if dry_run:
+                return clone(obj)
             if res.key == CRD_RESOURCE.key:
                 self._install_from_crd(obj)
             self._bump(obj)

@@ -302,8 +302,10 @@ def main() -> int:
     if result_dir() is None and told.stack_request:
         watch_stack_requests(rank, key, told.stack_request)
 
-    if result_dir() is None:  # Kubernetes: a run that returned in its grace is not run again
-        _replay_kept_outcome(ctx)
+    if result_dir() is None:  # Kubernetes: earlier runs' logs; a run that returned in its grace
+        from .runlogs import replay_and_keep
+        replay_and_keep(ctx.checkpoint_dir, rank)
+        _replay_kept_outcome(ctx)  # is not run again
 
     if told.command:
         mark_started(rank)

@@ -276,3 +276,41 @@ def test_rayjob_submitter_has_no_retries_and_a_cpu_image(image, submitter):
     assert sub == want and (image is not None or head == want + "-gpu")
     if crds.crds_available():  # submitterConfig is in KubeRay v1.7.0's RayJob CRD
         assert crds.schema_errors(job) == []
+
+
+def _returns_one():
+    return 1
+
+
+def test_render_yaml_says_what_each_object_is_and_how_many_lines_it_takes():
+    """A full render is mostly the shared runtime ConfigMap: each document says what it is and
+    its size, the runtime's that `--job-only` leaves it out; the YAML still parses back."""
+    from gpujobs.backends.kubernetes.render.yamlout import to_yaml
+    r = render_job(gpujobs.job(_returns_one).ddp(nodes=1, gpus_per_node=1).spec())
+    docs = to_yaml(r.objects).split("---\n")
+    assert len(docs) == len(r.objects)
+    for obj, doc in zip(r.objects, docs):
+        head, _, body = doc.partition("\n")
+        assert head.startswith(f"# {obj['kind']} {obj['metadata']['name']}: ")
+        assert head.endswith(f"({body.count(chr(10))} lines)")
+        assert yaml.safe_load(doc) == obj
+    assert "shared by every job" in docs[0].partition("\n")[0] and "--job-only" in docs[0].partition("\n")[0]
+
+
+def _checkpoints():
+    import gpujobs as g
+    return g.context().checkpoint_dir
+
+
+def test_render_of_a_checkpointing_job_says_submit_would_add_a_claim(tmp_path):
+    from gpujobs.backends.kubernetes import KubernetesBackend
+    from gpujobs.backends.kubernetes.render.yamlout import render_objects
+    be = KubernetesBackend(host="http://127.0.0.1:9", namespace="ns", home=tmp_path)
+    notes: list[str] = []
+    objs = render_objects(gpujobs.job(_checkpoints).ddp(nodes=1, gpus_per_node=1).spec(), notes=notes, backend=be)
+    assert not any("persistentVolumeClaim" in json.dumps(o) for o in objs)
+    assert any("render mounts no claim" in n and "--volume CLAIM" in n for n in notes)
+    notes.clear()
+    render_objects(gpujobs.job(_checkpoints).ddp(nodes=1, gpus_per_node=1).volume("ckpt").spec(), notes=notes,
+                   backend=be)
+    assert not any("render mounts no claim" in n for n in notes)

@@ -65,9 +65,19 @@ def counting(n_steps, step_s):
 
 
 def _claim(sim, name, ns="default"):
+    """An admin's claim, bound to a volume made for it (statically provisioned)."""
     sim.store.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                       "metadata": {"name": name, "namespace": ns},
-                      "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+                      "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                               "storageClassName": "", "volumeName": f"pv-{name}"},
+                      "status": {"phase": "Bound"}})
+
+
+def _storage_class(sim, name, default):
+    ann = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    sim.store.create({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                      "metadata": {"name": name, "annotations": ann}, "provisioner": "nfs.csi.k8s.io",
+                      "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"})
 
 
 @pytest.mark.parametrize("volume", [True, False])
@@ -89,6 +99,42 @@ def test_a_preempted_job_resumes_from_its_checkpoint_only_on_a_claim(make_cluste
     assert total == sum(i * i for i in range(n))  # the same result as an uninterrupted run
     assert resumed is volume
     assert low.status().restarts >= 1
+
+
+@pytest.mark.parametrize("default_class", [True, False])
+def test_a_default_configured_preempted_job_resumes_from_a_claim_of_the_default_class(make_cluster,
+                                                                                    default_class):
+    """No --volume, no checkpoint_volume: where the namespace has a default StorageClass, submit
+    makes a claim per job (owned by it, deleted with it); where it has none, it warns."""
+    from gpujobs.errors import CheckpointWarning
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "slow", default=False)
+    _storage_class(sim, "standard", default=default_class)
+    n = 400
+    b = _builder("MPIJob", counting, n, 0.02).priority("low").options(grace_period_s=5)
+    if default_class:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CheckpointWarning)
+            low = _submit(be, b)
+    else:
+        with pytest.warns(CheckpointWarning, match="namespace 'default' has no default StorageClass.*--volume CLAIM"):
+            low = Job(be.submit(b.spec()), be)
+    name = low.id.split("/")[1]
+    wait_for(lambda: "step 20" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    total, resumed = low.result(timeout=180)
+    assert total == sum(i * i for i in range(n)) and low.status().restarts >= 1
+    assert resumed is default_class
+    claim = sim.store.get("v1", "PersistentVolumeClaim", f"{name}-ckpt", "default")
+    if not default_class:
+        assert claim is None
+        return
+    job = sim.store.get("kubeflow.org/v2beta1", "MPIJob", name, "default")
+    assert claim["spec"]["storageClassName"] == "standard" and claim["status"]["phase"] == "Bound"
+    assert [o["uid"] for o in claim["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+    sim.store.delete("kubeflow.org/v2beta1", "MPIJob", name, "default")  # `kubectl delete mpijob`
+    wait_for(lambda: sim.store.get("v1", "PersistentVolumeClaim", f"{name}-ckpt", "default") is None, timeout=30)
 
 
 # ------------------------------------------------------------------ 3. a usable render
@@ -116,36 +162,62 @@ def _run_as_written(sim, command):
                       "data": {"key": base64.b64encode(data).decode()}})
 
 
-def test_render_job_only_applies_where_gpujobs_already_ran(make_cluster):
-    from gpujobs.backends.kubernetes.render.yamlout import render_objects
+def _render_cli(sim, be, tmp_path):
+    """``gpujobs render ...`` as a user runs it (a new process, the kubeconfig of the cluster, the
+    same gpujobs home as ``be``): (exit code, the printed objects, stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    (tmp_path / "train.py").write_text("def main(value):\n    print('working on', value, flush=True)\n"
+                                       "    return value\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+    env.update(KUBECONFIG=sim.write_kubeconfig(tmp_path / "kubeconfig"), GPUJOBS_CONFIG=str(tmp_path / "none.toml"),
+               GPUJOBS_HOME=str(be.home), PYTHONPATH=os.pathsep.join(sys.path))
+
+    def render(*args: str, value: str):
+        out = subprocess.run([str(Path(sys.executable).parent / "gpujobs"), "render", *args, "--framework", "mpi",
+                              "--image", MPI_IMAGE, "--queue", "q", "train.py:main", value],
+                             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        return out.returncode, [o for o in yaml.safe_load_all(out.stdout) if o], out.stdout, out.stderr
+    return render
+
+
+def _mounted_secrets(job: dict) -> set[str]:
+    spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    return {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+
+
+def test_render_job_only_applies_where_gpujobs_already_ran(make_cluster, tmp_path):
     sim, be = make_cluster(gpus=1)
     first = _submit(be, _builder("MPIJob", sleepy, 0.1, "first"))
     assert first.result(timeout=120) == "first"
-    notes: list[str] = []
-    objs = render_objects(_builder("MPIJob", sleepy, 0.1, "applied").spec(), job_only=True,
-                          notes=notes, backend=be)
+    rc, objs, _, err = _render_cli(sim, be, tmp_path)("--job-only", value="applied")
+    assert rc == 0, err
     assert [o["kind"] for o in objs] == ["MPIJob"]
+    there = {s["metadata"]["name"] for s in sim.store.list("v1", "Secret", "default")}
+    assert _mounted_secrets(objs[0]) <= there  # the key Secret submit made: the pods can start
     _apply(sim, objs)
     job = Job(f"default/{objs[0]['metadata']['name']}", be)
     assert job.result(timeout=120) == "applied"
 
 
-def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster):
-    from gpujobs.backends.kubernetes.render.yamlout import render_objects, to_yaml
+def test_render_prints_no_key_and_the_key_secret_command_runs(make_cluster, tmp_path):
+    import base64
     sim, be = make_cluster(gpus=1)
-    spec = _builder("MPIJob", sleepy, 0.1, "rendered").spec()
-    notes: list[str] = []
-    objs = render_objects(spec, notes=notes, backend=be)
-    again = render_objects(spec, backend=be)
-    key = be.signing_key("default")
-    text = to_yaml(objs)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "MPIJob"] and key.hex() not in text
-    secret_of = [v["secret"]["secretName"] for o in (objs, again)
-                 for v in o[1]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]
-                 if "secret" in v]
-    assert len(set(secret_of)) == 1  # the same key Secret every render: the namespace's
-    command = next(n for n in notes if "kubectl create secret" in n).split("or run: ", 1)[1]
+    render = _render_cli(sim, be, tmp_path)
+    rc, objs, text, err = render(value="rendered")
+    assert rc == 0, err
+    rc2, again, _, _ = render(value="rendered")
+    assert [o["kind"] for o in objs] == ["ConfigMap", "MPIJob"]  # no key Secret printed
+    assert _mounted_secrets(objs[1]) == _mounted_secrets(again[1])  # the same key Secret every render
+    command = next(line for line in err.splitlines() if "kubectl create secret" in line).split("or run: ", 1)[1]
     _run_as_written(sim, command)
+    (secret,) = _mounted_secrets(objs[1])
+    key = sim.store.get("v1", "Secret", secret, "default")["data"]["key"]  # what the command made
+    assert key not in text and base64.b64decode(key).hex() not in text
     _apply(sim, objs)
     job = Job(f"default/{objs[1]['metadata']['name']}", be)
     assert job.result(timeout=120) == "rendered"
@@ -176,6 +248,33 @@ def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster)
     head, _, now = text.partition("--- gpujobs: the job ran again ---\n")
     assert head.startswith("--- gpujobs: an earlier run of this job") and "[rank 0] step 0\n" in head
     assert "[rank 0] step 0\n" in now
+
+
+def test_an_earlier_runs_logs_are_shown_though_no_process_watched_it(make_cluster, tmp_path):
+    """On a checkpoint claim (here the default one), the ranks keep their output there and the
+    next run's pods carry it: a reader that never saw the first run's pods (a new process, its own
+    home, no archive) shows it first, marked."""
+    from pathlib import Path
+
+    from gpujobs.backends.kubernetes import KubernetesBackend
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "standard", default=True)
+    low = _submit(be, _builder("MPIJob", counting, 300, 0.02).priority("low"))
+    name = low.id.split("/")[1]
+    kept = Path(sim.controllers.kubelet._tmp.name, "_claims", "default", f"{name}-ckpt")
+    wait_for(lambda: any(kept.rglob("*.pt")), timeout=120)  # a checkpoint saved (after 'step 0')
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    low.result(timeout=180)
+    fresh = KubernetesBackend(api_client=sim.api_client(), namespace="default", home=tmp_path / "elsewhere")
+    try:
+        text, of_rank_0 = "".join(fresh.logs(low.id)), "".join(fresh.logs(low.id, rank=0))
+    finally:
+        fresh.state.stop_watches()
+    head, _, now = text.partition("--- gpujobs: the job ran again ---\n")
+    assert head.startswith("--- gpujobs: an earlier run of this job") and "[rank 0] step 0\n" in head
+    assert "[rank 0] step 0\n" not in now and "GPUJOBS-" not in text  # resumed from its checkpoint
+    assert of_rank_0 == text  # one rank: the same lines
 
 
 # ------------------------------------------------------------------ 4. stalls, from the pods' clocks
@@ -280,6 +379,36 @@ def test_a_run_that_returned_in_its_grace_keeps_its_result_and_is_not_run_again(
     assert said == "returned in grace" and 20 <= step < 400
     claim = Path(sim.controllers.kubelet._tmp.name, "_claims", "default", "ckpt")
     assert len(list(claim.rglob("start-*"))) == 1  # the function ran once
+    assert "its result is kept and the function is not run again" in low.logs()
+    assert low.status().phase == "succeeded" and low.status().restarts >= 1
+
+
+def stops_when_asked(steps):
+    """Asks should_stop() only (no checkpoints): returns at once when the stop is announced."""
+    import time as _t
+
+    import gpujobs as g
+    ctx = g.context()
+    for i in range(steps):
+        if ctx.should_stop():
+            return ("returned in grace", i)
+        if i % 10 == 0:
+            print(f"step {i}", flush=True)
+        _t.sleep(0.05)
+    return ("ran to the end", steps)
+
+
+def test_with_a_default_storage_class_a_run_that_returned_in_its_grace_is_not_run_again(make_cluster):
+    """No --volume, no config: the namespace's default StorageClass gives the job a claim of its
+    own, where the outcome returned in the grace period waits for the requeued run."""
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    _storage_class(sim, "standard", default=True)
+    low = _submit(be, _builder("MPIJob", stops_when_asked, 400).priority("low").options(grace_period_s=10))
+    wait_for(lambda: "step 20" in low.logs(), timeout=120)
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    assert high.result(timeout=120) == "high"
+    said, step = low.result(timeout=180)
+    assert said == "returned in grace" and 20 <= step < 400
     assert "its result is kept and the function is not run again" in low.logs()
     assert low.status().phase == "succeeded" and low.status().restarts >= 1
 

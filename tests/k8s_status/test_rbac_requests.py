@@ -34,6 +34,12 @@ def _hello(x):
     return x
 
 
+def _checkpoints():
+    import gpujobs as g
+    g.context().checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    return 1
+
+
 def _sleepy():
     import time
     time.sleep(60)
@@ -66,6 +72,9 @@ def _stories(sim, be):
             assert "hello" in "".join(job.logs())
             job.status()
             job.cancel()
+        # a checkpointing job where the namespace has a default StorageClass: its own claim
+        ckpt = Job(be.submit(gpujobs.job(_checkpoints).ddp(nodes=1, gpus_per_node=1).queue("q").spec()), be)
+        assert ckpt.result(timeout=120) == 1
         ray = Job(be.submit(gpujobs.job(_hello, 6).ray(workers=1, gpus_per_worker=0).queue("q").spec()), be)
         ray.status()
         ray.cancel()
@@ -93,6 +102,9 @@ def test_the_requests_of_the_stories_are_exactly_what_the_role_grants(make_clust
     sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
     sim.store.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
                       "spec": {"weight": 1}})  # Volcano's install makes it
+    sim.store.create({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "nfs.csi.k8s.io",
+                      "metadata": {"name": "standard", "annotations": {
+                          "storageclass.kubernetes.io/is-default-class": "true"}}})
     sim.server.reset_counts()
     _stories(sim, be)
     role, cluster = verbs_by_resource(), cluster_read_verbs()
@@ -122,5 +134,6 @@ def test_the_requests_of_the_stories_are_exactly_what_the_role_grants(make_clust
     # the rollback deletes a payload Secret whose create answered an error after the write (a lost
     # answer); the simulator's injected faults answer before writing, so no story reaches it
     used.setdefault(("", "secrets"), set()).add("delete")
+    used.setdefault(("", "persistentvolumeclaims"), set()).update({"get", "delete"})  # the same for the claim
     unused = {k: sorted(v - used.get(k, set())) for k, v in role.items() if v - used.get(k, set())}
     assert unused == {}, f"docs/rbac.yaml grants what no story calls: {unused}"

@@ -72,6 +72,10 @@ class KubernetesBackend:
             from ...spec import Volume
             self.options.checkpoint_volume = Volume.parse(cfg["checkpoint_volume"],
                                                           "[kubernetes] checkpoint_volume")
+        self.checkpoint_storage_class: str | None = cfg.get("checkpoint_storage_class") or None
+        """[kubernetes] checkpoint_storage_class: the class of default checkpoint claims (None: the
+        namespace's default StorageClass; "none": make none)."""
+        self.checkpoint_size: str = cfg.get("checkpoint_size") or "10Gi"
         if cfg.get("volcano_queue"):
             self.options.default_volcano_queue = cfg["volcano_queue"]
         if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
@@ -197,10 +201,41 @@ class KubernetesBackend:
         """Preflight, then create the job (and a big call's Secret); returns ``"<ns>/<name>"``."""
         from .submit.create import submit_rendered
 
-        rendered = self.render_job(spec, for_submit=True)
+        sid = naming.new_submission_id()
+        claim, why = self._checkpoint_claim(spec, sid)
+        if claim is not None:
+            import dataclasses
+
+            from ...spec import Volume
+            from .submit.checkpoint_claim import MOUNT_PATH
+            spec = dataclasses.replace(spec, volume=Volume(claim["metadata"]["name"], MOUNT_PATH))
+        rendered = self.render_job(spec, for_submit=True, submission_id=sid)
+        rendered.checkpoint_claim = claim
         job_id = submit_rendered(self, rendered)
-        warn_checkpoints_lost(spec, self.options.checkpoint_volume is not None, job_id)
+        warn_checkpoints_lost(spec, self.options.checkpoint_volume is not None, job_id, why)
         return job_id
+
+    def _checkpoint_claim(self, spec: JobSpec, sid: str) -> tuple[dict | None, str]:
+        """(the default checkpoint claim for ``spec``, or None and why not) (submit/checkpoint_claim.py):
+        only for a function that checkpoints or asks should_stop() and names no volume, where the
+        cluster provisions one."""
+        from ...checkpoint import watches_preemption
+        from .render.job import _gang_pods
+        from .submit import checkpoint_claim as cc
+        if spec.volume is not None or self.options.checkpoint_volume is not None or spec.fn is None \
+                or not watches_preemption(spec.fn):
+            return None, ""
+        if (self.checkpoint_storage_class or "").lower() == cc.NONE:
+            return None, "checkpoint_storage_class = \"none\" under [kubernetes]"
+        checked, kind = check_spec(spec, None, self.options)  # bad input first: nothing asked
+        name = naming.job_name(checked, sid)
+        labels = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
+                  naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
+        body = cc.claim_body(checked.namespace or self.namespace, name, labels,
+                             pods=_gang_pods(kind, checked), storage_class=self.checkpoint_storage_class,
+                             size=self.checkpoint_size)
+        ok, why = cc.provisionable(self.api_client, body, self.http_timeout)
+        return (body, "") if ok else (None, why)
 
     def plan(self, spec: JobSpec):
         """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`), from the cluster's
@@ -304,9 +339,10 @@ class KubernetesBackend:
         return live.subscribe(self, job_id, callback)
 
 
-def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str) -> None:
+def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str, why: str = "") -> None:
     """CheckpointWarning when ``spec``'s function saves checkpoints but no volume holds them: its
-    pods' own disk goes with them when Kueue preempts the job, so the next run starts over."""
+    pods' own disk goes with them when Kueue preempts the job, so the next run starts over.
+    ``why``: why no default checkpoint claim was made."""
     import warnings
 
     from ...checkpoint import uses_checkpoints
@@ -315,7 +351,9 @@ def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str) -> None:
         return
     warnings.warn(CheckpointWarning(
         f"{job_id} saves checkpoints in its pods' own disk (ctx.checkpoint_dir = "
-        "/tmp/gpujobs-checkpoints), which is deleted with them: a preempted run starts over; fix: "
+        "/tmp/gpujobs-checkpoints), which is deleted with them: a preempted run starts over"
+        f"{f' (no checkpoint claim was made: {why})' if why else ''}; fix: "
         "mount a PersistentVolumeClaim: --volume CLAIM (Python: .volume('CLAIM'), %%gpujob "
-        "--volume CLAIM), or set checkpoint_volume = \"CLAIM\" under [kubernetes] in the config file"),
+        "--volume CLAIM), or set checkpoint_volume = \"CLAIM\" (or checkpoint_storage_class = \"CLASS\": "
+        "a claim per job of that StorageClass) under [kubernetes] in the config file"),
         stacklevel=3)

@@ -63,6 +63,9 @@ class Rendered:
     """The key in ``key_secret`` (the submitter's, for the namespace); ``key`` is this job's,
     derived from it and the job id (gpujobs.payload.derive_key), as the pods derive it."""
     volcano: str = "none"
+    checkpoint_claim: dict | None = None
+    """The default checkpoint claim submit creates after the job, owned by it
+    (submit/checkpoint_claim.py), when the job mounts one."""
 
     @property
     def shared(self) -> list[dict]:

@@ -24,8 +24,26 @@ _Dumper.add_representer(str, _str)
 
 
 def to_yaml(objects: list[dict]) -> str:
-    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                         width=120)
+    """The objects as YAML documents, each after a comment saying what it is and how many lines
+    it takes (the shared runtime ConfigMap is most of a full render)."""
+    docs = [yaml.dump(o, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+            for o in objects]
+    return "---\n".join(_about(o, text) + text for o, text in zip(objects, docs))
+
+
+def _about(obj: dict, text: str) -> str:
+    """``# Kind name: what it is (N lines)`` before one document."""
+    from .payload_objects import LABEL_SHARED
+    md = obj.get("metadata") or {}
+    lines = text.count("\n")
+    shared = (md.get("labels") or {}).get(LABEL_SHARED)
+    what = {"runtime": "gpujobs' runtime for stock images (bootstrap.py, readable, and lib.zip, gpujobs' "
+                       f"runner: {len(((obj.get('binaryData') or {}).get('lib.zip') or '')) // 1024} KiB "
+                       "of base64 on one line), shared by every job of this gpujobs version in the "
+                       "namespace and made once; `gpujobs render --job-only` leaves it out",
+            "key": "your HMAC key (this render's own: no cluster is configured)"}.get(
+                shared or "", "the job" if obj.get("kind") not in ("Secret", "ConfigMap") else "the job's call")
+    return f"# {obj.get('kind')} {md.get('name')}: {what} ({lines} lines)\n"
 
 
 def render_yaml(spec: JobSpec, kind: str | None = None, *, save_key: bool = True,
@@ -81,6 +99,11 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
     if not kept and notes is not None:
         notes.append("no cluster configured: this render has a key of its own (its key Secret is "
                      "printed without --job-only); set KUBECONFIG to render with the key submit uses")
+    if notes is not None and rendered_without_claim(spec, kb):
+        notes.append(f"{rendered.name} checkpoints or asks should_stop(), and this render mounts no claim: "
+                     "`gpujobs submit` would also make it a claim of the namespace's default StorageClass "
+                     "(docs/configuration.md); applied as printed, its checkpoint folder goes with its pods. "
+                     "Fix: render with --volume CLAIM")
     if job_only and notes is not None:
         also = [f"ConfigMap {rendered.runtime['metadata']['name']}"] + \
             ([] if kept else [f"Secret {rendered.key_secret['metadata']['name']}"])
@@ -89,3 +112,10 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
                      f"gpujobs job there; `gpujobs submit` creates {them} once, or print {them} with "
                      "`gpujobs render` without --job-only)")
     return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else [])
+
+
+def rendered_without_claim(spec: JobSpec, kb: "KubernetesBackend") -> bool:
+    """Whether submit would give ``spec`` a default checkpoint claim that a render cannot."""
+    from ....checkpoint import watches_preemption
+    return spec.volume is None and kb.options.checkpoint_volume is None and spec.fn is not None \
+        and watches_preemption(spec.fn)

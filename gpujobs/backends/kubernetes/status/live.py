@@ -325,13 +325,21 @@ def logs(backend: Cluster, job_id: str, rank: int | None = None, follow: bool = 
 
 def _after_earlier_runs(backend: Cluster, job_id: str, lines: Iterator[str], rank: int | None) -> Iterator[str]:
     """The logs of the job's earlier runs (kept when a watcher saw their pods go: see
-    pod_metrics), marked as such, then ``lines``."""
+    pod_metrics), marked as such, then ``lines``; when ``lines`` start with earlier runs of their
+    own (the ranks keep them on the checkpoint claim: gpujobs.runner.runlogs), only ``lines``."""
+    first = next(lines, None)
+    if first == _logs.EARLIER_HEADER:
+        yield first
+        yield from lines
+        return
     earlier = [ln for ln in archive.earlier_runs(backend.home, job_id).splitlines(keepends=True)
                if rank is None or ln.startswith(f"[rank {rank}] ")]
     if earlier:
-        yield "--- gpujobs: an earlier run of this job (preempted or evicted; its pods are gone) ---\n"
+        yield _logs.EARLIER_HEADER
         yield from earlier
-        yield "--- gpujobs: the job ran again ---\n"
+        yield _logs.RAN_AGAIN
+    if first is not None:
+        yield first
     yield from lines
 
 

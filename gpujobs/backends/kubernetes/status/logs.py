@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from ....metrics import METRICS_MARKER
 from ....progress import PROGRESS_MARKER
 from ....runner import PHASE_MARKER, RESULT_MARKER, STACKS_MARKER
+from ....runner.runlogs import EARLIER_MARKER
 from ..naming import LABEL_ROLE
 from .results import job_pods, main_container, read_pod_log, restarted
 
@@ -86,9 +87,26 @@ def _prefixed(line: str, pod_rank: int) -> tuple[int, str]:
     return pod_rank, f"[rank {pod_rank}] {line}\n"
 
 
+EARLIER_HEADER = "--- gpujobs: an earlier run of this job (preempted or evicted; its pods are gone) ---\n"
+RAN_AGAIN = "--- gpujobs: the job ran again ---\n"
+
+
+def _earlier(line: str) -> tuple[int, str] | None:
+    """(rank, ``[rank N] text\n``) of an earlier run's line the rank printed at its start
+    (gpujobs.runner.runlogs: kept on the checkpoint claim), else None."""
+    forwarded = _RANK_PREFIX.match(line)  # an MPI rank's line in the launcher's log
+    start = forwarded.end() if forwarded else 0
+    if not line.startswith(EARLIER_MARKER + " ", start):
+        return None
+    text = line[start + len(EARLIER_MARKER) + 1:]
+    m = _RANK_PREFIX.match(text)
+    return (int(m.group(1)), text + "\n") if m else None
+
+
 def _visible(line: str, metrics_sink: Callable[[str], Any] | None = None) -> str | None:
-    """The text users see of a pod log line: None for result/metrics lines."""
-    if line.lstrip().startswith((RESULT_MARKER + " ", STACKS_MARKER + " ")):
+    """The text users see of a pod log line: None for result/metrics lines (and an earlier run's,
+    which :func:`logs` shows apart)."""
+    if line.lstrip().startswith((RESULT_MARKER + " ", STACKS_MARKER + " ")) or _earlier(line) is not None:
         return None
     i = line.find(METRICS_MARKER + " ")
     if i < 0:
@@ -111,25 +129,55 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
         return _visible(line, metrics_sink)
 
     if not follow:
+        earlier: list[str] = []
+        current: list[str] = []
         for r, pod in enumerate(pod_rank_order(user_pods(job_pods(api_client, namespace, name)))):
             log = read_pod_log(api_client, namespace, pod)
             if restarted(pod):  # restarted in place: the earlier instance's lines first
                 log = read_pod_log(api_client, namespace, pod, previous=True) + log
             for line in log.splitlines():
+                old = _earlier(line)
+                if old is not None:
+                    if rank is None or old[0] == rank:
+                        earlier.append(old[1])
+                    continue
                 text = show(line)
                 if text is not None:
                     who, out = _prefixed(text, r)
                     if rank is None or who == rank:
-                        yield out
+                        current.append(out)
+        if earlier:
+            yield from [EARLIER_HEADER, *earlier, RAN_AGAIN]
+        yield from current
         return
     q: queue.Queue = queue.Queue(maxsize=max_buffered_lines)
     started: set[str] = set()
     threads: list[threading.Thread] = []
     stop = threading.Event()
 
-    def put(who: int, line: str) -> None:
-        if rank is None or who == rank:
-            q.put(line)
+    said = {"earlier": False, "again": False}
+    said_lock = threading.Lock()
+
+    def put(who: int, line: str, earlier: bool = False) -> None:
+        if rank is not None and who != rank:
+            return
+        with said_lock:  # an earlier run's lines come first in each pod's log: one header
+            if earlier and not said["earlier"]:
+                said["earlier"] = True
+                q.put(EARLIER_HEADER)
+            elif not earlier and said["earlier"] and not said["again"]:
+                said["again"] = True
+                q.put(RAN_AGAIN)
+        q.put(line)
+
+    def put_line(line: str, r: int) -> None:
+        old = _earlier(line)
+        if old is not None:
+            put(*old, earlier=True)
+            return
+        text = show(line)
+        if text is not None:
+            put(*_prefixed(text, r))
 
     def stream(pod: str, r: int, container: str | None = None) -> None:
         try:
@@ -142,14 +190,11 @@ def logs(api_client: Any, namespace: str, name: str, rank: int | None = None, fo
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
-                    text = show(line.decode("utf-8", "replace"))
-                    if text is not None:
-                        put(*_prefixed(text, r))
+                    put_line(line.decode("utf-8", "replace"), r)
                 if stop.is_set():
                     break
-            text = show(buf.decode("utf-8", "replace")) if buf else None
-            if text is not None:
-                put(*_prefixed(text, r))
+            if buf:
+                put_line(buf.decode("utf-8", "replace"), r)
         except (ApiException, OSError, ValueError):
             started.discard(pod)  # not started yet (400) or dropped: try again later
         finally:

@@ -46,8 +46,8 @@ class _Objects:
         if what == "job":
             return self.custom.create_namespaced_custom_object(i.group, i.version, ns, i.plural, body,
                                                                _request_timeout=self.t)
-        fn = self.core.create_namespaced_config_map if what == "configmap" else \
-            self.core.create_namespaced_secret
+        fn = {"configmap": self.core.create_namespaced_config_map, "secret": self.core.create_namespaced_secret,
+              "claim": self.core.create_namespaced_persistent_volume_claim}[what]
         obj = fn(ns, body, _request_timeout=self.t)
         return self.core.api_client.sanitize_for_serialization(obj)
 
@@ -56,8 +56,8 @@ class _Objects:
         if what == "job":
             return self.custom.get_namespaced_custom_object(i.group, i.version, ns, i.plural, name,
                                                             _request_timeout=self.t)
-        fn = self.core.read_namespaced_config_map if what == "configmap" else \
-            self.core.read_namespaced_secret
+        fn = {"configmap": self.core.read_namespaced_config_map, "secret": self.core.read_namespaced_secret,
+              "claim": self.core.read_namespaced_persistent_volume_claim}[what]
         return self.core.api_client.sanitize_for_serialization(fn(name, ns, _request_timeout=self.t))
 
     def delete(self, what: str, name: str) -> None:
@@ -68,6 +68,8 @@ class _Objects:
                                                         body=body, _request_timeout=self.t)
         elif what == "configmap":
             self.core.delete_namespaced_config_map(name, ns, body=body, _request_timeout=self.t)
+        elif what == "claim":
+            self.core.delete_namespaced_persistent_volume_claim(name, ns, body=body, _request_timeout=self.t)
         else:
             self.core.delete_namespaced_secret(name, ns, body=body, _request_timeout=self.t)
 
@@ -112,6 +114,8 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
             removed.append(f"(could not remove {what} {name}: {exc})")
     return removed
 
+
+_KIND_OF = {"secret": "Secret", "claim": "PersistentVolumeClaim"}
 
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpujobs-submit")
 
@@ -207,13 +211,19 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
             body["metadata"]["ownerReferences"] = [owner_reference(r.job, uid)]
             attempted.append((step, body["metadata"]["name"]))
             _create_once(objs, step, body)
+        if r.checkpoint_claim is not None:  # the default checkpoint claim, deleted with the job
+            step = "claim"
+            body = copy.deepcopy(r.checkpoint_claim)
+            body["metadata"]["ownerReferences"] = [owner_reference(r.job, uid)]
+            attempted.append((step, body["metadata"]["name"]))
+            _create_once(objs, step, body)
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
         naming.forget(r.namespace, r.name, backend.home, restore=replaced)  # an earlier job's stays
         if isinstance(exc, GpuJobsError):
             raise
-        what = f"{r.job['kind'] if step == 'job' else 'Secret'} {r.namespace}/{dict(attempted)[step]}"
+        what = f"{_KIND_OF.get(step, r.job['kind'])} {r.namespace}/{dict(attempted)[step]}"
         cleaned = f"; removed {', '.join(removed)}" if removed else "; nothing was left behind"
         if isinstance(exc, ApiException):
             hint = ""

@@ -20,6 +20,9 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("workload.codeflare.dev", ("appwrappers",), JOB_VERBS),
     ("", ("configmaps",), ("create", "get")),
     ("", ("secrets",), ("create", "get", "delete")),  # delete: a failed submit's rollback of its payload Secret
+    # create: a checkpointing job's default claim (a dry run first: is there a default StorageClass?);
+    # get, delete: a retried create's adoption and a failed submit's rollback (submit/checkpoint_claim.py)
+    ("", ("persistentvolumeclaims",), ("create", "get", "delete")),
     ("", ("pods",), ("list", "watch", "patch")),  # patch: job.stacks(), a request annotation, no exec
     ("", ("pods/log",), ("get",)),
     ("scheduling.volcano.sh", ("podgroups",), ("list", "watch")),
