@@ -18,7 +18,9 @@ applied, then the Workloads are created (8 threads) while a watch records each a
 QuotaReserved and Admitted True). Measured from the first create to the last admission: wall
 seconds and the CPU seconds (utime + stime, /proc/<pid>/stat) of the Kueue manager process, and
 separately of kube-apiserver and etcd. Kueue's CPU includes its webhooks (defaulting and
-validating each Workload at create) and its controllers: what admitting costs Kueue.
+validating each Workload at create) and its controllers: what admitting costs Kueue. Kueue logs at
+``--zap-log-level=2``, as tests/realcp starts it and as Kueue's own manifest does
+(config/components/manager/manager.yaml, v0.17.0).
 (b) gpujobs' engine: the same queues and workloads added to :class:`gpujobs.admission.Engine`
 and scheduled (median of ``--repeat`` runs): wall and CPU (process_time) seconds, the algorithm
 alone, with no API server.
@@ -347,6 +349,9 @@ def main() -> int:
           f"from the first create (creates took {kq['create_s']:.1f} s)"
           f"{' - TIMED OUT' if kq['timed_out'] else ''}; CPU: Kueue {kq['cpu_s']:.1f} s, "
           f"kube-apiserver {kq['apiserver_cpu_s']:.1f} s, etcd {kq['etcd_cpu_s']:.1f} s")
+    print(f"real Kueue, per wall second: {len(kq['admitted']) / kq['wall_s']:.1f} admissions/s "
+          "(its API client is limited to 20 requests/s by default: clientConnection.qps, "
+          "apis/config/v1beta2/defaults.go v0.17.0; per CPU second is the comparable figure)")
     print(f"gpujobs engine: {len(eng['admitted'])} admitted in {eng['cpu_s']:.3f} s CPU, "
           f"{eng['wall_s']:.3f} s wall (median of {args.repeat})")
     if kq["watch_errors"]:
