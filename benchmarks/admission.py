@@ -110,7 +110,7 @@ def main() -> None:
           f"(add {r['add_s']:.2f} s, schedule/finish {r['sched_s']:.2f} s); "
           f"virtual makespan {r['virtual_s']:.0f} s")
     print(f"gpujobs engine: {r['rate']:,.0f} admissions/s")
-    print("(real Kueue on this machine, same run: benchmarks/admission_kueue.py)")
+    print("(real Kueue on this machine, the same workload through both: benchmarks/admission_kueue.py)")
     sizes = [int(x) for x in args.growth.split(",")]
     if args.quick:
         sizes = [s for s in sizes if s <= 10000]
