@@ -32,6 +32,9 @@ FIGURES: dict[str, list[tuple[str, str, str]]] = {
         ("plan() through the agent (s)", r"plan\(\) through the agent: median " + NUM + " s", LOWER)],
     "admission": [
         ("engine admissions per CPU second", r"gpujobs engine: " + NUM + " admissions/s", HIGHER)],
+    "admission_kueue": [
+        ("real Kueue, admissions per CPU s (same run)", r"real Kueue: +" + NUM + " admissions per", HIGHER),
+        ("engine, admissions per CPU s (same run)", r"gpujobs engine: +" + NUM + " admissions per", HIGHER)],
     "submit_overhead": [
         ("k8s submit, preflight cached (ms)", r"gpujobs submit \(preflight cached\) +" + NUM, LOWER),
         ("k8s submit, no preflight cache (ms)", r"gpujobs submit \(no preflight cache\) +" + NUM, LOWER),
