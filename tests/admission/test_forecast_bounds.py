@@ -153,8 +153,8 @@ def test_the_range_comes_from_past_forecasts_errors_without_more_simulations(mon
                     pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW, start_errors=errs)
     fc = forecast(snap)["w"]
     assert fc.expected_start == NOW + 100 and runs == ["point"]
-    # c = the median forecast wait (100 s); ratios (a + 100) / 200; the 10 % and 90 % quantiles
-    # are the 2nd and 18th of 20: a = 82 and a = 114
+    # c = the mean actual wait (99 s); ratios (a + 99) / 199; the 10 % and 90 % quantiles are
+    # the 2nd and 18th of 20: a = 82 and a = 114
     assert fc.expected_start_range == (NOW + 82.0, NOW + 114.0)
     assert fc.basis.endswith("; range from the errors of 20 past forecasts")
     runs.clear()

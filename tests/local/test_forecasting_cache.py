@@ -230,3 +230,25 @@ def test_a_finished_jobs_preemptions_teach_its_kinds_stop_time():
     forecasting._learn(h, st, 60.0, 5.0)
     assert abs(h.stop_time("ann", "sweep") - 0.5) < 1e-9  # median of 0.4, 0.6, 0.5 s
     assert h.runtime("ann", "sweep", "q") == 9.0
+
+
+def test_a_requeued_jobs_stop_times_are_learned_before_it_finishes_and_counted_once(local_agent):
+    from gpujobs.status import JobEvent
+    jid, = queued(local_agent, 1)
+    fc = local_agent.forecasts
+    h = fc.history
+    ev = (JobEvent(1.0, "started"), JobEvent(10.0, "preempted"), JobEvent(10.4, "requeued"),
+          JobEvent(12.0, "started"), JobEvent(20.0, "preempted"), JobEvent(20.6, "requeued"),
+          JobEvent(22.0, "started"), JobEvent(30.0, "preempted"), JobEvent(30.5, "requeued"))
+    with local_agent.lock:  # preempted three times, queued again now
+        rec = local_agent.recs[jid]
+        rec.status = rec.status.with_(events=rec.status.events + ev, restarts=3)
+        fc.snapshot()
+        fc.snapshot()
+    name, user = rec.status.name, rec.status.user
+    assert abs(h.stop_time(user, name) - 0.5) < 1e-9
+    assert len(h._order[("stop", None, None)]) == 3  # two refreshes: learned once
+    done = rec.status.with_(phase="succeeded", started_at=31.0, finished_at=40.0,
+                            events=rec.status.events + (JobEvent(40.0, "finished"),))
+    fc.note_finished(done, 600)
+    assert len(h._order[("stop", None, None)]) == 3  # its end does not count them again

@@ -4,9 +4,9 @@
 Each forecast start that came true is kept as a pair (forecast wait ``E``, actual wait ``A``,
 both from the moment of the forecast) in its population: (GPUs, priority), then GPUs alone,
 then all jobs. The error of a forecast is the ratio ``r = (A + c) / (E + c)``, where ``c`` is
-the median forecast wait of the population: a long wait's error is relative, a short one's is
-of the size of the usual wait, not of itself (a forecast of 1 s that starts after 3 s is not
-3x off). The range of a new forecast of wait ``E`` is ``((E + c) r_lo - c, (E + c) r_hi - c)``
+the mean actual wait of the population: a long wait's error is relative, a short one's is of
+the size of the usual wait, not of itself (a forecast of 1 s that starts after 3 s is not 3x
+off; many forecasts are "any moment" with ``E`` near 0, so ``c`` is not taken from ``E``). The range of a new forecast of wait ``E`` is ``((E + c) r_lo - c, (E + c) r_hi - c)``
 with ``r_lo``, ``r_hi`` the ``RANGE_Q`` quantiles of the population's past ratios: the
 empirical bounds that held for ``RANGE_Q[1] - RANGE_Q[0]`` of its past starts (the approach of
 QBETS: Nurmi, Brevik and Wolski, "QBETS: queue bounds estimation from time series",
@@ -67,7 +67,7 @@ class StartErrors:
             if len(pairs) < (ERRORS_MIN_ALL if key == () else ERRORS_MIN):
                 self._cache[key] = None
             else:
-                c = max(1e-3, quantile(sorted(e for e, _ in pairs), 0.5))
+                c = max(1e-3, sum(a for _, a in pairs) / len(pairs))
                 ratios = sorted((a + c) / (e + c) for e, a in pairs)
                 self._cache[key] = (c, quantile(ratios, RANGE_Q[0]), quantile(ratios, RANGE_Q[1]), len(pairs))
         return self._cache[key]

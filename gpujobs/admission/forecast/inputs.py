@@ -34,6 +34,8 @@ class Job:
 
     Running: ``started`` (epoch s) and its ``flavor``; ``expected_end`` when a progress rate
     gives one; ``stops_at`` when it was preempted and is stopping (its grace deadline).
+    ``kind``: what its similar runs in :class:`History` are filed under with ``user`` and the
+    queue (``name`` when empty; on Kubernetes the job's name label, ``name`` being its id).
     """
     workload: Workload
     user: str = ""
@@ -45,6 +47,12 @@ class Job:
     expected_end: float | None = None
     stops_at: float | None = None
     preempted_by: str | None = None
+    kind: str = ""
+
+    @property
+    def similar(self) -> str:
+        """The name its similar runs share in :class:`History`."""
+        return self.kind or self.name
 
     @property
     def id(self) -> str:
@@ -114,11 +122,11 @@ def expected_runtime(job: Job, history: History, elapsed: float = 0.0,
     qq = {"point": 0.5, "early": EARLY_Q, "late": LATE_Q}[mode]
     if mode == "late" and cap is not None:
         return max(cap, elapsed), "limit"
-    order = history.ranked(job.user, job.name, q) if mode == "point" else PREDICTORS
+    order = history.ranked(job.user, job.similar, q) if mode == "point" else PREDICTORS
     for src in order:
         if src == "limit" and mode == "early":
             continue  # nothing known but the limit: it can end any moment
-        v = history.predict(src, job.user, job.name, q, limit, job.grace_period_s, elapsed, qq)
+        v = history.predict(src, job.user, job.similar, q, limit, job.grace_period_s, elapsed, qq)
         if v is None:
             continue
         if src == "history" or v > elapsed:
@@ -135,7 +143,7 @@ def stop_after(job: Job, history: History, mode: str = "point") -> tuple[float, 
     grace = float(job.grace_period_s)
     if mode == "early":
         return 0.0, "stop"
-    learned = history.stop_time(job.user, job.name) if mode == "point" else None
+    learned = history.stop_time(job.user, job.similar) if mode == "point" else None
     if learned is not None and learned < grace:
         return learned, "stop"
     return grace, "limit"

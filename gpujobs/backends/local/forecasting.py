@@ -52,6 +52,7 @@ class LocalForecasts:
         self._history: History | None = None
         self.start_errors = StartErrors()  # first forecasts against actual starts: the ranges
         self._first: dict[str, tuple[float, float, float, int]] = {}  # id -> (at, expected, gpus, priority)
+        self._stops: set[tuple[str, float]] = set()  # (id, requeued at) of stops already learned
         self._cache: dict[str, Forecast] = {}  # replaced whole by each refresh, never mutated
         self._at = float("-inf")  # when the cache's snapshot was taken (monotonic)
         self._next = float("-inf")  # no refresh before this (MIN_INTERVAL_S, or as long as the last took)
@@ -76,7 +77,8 @@ class LocalForecasts:
         if self._history is not None:
             rec = self.agent.recs.get(st.job_id)
             grace = float(rec.spec.grace_period_s) if rec is not None else 30.0
-            _learn(self._history, st, limit_s, grace)
+            _learn(self._history, st, limit_s, grace, self._stops)
+            self._stops = {s for s in self._stops if s[0] != st.job_id}
 
     @property
     def history(self) -> History:
@@ -187,6 +189,8 @@ class LocalForecasts:
                       max_runtime_s=rec.spec.max_runtime_s,
                       grace_period_s=float(rec.spec.grace_period_s))
             if state == "pending":
+                if st.restarts and self._history is not None:  # requeued: how long it took to stop
+                    _learn_stops(self._history, st, self._stops)
                 pending.append(job)
                 continue
             adm = eng.admission(rec.id)
@@ -240,16 +244,26 @@ class LocalForecasts:
                     expected_start_range=fc.expected_start_range)
 
 
-def _learn(h: History, st: JobStatus, limit_s: float | None = None, grace_s: float = 30.0) -> None:
+def _learn(h: History, st: JobStatus, limit_s: float | None = None, grace_s: float = 30.0,
+           seen: set[tuple[str, float]] | None = None) -> None:
     """A finished run (succeeded or failed: either gave its quota back; a cancel does not say
     how long the job would have run) joins the history, with its declared limit; and each of
-    its preemptions, how long it took to stop (its 'preempted' event to its 'requeued' one)."""
+    its preemptions not ``seen`` yet, how long it took to stop."""
     if st.phase in ("succeeded", "failed") and st.started_at and st.finished_at:
         h.add(st.user, st.name, st.queue, st.finished_at - st.started_at, limit_s, grace_s)
+    _learn_stops(h, st, seen)
+
+
+def _learn_stops(h: History, st: JobStatus, seen: set[tuple[str, float]] | None = None) -> None:
+    """How long each preemption of ``st`` took to stop (its 'preempted' event to its 'requeued'
+    one), once per preemption (``seen``: (id, requeued at) already learned)."""
     preempted = None
     for e in st.events:
         if e.kind == "preempted":
             preempted = e.time
         elif e.kind == "requeued" and preempted is not None:
-            h.add_stop(st.user, st.name, e.time - preempted)
+            if seen is None or (st.job_id, e.time) not in seen:
+                h.add_stop(st.user, st.name, e.time - preempted)
+                if seen is not None:
+                    seen.add((st.job_id, e.time))
             preempted = None
