@@ -233,6 +233,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured runs of each kind first (history)")
+    ap.add_argument("--scenarios", default="steady,heavy,sweeps", help="which scenarios, in this order")
     ap.add_argument("--dump", help="write every measured job (forecast, actual, basis) to this JSON file")
     a = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
@@ -257,7 +258,7 @@ def main() -> None:
                 w["fail"] = None
             replay(warm, a.slots, finished, gpus_seen)
             print(f"warm-up: {len(warm)} jobs (not measured), done at +{time.time() - t_start:.0f} s", flush=True)
-        for sc in ("steady", "heavy", "sweeps"):
+        for sc in a.scenarios.split(","):
             rows = replay(make_jobs(sc, ks, rng, a.slots, a.scale), a.slots, finished, gpus_seen)
             for r in rows:
                 r["scenario"] = sc

@@ -164,3 +164,16 @@ def test_the_range_comes_from_past_forecasts_errors_without_more_simulations(mon
     runs.clear()
     forecast(other)
     assert runs == ["point", "early", "late"]
+
+
+def test_a_stopping_victim_does_not_cut_the_simulation_short():
+    # a victim stopping 2 s from now for "hi"; "after" starts when hi ends (the victim's stop
+    # time once cut the whole run short there: "beyond the forecast horizon" for every queued job)
+    victim = Job(wl("v", 2, prio="low"), name="v", started=NOW - 50, grace_period_s=2, max_runtime_s=600,
+                 stops_at=NOW + 2, preempted_by="hi")
+    long = Job(wl("long", 2), name="long", started=NOW - 100, max_runtime_s=370, grace_period_s=30)
+    hi = Job(wl("hi", 2, NOW - 3, prio="high"), name="hi", max_runtime_s=60)
+    after = Job(wl("after", 2, NOW - 1), name="after", max_runtime_s=60)
+    fcs = forecast(Snapshot(Q, running=[victim, long], pending=[hi, after], now=NOW))
+    assert fcs["hi"].expected_start == NOW + 2
+    assert fcs["after"].expected_start == NOW + 2 + 60 + 30  # when hi ends (before v, low, runs again)

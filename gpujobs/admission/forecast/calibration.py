@@ -35,11 +35,15 @@ def size_class(gpus: float) -> str:
     return "17+"
 
 
+def _recent() -> deque:
+    return deque(maxlen=ERRORS_KEEP)
+
+
 class StartErrors:
     """Past start forecasts against their actual starts, per population."""
 
     def __init__(self) -> None:
-        self._pairs: dict[tuple, deque] = defaultdict(lambda: deque(maxlen=ERRORS_KEEP))
+        self._pairs: dict[tuple, deque] = defaultdict(_recent)
         self._cache: dict[tuple, tuple[float, float, float, int] | None] = {}
 
     @staticmethod

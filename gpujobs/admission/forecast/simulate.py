@@ -82,10 +82,10 @@ class _Sim:
                 eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
                 stopping.add(j.id)
                 after, src = stop_after(j, snap.history, self.mode)  # it may exit at once
-                stop = max(now, j.stops_at - j.grace_period_s + after)
+                exits = max(now, j.stops_at - j.grace_period_s + after)
                 src_of[j.id] = src
-                push(stop, "stop", j.id)
-                ends[j.id] = (stop, "stopping")
+                push(exits, "stop", j.id)
+                ends[j.id] = (exits, "stopping")
                 continue
             end, src = expected_end(j, snap.history, now, self.mode)
             ends[j.id] = (end, src)

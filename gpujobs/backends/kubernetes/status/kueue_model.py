@@ -271,8 +271,9 @@ def translate(c: KueueObjects, now: float | None = None,
                      priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])
+        kind = _kind(job_obj)
         j = Job(w, name=label, max_runtime_s=min(limits) if limits else None, grace_period_s=grace,
-                **_kind(job_obj))
+                user=kind.get("user", ""), kind=kind.get("kind", ""))
         if reserved:
             assigned = {n: {_res(r): f for r, f in (a.get("flavors") or {}).items()} for n, a in asg.items()}
             j.flavor = assigned
@@ -400,7 +401,7 @@ def _kind(job: dict | None) -> dict[str, str]:
 def _run(job: dict) -> tuple[float, float] | None:
     """(start, end) of a finished job's run: ``status.startTime`` (set when Kueue unsuspends it)
     to ``completionTime`` / ``endTime``, else its Complete/Succeeded/Failed condition's time."""
-    st = job.get("status") if isinstance(job.get("status"), dict) else {}
+    st: dict = job["status"] if isinstance(job.get("status"), dict) else {}
     start = status_map.parse_time(st.get("startTime"))
     end = status_map.parse_time(st.get("completionTime") or st.get("endTime"))
     if end is None:
