@@ -20,8 +20,12 @@ then three scenarios, one agent (history carries over): ``steady`` (~120 % offer
 while it lasts), ``heavy`` (~160 %), ``sweeps`` (~130 %: bursts of 8 one-GPU jobs of one kind, and high-priority
 4-GPU jobs that preempt).
 
-Each job's ``status()`` right after submit gives the forecast (expected_start, its range,
-not_before, queue position). Naive: position x mean runtime of finished jobs / (slots / mean
+Each job's first forecast (expected_start, its range, not_before, queue position) is read with
+``status()`` right after submit, and again every 50 ms until the agent's forecaster thread has
+one for it (it refreshes off the hot path; at most ``FORECAST_WAIT_S``) or the job has left the
+queue, in a thread beside the submitting loop (the trace keeps its pace). ``--dump FILE`` writes
+every measured job (forecast, range, basis, naive, actual start, events) as JSON;
+``--scenarios`` picks scenarios. Naive: position x mean runtime of finished jobs / (slots / mean
 GPUs per job; no number before a job has finished). Reported per scenario, per size and per priority, over the jobs that waited
 (queued when forecast): median and p90 absolute error of the forecast and of naive, their
 ratio, the share of actual starts inside the stated range (+-1 s for the agent's scheduling
