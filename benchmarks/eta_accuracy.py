@@ -41,8 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
-from gpujobs.admission.forecast import (HORIZON_S, History, Job, Snapshot, forecast,  # noqa: E402
+from gpujobs.admission.forecast import (HORIZON_S, History, Job, Snapshot, StartErrors, forecast,  # noqa: E402
                                         plan)
+from gpujobs.admission.forecast.reasons import _prio  # noqa: E402
 
 SLOTS = 16
 QUEUES = [ClusterQueue("team-a", {"gpu": 8}, cohort="lab"),
@@ -98,6 +99,8 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
     ver: dict[str, int] = {}
     stopping: dict[str, float] = {}  # victim -> when its grace period ends
     history = History()
+    errors = StartErrors()  # first forecasts against first starts, as the local agent keeps them
+    first_fc: dict[str, tuple[float, float]] = {}  # id -> (when, expected start) of its first forecast
     finished_rt: list[float] = []
     pending: list[str] = []  # in arrival order (ids still queued)
     out: dict[str, list] = {}
@@ -114,7 +117,7 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             if ver.get(wid) != v:
                 continue
             eng.finish(wid)
-            history.add(j["user"], j["name"], j["queue"], j["actual"])
+            history.add(j["user"], j["name"], j["queue"], j["actual"], j["limit"], GRACE)
             finished_rt.append(j["actual"])
         elif kind == "stop":
             eng.requeue(wid)
@@ -123,9 +126,11 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             pending.append(wid)
         elif kind == "probe":
             if eng.state(wid) == "pending":
-                out.setdefault(wid, []).append((t, *_predict(eng, jobs, wid, t, started, left,
-                                                                stopping, pending, history,
-                                                                finished_rt)))
+                row = (t, *_predict(eng, jobs, wid, t, started, left, stopping, pending, history,
+                                    finished_rt, errors))
+                out.setdefault(wid, []).append(row)
+                if row[1] is not None and wid not in first_fc:
+                    first_fc[wid] = (t, row[1])
             continue
         # schedule after every change (events at the same instant are rare: continuous times)
         d = eng.schedule()
@@ -137,6 +142,9 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             push(t + GRACE, "stop", vic)
         for adm in d.admitted:
             a = adm.id
+            if a not in first and a in first_fc:
+                at, exp = first_fc.pop(a)
+                errors.add(jobs[a]["gpus"], _prio(Snapshot(QUEUES), jobs[a]["prio"]), exp - at, t - at)
             first.setdefault(a, t)
             started[a] = t
             ver[a] = ver.get(a, 0) + 1
@@ -146,7 +154,7 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
     return first, out
 
 
-def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, finished_rt):
+def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, finished_rt, errors):
     running = []
     for rid in eng.admitted():
         j = jobs[rid]
@@ -168,7 +176,8 @@ def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, fin
                                  priority=j["prio"], created=j["arrive"]),
                         user=j["user"], name=j["name"], max_runtime_s=j["limit"],
                         grace_period_s=GRACE))
-    snap = Snapshot(QUEUES, [Cohort("lab")], running=running, pending=pend, history=history, now=now)
+    snap = Snapshot(QUEUES, [Cohort("lab")], running=running, pending=pend, history=history, now=now,
+                    start_errors=errors)
     fc = forecast(snap, ids=[wid], reasons=False)[wid]
     pos = eng.position(wid) or 1
     mean_rt = statistics.fmean(finished_rt) if finished_rt else 1800.0
@@ -257,15 +266,24 @@ def speed(repeat: int = 3) -> dict:
     snap = big_state()
     newcomer = Job(Workload("new", "q7", [PodSet("r", 4, {"gpu": 1})], priority="low",
                             created=snap.now), user="u1", name="exp3", max_runtime_s=3600)
+    import dataclasses
+    errs = StartErrors()  # a machine in use: 200 past forecasts scored (the ranges need no more runs)
+    rng = random.Random(1)
+    for _ in range(200):
+        e = rng.uniform(0, 7200)
+        errs.add(rng.choice([1, 2, 4, 8]), rng.choice([100, 500, 500, 1000]), e, e * rng.lognormvariate(0, 0.5))
     out = {}
-    for label, hz in (("48 h horizon", HORIZON_S), ("no horizon", 1e12)):
+    for label, hz, st in (("48 h horizon", HORIZON_S, snap),
+                          ("48 h horizon, ranges from past errors", HORIZON_S,
+                           dataclasses.replace(snap, start_errors=errs)),
+                          ("no horizon", 1e12, snap)):
         plan_s, all_s = [], []
         for _ in range(repeat):
             t = time.perf_counter()
-            p = plan(snap, newcomer, horizon_s=hz)
+            p = plan(st, newcomer, horizon_s=hz)
             plan_s.append(time.perf_counter() - t)
             t = time.perf_counter()
-            fcs = forecast(snap, horizon_s=hz)
+            fcs = forecast(st, horizon_s=hz)
             all_s.append(time.perf_counter() - t)
         out[label] = dict(plan_s=min(plan_s), plan_max=max(plan_s), all_s=min(all_s),
                           all_max=max(all_s), n=len(fcs),

@@ -135,7 +135,7 @@ class JobStatus:
     blocked_by: tuple[str, ...] = ()  # queued: ids ahead of it or holding its quota
     expected_start: float | None = None  # queued: forecast start (epoch s), None: nothing to go on
     expected_start_basis: str = ""  # what the forecast rests on (see docs/forecast.md)
-    not_before: float | None = None  # queued: a true lower bound on the start (epoch s), or None
+    not_before: float | None = None  # queued: a true lower bound on the start (epoch s; docs/forecast.md), or None
     expected_start_range: tuple[float, float] | None = None  # queued: (early, late) around expected_start
     submitted_at: float | None = None
     started_at: float | None = None
@@ -278,8 +278,10 @@ class Plan:
     1-based place in its queue otherwise (None when admitted now or it can never fit).
     ``preempts``: ids it would evict. ``expected_start``: forecast start (epoch s), None when
     it rests on jobs whose end is unknown or it can never fit. ``not_before``: a true lower
-    bound on the start (every job that could end ends now). ``expected_start_range``: (early,
-    late) around ``expected_start`` (docs/forecast.md). ``reason``: why, in words; ``basis``:
+    bound on the start: the moment of the forecast (any job holding quota may end, any job
+    ahead be cancelled, at once), later only where something certain holds the job back.
+    ``expected_start_range``: (early, late) around ``expected_start``, from past forecasts'
+    errors or two more simulations (docs/forecast.md). ``reason``: why, in words; ``basis``:
     what the forecast rests on.
     """
     admit_now: bool

@@ -11,8 +11,8 @@ NOW = 50_000.0
 Q = [ClusterQueue("q", {"gpu": 4})]
 
 
-def wl(wid, gpus, t=0.0, queue="q"):
-    return Workload(wid, queue, [PodSet("ranks", gpus, {"gpu": 1})], created=t)
+def wl(wid, gpus, t=0.0, queue="q", prio=None):
+    return Workload(wid, queue, [PodSet("ranks", gpus, {"gpu": 1})], created=t, priority=prio)
 
 
 def test_not_before_is_a_true_lower_bound_with_an_unlimited_and_a_generous_job():
@@ -101,3 +101,79 @@ def test_the_forecast_engine_follows_the_snapshots_kueue_version():
     from gpujobs.admission.gates import NEWEST
     assert Snapshot([], kueue_version="v0.17.0").engine().kueue_version == "v0.17.0"
     assert Snapshot([]).engine().kueue_version == NEWEST
+
+
+def test_the_limit_wins_for_a_kind_whose_runs_end_at_their_limit():
+    # runs that always use their whole (varying) limit: the limit + grace was 30 s off each time,
+    # the median of past runtimes hundreds of seconds off: the kind's runs are predicted by the limit
+    h = History()
+    for lim in (100, 900, 200, 800, 300, 700, 150):
+        h.add("cy", "tuned", "q", lim + 30, lim, grace_s=30)
+    assert h.ranked("cy", "tuned", "q")[0] == "limit"
+    snap = Snapshot(Q, running=[Job(wl("r", 4), user="cy", name="tuned", started=NOW - 10, max_runtime_s=1000)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], history=h, now=NOW)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW - 10 + 1000 + 30 and fc.basis == "expected ends from declared limit + grace"
+
+
+def test_history_keeps_winning_where_limits_overestimate():
+    h = History()
+    for rt, lim in ((300, 1800), (320, 900), (310, 3600), (305, 1200), (315, 2400)):
+        h.add("dee", "bench", "q", rt, lim)
+    assert h.ranked("dee", "bench", "q")[0] in ("history", "learned")
+    assert h.ranked("dee", "bench", "q")[-1] == "limit"
+    assert h.ranked("nobody", "x", "q") == ("history", "learned", "limit")  # nothing compared yet
+
+
+def test_a_victim_stops_after_its_kinds_usual_stop_time_not_its_whole_grace():
+    h = History()
+    for s in (1.5, 2.0, 2.5):  # its kind's past preemptions: out within ~2 s of the SIGTERM
+        h.add_stop("low", "sweep", s)
+    victim = Job(wl("v", 4, prio="low"), user="low", name="sweep", started=NOW - 50, grace_period_s=30,
+                 max_runtime_s=600, stops_at=NOW - 1 + 30, preempted_by="w")  # preempted 1 s ago
+    hi = Job(wl("w", 4, NOW - 2, prio="high"), name="w", max_runtime_s=60)
+    snap = Snapshot(Q, running=[victim], pending=[hi], history=h, now=NOW)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW - 1 + 2.0 and fc.basis == "victims' usual stop time"
+    early, late = fc.expected_start_range
+    assert early == NOW and late == NOW - 1 + 30  # it may exit at once; it is killed at the grace's end
+    fresh = Snapshot(Q, running=[victim], pending=[hi], now=NOW)
+    assert forecast(fresh)["w"].expected_start == NOW - 1 + 30  # nothing learned: the grace period
+
+
+def test_the_range_comes_from_past_forecasts_errors_without_more_simulations(monkeypatch):
+    from gpujobs.admission.forecast import StartErrors, simulate
+    errs = StartErrors()
+    for k in range(20):  # 4-GPU normal-priority jobs: forecast 100 s, started after 80..118 s
+        errs.add(4, 0, 100.0, 80.0 + 2 * k)
+    runs = []
+    real = simulate._Sim.run
+    monkeypatch.setattr(simulate._Sim, "run", lambda self: runs.append(self.mode) or real(self))
+    snap = Snapshot(Q, running=[Job(wl("r", 4), name="r", started=NOW - 100, max_runtime_s=170, grace_period_s=30)],
+                    pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW, start_errors=errs)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW + 100 and runs == ["point"]
+    # c = the mean actual wait (99 s); ratios (a + 99) / 199; the 10 % and 90 % quantiles are
+    # the 2nd and 18th of 20: a = 82 and a = 114
+    assert fc.expected_start_range == (NOW + 82.0, NOW + 114.0)
+    assert fc.basis.endswith("; range from the errors of 20 past forecasts")
+    runs.clear()
+    p = plan(snap, Job(wl("p", 4, NOW), name="p", max_runtime_s=60))
+    assert runs == ["point"] and p.expected_start_range is not None
+    other = Snapshot(Q, running=snap.running, pending=snap.pending, now=NOW)  # no past errors: two more runs
+    runs.clear()
+    forecast(other)
+    assert runs == ["point", "early", "late"]
+
+
+def test_a_stopping_victim_does_not_cut_the_simulation_short():
+    # a victim stopping 2 s from now for "hi"; "after" starts when hi ends (the victim's stop
+    # time once cut the whole run short there: "beyond the forecast horizon" for every queued job)
+    victim = Job(wl("v", 2, prio="low"), name="v", started=NOW - 50, grace_period_s=2, max_runtime_s=600,
+                 stops_at=NOW + 2, preempted_by="hi")
+    long = Job(wl("long", 2), name="long", started=NOW - 100, max_runtime_s=370, grace_period_s=30)
+    hi = Job(wl("hi", 2, NOW - 3, prio="high"), name="hi", max_runtime_s=60)
+    after = Job(wl("after", 2, NOW - 1), name="after", max_runtime_s=60)
+    fcs = forecast(Snapshot(Q, running=[victim, long], pending=[hi, after], now=NOW))
+    assert fcs["hi"].expected_start == NOW + 2
+    assert fcs["after"].expected_start == NOW + 2 + 60 + 30  # when hi ends (before v, low, runs again)

@@ -125,6 +125,8 @@ def test_backing_off_shows_reason_requeue_time_and_restarts():
     local = time.strftime("%H:%M:%S", time.localtime(parse_time("2025-01-01T10:00:05Z")))
     assert (st.phase, st.reason, st.restarts, st.queue_position) == ("queued", "PodsReadyTimeout", 2, None)
     assert f"back in the queue at {local} (requeue 2)" in st.message and "PodsReady timeout" in st.message
+    # Kueue puts it back in the queue only at requeueAt: a start before then is impossible
+    assert st.not_before == parse_time("2025-01-01T10:00:05Z") and st.expected_start is None
 
 
 def test_backoff_finished_is_queued_again():

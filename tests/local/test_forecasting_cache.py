@@ -196,3 +196,59 @@ def test_plan_through_the_agent_simulates_outside_its_lock(local_agent, monkeypa
         served.close()
     assert free == [True]
     assert not reply["plan"]["admit_now"] and reply["plan"]["position"] == 1, reply  # after the two
+
+
+def test_a_jobs_first_forecast_is_scored_when_it_starts_and_calibrates_the_ranges(local_agent):
+    from gpujobs.status import JobEvent
+    jid, = queued(local_agent, 1)
+    view(local_agent, jid)
+    local_agent.forecasts.refresh()
+    fc = view(local_agent, jid)
+    assert fc.expected_start is not None
+    errs = local_agent.forecasts.start_errors
+    assert len(errs) == 0
+    at = local_agent.forecasts._first[jid][0]
+    with local_agent.lock:  # the agent starts it 7 s after the forecast (its events say so)
+        rec = local_agent.recs[jid]
+        rec.status = rec.status.with_(events=rec.status.events + (JobEvent(at + 7.0, "started", "pids"),),
+                                      started_at=at + 7.0)
+        local_agent.forecasts.snapshot()
+    assert len(errs) == 1 and errs._pairs[()][0] == (fc.expected_start - at, 7.0)
+    assert jid not in local_agent.forecasts._first  # scored once
+
+
+def test_a_finished_jobs_preemptions_teach_its_kinds_stop_time():
+    from gpujobs.admission.forecast import History
+    from gpujobs.status import JobEvent, JobStatus
+    h = History()
+    ev = (JobEvent(0.0, "submitted"), JobEvent(1.0, "started"), JobEvent(10.0, "preempted"),
+          JobEvent(10.4, "requeued"), JobEvent(12.0, "started"), JobEvent(20.0, "preempted"),
+          JobEvent(20.6, "requeued"), JobEvent(22.0, "started"), JobEvent(30.0, "preempted"),
+          JobEvent(30.5, "requeued"), JobEvent(31.0, "started"), JobEvent(40.0, "finished"))
+    st = JobStatus("j", "succeeded", name="sweep", user="ann", queue="q", started_at=31.0, finished_at=40.0,
+                   events=ev)
+    forecasting._learn(h, st, 60.0, 5.0)
+    assert abs(h.stop_time("ann", "sweep") - 0.5) < 1e-9  # median of 0.4, 0.6, 0.5 s
+    assert h.runtime("ann", "sweep", "q") == 9.0
+
+
+def test_a_requeued_jobs_stop_times_are_learned_before_it_finishes_and_counted_once(local_agent):
+    from gpujobs.status import JobEvent
+    jid, = queued(local_agent, 1)
+    fc = local_agent.forecasts
+    h = fc.history
+    ev = (JobEvent(1.0, "started"), JobEvent(10.0, "preempted"), JobEvent(10.4, "requeued"),
+          JobEvent(12.0, "started"), JobEvent(20.0, "preempted"), JobEvent(20.6, "requeued"),
+          JobEvent(22.0, "started"), JobEvent(30.0, "preempted"), JobEvent(30.5, "requeued"))
+    with local_agent.lock:  # preempted three times, queued again now
+        rec = local_agent.recs[jid]
+        rec.status = rec.status.with_(events=rec.status.events + ev, restarts=3)
+        fc.snapshot()
+        fc.snapshot()
+    name, user = rec.status.name, rec.status.user
+    assert abs(h.stop_time(user, name) - 0.5) < 1e-9
+    assert len(h._order[("stop", None, None)]) == 3  # two refreshes: learned once
+    done = rec.status.with_(phase="succeeded", started_at=31.0, finished_at=40.0,
+                            events=rec.status.events + (JobEvent(40.0, "finished"),))
+    fc.note_finished(done, 600)
+    assert len(h._order[("stop", None, None)]) == 3  # its end does not count them again

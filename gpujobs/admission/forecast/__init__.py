@@ -19,19 +19,26 @@ Expected ends, in the order they are trusted (``basis``):
 - nothing: the end is **unknown**. Quota it holds is never given back in the simulation, so
   the jobs waiting on it get ``expected_start=None``.
 
+The point predictor of a kind is the one whose past error for that kind is smallest
+(:mod:`.runtimes`); a preempted job stops after the median stop time of its kind's past
+preemptions when that is shorter than its grace period ("stop").
+
 Every forecast carries ``not_before``, a true lower bound (any job holding quota may end at
 any moment, so nothing later than the forecast's own time is certain), and, with an expected
-start, ``expected_start_range`` (early, late) from two more runs with the ``EARLY_Q`` and
-``LATE_Q`` runtime quantiles (the late run: declared limits + grace, where declared), for
-starts within ``RANGE_HORIZON_S``.
+start within ``RANGE_HORIZON_S``, ``expected_start_range`` (early, late): from the quantiles of
+past forecasts' errors of its population (:mod:`.calibration`, ``Snapshot.start_errors``)
+once there are enough, else from two more runs with the ``EARLY_Q`` and ``LATE_Q`` runtime
+quantiles (the late run: declared limits + grace, where declared).
 
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
 """
+from .calibration import RANGE_Q, StartErrors
 from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, RANGE_HORIZON_S, SOURCES,
                      Forecast, History, Job, Snapshot, expected_end, expected_runtime)
+from .runtimes import PREDICTORS
 from .reasons import duration
 from .simulate import forecast, plan
 
-__all__ = ["Job", "History", "Snapshot", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
+__all__ = ["Job", "History", "StartErrors", "Snapshot", "PREDICTORS", "RANGE_Q", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
            "duration", "SOURCES", "MODES", "EARLY_Q", "LATE_Q", "RANGE_HORIZON_S", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]

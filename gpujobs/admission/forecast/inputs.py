@@ -3,22 +3,24 @@ queue at one moment (:class:`Snapshot`), the answer (:class:`Forecast`), and how
 is estimated (progress, history, declared limit)."""
 from __future__ import annotations
 
-import math
 import time
-from bisect import bisect_right, insort
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..engine import Engine
 from ..model import ClusterQueue, Cohort, Workload
+from .runtimes import HISTORY_KEEP, PREDICTORS, History
 
-SOURCES = ("progress", "history", "learned", "limit", "unknown")
-HISTORY_KEEP = 50  # runtimes kept per (user, name, queue); ratios per user (and queue)
-RATIO_MIN_RUNS = 3  # a user's actual/declared ratio is used from this many runs on
+if TYPE_CHECKING:
+    from .calibration import StartErrors
+
+# where an end (or, "stop", a preempted job's exit) comes from, in the order a basis names them
+SOURCES = ("progress", "history", "learned", "limit", "stop", "unknown")
+__all__ = ["SOURCES", "HISTORY_KEEP", "History", "Job", "Snapshot", "Forecast", "expected_runtime", "expected_end",
+           "stop_after"]
 MODES = ("point", "early", "late")  # the expected start, and the two ends of its range
 EARLY_Q, LATE_Q = 0.1, 0.9
-PROGRESS_SPREAD = 0.25  # the range's ends around a progress rate's end: +-25 % of the time left  # runtime quantiles of the range's ends (benchmarks/RESULTS.md)
+PROGRESS_SPREAD = 0.25  # the range's ends around a progress rate's end: +-25 % of the time left
 AHEAD_SHOWN = 3    # pending workloads named in a reason
 BLOCKED_BY_MAX = 10  # pending ids ahead listed in blocked_by (holders are all listed)
 HORIZON_S = 2 * 86400.0  # how far ahead starts are simulated (SLURM's bf_window is 1 day)
@@ -32,6 +34,8 @@ class Job:
 
     Running: ``started`` (epoch s) and its ``flavor``; ``expected_end`` when a progress rate
     gives one; ``stops_at`` when it was preempted and is stopping (its grace deadline).
+    ``kind``: what its similar runs in :class:`History` are filed under with ``user`` and the
+    queue (``name`` when empty; on Kubernetes the job's name label, ``name`` being its id).
     """
     workload: Workload
     user: str = ""
@@ -43,6 +47,12 @@ class Job:
     expected_end: float | None = None
     stops_at: float | None = None
     preempted_by: str | None = None
+    kind: str = ""
+
+    @property
+    def similar(self) -> str:
+        """The name its similar runs share in :class:`History`."""
+        return self.kind or self.name
 
     @property
     def id(self) -> str:
@@ -51,73 +61,6 @@ class Job:
     @property
     def label(self) -> str:
         return self.name or self.workload.id
-
-
-class History:
-    """Runtimes of finished runs, by (user, name, queue) and (user, name); and, per user (and
-    queue), how much of its declared limit each run used (actual / declared), the predictor the
-    backfilling literature finds better than the limits themselves (Tsafrir, Etsion and
-    Feitelson, "Backfilling using system-generated predictions rather than user runtime
-    estimates", IEEE TPDS 2007)."""
-
-    def __init__(self) -> None:
-        self._by: dict[tuple, list[float]] = defaultdict(list)  # kept sorted
-        self._order: dict[tuple, list[float]] = defaultdict(list)  # insertion order (to drop old)
-
-    def _keep(self, key: tuple, value: float) -> None:
-        order, srt = self._order[key], self._by[key]
-        order.append(value)
-        insort(srt, value)
-        if len(order) > HISTORY_KEEP:
-            srt.remove(order.pop(0))
-
-    def add(self, user: str, name: str, queue: str, runtime_s: float,
-            limit_s: float | None = None) -> None:
-        """One finished run (succeeded or failed: either gave its quota back) of ``runtime_s``;
-        ``limit_s``: the limit it declared, when it did."""
-        if runtime_s is None or runtime_s < 0 or not math.isfinite(runtime_s):
-            return
-        for key in ((user, name, queue), (user, name, None)):
-            self._keep(key, runtime_s)
-        if limit_s and limit_s > 0:
-            ratio = min(1.0, runtime_s / limit_s)
-            for key in (("ratio", user, queue), ("ratio", user, None)):
-                self._keep(key, ratio)
-
-    def __len__(self) -> int:
-        return sum(len(v) for k, v in self._order.items() if k[0] != "ratio" and k[2] is not None)
-
-    def runtime(self, user: str, name: str, queue: str, elapsed: float = 0.0,
-                q: float = 0.5) -> float | None:
-        """The ``q`` quantile (the median by default) of runtimes of similar runs that ran
-        longer than ``elapsed``; None without any."""
-        for key in ((user, name, queue), (user, name, None)):
-            srt = self._by.get(key)
-            if not srt:
-                continue
-            if elapsed > 0:
-                srt = srt[bisect_right(srt, elapsed):]
-                if not srt:
-                    return None  # it already ran longer than every similar run
-            return _quantile(srt, q)
-        return None
-
-    def ratio(self, user: str, queue: str, q: float = 0.5) -> float | None:
-        """The ``q`` quantile of actual / declared runtime of this user's runs (in this queue,
-        else any) once there are ``RATIO_MIN_RUNS``; None before."""
-        for key in (("ratio", user, queue), ("ratio", user, None)):
-            srt = self._by.get(key)
-            if srt and len(srt) >= RATIO_MIN_RUNS:
-                return _quantile(srt, q)
-        return None
-
-
-def _quantile(srt: Sequence[float], q: float) -> float:
-    """Of a sorted list: the median as usual for q=0.5, else the nearest rank."""
-    n = len(srt)
-    if q == 0.5:
-        return srt[n // 2] if n % 2 else (srt[n // 2 - 1] + srt[n // 2]) / 2
-    return srt[min(n - 1, max(0, math.ceil(q * n) - 1))]
 
 
 @dataclass
@@ -137,6 +80,7 @@ class Snapshot:
     now: float = field(default_factory=time.time)
     flavors: Sequence | None = None  # ResourceFlavor objects, as given to Engine(flavors=...)
     kueue_version: str | None = None  # whose scheduler the simulation follows (gates.py; None: newest)
+    start_errors: StartErrors | None = None  # past start forecasts' errors: the ranges (calibration.py)
 
     def engine(self, clock: Callable[[], float] | None = None) -> Engine:
         kw: dict[str, Any] = {"flavors": self.flavors} if self.flavors is not None else {}
@@ -165,29 +109,44 @@ def expected_runtime(job: Job, history: History, elapsed: float = 0.0,
                      mode: str = "point") -> tuple[float | None, str]:
     """(total runtime in s, source) for ``job`` having run ``elapsed`` s; (None, "unknown").
 
-    ``point``: the median of similar runs ("history"), else the user's usual share of its
-    declared limit ("learned"), else the limit plus the grace period ("limit": SIGKILL comes
-    ``grace_period_s`` after SIGTERM at the limit). ``early``/``late``: the ``EARLY_Q``/``LATE_Q``
-    quantiles of the same (``early`` without any: it can end now; ``late``: the limit and its
-    grace, an upper bound, before any learned number). Never past limit + grace."""
+    ``point``: the predictor (``PREDICTORS``: the median of similar runs "history", the user's
+    usual share of its declared limit "learned", the limit plus the grace period "limit":
+    SIGKILL comes ``grace_period_s`` after SIGTERM at the limit) whose past error for this kind
+    is smallest (:meth:`History.ranked`), else the first with a number in that order.
+    ``early``/``late``: the ``EARLY_Q``/``LATE_Q`` quantiles of history and learned share
+    (``early`` without any: it can end now; ``late``: the limit and its grace, an upper bound,
+    before any learned number). Never past limit + grace."""
     limit = job.max_runtime_s
     cap = float(limit) + job.grace_period_s if limit else None
     q = job.workload.queue
     qq = {"point": 0.5, "early": EARLY_Q, "late": LATE_Q}[mode]
     if mode == "late" and cap is not None:
         return max(cap, elapsed), "limit"
-    hist = history.runtime(job.user, job.name, q, elapsed, qq)
-    if hist is not None:
-        return (min(hist, cap) if cap else hist), "history"
-    if limit:
-        ratio = history.ratio(job.user, q, qq)
-        if ratio is not None and ratio * limit > elapsed:
-            return ratio * float(limit), "learned"
+    order = history.ranked(job.user, job.similar, q) if mode == "point" else PREDICTORS
+    for src in order:
+        if src == "limit" and mode == "early":
+            continue  # nothing known but the limit: it can end any moment
+        v = history.predict(src, job.user, job.similar, q, limit, job.grace_period_s, elapsed, qq)
+        if v is None:
+            continue
+        if src == "history" or v > elapsed:
+            return v, src
     if mode == "early":
-        return elapsed, "unknown"  # nothing known: it can end any moment
-    if cap is not None and cap > elapsed:
-        return cap, "limit"
+        return elapsed, "unknown"
     return None, "unknown"
+
+
+def stop_after(job: Job, history: History, mode: str = "point") -> tuple[float, str]:
+    """(seconds from its preemption to its exit, source) for a preempted ``job``: its grace
+    period ("limit": the agent kills it then), or, in the point run, the median time this
+    kind's preempted runs took to stop when that is shorter ("stop"); 0 in the early run."""
+    grace = float(job.grace_period_s)
+    if mode == "early":
+        return 0.0, "stop"
+    learned = history.stop_time(job.user, job.similar) if mode == "point" else None
+    if learned is not None and learned < grace:
+        return learned, "stop"
+    return grace, "limit"
 
 
 def expected_end(job: Job, history: History, now: float, mode: str = "point") -> tuple[float | None, str]:

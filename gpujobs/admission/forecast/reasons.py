@@ -274,13 +274,16 @@ def _basis_text(counts: tuple, start: float, now: float) -> str:
     parts = []
     names = {"progress": "progress rate", "history": "history of similar jobs",
              "learned": "declared limit x the user's usual share of it",
-             "limit": "declared limit + grace"}
+             "limit": "declared limit + grace", "stop": "victims' usual stop time"}
+    stops = ""
     for src, n in zip(SOURCES, counts):
-        if n and src in names:
+        if n and src == "stop":
+            stops = names[src] + (f" ({n} jobs)" if n > 1 else "")
+        elif n and src in names:
             parts.append(f"{names[src]} ({n} jobs)" if n > 1 else names[src])
     if not parts:
-        return "victims' grace periods"
-    return "expected ends from " + ", ".join(parts)
+        return stops or "victims' grace periods"
+    return "expected ends from " + ", ".join(parts) + (f"; {stops}" if stops else "")
 
 
 def _clock(t: float) -> str:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from .inputs import (AHEAD_SHOWN, HORIZON_S, RANGE_HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
-                     expected_runtime)
+                     expected_runtime, stop_after)
 from ...status import start_when
-from .reasons import _amount, _basis_text, _reasons, duration
+from .reasons import _amount, _basis_text, _prio, _reasons, duration
 
 
 # ------------------------------------------------------------- simulation
@@ -81,9 +81,11 @@ class _Sim:
             if j.stops_at is not None:
                 eng.evict(j.id)  # it keeps its quota until it stops; no new preemption for it
                 stopping.add(j.id)
-                stop = now if self.mode == "early" else max(now, j.stops_at)  # it may exit at once
-                push(stop, "stop", j.id)
-                ends[j.id] = (stop, "stopping")
+                after, src = stop_after(j, snap.history, self.mode)  # it may exit at once
+                exits = max(now, j.stops_at - j.grace_period_s + after)
+                src_of[j.id] = src
+                push(exits, "stop", j.id)
+                ends[j.id] = (exits, "stopping")
                 continue
             end, src = expected_end(j, snap.history, now, self.mode)
             ends[j.id] = (end, src)
@@ -110,7 +112,8 @@ class _Sim:
                 if vic in stopping:
                     continue
                 stopping.add(vic)
-                push(t + jobs[vic].grace_period_s, "stop", vic)  # replaces its end event
+                after, src_of[vic] = stop_after(jobs[vic], snap.history, self.mode)
+                push(t + after, "stop", vic)  # replaces its end event
             for adm in d.admitted:
                 wid = adm.id
                 j = jobs[wid]
@@ -154,6 +157,9 @@ class _Sim:
                     eng.finish(wid)
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
                 else:
+                    if src_of.get(wid) == "stop":  # a learned stop time (a grace period is not counted)
+                        counts[grp(jobs[wid])][SOURCES.index("stop")] += 1
+                    src_of.pop(wid, None)
                     stopping.discard(wid)
                     ran[wid] = ran.get(wid, 0.0) + max(0.0, t - run_start.get(wid, t))
                     eng.requeue(wid)
@@ -180,11 +186,29 @@ def _groups(snap: Snapshot) -> dict[str, str]:
 # ----------------------------------------------------------------- reasons
 
 
+def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -> dict[str, tuple]:
+    """(early, late, pairs) from past forecasts' errors (:mod:`.calibration`) for the jobs with an
+    expected start within ``RANGE_HORIZON_S`` whose population has enough of them."""
+    errs = snap.start_errors
+    out: dict[str, tuple] = {}
+    if errs is None or not len(errs):
+        return out
+    for j in jobs:
+        s = starts.get(j.id)
+        if s is not None and s <= snap.now + RANGE_HORIZON_S:
+            r = errs.range(j.workload.total().get("gpu", 0.0), _prio(snap, j.workload.priority), snap.now, s)
+            if r is not None:
+                out[j.id] = r
+    return out
+
+
 def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, ids: Iterable[str],
-            unknown_labels: Callable[[str], str], horizon_s: float) -> dict[str, Forecast]:
+            unknown_labels: Callable[[str], str], horizon_s: float,
+            calibrated: dict[str, tuple] | None = None) -> dict[str, Forecast]:
     out = {}
     now = snap.now
     edge = now + horizon_s
+    calibrated = calibrated or {}
     for wid in ids:
         fc = pess.reasons.get(wid) or Forecast(wid, None, "", "")
         fc.not_before = now  # any job holding quota may end at any moment: nothing later is certain
@@ -192,7 +216,11 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         if start is not None:
             fc.expected_start = start
             fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
-            if start <= now + RANGE_HORIZON_S:
+            if wid in calibrated:
+                lo, hi, n = calibrated[wid]
+                fc.expected_start_range = (lo, hi)
+                fc.basis += f"; range from the errors of {n} past forecasts"
+            elif start <= now + RANGE_HORIZON_S:
                 lo = early.starts.get(wid, start) if early is not None else start
                 hi = late.starts.get(wid, edge) if late is not None else start
                 fc.expected_start_range = (min(lo, start), max(hi, start))
@@ -256,9 +284,10 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
     pess = _Sim(snap, pending, "point", None if ids is None else want, reasons,
                 None if ids is None else want, horizon_s).run()
     labels = _unknown_labels(snap, pess)
+    cal = _calibrated(snap, (j for j in pending if j.id in want), pess.starts)
     early, late = _range_runs(snap, pending, {w: s for w in want if (s := pess.starts.get(w)) is not None
-                                              and s <= snap.now + RANGE_HORIZON_S}, horizon_s)
-    return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s)
+                                              and s <= snap.now + RANGE_HORIZON_S and w not in cal}, horizon_s)
+    return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s, cal)
 
 
 def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float],
@@ -289,9 +318,10 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     pess = _Sim(snap, pending, "point", {job.id}, True, {job.id}, horizon_s).run()
     labels = _unknown_labels(snap, pess, [job])
     start = pess.starts.get(job.id)
-    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and
+    cal = _calibrated(snap, [job], pess.starts)
+    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and job.id not in cal and
                               snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s)
-    fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s)[job.id]
+    fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s, cal)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True
         fc.position = None

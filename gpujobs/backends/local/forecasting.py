@@ -23,12 +23,14 @@ import time
 import traceback
 from typing import Any
 
-from ...admission.forecast import Forecast, History, Job, Snapshot, forecast, plan
+from ...admission.forecast import Forecast, History, Job, Snapshot, StartErrors, forecast, plan
+from ...admission.forecast.reasons import _prio
 from ...spec import JobSpec
 from ...status import JobStatus, Plan
 
 REFRESH_S = 5.0  # recompute at least this often while asked (time-left texts move)
 MIN_INTERVAL_S = 1.0  # at most once a second after changes (progress reports change often)
+FIRST_KEEP = 10_000  # queued jobs whose first forecast waits for their start (the oldest dropped)
 
 
 def progress_end(st: JobStatus) -> float | None:
@@ -48,6 +50,9 @@ class LocalForecasts:
         self.agent = agent
         self.adm = admission_config
         self._history: History | None = None
+        self.start_errors = StartErrors()  # first forecasts against actual starts: the ranges
+        self._first: dict[str, tuple[float, float, float, int]] = {}  # id -> (at, expected, gpus, priority)
+        self._stops: set[tuple[str, float]] = set()  # (id, requeued at) of stops already learned
         self._cache: dict[str, Forecast] = {}  # replaced whole by each refresh, never mutated
         self._at = float("-inf")  # when the cache's snapshot was taken (monotonic)
         self._next = float("-inf")  # no refresh before this (MIN_INTERVAL_S, or as long as the last took)
@@ -68,18 +73,47 @@ class LocalForecasts:
                 self._wake.set()
 
     def note_finished(self, st: JobStatus, limit_s: float | None = None) -> None:
-        """A job ended: its run's runtime (and declared limit) joins the history."""
+        """A job ended: its run's runtime (and declared limit, grace period) joins the history."""
         if self._history is not None:
-            _learn(self._history, st, limit_s)
+            rec = self.agent.recs.get(st.job_id)
+            grace = float(rec.spec.grace_period_s) if rec is not None else 30.0
+            _learn(self._history, st, limit_s, grace, self._stops)
+            self._stops = {s for s in self._stops if s[0] != st.job_id}
 
     @property
     def history(self) -> History:
         if self._history is None:
             h = History()
             for _, _, st, spec, _ in self.agent.store.all():
-                _learn(h, st, (spec or {}).get("max_runtime_s"))
+                spec = spec or {}
+                _learn(h, st, spec.get("max_runtime_s"), float(spec.get("grace_period_s") or 30.0))
             self._history = h
         return self._history
+
+    def _note_starts(self) -> None:
+        """Queued jobs that had a first forecast and have started since: their error joins
+        ``start_errors`` (under the agent's lock; called by :meth:`snapshot`)."""
+        recs = self.agent.recs
+        for jid in list(self._first):
+            rec = recs.get(jid)
+            if rec is None or rec.status.terminal and rec.status.started_at is None:
+                del self._first[jid]  # gone, or ended (cancelled) without starting
+                continue
+            at, expected, gpus, prio = self._first[jid]
+            first = next((e.time for e in rec.status.events if e.kind == "started" and e.time >= at), None)
+            if first is not None:
+                self.start_errors.add(gpus, prio, expected - at, first - at)
+                del self._first[jid]
+
+    def _note_first(self, snap: Snapshot, cache: dict[str, Forecast]) -> None:
+        """Keep each queued job's first forecast with a start, to score it when it starts."""
+        for j in snap.pending:
+            fc = cache.get(j.id)
+            if fc is not None and fc.expected_start is not None and j.id not in self._first:
+                self._first[j.id] = (snap.now, fc.expected_start, j.workload.total().get("gpu", 0.0),
+                                     _prio(snap, j.workload.priority))
+        while len(self._first) > FIRST_KEEP:
+            del self._first[next(iter(self._first))]
 
     # ------------------------------------------------------------ refreshes
     def due(self, now: float | None = None) -> bool:
@@ -105,6 +139,7 @@ class LocalForecasts:
             took = time.monotonic() - at
             self.runs += 1
             with ag.lock:
+                self._note_first(snap, cache)
                 self._cache, self._at = cache, at
                 self._next = at + took + max(MIN_INTERVAL_S, took)
                 for key in list(ag.subs):
@@ -143,6 +178,7 @@ class LocalForecasts:
         eng = ag.engine
         now = time.time()
         mono = time.monotonic()
+        self._note_starts()
         running, pending = [], []
         for rec in sorted(ag.recs.values(), key=lambda r: r.seq):
             state = eng.state(rec.id)
@@ -153,6 +189,8 @@ class LocalForecasts:
                       max_runtime_s=rec.spec.max_runtime_s,
                       grace_period_s=float(rec.spec.grace_period_s))
             if state == "pending":
+                if st.restarts and self._history is not None:  # requeued: how long it took to stop
+                    _learn_stops(self._history, st, self._stops)
                 pending.append(job)
                 continue
             adm = eng.admission(rec.id)
@@ -169,7 +207,7 @@ class LocalForecasts:
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
                         self.adm["default_priority"], running, pending, self.history, now,
-                        kueue_version=self.adm.get("kueue_version"))
+                        kueue_version=self.adm.get("kueue_version"), start_errors=self.start_errors)
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
@@ -206,8 +244,26 @@ class LocalForecasts:
                     expected_start_range=fc.expected_start_range)
 
 
-def _learn(h: History, st: JobStatus, limit_s: float | None = None) -> None:
+def _learn(h: History, st: JobStatus, limit_s: float | None = None, grace_s: float = 30.0,
+           seen: set[tuple[str, float]] | None = None) -> None:
     """A finished run (succeeded or failed: either gave its quota back; a cancel does not say
-    how long the job would have run) joins the history, with its declared limit."""
+    how long the job would have run) joins the history, with its declared limit; and each of
+    its preemptions not ``seen`` yet, how long it took to stop."""
     if st.phase in ("succeeded", "failed") and st.started_at and st.finished_at:
-        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at, limit_s)
+        h.add(st.user, st.name, st.queue, st.finished_at - st.started_at, limit_s, grace_s)
+    _learn_stops(h, st, seen)
+
+
+def _learn_stops(h: History, st: JobStatus, seen: set[tuple[str, float]] | None = None) -> None:
+    """How long each preemption of ``st`` took to stop (its 'preempted' event to its 'requeued'
+    one), once per preemption (``seen``: (id, requeued at) already learned)."""
+    preempted = None
+    for e in st.events:
+        if e.kind == "preempted":
+            preempted = e.time
+        elif e.kind == "requeued" and preempted is not None:
+            if seen is None or (st.job_id, e.time) not in seen:
+                h.add_stop(st.user, st.name, e.time - preempted)
+                if seen is not None:
+                    seen.add((st.job_id, e.time))
+            preempted = None

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Mapping
 
-from ....admission.forecast import Forecast, Job, Snapshot, forecast
+from ....admission.forecast import Forecast, History, Job, Snapshot, forecast
 from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
 from ....errors import GpuJobsError
 from ....quantity import parse_quantity
 from . import mapping as status_map
-from ..naming import MAX_EXEC_LABEL
+from ..naming import LABEL_JOB, MAX_EXEC_LABEL, QUEUE_LABEL, USER_LABEL
 from .kueue_read import KueueObjects
 
 GPU = "nvidia.com/gpu"  # shown as "GPUs" (the engine's "gpu")
@@ -222,7 +222,7 @@ def translate(c: KueueObjects, now: float | None = None,
     used = {f for q in queues for g in (q.resource_groups or []) for f in g}
     flavors = [flavor(f) for f in c.flavors] if c.flavors and used <= names else None
     snap = Snapshot(queues, [cohort(co) for co in c.cohorts], dict(c.priorities), 0, [], [], now=now,
-                    flavors=flavors, kueue_version=c.kueue_version)
+                    history=history(c.own_jobs.values()), flavors=flavors, kueue_version=c.kueue_version)
     scratch = snap.engine()
     tr = Translation(snap, {}, {}, set(), {}, {}, {}, c.scope)
     by_uid: dict[str, str] = {}
@@ -271,7 +271,9 @@ def translate(c: KueueObjects, now: float | None = None,
                      priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])
-        j = Job(w, name=label, max_runtime_s=min(limits) if limits else None, grace_period_s=grace)
+        kind = _kind(job_obj)
+        j = Job(w, name=label, max_runtime_s=min(limits) if limits else None, grace_period_s=grace,
+                user=kind.get("user", ""), kind=kind.get("kind", ""))
         if reserved:
             assigned = {n: {_res(r): f for r, f in (a.get("flavors") or {}).items()} for n, a in asg.items()}
             j.flavor = assigned
@@ -388,6 +390,42 @@ def _exec_limit(wl: dict) -> float | None:
     past = ((wl.get("status") or {}) if isinstance(wl.get("status"), dict) else {}).get(
         "accumulatedPastExecutionTimeSeconds") or 0
     return max(1.0, float(mx) - float(past))
+
+
+def _kind(job: dict | None) -> dict[str, str]:
+    """A gpujobs job's user and name (its labels): what its similar runs share in History."""
+    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
+    return {"user": labels.get(USER_LABEL, ""), "kind": labels.get(LABEL_JOB, "")} if labels.get(LABEL_JOB) else {}
+
+
+def _run(job: dict) -> tuple[float, float] | None:
+    """(start, end) of a finished job's run: ``status.startTime`` (set when Kueue unsuspends it)
+    to ``completionTime`` / ``endTime``, else its Complete/Succeeded/Failed condition's time."""
+    st: dict = job["status"] if isinstance(job.get("status"), dict) else {}
+    start = status_map.parse_time(st.get("startTime"))
+    end = status_map.parse_time(st.get("completionTime") or st.get("endTime"))
+    if end is None:
+        for c in st.get("conditions") or []:
+            if c.get("type") in ("Complete", "Succeeded", "Failed") and str(c.get("status")) == "True":
+                end = status_map.parse_time(c.get("lastTransitionTime"))
+                break
+    return (start, end) if start is not None and end is not None and end >= start else None
+
+
+def history(jobs: Any) -> History:
+    """Runtimes of gpujobs' own finished jobs (their start and end times), filed by user, name
+    label and LocalQueue, with their declared limits (see :class:`History`)."""
+    h = History()
+    done = []
+    for job in jobs:
+        kind, run = _kind(job), _run(job)
+        if kind and run:
+            md = job.get("metadata") or {}
+            lq = f"{md.get('namespace', '')}/{(md.get('labels') or {}).get(QUEUE_LABEL, '')}"
+            done.append((run[1], kind, lq, run[1] - run[0], _job_limit(job)))
+    for _end, kind, lq, rt, limit in sorted(done, key=lambda d: d[0]):  # in the order they ended
+        h.add(kind["user"], kind["kind"], lq, rt, limit, DEFAULT_GRACE_S)
+    return h
 
 
 def _grace(pss: list[dict]) -> float:

@@ -377,10 +377,13 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
             why = EVICTION_REASONS.get(ws.reason, ws.reason)
             phase = "preempted" if ws.reason == "Preempted" else "queued"
             msg = ws.message or why
+            back = {}
             if ws.reason == "PodsReadyTimeout" and ws.requeue_at:
                 msg = f"evicted: {why}; back in the queue at " \
                       f"{_dt.datetime.fromtimestamp(ws.requeue_at):%H:%M:%S} (requeue {ws.requeue_count})"
-            return out(phase, msg, ws.reason, queue_position=None, position_available=position_available)
+                if phase == "queued":  # Kueue queues it again only at requeueAt: a true lower bound
+                    back = {"not_before": ws.requeue_at}
+            return out(phase, msg, ws.reason, queue_position=None, position_available=position_available, **back)
         if ws.state in ("pending", "requeued"):
             msg = pending_message(ws.reason, ws.message) if ws.state == "pending" else \
                 "requeued after being preempted" if ws.reason == "Preempted" else \
