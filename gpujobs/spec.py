@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .errors import SpecError
+from .errors import Fix, SpecError
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
@@ -94,6 +94,7 @@ _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 #: (``format: int32, minimum: 1``, shared/crds/kueue/kueue.x-k8s.io_workloads.yaml), and so is the
 #: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
 MAX_RUNTIME_S = 2**31 - 1
+_RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")
 
 
 def slug(text: str, limit: int = 40) -> str:
@@ -102,14 +103,14 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-")
 
 
-def check_count(field_name: str, value: Any, minimum: int = 1, fix: str | None = None) -> int:
+def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | None = None) -> int:
     """Return ``value`` if it is an int >= minimum (bools refused), else raise SpecError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(field_name, f"must be an integer, got {type(value).__name__} {value!r}",
-                        fix or f"pass a whole number such as {field_name}={max(minimum, 1)}")
+                        fix or Fix.set(field_name, max(minimum, 1), "pass a whole number such as {}"))
     if value < minimum:
         raise SpecError(field_name, f"must be >= {minimum}, got {value}",
-                        fix or f"pass {field_name}={max(minimum, 1)} or more")
+                        fix or Fix.set(field_name, max(minimum, 1), "pass {} or more"))
     return value
 
 
@@ -295,7 +296,7 @@ class JobSpec:
                                 "use letters, digits and '_', not starting with a digit")
             if not isinstance(v, str):
                 raise SpecError(f"env[{k}]", f"value must be a string, got {type(v).__name__}",
-                                f"pass str(value), e.g. .env({k}='{v}')")
+                                Fix.set("env", f"{k}='{v}'", "pass str(value), e.g. {}"))
         for k, ref in self.secret_env:
             if not _ENV_RE.match(k) or not isinstance(ref, SecretRef):
                 raise SpecError("secret_env", f"{k!r} must map to SecretRef(secret, key)",
@@ -324,10 +325,10 @@ class JobSpec:
                 self.max_runtime_s, (int, float)) or not math.isfinite(self.max_runtime_s)
                 or self.max_runtime_s <= 0):
             raise SpecError("max_runtime_s", f"must be a positive, finite number of seconds, got "
-                            f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
+                            f"{self.max_runtime_s!r}", _RUNTIME_FIX)
         if self.max_runtime_s is not None and self.max_runtime_s > MAX_RUNTIME_S:
             raise SpecError("max_runtime_s", f"{self.max_runtime_s:g} s is more than Kueue's limit of "
-                            f"{MAX_RUNTIME_S} s (about 68 years)", "e.g. max_runtime_s=3600, or None for no limit")
+                            f"{MAX_RUNTIME_S} s (about 68 years)", _RUNTIME_FIX)
         for k, v in self.node_selector:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",
