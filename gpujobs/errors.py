@@ -141,7 +141,8 @@ PYTHON = Spelling(
             "volume": ".volume('{v}')", "max_runtime_s": ".max_runtime({v})", "backend": ".on('{v}')",
             "name": ".name('{v}')", "env": ".env({v})", "gpus": "gpus={v}", "nodes": "nodes={v}",
             "procs_per_node": "procs_per_node={v}", "framework": "framework='{v}'",
-            "grace_period_s": "grace_period_s={v}"},
+            "grace_period_s": "grace_period_s={v}", "kind": ".kubernetes(kind='{v}')",
+            "namespace": ".kubernetes(namespace='{v}')", "volcano_queue": ".kubernetes(volcano_queue='{v}')"},
     commands={"jobs": "gpujobs.jobs()", "kubernetes-jobs": "gpujobs.jobs(backend='kubernetes')",
               "cancel": "gpujobs.attach('{v}').cancel()", "queue": "gpujobs.queue('{v}')"})
 

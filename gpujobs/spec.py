@@ -121,7 +121,7 @@ def check_kind(framework: str, kind: str | None) -> None:
     allowed = [k for k, fws in KIND_FRAMEWORKS.items() if framework in fws]
     if len(allowed) == 1:
         raise SpecError("kind", f"a {framework} job renders as {allowed[0]}, not {kind}",
-                        f"drop kind= or use {allowed[0]!r}")
+                        Fix.set("kind", allowed[0], "use {}, or drop {=kind}"))
     names = [repr(k) for k in allowed]
     article = "an" if framework == "mpi" else "a"  # an em-pee-eye job
     raise SpecError("kind", f"{article} {framework} job cannot render as {kind}",
@@ -142,12 +142,13 @@ class Volume:
     mount_path: str = "/mnt/data"
 
     @classmethod
-    def parse(cls, text: str, field: str = "--volume") -> "Volume":
+    def parse(cls, text: str, field: str = "volume") -> "Volume":
         """``CLAIM[:PATH]`` (the CLI's ``--volume``, the magic's, ``checkpoint_volume`` in config)."""
         claim, colon, path = str(text).partition(":")
         if not claim or (colon and not path):
             raise SpecError(field, f"{text!r} is not CLAIM[:PATH]",
-                            f"name a PersistentVolumeClaim, e.g. {field} ckpt or {field} ckpt:/mnt/ckpt")
+                            Fix.set("volume", "ckpt", "name a PersistentVolumeClaim, e.g. {}") if field == "volume"
+                            else f"name a PersistentVolumeClaim, e.g. {field} = \"ckpt\" or \"ckpt:/mnt/ckpt\"")
         return cls(claim, path or cls.mount_path)
 
 
@@ -267,28 +268,30 @@ class JobSpec:
                    "every backend, so a job keeps its name wherever it runs")
             suggestion = slug(str(self.name))
             raise SpecError("name", f"{self.name!r} is not a valid job name: {why}",
-                            (f"use {suggestion!r}, or " if suggestion else "use ")
-                            + "at most 40 lowercase letters, digits and '-', starting and ending "
-                            "with a letter or digit")
+                            Fix.set("name", suggestion, "use {}, or at most 40 lowercase letters, digits "
+                                    "and '-', starting and ending with a letter or digit") if suggestion else
+                            "use at most 40 lowercase letters, digits and '-', starting and ending with a "
+                            "letter or digit")
         if self.image is not None and (not isinstance(self.image, str)
                                        or (self.image and image_problem(self.image))):
             why = (image_problem(self.image) if isinstance(self.image, str) else None) or \
                 f"an image is a string, not {type(self.image).__name__}"
             fixed = _image_suggestion(self.image) if isinstance(self.image, str) else ""
             raise SpecError("image", f"{self.image!r} is not an image reference: {why}",
-                            f"use {fixed!r}" if fixed and not image_problem(fixed) else
+                            Fix.set("image", fixed, "use {}") if fixed and not image_problem(fixed) else
                             "use registry/name:tag with the name in lowercase, e.g. "
                             "'pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime'")
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
             if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
                 suggestion = slug(v, 63) if isinstance(v, str) else ""
+                fix: Fix | str
                 if fname == "priority" and not isinstance(v, str):
                     fix = "name a priority class, e.g. 'high' (the class gives the number)"
                 else:
-                    fix = ((f"use {suggestion!r} (" if suggestion else "use ")
-                           + "lowercase letters, digits and '-' (a Kubernetes name)"
-                           + (")" if suggestion else ""))
+                    fix = (Fix.set(fname, suggestion, "use {} (lowercase letters, digits and '-', a "
+                                   "Kubernetes name)") if suggestion else
+                           "use lowercase letters, digits and '-' (a Kubernetes name)")
                 raise SpecError(fname, f"{v!r} is not a valid {fname} name", fix)
         for k, v in self.env:
             if not isinstance(k, str) or not _ENV_RE.match(k):

@@ -169,7 +169,8 @@ CLI_SPELLING = Spelling.flags(
     fields={"gpus": "--gpus {v}", "nodes": "--nodes {v}", "procs_per_node": "--procs-per-node {v}",
             "framework": "--framework {v}", "queue": "--queue {v}", "priority": "--priority {v}",
             "name": "--name {v}", "image": "--image {v}", "env": "--env {v}", "volume": "--volume {v}",
-            "kind": "--kind {v}", "max_runtime_s": "--time {v}", "backend": "--backend {v}"},
+            "kind": "--kind {v}", "max_runtime_s": "--time {v}", "backend": "--backend {v}",
+            "namespace": "--namespace {v}"},
     commands={"jobs": "`gpujobs queue -a`", "kubernetes-jobs": "`gpujobs queue -a --backend kubernetes`",
               "cancel": "`gpujobs cancel {v}`", "queue": "`gpujobs queue -q {v}`"})
 

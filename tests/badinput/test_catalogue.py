@@ -87,7 +87,7 @@ CASES: list[Case] = [
     Case("builder-nodes-zero", "api", lambda: B(train).ddp(nodes=0), SpecError, ("nodes",), ("nodes=1",)),
     Case("builder-ray-workers-zero", "api", lambda: B(train).ray(workers=0), SpecError, ("workers",), ("workers=1",)),
     Case("builder-unknown-kind", "api", lambda: B(train).options(kind="Deployment").submit(), SpecError, ("kind", "Deployment"), ("PyTorchJob",)),
-    Case("builder-ray-as-pytorchjob", "api", lambda: B(train).ray().options(kind="PyTorchJob").submit(), SpecError, ("kind", "RayJob"), ("drop kind=",)),
+    Case("builder-ray-as-pytorchjob", "api", lambda: B(train).ray().options(kind="PyTorchJob").submit(), SpecError, ("kind", "RayJob"), (".kubernetes(kind='RayJob'), or drop kind",)),
     Case("builder-volcano-mode", "api", lambda: B(train).options(volcano="maybe").submit(), SpecError, ("volcano", "maybe"), ("gang",)),
     Case("builder-mig-profile", "api", lambda: B(train).mig("bad profile!").submit(), SpecError, ("gpu_resource",), ("mig-1g.10gb",)),
     Case("builder-grace", "api", lambda: B(train).options(grace_period_s=-1).submit(), SpecError, ("grace_period_s",), ("grace_period_s=30",)),
