@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
-from .errors import SpecError
+from .errors import Fix, SpecError
 from .shape import Shape, gang_shape
 from .spec import JobSpec, SecretRef, Volume, check_count
 
@@ -190,8 +190,8 @@ class JobBuilder(Generic[R]):
         planner = getattr(backend, "plan", None)
         if planner is None:
             raise SpecError("backend", f"the {getattr(backend, 'name', spec.backend)} backend cannot "
-                            "plan a job yet", "use .on('local') for a plan, or submit and read "
-                            "job.status().reason")
+                            "plan a job yet", Fix.set("backend", "local", "use {} for a plan, or submit and read "
+                            "job.status().reason"))
         return planner(spec)
 
     def max_runtime(self, seconds: float) -> "JobBuilder[R]":
@@ -297,8 +297,8 @@ def submit(fn: Callable[..., R], *args: Any, gpus: int = 1, nodes: int = 1,
     """Run ``fn(*args, **kwargs)`` as a gang of ``gpus`` ranks; returns a :class:`Job`.
     ``volume``: ``"CLAIM[:PATH]"``, a PersistentVolumeClaim for every rank (Kubernetes), where
     ``ctx.checkpoint_dir`` then lives."""
-    check_count("gpus", gpus, fix="pass gpus=N with N >= 1 (for CPU-only gangs use "
-                "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))")
+    check_count("gpus", gpus, fix=Fix.set("gpus", "N", "pass {} with N >= 1 (for CPU-only gangs use "
+                                          "gpujobs.job(fn).ddp(gpus_per_node=0, procs_per_node=N))"))
     check_count("nodes", nodes)
     check_call(fn, args, kwargs, _SUBMIT_OPTIONS)
     b = JobBuilder(fn, *args, **kwargs).with_shape(gang_shape(framework, gpus, nodes))

@@ -6,7 +6,7 @@ from typing import Any, Callable, Generic, Iterator, TypeVar, cast
 
 from .backends import get_backend
 from .backends.base import Backend
-from .errors import JobCancelledError, JobFailedError, JobLostError, WaitTimeout
+from .errors import Fix, JobCancelledError, JobFailedError, JobLostError, WaitTimeout
 from .payload import Outcome, open_envelope
 from .status import JobStatus
 
@@ -66,8 +66,8 @@ class Job(Generic[R]):
                 exc.gpujobs_reported = True  # type: ignore[attr-defined]
             raise
         if not st.terminal:
-            raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running "
-                              f"(gpujobs.attach({self.id!r}).cancel() stops it)")
+            raise WaitTimeout(f"job {self.id} still {st.phase} after {timeout} s; it keeps running",
+                              Fix.run("cancel", self.id, "{} stops it"))
         return st
 
     # --------------------------------------------------------------- results

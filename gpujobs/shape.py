@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .errors import SpecError
+from .errors import Fix, SpecError
 from .spec import FRAMEWORKS, check_count
 
 
@@ -38,23 +38,19 @@ def split_gpus(gpus_per_node: int, ranks_per_node: int) -> int | None:
     return gpus_per_node // ranks_per_node
 
 
-def gang_shape(framework: str, gpus: int, nodes: int = 1, procs_per_node: int | None = None,
-               *, options: bool = False) -> Shape:
+def gang_shape(framework: str, gpus: int, nodes: int = 1, procs_per_node: int | None = None) -> Shape:
     """The shape of ``gpus`` GPUs over ``nodes`` nodes for ``framework`` (``gpus=0``: CPU ranks).
 
-    ``options``: name the CLI's options (``--gpus`` …) in errors instead of the API's fields."""
-    gpus_f, nodes_f, procs_f, fw_f = (("--gpus", "--nodes", "--procs-per-node", "--framework")
-                                      if options else ("gpus", "nodes", "procs_per_node", "framework"))
+    Errors name the JobSpec fields; each front end spells them (the CLI: ``--gpus`` …)."""
     if framework not in FRAMEWORKS:
-        raise SpecError(fw_f, f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
-    check_count(gpus_f, gpus, minimum=0)
-    check_count(nodes_f, nodes)
+        raise SpecError("framework", f"unknown framework {framework!r}", f"use one of {', '.join(FRAMEWORKS)}")
+    check_count("gpus", gpus, minimum=0)
+    check_count("nodes", nodes)
     if procs_per_node is not None:
-        check_count(procs_f, procs_per_node)
+        check_count("procs_per_node", procs_per_node)
     if gpus % nodes:
-        raise SpecError(gpus_f, f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
-                        "give a multiple of --nodes" if options else
-                        f"use a multiple of nodes, e.g. gpus={nodes * max(1, gpus // nodes)}")
+        raise SpecError("gpus", f"{gpus} GPUs cannot be split evenly over {nodes} nodes",
+                        Fix.set("gpus", nodes * max(1, gpus // nodes), "use a multiple of {=nodes}, e.g. {}"))
     per_node = gpus // nodes
     if framework == "ray":
         return Shape("ray", nodes, 1, per_node)
@@ -62,12 +58,12 @@ def gang_shape(framework: str, gpus: int, nodes: int = 1, procs_per_node: int | 
         ranks = procs_per_node or max(per_node, 1)
         share = split_gpus(per_node, ranks) if gpus else 0
         if share is None:
-            raise SpecError(procs_f, f"{ranks} ranks cannot share {per_node} GPUs evenly",
+            raise SpecError("procs_per_node", f"{ranks} ranks cannot share {per_node} GPUs evenly",
                             "use a divisor of the GPUs per node")
         return Shape("mpi", nodes, ranks, share)
     if gpus == 0:
         return Shape(framework, nodes, procs_per_node or 1, 0)
     if procs_per_node not in (None, per_node):
         raise SpecError("procs_per_node", f"{framework} runs one rank per GPU "
-                        f"({per_node} per node), not {procs_per_node}", "drop procs_per_node")
+                        f"({per_node} per node), not {procs_per_node}", Fix.drop("procs_per_node"))
     return Shape(framework, nodes, per_node, 1)

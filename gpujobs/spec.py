@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .errors import SpecError
+from .errors import Fix, SpecError
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
@@ -94,6 +94,7 @@ _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 #: (``format: int32, minimum: 1``, shared/crds/kueue/kueue.x-k8s.io_workloads.yaml), and so is the
 #: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
 MAX_RUNTIME_S = 2**31 - 1
+_RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")
 
 
 def slug(text: str, limit: int = 40) -> str:
@@ -102,14 +103,14 @@ def slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-")
 
 
-def check_count(field_name: str, value: Any, minimum: int = 1, fix: str | None = None) -> int:
+def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | None = None) -> int:
     """Return ``value`` if it is an int >= minimum (bools refused), else raise SpecError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(field_name, f"must be an integer, got {type(value).__name__} {value!r}",
-                        fix or f"pass a whole number such as {field_name}={max(minimum, 1)}")
+                        fix or Fix.set(field_name, max(minimum, 1), "pass a whole number such as {}"))
     if value < minimum:
         raise SpecError(field_name, f"must be >= {minimum}, got {value}",
-                        fix or f"pass {field_name}={max(minimum, 1)} or more")
+                        fix or Fix.set(field_name, max(minimum, 1), "pass {} or more"))
     return value
 
 
@@ -120,7 +121,7 @@ def check_kind(framework: str, kind: str | None) -> None:
     allowed = [k for k, fws in KIND_FRAMEWORKS.items() if framework in fws]
     if len(allowed) == 1:
         raise SpecError("kind", f"a {framework} job renders as {allowed[0]}, not {kind}",
-                        f"drop kind= or use {allowed[0]!r}")
+                        Fix.set("kind", allowed[0], "use {}, or drop {=kind}"))
     names = [repr(k) for k in allowed]
     article = "an" if framework == "mpi" else "a"  # an em-pee-eye job
     raise SpecError("kind", f"{article} {framework} job cannot render as {kind}",
@@ -141,12 +142,13 @@ class Volume:
     mount_path: str = "/mnt/data"
 
     @classmethod
-    def parse(cls, text: str, field: str = "--volume") -> "Volume":
+    def parse(cls, text: str, field: str = "volume") -> "Volume":
         """``CLAIM[:PATH]`` (the CLI's ``--volume``, the magic's, ``checkpoint_volume`` in config)."""
         claim, colon, path = str(text).partition(":")
         if not claim or (colon and not path):
             raise SpecError(field, f"{text!r} is not CLAIM[:PATH]",
-                            f"name a PersistentVolumeClaim, e.g. {field} ckpt or {field} ckpt:/mnt/ckpt")
+                            Fix.set("volume", "ckpt", "name a PersistentVolumeClaim, e.g. {}") if field == "volume"
+                            else f"name a PersistentVolumeClaim, e.g. {field} = \"ckpt\" or \"ckpt:/mnt/ckpt\"")
         return cls(claim, path or cls.mount_path)
 
 
@@ -266,28 +268,30 @@ class JobSpec:
                    "every backend, so a job keeps its name wherever it runs")
             suggestion = slug(str(self.name))
             raise SpecError("name", f"{self.name!r} is not a valid job name: {why}",
-                            (f"use {suggestion!r}, or " if suggestion else "use ")
-                            + "at most 40 lowercase letters, digits and '-', starting and ending "
-                            "with a letter or digit")
+                            Fix.set("name", suggestion, "use {}, or at most 40 lowercase letters, digits "
+                                    "and '-', starting and ending with a letter or digit") if suggestion else
+                            "use at most 40 lowercase letters, digits and '-', starting and ending with a "
+                            "letter or digit")
         if self.image is not None and (not isinstance(self.image, str)
                                        or (self.image and image_problem(self.image))):
             why = (image_problem(self.image) if isinstance(self.image, str) else None) or \
                 f"an image is a string, not {type(self.image).__name__}"
             fixed = _image_suggestion(self.image) if isinstance(self.image, str) else ""
             raise SpecError("image", f"{self.image!r} is not an image reference: {why}",
-                            f"use {fixed!r}" if fixed and not image_problem(fixed) else
+                            Fix.set("image", fixed, "use {}") if fixed and not image_problem(fixed) else
                             "use registry/name:tag with the name in lowercase, e.g. "
                             "'pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime'")
         for fname in ("queue", "priority", "namespace", "volcano_queue"):
             v = getattr(self, fname)
             if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
                 suggestion = slug(v, 63) if isinstance(v, str) else ""
+                fix: Fix | str
                 if fname == "priority" and not isinstance(v, str):
                     fix = "name a priority class, e.g. 'high' (the class gives the number)"
                 else:
-                    fix = ((f"use {suggestion!r} (" if suggestion else "use ")
-                           + "lowercase letters, digits and '-' (a Kubernetes name)"
-                           + (")" if suggestion else ""))
+                    fix = (Fix.set(fname, suggestion, "use {} (lowercase letters, digits and '-', a "
+                                   "Kubernetes name)") if suggestion else
+                           "use lowercase letters, digits and '-' (a Kubernetes name)")
                 raise SpecError(fname, f"{v!r} is not a valid {fname} name", fix)
         for k, v in self.env:
             if not isinstance(k, str) or not _ENV_RE.match(k):
@@ -295,7 +299,7 @@ class JobSpec:
                                 "use letters, digits and '_', not starting with a digit")
             if not isinstance(v, str):
                 raise SpecError(f"env[{k}]", f"value must be a string, got {type(v).__name__}",
-                                f"pass str(value), e.g. .env({k}='{v}')")
+                                Fix.set("env", f"{k}='{v}'", "pass str(value), e.g. {}"))
         for k, ref in self.secret_env:
             if not _ENV_RE.match(k) or not isinstance(ref, SecretRef):
                 raise SpecError("secret_env", f"{k!r} must map to SecretRef(secret, key)",
@@ -324,10 +328,10 @@ class JobSpec:
                 self.max_runtime_s, (int, float)) or not math.isfinite(self.max_runtime_s)
                 or self.max_runtime_s <= 0):
             raise SpecError("max_runtime_s", f"must be a positive, finite number of seconds, got "
-                            f"{self.max_runtime_s!r}", "e.g. max_runtime_s=3600, or None for no limit")
+                            f"{self.max_runtime_s!r}", _RUNTIME_FIX)
         if self.max_runtime_s is not None and self.max_runtime_s > MAX_RUNTIME_S:
             raise SpecError("max_runtime_s", f"{self.max_runtime_s:g} s is more than Kueue's limit of "
-                            f"{MAX_RUNTIME_S} s (about 68 years)", "e.g. max_runtime_s=3600, or None for no limit")
+                            f"{MAX_RUNTIME_S} s (about 68 years)", _RUNTIME_FIX)
         for k, v in self.node_selector:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",

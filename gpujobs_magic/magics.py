@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 import gpujobs
-from gpujobs.errors import GpuJobsError, fixes_for
+from gpujobs.errors import GpuJobsError, Spelling
 from gpujobs.spec import FRAMEWORKS
 
 from .cell import cell_job_name, compile_cell
@@ -30,10 +30,13 @@ def _prompt_count(shell: Any) -> int | None:
     return count if isinstance(count, int) and count > 0 else None
 
 
-#: a spec error's Python fixes, and the cell's flags that set the same field
-MAGIC_HINTS = {".image('JOB')": "--image JOB", ".queue('JOB')": "--queue JOB",
-               ".queue(name)": "--queue NAME", ".queue(NAME)": "--queue NAME",
-               ".volume('CLAIM')": "--volume CLAIM"}
+#: how the cell's flags spell an error's fix (gpujobs.errors.Fix); the rest (commands, fields
+#: the cell cannot set) stays in Python's words, which the notebook runs as written
+MAGIC_SPELLING = Spelling.flags(
+    fields={"gpus": "--gpus {v}", "nodes": "--nodes {v}", "framework": "--framework {v}",
+            "queue": "--queue {v}", "priority": "--priority {v}", "name": "--name {v}",
+            "image": "--image {v}", "volume": "--volume {v}", "backend": "--backend {v}"},
+    commands={})
 
 
 @magics_class
@@ -96,7 +99,7 @@ class GpuJobMagics(Magics):
                                  name=args.name or cell_job_name(cell, count, returns),
                                  backend=args.backend or self.backend)
         except GpuJobsError as exc:  # refused before anything was created
-            raise UsageError(f"%%gpujob: {fixes_for(str(exc), MAGIC_HINTS)}") from None
+            raise UsageError(f"%%gpujob: {exc.render(MAGIC_SPELLING)}") from None
         if args.out:
             self._user_ns[args.out] = job
         if not args.wait:

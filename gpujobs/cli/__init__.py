@@ -13,6 +13,7 @@ import sys
 
 from . import exitcodes
 from .. import contract
+from ..errors import Spelling
 
 EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage or spec error · 3 backend unavailable · "
           "4 not found · 130 interrupted.  GPUJOBS_DEBUG=1 shows tracebacks.")
@@ -162,21 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: hints written for Python, and what to run instead at the command line
-CLI_HINTS = {"gpujobs.jobs()": "`gpujobs queue -a`",
-             "gpujobs.jobs(backend='kubernetes')": "`gpujobs queue -a --backend kubernetes`",
-             "gpujobs.attach('JOB').cancel()": "`gpujobs cancel JOB`",
-             # builder calls in spec/render fixes, as the flag that sets the same field
-             "pass .image('JOB')": "pass --image JOB",
-             "and pass .queue(name)": "and pass --queue NAME",
-             "use one of them: .queue(NAME)": "use one of them: --queue NAME",
-             "e.g. max_runtime_s=3600, or None for no limit": "e.g. --time 3600, or no --time for no limit"}
+#: how the command line spells an error's fix (gpujobs.errors.Fix): the flag that sets each field,
+#: the command that does what a Python call would; the rest falls back to Python's words
+CLI_SPELLING = Spelling.flags(
+    fields={"gpus": "--gpus {v}", "nodes": "--nodes {v}", "procs_per_node": "--procs-per-node {v}",
+            "framework": "--framework {v}", "queue": "--queue {v}", "priority": "--priority {v}",
+            "name": "--name {v}", "image": "--image {v}", "env": "--env {v}", "volume": "--volume {v}",
+            "kind": "--kind {v}", "max_runtime_s": "--time {v}", "backend": "--backend {v}",
+            "namespace": "--namespace {v}"},
+    commands={"jobs": "`gpujobs queue -a`", "kubernetes-jobs": "`gpujobs queue -a --backend kubernetes`",
+              "cancel": "`gpujobs cancel {v}`", "queue": "`gpujobs queue -q {v}`"})
 
 
-def cli_message(msg: str) -> str:
-    """An error line with its Python hints replaced by the command to run here."""
-    from ..errors import fixes_for
-    return fixes_for(msg, CLI_HINTS)
+def cli_message(exc: BaseException) -> str:
+    """The error's first line as the command shows it: its fix in the command line's words, an
+    unexpected error named by its type."""
+    from ..errors import GpuJobsError
+    text = exc.render(CLI_SPELLING) if isinstance(exc, GpuJobsError) else str(exc)
+    msg = text.strip().splitlines()[0] if text.strip() else ""
+    if not isinstance(exc, GpuJobsError):
+        msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return msg
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -217,11 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
         if debug:
             raise
-        from ..errors import GpuJobsError
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        if not isinstance(exc, GpuJobsError):  # an unexpected error: name its type
-            msg = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-        sys.stderr.write(f"gpujobs: {cli_message(msg)}\n")
+        sys.stderr.write(f"gpujobs: {cli_message(exc)}\n")
         return exitcodes.exit_code_for(exc)
     finally:
         warnings.showwarning = shown

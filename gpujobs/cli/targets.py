@@ -188,4 +188,4 @@ def convert_args(fn: Callable[..., Any], raw: list[str]) -> tuple[list[Any], lis
 def shape(builder: JobBuilder, framework: str, gpus: int, nodes: int, procs_per_node: int | None) -> JobBuilder:
     """Apply --framework/--gpus/--nodes/--procs-per-node (gpus=0: CPU ranks), as
     :func:`gpujobs.shape.gang_shape` does for every entry point."""
-    return builder.with_shape(gang_shape(framework, gpus, nodes, procs_per_node, options=True))
+    return builder.with_shape(gang_shape(framework, gpus, nodes, procs_per_node))

@@ -8,7 +8,7 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import PayloadError
+from ..errors import Fix, PayloadError
 
 
 def _user_modules(fn: Any) -> list[Any]:
@@ -309,9 +309,9 @@ def needed_modules(fn: Any, args: tuple = (), kwargs: dict | None = None,
             f"is needed by the job but cannot travel to the ranks: {path} is "
             f"{'a compiled extension' if not path.endswith('.py') else 'not readable source'}, "
             "outside the installed packages (only .py sources are shipped by value)",
-            f"install it where the ranks run: on the local backend `pip install` its project "
-            f"or `export PYTHONPATH={folder}` before submitting; on Kubernetes build it into the "
-            "job's image and pass .image('your-image')")
+            Fix.set("image", "your-image", f"install it where the ranks run: on the local backend `pip install` "
+                    f"its project or `export PYTHONPATH={folder}` before submitting; on Kubernetes build it "
+                    "into the job's image and pass {}"))
     return dict(sorted(walk.found.items()))
 
 

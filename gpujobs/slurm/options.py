@@ -11,7 +11,7 @@ import warnings
 from types import FrameType
 from typing import Any, Mapping
 
-from ..errors import SpecError
+from ..errors import Fix, SpecError
 from . import units
 from .directives import Directive, Script
 from .policy import REFUSED, WARN_ONLY
@@ -29,7 +29,7 @@ class Options:
         self.opts: dict[str, Directive] = {}
 
     # ------------------------------------------------------------ messages
-    def error(self, line: int, what: str, problem: str, fix: str) -> SpecError:
+    def error(self, line: int, what: str, problem: str, fix: Fix | str) -> SpecError:
         err = SpecError(f"{self.source}:{line} {what}", problem, fix)
         err.line = line  # type: ignore[attr-defined]
         return err

@@ -159,7 +159,7 @@ class _Translator(Options):
         try:
             builder.spec()  # validate now, so a bad value names the script
         except SpecError as exc:
-            raise self.error(L, exc.field, exc.problem, exc.fix or "fix the directive") from None
+            raise self.error(L, exc.field, exc.problem, exc.remedy or "fix the directive") from None
         return builder
 
     def checked_name(self, option: str, value: str, section: str) -> str:

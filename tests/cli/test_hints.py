@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpujobs.cli import CLI_HINTS, build_parser, cli_message
+from gpujobs.cli import CLI_SPELLING, build_parser, cli_message
+from gpujobs.errors import PYTHON as PYTHON_SPELLING, Fix
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "gpujobs").rglob("*.py")) + sorted((ROOT / "gpujobs_magic").rglob("*.py"))
@@ -119,12 +120,11 @@ def test_every_python_hint_names_a_real_function(where, dotted):
     assert callable(obj), f"{where}: gpujobs.{dotted} is not callable"
 
 
-@pytest.mark.parametrize("python, cli", sorted(CLI_HINTS.items()))
-def test_python_hints_become_commands_in_the_cli(python, cli):
-    assert cli_message(f"x (fix: {python})") == f"x (fix: {cli})"
-    command = cli.strip("`")
-    if command.startswith("gpujobs "):
-        assert parses(command) is None
+@pytest.mark.parametrize("command", sorted(CLI_SPELLING.commands))
+def test_python_calls_become_commands_in_the_cli(command):
+    fix = Fix.run(command, "JOB")
+    assert fix.spell(PYTHON_SPELLING) != fix.spell(CLI_SPELLING)
+    assert parses(fix.spell(CLI_SPELLING).strip("`")) is None
 
 
 def test_unknown_job_in_the_cli_suggests_the_command(cli):
@@ -148,16 +148,21 @@ def test_spec_fixes_in_the_cli_name_the_flag(cli, tmp_path, args, shown, hidden)
 def test_an_unknown_kubernetes_job_in_the_cli_suggests_the_command():
     # the CLI printed "(fix: list jobs with gpujobs.jobs(backend='kubernetes'))"
     from gpujobs.backends.kubernetes.status.live import _not_found
-    shown = cli_message(str(_not_found("ml/nope-1")))
+    shown = cli_message(_not_found("ml/nope-1"))
     assert "`gpujobs queue -a --backend kubernetes`" in shown and "gpujobs.jobs(" not in shown, shown
 
 
-@pytest.mark.parametrize("msg", [
-    "LocalQueue ml/x: no LocalQueue 'x' in namespace 'ml'; list them with `kubectl get localqueues -n ml` "
-    "and pass .queue(name)",                                              # submit's preflight
-    "queue: no LocalQueue 'x' in namespace 'ml'; LocalQueues there: q (fix: use one of them: .queue(NAME))",  # plan()
-])
-def test_an_unknown_kubernetes_queue_in_the_cli_names_the_flag(msg):
-    # the CLI printed the builder call .queue(...)
-    shown = cli_message(msg)
-    assert "--queue NAME" in shown and ".queue(" not in shown, shown
+def test_an_unknown_kubernetes_queue_in_each_front_end(monkeypatch):
+    # the CLI printed the builder call .queue(...); Python was told to run `gpujobs queue -q NAME`
+    from types import SimpleNamespace
+
+    from gpujobs.backends.kubernetes.status import live
+    from gpujobs.backends.kubernetes.submit import preflight
+    from gpujobs.errors import SpecError
+    monkeypatch.setattr(preflight, "local_queue_names", lambda backend, ns: ["team-a"])
+    monkeypatch.setattr(live.archive, "all_statuses", lambda home, ns: [])
+    with pytest.raises(SpecError) as info:
+        live.check_queue(SimpleNamespace(namespace="ml", home=None), "tema-a")
+    assert "use one of them (gpujobs.queue('NAME'))" in str(info.value), info.value
+    shown = cli_message(info.value)
+    assert "use one of them (`gpujobs queue -q NAME`)" in shown and "gpujobs.queue(" not in shown, shown

@@ -16,10 +16,12 @@ from gpujobs.backends.local import protocol
 SAMPLES = [
     errors.GpuJobsError("plain"),
     errors.SpecError("gpus", "must be >= 0", "pass gpus=1"),
+    errors.SpecError("gpus", "must be >= 0", errors.Fix.set("gpus", 1, "pass {} or more")),
     errors.PayloadError("fn", "cannot pickle a lock", None),
     errors.JobNotFound("job_id", "no local job 'x'", "list jobs with gpujobs.jobs()"),
     errors.SubmitError("refused"),
     errors.PreflightError("LocalQueue ml/team-a", "does not exist: colon: inside"),
+    errors.PreflightError("LocalQueue ml/team-a", "does not exist", errors.Fix.set("queue", "NAME", "pass {}")),
     errors.QuotaError("too big"),
     errors.BackendError("broke"),
     errors.BackendUnavailable("no agent"),
@@ -33,6 +35,7 @@ SAMPLES = [
     errors.JobStateError("not running"),
     errors.ResultAuthError("bad HMAC"),
     errors.WaitTimeout("waited 3 s"),
+    errors.WaitTimeout("waited 3 s", errors.Fix.run("cancel", "j-1", "{} stops it")),
 ]
 
 

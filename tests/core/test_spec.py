@@ -210,14 +210,14 @@ def test_upper_case_job_name_is_explained_with_a_lower_case_suggestion():
     with pytest.raises(SpecError) as err:
         gpujobs.job(noop).name("Exp_1").spec()
     assert "DNS-1123" in err.value.problem and "lower case" in err.value.problem
-    assert "use 'exp-1'" in err.value.fix
+    assert "use .name('exp-1')" in err.value.fix
 
 
 def test_a_bad_queue_or_priority_name_gets_a_fix_that_runs_as_written():
     # the fix only described a Kubernetes name; for an int priority it asked for letters
     with pytest.raises(SpecError) as err:
         gpujobs.job(noop).queue("Team A").spec()
-    assert err.value.fix.startswith("use 'team-a' (")
+    assert err.value.fix.startswith("use .queue('team-a') (")
     with pytest.raises(SpecError) as err:
         gpujobs.job(noop).priority(5).spec()
     assert err.value.field == "priority" and "'high'" in err.value.fix
@@ -236,8 +236,8 @@ def test_image_references_the_kubelet_pulls_are_accepted(image):
 
 @pytest.mark.parametrize("image, fix", [
     # were accepted, and each pod would fail at pull time with InvalidImageName
-    ("Pytorch/Pytorch:2.5-Cuda", "use 'pytorch/pytorch:2.5-Cuda'"),
-    ("pytorch/pytorch:2.5 ", "use 'pytorch/pytorch:2.5'"),
+    ("Pytorch/Pytorch:2.5-Cuda", "use .image('pytorch/pytorch:2.5-Cuda')"),
+    ("pytorch/pytorch:2.5 ", "use .image('pytorch/pytorch:2.5')"),
     ("my image:1", "use registry/name:tag"),
     ("x:", "use registry/name:tag"),
     ("ubuntu@sha256:zz", "use registry/name:tag"),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 import gpujobs
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.checkpoint import uses_checkpoints
-from gpujobs.cli import build_parser
+from gpujobs.cli import build_parser, cli_message
 from gpujobs.cli.commands import apply_common
 from gpujobs.errors import SpecError
 from gpujobs.spec import Volume
@@ -48,8 +49,9 @@ def test_volume_parses_claim_and_path(text, claim, path):
 
 @pytest.mark.parametrize("text", ["", ":/mnt", "ckpt:"])
 def test_a_bad_volume_names_the_field_and_a_fix(text):
-    with pytest.raises(SpecError, match=r"--volume.*fix: .*--volume ckpt"):
+    with pytest.raises(SpecError, match=r"volume.*fix: .*\.volume\('ckpt'\)") as err:
         Volume.parse(text)
+    assert re.match(r"--volume.*fix: .*--volume ckpt\)$", cli_message(err.value)), cli_message(err.value)
 
 
 def test_cli_volume_mounts_the_claim_and_puts_checkpoints_there():

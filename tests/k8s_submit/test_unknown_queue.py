@@ -27,6 +27,8 @@ def test_backend_refuses_an_unknown_local_queue_naming_the_known_ones(backend):
     assert f"no LocalQueue 'team-b' in namespace {NS!r}" in err.value.problem
     assert "did you mean 'team-a'?" in err.value.problem and "LocalQueues there: team-a" in err.value.problem
     assert f"kubectl get localqueues -n {NS}" in err.value.fix
+    # was "use one of them (gpujobs queue -q NAME)": the CLI's command shown to Python users
+    assert "use one of them (gpujobs.queue('NAME'))" in err.value.fix
 
 
 def test_gpujobs_queue_refuses_an_unknown_local_queue(backend, monkeypatch):

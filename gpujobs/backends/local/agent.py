@@ -30,7 +30,7 @@ from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
 from ...contract import OUTCOME, JobFolder
 from ...devices import local_gpu_slots
-from ...errors import GpuJobsError, JobNotFound
+from ...errors import Fix, GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private
@@ -583,7 +583,7 @@ class Agent(Recovery, Watching, Lifecycle):
             return self._view(rec)
         st = self.store.status(jid)
         if st is None:
-            raise JobNotFound("job_id", f"no local job {jid!r}", "list jobs with gpujobs.jobs()")
+            raise JobNotFound("job_id", f"no local job {jid!r}", Fix.run("jobs", text="list jobs with {}"))
         return st
 
     def jobs(self, queue: str | None) -> list[JobStatus]:

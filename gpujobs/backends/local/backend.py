@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 from ...config import gpujobs_home
 from ...devices import cpu_notice
-from ...errors import JobNotFound, BackendUnavailable, GpuJobsError, SpecError
+from ...errors import Fix, JobNotFound, BackendUnavailable, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobStatus
 from . import protocol
@@ -110,7 +110,7 @@ class LocalBackend:
             return live
         st = self._stored(job_id)
         if st is None:
-            raise JobNotFound("job_id", f"no local job {job_id!r}", "list jobs with gpujobs.jobs()")
+            raise JobNotFound("job_id", f"no local job {job_id!r}", Fix.run("jobs", text="list jobs with {}"))
         if st.terminal:
             return st  # no need to start an agent to read a finished job
         if self.held():

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from fnmatch import fnmatch
 
+from ....errors import Fix
+
 MPI_IMAGE_NAME = "gpujobs-mpi"
 """The image docker/mpi/Dockerfile builds; tagged ``py<XY>`` for the Python it holds."""
 MPI_DOCKERFILE = """\
@@ -99,12 +101,12 @@ def python_of(image: str | None) -> tuple[str, str] | None:
     return None
 
 
-def python_fix(image: str, want: str) -> str:
-    """The same image for Python ``want`` (a -pyXY tag swapped), else a hint."""
+def python_fix(image: str, want: str, text: str = "{}") -> Fix:
+    """Set the same image for Python ``want`` (a -pyXY tag swapped), else an image with it."""
     m = _PY_TAG.search(image)
     if m:
-        return f".image('{image[:m.start(1) - 2]}py{want.replace('.', '')}{image[m.end(2):]}')"
-    return f"an image with Python {want} (.image(...))"
+        return Fix.set("image", f"{image[:m.start(1) - 2]}py{want.replace('.', '')}{image[m.end(2):]}", text)
+    return Fix.set("image", "IMAGE", text.replace("{}", f"an image with Python {want} ({{}})"))
 
 
 def mpi_missing(image: str) -> tuple[list[str], str] | None:
@@ -127,11 +129,11 @@ def mpi_missing(image: str) -> tuple[list[str], str] | None:
     return missing, f.source
 
 
-def mpi_image_fix() -> str:
+def mpi_image_fix() -> Fix:
     """A fix naming gpujobs' MPI image for this Python, runnable as written (no checkout needed:
     the Dockerfile comes from ``gpujobs admin mpi-image``)."""
     here = "%d.%d" % sys.version_info[:2]
     tag = f"{MPI_IMAGE_NAME}:py{here.replace('.', '')}"
-    return (f"build gpujobs' MPI image: gpujobs admin mpi-image | docker build -t {tag} --build-arg "
-            f"PYTHON={here} - "
-            f"(then push it to your registry, or `kind load docker-image {tag}`), and pass .image('{tag}')")
+    return Fix.set("image", tag, f"build gpujobs' MPI image: gpujobs admin mpi-image | docker build -t {tag} "
+                   f"--build-arg PYTHON={here} - (then push it to your registry, or `kind load docker-image "
+                   f"{tag}`), and pass {{}}")

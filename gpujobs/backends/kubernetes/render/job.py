@@ -100,7 +100,7 @@ def _check(spec: JobSpec, kind: str) -> None:
     if spec.image and py and py[0] != here:
         raise SpecError("image", f"{spec.image!r} runs Python {py[0]} (from {py[1]}) but you submit from Python "
                         f"{here}: the cloudpickled call only loads in the same major.minor",
-                        f"{images.python_fix(spec.image, here)} or submit from Python {py[0]}")
+                        images.python_fix(spec.image, here, f"{{}} or submit from Python {py[0]}"))
     if spec.framework == "mpi" and kind in ("MPIJob", "VolcanoJob"):
         _check_mpi_image(spec)
     if kind == "AppWrapper" and spec.framework == "mpi":

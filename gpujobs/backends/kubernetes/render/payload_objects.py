@@ -34,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .... import contract
-from ....errors import PayloadError
+from ....errors import Fix, PayloadError
 from ....payload import seal
 from ....spec import JobSpec
 from .. import naming
@@ -214,8 +214,8 @@ def job_files(spec: JobSpec, key: bytes, boot_cfg: dict) -> JobFiles:
         raise PayloadError(
             "payload", f"the job's sealed call is {len(sealed):,} bytes, over the "
             f"{OBJECT_LIMIT - _HEADROOM:,} usable bytes of a Kubernetes Secret",
-            "pass paths, not data: load large inputs inside the function from a PVC "
-            "(.volume('claim')) or object storage, and keep arguments under ~900 KB")
+            Fix.set("volume", "claim", "pass paths, not data: load large inputs inside the function from a PVC "
+                    "({}) or object storage, and keep arguments under ~900 KB"))
     inline = 4 * ((len(sealed) + 2) // 3) + len(boot) <= INLINE_LIMIT
     return JobFiles(boot, sealed, inline)
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from ....admission.forecast import Forecast, Job, plan
 from ....admission.model import Workload
-from ....errors import BackendUnavailable, KubernetesError, SpecError
+from ....errors import BackendUnavailable, Fix, KubernetesError, SpecError
 from ....status import JobStatus, Plan
 from . import mapping as status_map
 from ..cluster import Cluster
@@ -170,7 +170,7 @@ class KubeForecasts:
             known = sorted(q.split("/", 1)[1] for s in tr.snapshot.queues for q in s.local_queues
                            if q.startswith(f"{self.namespace}/"))
             raise SpecError("queue", f"no LocalQueue {queue!r} in namespace {self.namespace!r}; LocalQueues "
-                            f"there: {', '.join(known) or 'none'}", "use one of them: .queue(NAME)")
+                            f"there: {', '.join(known) or 'none'}", Fix.set("queue", "NAME", "use one of them: {}"))
         covered = {r for g in next(q for q in tr.snapshot.queues if q.name == cqn).resource_groups or []
                    for res in g.values() for r in res}
         tmpl_sets = [{"name": ps.name, "count": ps.count, "template": ps.template} for ps in pod_sets(rendered.job)]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ....errors import JobNotFound, KubernetesError, SpecError
+from ....errors import Fix, JobNotFound, KubernetesError, SpecError
 from ....status import JobStatus
 from . import archive
 from . import logs as _logs
@@ -178,7 +178,7 @@ def _archive(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = Fals
 
 def _not_found(job_id: str) -> JobNotFound:
     return JobNotFound("job_id", f"job {job_id} not found (no such object in the cluster, none archived)",
-                       "list jobs with gpujobs.jobs(backend='kubernetes')")
+                       Fix.run("kubernetes-jobs", text="list jobs with {}"))
 
 
 def _forecast(backend: Cluster, st: JobStatus, refresh: bool = True, block: bool = True) -> JobStatus:
@@ -255,8 +255,8 @@ def check_queue(backend: Cluster, queue: str, namespace: str | None = None) -> N
         return  # a LocalQueue since deleted still lists its jobs
     raise SpecError("queue", f"no LocalQueue {queue!r} in namespace {ns!r}"
                     + those_that_exist(queue, known, "LocalQueues there"),
-                    f"use one of them (gpujobs queue -q NAME), or ask the cluster admin to create "
-                    f"{queue!r} (kubectl get localqueues -n {ns})")
+                    Fix.run("queue", "NAME", "use one of them ({}), or ask the cluster admin to create "
+                            f"{queue!r} (kubectl get localqueues -n {ns})"))
 
 
 def jobs(backend: Cluster, queue: str | None = None) -> list[JobStatus]:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import warnings
 from typing import Any, Callable
 
-from ....errors import GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
+from ....errors import Fix, GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
 from ..kinds import KINDS, KUEUE_KINDS
@@ -141,10 +141,10 @@ def _skip(what: str) -> None:
 
 def _require(backend: Cluster, cache: _Cache, what: str, group: str, version: str, plural: str,
              name: str, missing: str | Callable[[], str], namespace: str | None = None,
-             forbidden: str | None = None) -> dict | None:
+             forbidden: str | None = None, fix: Fix | None = None) -> dict | None:
     """The object (cached), PreflightError(``what``, ``missing``) when it does not exist. When
     this user may not read it: PreflightError(``what``, ``forbidden``) if given, else None with
-    a warning (cluster-scoped reads: the documented Role is namespaced)."""
+    a warning (cluster-scoped reads: the documented Role is namespaced). ``fix``: the missing one's."""
     obj = cache.get((plural, namespace, name), lambda: _get_custom(backend, group, version, plural,
                                                                    name, namespace))
     if obj == "forbidden":
@@ -153,7 +153,7 @@ def _require(backend: Cluster, cache: _Cache, what: str, group: str, version: st
         _skip(what)
         return None
     if obj is None:  # (a callable: the text needs a list call, made only now)
-        raise PreflightError(what, missing() if callable(missing) else missing)
+        raise PreflightError(what, missing() if callable(missing) else missing, fix)
     return obj
 
 
@@ -220,8 +220,9 @@ def check_kueue(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     ns = r.namespace
     lq = _require(backend, cache, f"LocalQueue {ns}/{queue}", "kueue.x-k8s.io", "v1beta2",
                   "localqueues", queue, lambda: f"no LocalQueue {queue!r} in namespace {ns!r}"
-                  f"{those_that_exist(queue, local_queue_names(backend, ns), 'LocalQueues there')}; "
-                  f"pass .queue(name) with one of them (list them with `kubectl get localqueues -n {ns}`)",
+                  f"{those_that_exist(queue, local_queue_names(backend, ns), 'LocalQueues there')}",
+                  fix=Fix.set("queue", "NAME", "pass {} with one of them (list them with "
+                              f"`kubectl get localqueues -n {ns}`)"),
                   namespace=ns,
                   # unlike the cluster-scoped reads, the Role grants this one
                   forbidden=f"you may not read LocalQueues in namespace {ns!r}; "
@@ -238,9 +239,9 @@ def check_kueue(backend: Cluster, cache: _Cache, r: Rendered) -> None:
         _require(backend, cache, f"WorkloadPriorityClass {prio}", "kueue.x-k8s.io", "v1beta2",
                  "workloadpriorityclasses", prio, lambda: f"priority {prio!r} does not exist (Kueue would "
                  "never create the Workload)" + those_that_exist(
-                     prio, kueue_names(backend, "workloadpriorityclasses"), "WorkloadPriorityClasses")
-                 + "; pass .priority(name) with one of them (list them with `kubectl get "
-                 "workloadpriorityclasses`)")
+                     prio, kueue_names(backend, "workloadpriorityclasses"), "WorkloadPriorityClasses"),
+                 fix=Fix.set("priority", "NAME", "pass {} with one of them (list them with `kubectl get "
+                             "workloadpriorityclasses`)"))
 
 
 def _parse(q: Any):
