@@ -18,16 +18,19 @@ from .status import GpuSample, JobEvent, JobStatus, Plan
 __version__ = "0.1.0"
 
 __all__ = ["submit", "job", "JobBuilder", "JobSpec", "Job", "JobStatus", "JobEvent", "GpuSample",
-           "Plan", "attach", "jobs", "usage", "context", "JobContext", "SecretRef", "Volume",
+           "Plan", "attach", "jobs", "queue", "usage", "context", "JobContext", "SecretRef", "Volume",
+           # loaded on first use (LAZY_SUBMODULES)
+           "checkpoint", "fsdp", "slurm",
            # the errors a caller catches (the whole tree: gpujobs.errors)
            "errors", "GpuJobsError", "SpecError", "JobNotFound", "SubmitError", "PreflightError",
            "QuotaError", "BackendError", "BackendUnavailable", "JobError", "JobFailedError",
            "JobCancelledError", "JobLostError", "RemoteError", "ResultAuthError", "WaitTimeout"]
 
 
-LAZY_SUBMODULES = ("checkpoint", "fsdp")
-"""What a job's function uses as ``gpujobs.checkpoint.resumable`` / ``gpujobs.fsdp.shard``:
-loaded on first use (``import gpujobs`` imports no torch), the same in a pod."""
+LAZY_SUBMODULES = ("checkpoint", "fsdp", "slurm")
+"""What a job's function uses as ``gpujobs.checkpoint.resumable`` / ``gpujobs.fsdp.shard``, and a
+caller as ``gpujobs.slurm.from_sbatch``: loaded on first use (``import gpujobs`` imports no torch),
+the same in a pod."""
 
 
 def __getattr__(name: str):
