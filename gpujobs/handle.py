@@ -1,7 +1,6 @@
 """The Job handle: a future-like view of one job on any backend (after submitit's Job)."""
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Generic, Iterator, TypeVar, cast
 
 from .backends import get_backend
@@ -9,8 +8,6 @@ from .backends.base import Backend
 from .errors import Fix, JobCancelledError, JobFailedError, JobLostError, WaitTimeout
 from .payload import Outcome, open_envelope
 from .status import JobStatus
-
-_UNSET = object()
 
 #: what the job's function returns (``gpujobs.submit(fn)`` gives a ``Job[<fn's return type>]``)
 R = TypeVar("R")
@@ -30,8 +27,8 @@ class Job(Generic[R]):
         self.id = job_id
         self.spec = spec
         self._backend = backend if isinstance(backend, Backend) else get_backend(backend)
-        self._outcome: Any = _UNSET
-        self._lock = threading.Lock()
+        self._ended_as: tuple[JobStatus, dict[int, Outcome]] | None = None
+        """Once the job has ended: its final status and opened outcomes (each envelope opened once)."""
 
     # ----------------------------------------------------------------- state
     @property
@@ -80,10 +77,13 @@ class Job(Generic[R]):
         return self._ended(timeout)[0]
 
     def _ended(self, timeout: float | None) -> tuple[BaseException | None, JobStatus, dict[int, Outcome]]:
-        """Once the job has ended: its exception (or None), final status and outcomes by rank,
-        each read once (result() asks the backend nothing more)."""
-        st = self.wait(timeout)
-        outcomes = self._outcomes()
+        """Once the job has ended: its exception (or None), final status and outcomes by rank.
+        The outcomes are read and their envelopes opened once per handle: a second ``result()``
+        or ``exception()`` asks the backend nothing."""
+        if self._ended_as is None:
+            st = self.wait(timeout)
+            self._ended_as = st, self._outcomes()
+        st, outcomes = self._ended_as
         return self._error(st, outcomes), st, outcomes
 
     def _error(self, st: JobStatus, outcomes: dict[int, Outcome]) -> BaseException | None:
