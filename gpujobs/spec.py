@@ -91,7 +91,8 @@ _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 
 
 #: the longest run-time limit: Kueue's Workload ``spec.maximumExecutionTimeSeconds`` is an int32
-#: (``format: int32, minimum: 1``, shared/crds/kueue/kueue.x-k8s.io_workloads.yaml), and so is the
+#: (``format: int32, minimum: 1``, kueue@ff69552
+#: config/components/crd/bases/kueue.x-k8s.io_workloads.yaml), and so is the
 #: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
 MAX_RUNTIME_S = 2**31 - 1
 _RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")

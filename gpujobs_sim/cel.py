@@ -59,7 +59,8 @@ K8S_FUNCTIONS: dict[str, tuple[Callable[..., Any], str]] = {
     # k8s.io/apiserver/pkg/cel/library/quantity.go: isQuantity(string) bool
     "isQuantity": (_is_quantity, "k8s.io/apiserver/pkg/cel/library/quantity.go isQuantity"),
 }
-# standard CEL (cel-spec langdef.md "Functions" and macros), as cel-python implements them
+# standard CEL, as cel-python implements them: "Functions" and macros of
+# https://github.com/google/cel-spec/blob/master/doc/langdef.md
 STANDARD_FUNCTIONS = frozenset({
     "has", "size", "matches", "exists", "all", "exists_one", "filter", "map", "startsWith", "endsWith",
     "contains", "int", "uint", "double", "string", "bytes", "bool", "type", "duration", "timestamp", "dyn",

@@ -1,7 +1,7 @@
 """The simulated Kueue: Workloads for queued jobs, admission by the shared engine, preemption,
 waitForPodsReady, and the visibility API's positions.
 
-Behaviour follows shared/docs/k8s-semantics.md: Kueue creates a Workload
+Behaviour follows Kueue at kueue@ff69552 (docs/kubernetes-kinds.md): Kueue creates a Workload
 (kueue.x-k8s.io/v1beta2, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label)
 for every job with a ``queue-name`` label, keeps the job suspended (the kind's own
 suspend field) until the shared admission engine (:mod:`gpujobs.admission`) admits it,
@@ -429,7 +429,7 @@ def workload_for(job: dict, priority: int | None = None, lookup: Any = None) -> 
     :func:`workload_name`, owner reference to the job, ``kueue.x-k8s.io/job-uid`` label, podSets
     from :func:`gpujobs_sim.rules.pod_sets`; with a priority-class label, priorityClassRef and the
     class's value as ``priority``; a max-exec-time label as ``maximumExecutionTimeSeconds``
-    (k8s-semantics.md §1.1))."""
+    (kueue@ff69552 pkg/controller/constants/constants.go, site/data/labels_and_annotations.yaml))."""
     md = job["metadata"]
     labels = md.get("labels") or {}
     uid = md.get("uid") or "00000000-0000-0000-0000-000000000000"

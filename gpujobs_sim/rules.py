@@ -2,8 +2,8 @@
 (and whether it succeeded), when Kueue counts its pods as ready, how Kueue sizes its pod sets,
 what a pod requests, and how Kubernetes parses quantities and timestamps.
 
-Written from the upstream sources and docs cited beside each rule (snapshots as in
-shared/docs/k8s-semantics.md), never from gpujobs' own mapping code: the simulator must not call
+Written from the upstream sources and docs cited beside each rule (snapshots in
+docs/kubernetes-kinds.md, "Upstream sources the code cites"), never from gpujobs' own mapping code: the simulator must not call
 ``gpujobs.backends.kubernetes.status.mapping`` or ``.podsets``, so that a bug there cannot show up on
 both sides of a test. Facts are data (tables) where they can be.
 """
@@ -158,8 +158,8 @@ def _pod_is_ready(p: dict) -> bool:
 
 
 def pods_ready(job: dict, pods: list[dict], expected: int) -> bool:
-    """Whether Kueue sets the Workload's PodsReady (k8s-semantics.md §1.2, 'when Kueue considers it
-    PodsReady'), per kind."""
+    """Whether Kueue sets the Workload's PodsReady, per kind (each kind's Kueue integration, cited
+    below)."""
     kind = job.get("kind")
     if kind in ("MPIJob", "PyTorchJob"):
         # kueue@ff69552 mpijob_controller.go#L203-210, kubeflowjob_controller.go#L143-150: Running=True

@@ -8,9 +8,9 @@
 #   kind delete cluster --name gpujobs-e2e   # clean up
 #
 # Needs: docker (builds gpujobs' MPI image, docker/mpi), kind >= 0.24, kubectl, helm; network access to GitHub releases.
-# Versions follow shared/docs/k8s-semantics.md (Kueue v0.19, Volcano v1.15, MPI Operator v0.8,
-# KubeRay v1.7, Trainer v2.3+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.1.2;
-# docs/kubernetes-kinds.md). Override with the variables below. PyTorchJob (Training Operator v1) is
+# Versions follow docs/kubernetes-kinds.md, "Supported upstream versions" (Kueue v0.19, Volcano v1.15, MPI Operator v0.8,
+# KubeRay v1.7, Trainer v2.3+ with its torch-distributed ClusterTrainingRuntime, AppWrapper v1.1.2).
+# Override with the variables below. PyTorchJob (Training Operator v1) is
 # not installed: its mpijobs.kubeflow.org CRD (v1 only) cannot replace the MPI Operator's v2beta1
 # one, and Kueue deprecates that integration; DDP/FSDP run as TrainJob. Kueue's
 # integrations.frameworks is set explicitly to the kinds gpujobs submits (see below).

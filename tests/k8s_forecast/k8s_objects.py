@@ -2,7 +2,7 @@
 
 Other teams' jobs are what the cluster shows of them: a batch/v1 Job (which nothing runs)
 owning a Kueue Workload (kueue.x-k8s.io/v1beta2) with its podSets, priority, admission and
-conditions, as Kueue writes them (shared/docs/k8s-semantics.md §3). The simulated Kueue
+conditions, as Kueue writes them (kueue@ff69552 apis/kueue/v1beta2/workload_types.go; docs/kubernetes-kinds.md). The simulated Kueue
 restores them when it starts, as a restarted Kueue does, and admits or preempts around them.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kueue v0.20 (k8s-semantics.md, top note): only v1beta2 is served (kueue #14558), and the Trainer
+"""Kueue v0.20: only v1beta2 is served (kueue #14558), and the Trainer
 v1 (PyTorchJob) integration is deprecated in favour of TrainJob (#12601, #14504)."""
 from __future__ import annotations
 

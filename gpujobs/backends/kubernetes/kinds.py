@@ -6,7 +6,9 @@ Default kind per framework:
   Kubeflow Trainer v1 integration (PyTorchJob) as deprecated, tentatively removed
   in v0.20, and leaves it out of its default configuration, whereas
   ``trainer.kubeflow.org/trainjob`` is enabled by default
-  (k8s-semantics.md §1.2). PyTorchJob stays available with ``kind="PyTorchJob"``.
+  (kueue@ff69552 site/content/en/docs/tasks/run/kubeflow/pytorchjobs.md#L14-17 and
+  kueue@ff69552 config/components/manager/controller_manager_config.yaml#L53-57; snapshots in
+  docs/kubernetes-kinds.md). PyTorchJob stays available with ``kind="PyTorchJob"``.
 - mpi -> MPIJob (kubeflow.org/v2beta1); ray -> RayJob (ray.io/v1).
 - ``volcano="job"`` -> a bare Volcano Job; ``volcano="appwrapper"`` -> that Volcano
   Job inside an AppWrapper (so a Kueue queue can hold it).

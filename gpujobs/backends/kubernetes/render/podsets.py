@@ -1,6 +1,7 @@
 """The pod sets of a rendered job object: (name, replicas, pod template, per-pod requests).
 
-Mirrors how Kueue derives Workload PodSets per kind (k8s-semantics.md §1.2); used
+Mirrors how Kueue derives Workload PodSets per kind (kueue@ff69552 pkg/controller/jobs/: mpijob,
+kubeflow/kubeflowjob, rayjob and trainjob controllers' PodSets; snapshots in docs/kubernetes-kinds.md); used
 by the quota preflight and by the render tests' GPU / gang-size rules.
 """
 from __future__ import annotations

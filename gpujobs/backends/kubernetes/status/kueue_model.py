@@ -373,7 +373,8 @@ def _others(c: KueueObjects, own_held: dict, covered: dict, now: float) -> list[
 
 def _order_time(wl: dict, ev: dict) -> float:
     """When Kueue queued it: an eviction for PodsReadyTimeout or an admission check re-queues it by
-    the eviction time (requeuingStrategy.timestamp: Eviction, the default; k8s-semantics.md §4.3),
+    the eviction time (requeuingStrategy.timestamp: Eviction, the default;
+    kueue@ff69552 apis/config/v1beta2/configuration_types.go waitForPodsReady),
     otherwise by creation. ``ev``: its Evicted condition."""
     if ev.get("reason") in ("PodsReadyTimeout", "AdmissionCheck") and ev.get("lastTransitionTime"):
         t = status_map.parse_time(ev["lastTransitionTime"])

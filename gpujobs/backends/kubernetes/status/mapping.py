@@ -3,8 +3,10 @@
 Inputs: the job object (TrainJob, PyTorchJob, MPIJob, RayJob, Volcano Job, AppWrapper),
 its Kueue Workload (found by owner reference / ``kueue.x-k8s.io/job-uid``), its Volcano
 PodGroup, its pods, and the queue position from Kueue's visibility API. Semantics follow
-shared/docs/k8s-semantics.md §3-4 (Workload conditions in kueuectl's order, PodGroup
-phases, each operator's own conditions).
+upstream (snapshots in docs/kubernetes-kinds.md): Workload conditions in kueuectl's order
+(kueue@ff69552 apis/kueue/v1beta2/workload_types.go, pkg/workload/workload.go#L97-108), PodGroup
+phases (volcano@ed72c7c staging/src/volcano.sh/apis/pkg/apis/scheduling/v1beta1/types.go), each
+operator's own conditions.
 """
 from __future__ import annotations
 

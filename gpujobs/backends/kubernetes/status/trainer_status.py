@@ -1,7 +1,8 @@
 """A TrainJob's ``status.trainerStatus`` as ``JobStatus.progress``.
 
-Kubeflow Trainer (trainer.kubeflow.org/v1alpha1, TrainJob CRD in /work/shared/crds/trainer)
-lets the cluster fill ``status.trainerStatus``: ``progressPercentage`` (0..100),
+Kubeflow Trainer (trainer.kubeflow.org/v1alpha1, TrainJob CRD: trainer@8c0f505
+manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml, docs/kubernetes-kinds.md) lets the cluster
+fill ``status.trainerStatus``: ``progressPercentage`` (0..100),
 ``estimatedRemainingSeconds``, ``metrics`` ([{name, value}], values as strings) and
 ``lastUpdatedTime`` (required when trainerStatus is present). Read as a Progress of
 ``step = progressPercentage`` out of ``total = 100``; ``ctx.progress`` reports from the
