@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sysconfig
 
-from gpujobs.backends.local.liveness import GangWatch, Watching
+from gpujobs.backends.local.liveness import GangWatch, stall_changes
 from gpujobs.backends.local.records import Rec
 from gpujobs.backends.local.stacks import where
 from gpujobs.status import JobStatus
@@ -27,7 +27,7 @@ def test_one_stalled_event_when_raised_one_moving_when_cleared_and_the_message_f
     messages = []
     for seen in rounds:
         changes: dict = {}
-        Watching._stall_changes(rec, seen, changes, None)
+        stall_changes(rec, seen, changes, None)
         rec.status = rec.status.with_(**changes)
         messages.append(rec.status.message)
     kinds = [e.kind for e in rec.status.events]

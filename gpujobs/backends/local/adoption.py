@@ -8,16 +8,16 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass, field
+from typing import Iterator
 
 from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
 from .gang import GangExit, failed_rank_message, first_failed, write_launch
-from .records import Rec, agent_log, ended_during_grace
+from .records import Rec, agent_log
+from .store import Store
 
-if TYPE_CHECKING:
-    from .agent import Agent
 
 EXIT_FILE_GRACE_S = 3.0  # the zygote reaps a rank, then writes its exit file
 STRAY_GRACE_S = 3.0  # a previous agent's rank told to stop gets SIGKILL after this
@@ -214,112 +214,75 @@ def exit_from_outcomes(result_dir: Path) -> GangExit | None:
     return GangExit(True, {0: 0}) if 0 in ranks else None
 
 
+def live_pids(runtime: dict) -> list[int]:
+    """The job's recorded rank pids still alive and still the job's (start time checked: a
+    reused pid is not)."""
+    import psutil
+    alive = []
+    for pid, started in runtime.get("pids", []):
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@dataclass
+class Found:
+    """A stored job as a new agent finds it: its record back, the previous agent's unrecorded
+    ranks it stopped (``stray``), and either its ranks still running (``alive``: re-adopt
+    them), or how they ended (``done``: none is alive), or neither (never started: queue it)."""
+    rec: Rec
+    folder: JobFolder
+    stray: list[int]
+    alive: list[int] = field(default_factory=list)
+    done: GangExit | None = None
+
+
 class Recovery:
-    """The :class:`~.agent.Agent`'s start-up: its records back from the store, live ranks of
-    the previous agent re-adopted (a mix-in of Agent: it runs on the agent's state)."""
+    """A new agent's start-up, on the processes and files: each stored job found as it is now
+    (:class:`Found`), for the agent to queue, re-adopt, finish or mark lost. Jobs that ended
+    have their last ranks stopped; a stored spec that no longer loads is marked failed."""
 
-    @staticmethod
-    def _live_pids(runtime: dict) -> list[int]:
-        """The job's recorded rank pids still alive and still the job's (start time checked:
-        a reused pid is not)."""
-        import psutil
-        alive = []
-        for pid, started in runtime.get("pids", []):
-            try:
-                p = psutil.Process(pid)
-                if abs(p.create_time() - started) < 1 and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        return alive
+    def __init__(self, store: Store, home: Path):
+        self.store = store
+        self.home = home
 
-    def _recover(self) -> None:
-        agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        for jid, seq, st, spec, runtime in agent.store.all():
+    def found(self) -> Iterator[Found]:
+        for jid, seq, st, spec, runtime in self.store.all():
+            folder = JobFolder(runtime.get("job_dir", self.home / "jobs" / jid))
             if st.terminal:
                 # Ended (e.g. cancelled) while the previous agent was still stopping its ranks:
                 # finish that stop, or they would hold GPUs the agent hands out again.
-                for pid in agent._live_pids(runtime):
+                for pid in live_pids(runtime):
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
-                stop_strays(JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid)), fence=False)
+                stop_strays(folder, fence=False)
                 continue
             try:
                 typed = JobSpec.stored(spec)  # the store's plain data, typed once
             except (GpuJobsError, TypeError, ValueError) as exc:  # written by another version
                 agent_log(f"job {jid}: its stored spec does not load ({exc}); marked failed")
-                agent.store.write([(jid, seq, st.with_(phase="failed", reason="unschedulable",
-                                                      message=f"its stored spec does not load: {exc}",
-                                                      finished_at=time.time()), spec, runtime)])
+                self.store.write([(jid, seq, st.with_(phase="failed", reason="unschedulable",
+                                                     message=f"its stored spec does not load: {exc}",
+                                                     finished_at=time.time()), spec, runtime)])
                 continue
             rec = Rec(jid, seq, st, typed, runtime)
-            agent.recs[jid] = rec
-            folder = JobFolder(runtime.get("job_dir", agent.home / "jobs" / jid))
-            alive = agent._live_pids(runtime)
+            alive = live_pids(runtime)
             # Ranks a previous agent started but had not recorded as started (it died while
             # forking them): ended before the job is started again, never beside its new run.
             stray = stop_strays(folder, keep=runtime.get("launch", "") if alive else "")
             if stray:
                 agent_log(f"job {jid}: stopped rank processes {stray} a previous agent started "
                           f"and did not record")
-                agent._update(rec, "strays-stopped", f"the previous agent's unrecorded ranks "
-                              f"{stray} were stopped")
             if st.phase == "queued" or (st.phase == "admitted" and not runtime.get("pids")):
-                if st.phase == "admitted":
-                    agent._update(rec, "queued", "the previous agent stopped while starting it",
-                                  phase="queued")
-                agent._enqueue(rec, recovered=True)
-                continue
-            world, _ = agent._need(typed)
-            if alive:
+                yield Found(rec, folder, stray)
+            elif alive:
                 release_adopted(folder, runtime.get("launch", ""))
-                # Only pids that are still the job's (start time checked): a reused pid is not.
-                # A preempted gang is adopted too: it holds its slots until it has ended, at
-                # the grace deadline the previous agent announced (never two runs at once).
-                rec.gang = Adopted(alive, folder.result_dir, world)
-                devices = [d for rank in runtime.get("devices", []) for d in rank]
-                try:
-                    agent.engine.restore_admitted(agent._workload(rec))
-                except GpuJobsError as exc:  # its queue is gone or shrank: do not block start-up
-                    rec.gang.terminate(2.0)  # short: clients wait for this agent to start
-                    rec.gang = None
-                    agent._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
-                                 message=f"stopped after an agent restart: {exc}",
-                                 finished_at=time.time())
-                    continue
-                agent.free = [d for d in agent.free if d not in devices]
-                agent._update(rec, "adopted", f"a restarted agent re-adopted ranks {alive}")
-                if st.phase == "preempted":
-                    left = float(runtime.get("preempt_deadline", 0.0)) - time.time()
-                    rec.stopping = "preempt"
-                    rec.deadline = time.monotonic() + max(0.0, left)
-                    rec.gang.signal_all(signal.SIGTERM)  # again: it may have been missed
-                else:
-                    agent._sample(rec, runtime.get("devices") if agent.real and devices else None)
-                continue
-            done = exit_from_files(folder.result_dir, world)
-            if st.phase == "preempted":
-                own = ended_during_grace(done, folder.result_dir)
-                if own is not None:
-                    agent._finish(rec, own, note=" (during its preemption grace period, while "
-                                                "the agent was down)")
-                else:
-                    agent._requeue(rec, recovered=True)
-            elif done.message != "lost":
-                agent._finish(rec, done, note=" (ended while the agent was down)")
-            elif full := agent._no_room_for_results(rec, done):
-                # Its end (reported before the agent died) could not be stored: the disk is
-                # full; that is its cause, not the agent's stop.
-                msg = (f"its ranks ended and neither their exit status nor their result could "
-                       f"be recorded: {full}")
-                agent._update(rec, "finished", msg, phase="failed", reason="disk-full",
-                              message=msg, finished_at=time.time())
+                yield Found(rec, folder, stray, alive=alive)
             else:
-                pids = [pid for pid, _ in runtime.get("pids", [])]
-                agent._update(rec, "finished", "lost", phase="failed", reason="lost",
-                             message=f"the agent stopped while the job was {st.phase}; its rank "
-                                     f"processes {pids} are gone and left no exit status",
-                             finished_at=time.time())
-        agent._flush_safely()  # a full disk: retried by the loop, start-up goes on
+                yield Found(rec, folder, stray, done=exit_from_files(folder.result_dir, typed.world_size))

@@ -10,14 +10,17 @@ changes to subscribers, and exits after ``GPUJOBS_AGENT_IDLE_S`` seconds with no
 do, or on ``{"op": "stop"}``. A new agent re-adopts live ranks of a crashed one
 (:mod:`.adoption`), or marks their jobs failed with reason "lost".
 
-This module is the scheduler (records, commands, the admit/start/stop/end loop); a job's
-record is :class:`.records.Rec`; recovery at start-up is :class:`.adoption.Recovery`, the
-watching of running gangs :class:`.liveness.Watching`, the process's serve/loop/stop
-:class:`.lifecycle.Lifecycle`. Specs arrive as plain data over the socket and are typed
-once (:meth:`~gpujobs.spec.JobSpec.stored`); the agent and the launchers use the JobSpec.
+This module is the scheduler (records, commands, the admit/start/stop/end loop, the process's
+run and stop); a job's record is :class:`.records.Rec`. The agent owns, and gives each the few
+things it uses: its recovery at start-up (:class:`.adoption.Recovery`: what each stored job's
+processes and files say), the watcher of its running gangs (:class:`.liveness.GangWatcher`)
+and its socket server (:class:`.server.AgentServer`). Specs arrive as plain data over the
+socket and are typed once (:meth:`~gpujobs.spec.JobSpec.stored`); the agent and the launchers
+use the JobSpec.
 """
 from __future__ import annotations
 
+import os
 import queue as queue_mod
 import signal
 import threading
@@ -34,24 +37,27 @@ from ...errors import Fix, GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
 from . import private
-from .adoption import EXIT_FILE_GRACE_S, Recovery, exit_from_outcomes
+from .adoption import EXIT_FILE_GRACE_S, Adopted, Found, Recovery, exit_from_outcomes
+from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
 from .forecasting import LocalForecasts
 from .gang import GangExit
 from .launchers import make_gang
-from .lifecycle import Lifecycle
-from .liveness import Watching
-from .records import Rec, agent_log, create_time, ended_during_grace, mark_restart
+from .liveness import GangWatcher, final_progress
+from .records import STOP_MESSAGES, Rec, agent_log, create_time, ended_during_grace, mark_restart
+from .server import AgentServer
+from .startup import not_started, note_after, startup_note
 from .store import Store
-from .zygote import Zygote
+from .zygote import Zygote, start_zygote
 
 CANCEL_GRACE_S = 3.0
 ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
+MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
 
 
-class Agent(Recovery, Watching, Lifecycle):
+class Agent:
     """The scheduler: records, commands from clients, and the loop that admits, starts, stops
     and ends gangs (recovery: :class:`.adoption.Recovery`; running gangs:
-    :class:`.liveness.Watching`; the process: :class:`.lifecycle.Lifecycle`)."""
+    :class:`.liveness.GangWatcher`; the socket: :class:`.server.AgentServer`)."""
 
     def __init__(self, home: Path):
         self.home = Path(home)
@@ -81,6 +87,7 @@ class Agent(Recovery, Watching, Lifecycle):
         self.write_error: GpuJobsError | None = None  # the last failed state write, if any
         self.exit_reason = ""  # why run() ended: "stop", "idle", or the unexpected error
         self.seq = self.store.max_seq()
+        self.watcher = GangWatcher(self.lock, self.emit, self.dirty)
         with self.lock:
             self._recover()
 
@@ -88,10 +95,10 @@ class Agent(Recovery, Watching, Lifecycle):
     @staticmethod
     def _need(spec: JobSpec) -> tuple[int, int]:
         """(ranks, GPU slots per rank); a rank asking for 0 GPUs takes no slot (it is charged
-        CPUs, see _workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
+        CPUs, see workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
         return spec.world_size, spec.gpus_per_proc
 
-    def _workload(self, rec: Rec) -> Workload:
+    def workload(self, rec: Rec) -> Workload:
         world, per = self._need(rec.spec)
         ask = {"gpu": per} if per else {"cpu": float(rec.spec.cpus_per_proc)}
         return Workload(rec.id, rec.spec.queue or "default",
@@ -104,9 +111,10 @@ class Agent(Recovery, Watching, Lifecycle):
         rec.status = rec.status.with_(**changes)
         self.dirty.add(rec.id)
         self.forecasts.stale()
-        self._emit(rec)
+        self.emit(rec)
 
-    def _view(self, rec: Rec) -> JobStatus:
+    def view(self, rec: Rec) -> JobStatus:
+        """A live record's status as clients see it (queue position, forecasts, start-up note)."""
         st = rec.status
         if st.phase == "queued":
             return st.with_(queue_position=self.engine.position(rec.id),
@@ -120,8 +128,6 @@ class Agent(Recovery, Watching, Lifecycle):
         job_dir = rec.runtime.get("job_dir")
         if rec.runtime.get("function_started") or not job_dir or st.started_at is None:
             return st
-        from ...contract import JobFolder
-        from .startup import not_started, note_after, startup_note
         ranks = [0] if rec.spec.framework == "ray" else list(range(max(st.gang_size, 1)))
         result_dir = JobFolder(job_dir).result_dir
         if not not_started(result_dir, ranks):
@@ -134,7 +140,8 @@ class Agent(Recovery, Watching, Lifecycle):
         return st.with_(message=f"{st.message} · {note}" if st.message else note,
                         extra={**st.extra, "startup": note})
 
-    def _emit(self, rec: Rec) -> None:
+    def emit(self, rec: Rec) -> None:
+        """Push ``rec`` to its subscribers (and every-job ones); wake waiters."""
         for key in (rec.id, "*"):
             for q in self.subs.get(key, ()):
                 q.put(rec)
@@ -175,9 +182,78 @@ class Agent(Recovery, Watching, Lifecycle):
             self.write_error = exc
 
     # ------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """Every stored job back, as :class:`.adoption.Recovery` finds it: queued again,
+        re-adopted, finished, or marked lost."""
+        for found in Recovery(self.store, self.home).found():
+            self._restore(found)
+        self._flush_safely()  # a full disk: retried by the loop, start-up goes on
+
+    def _restore(self, found: Found) -> None:
+        rec, st, runtime = found.rec, found.rec.status, found.rec.runtime
+        self.recs[rec.id] = rec
+        if found.stray:
+            self._update(rec, "strays-stopped", f"the previous agent's unrecorded ranks "
+                         f"{found.stray} were stopped")
+        if found.alive:
+            self._adopt(rec, found)
+        elif found.done is None:  # never started
+            if st.phase == "admitted":
+                self._update(rec, "queued", "the previous agent stopped while starting it",
+                             phase="queued")
+            self._enqueue(rec, recovered=True)
+        elif st.phase == "preempted":
+            own = ended_during_grace(found.done, found.folder.result_dir)
+            if own is not None:
+                self._finish(rec, own, note=" (during its preemption grace period, while "
+                                            "the agent was down)")
+            else:
+                self._requeue(rec, recovered=True)
+        elif found.done.message != "lost":
+            self._finish(rec, found.done, note=" (ended while the agent was down)")
+        elif full := self._no_room_for_results(rec, found.done):
+            # Its end (reported before the agent died) could not be stored: the disk is
+            # full; that is its cause, not the agent's stop.
+            msg = (f"its ranks ended and neither their exit status nor their result could "
+                   f"be recorded: {full}")
+            self._update(rec, "finished", msg, phase="failed", reason="disk-full",
+                         message=msg, finished_at=time.time())
+        else:
+            pids = [pid for pid, _ in runtime.get("pids", [])]
+            self._update(rec, "finished", "lost", phase="failed", reason="lost",
+                         message=f"the agent stopped while the job was {st.phase}; its rank "
+                                 f"processes {pids} are gone and left no exit status",
+                         finished_at=time.time())
+
+    def _adopt(self, rec: Rec, found: Found) -> None:
+        """A previous agent's ranks still running: watched by pid (only pids still the job's).
+        A preempted gang is adopted too: it holds its slots until it has ended, at the grace
+        deadline the previous agent announced (never two runs at once)."""
+        st, runtime = rec.status, rec.runtime
+        world, _ = self._need(rec.spec)
+        rec.gang = Adopted(found.alive, found.folder.result_dir, world)
+        devices = [d for rank in runtime.get("devices", []) for d in rank]
+        try:
+            self.engine.restore_admitted(self.workload(rec))
+        except GpuJobsError as exc:  # its queue is gone or shrank: do not block start-up
+            rec.gang.terminate(2.0)  # short: clients wait for this agent to start
+            rec.gang = None
+            self._update(rec, "finished", str(exc), phase="failed", reason="unschedulable",
+                         message=f"stopped after an agent restart: {exc}", finished_at=time.time())
+            return
+        self.free = [d for d in self.free if d not in devices]
+        self._update(rec, "adopted", f"a restarted agent re-adopted ranks {found.alive}")
+        if st.phase == "preempted":
+            left = float(runtime.get("preempt_deadline", 0.0)) - time.time()
+            rec.stopping = "preempt"
+            rec.deadline = time.monotonic() + max(0.0, left)
+            rec.gang.signal_all(signal.SIGTERM)  # again: it may have been missed
+        else:
+            self.watcher.sample(rec, runtime.get("devices") if self.real and devices else None)
+
     def _enqueue(self, rec: Rec, recovered: bool = False) -> None:
         try:
-            self.engine.add(self._workload(rec))
+            self.engine.add(self.workload(rec))
         except GpuJobsError as exc:
             if not recovered:
                 raise
@@ -204,7 +280,7 @@ class Agent(Recovery, Watching, Lifecycle):
         rec = Rec(jid, self.seq, st, spec,
                   {"cwd": msg.get("cwd"), "job_dir": job_dir, "restarts": 0})
         self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
-        self.engine.add(self._workload(rec))   # unknown priority / never fits -> errors
+        self.engine.add(self.workload(rec))   # unknown priority / never fits -> errors
         self.recs[jid] = rec
         self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
         self._update(rec, "queued")
@@ -330,7 +406,7 @@ class Agent(Recovery, Watching, Lifecycle):
             for key in list(self.subs):
                 queued = self.recs.get(key)
                 if queued is not None and queued.status.phase == "queued":
-                    self._emit(queued)
+                    self.emit(queued)
         self._flush_safely()
         return ending
 
@@ -365,6 +441,25 @@ class Agent(Recovery, Watching, Lifecycle):
                 self._update(rec, "agent-error", f"while {doing}: {type(exc).__name__}: {exc}")
         except Exception:  # noqa: BLE001
             agent_log(traceback.format_exc())
+
+    def _enforce_time_limits(self, now: float | None = None, recs: Any = None) -> None:
+        """``max_runtime_s`` as sbatch's ``--time`` and Kubernetes' activeDeadlineSeconds: a
+        gang running longer is stopped (SIGTERM: ``should_stop()`` turns True, so it can save a
+        checkpoint; SIGKILL after ``grace_period_s``, as sbatch's KillWait) and the job fails
+        with reason ``time-limit``. Each run counts from its own start (a requeued
+        job's new run gets the whole limit again). Called under the agent's lock, on ``recs``
+        (those with a gang) or all."""
+        now = time.time() if now is None else now
+        for rec in self.recs.values() if recs is None else recs:
+            st, limit = rec.status, rec.spec.max_runtime_s
+            if (not limit or rec.gang is None or rec.stopping or rec.ending
+                    or st.phase != "running" or not st.started_at or now - st.started_at < limit):
+                continue
+            msg = (f"stopped at its time limit: it ran {now - st.started_at:.0f} s, max_runtime_s is "
+                   f"{limit:g}; for a longer run submit with .max_runtime(SECONDS) (CLI: --time SECONDS)")
+            self._update(rec, "finished", msg, phase="failed", message=msg, reason="time-limit",
+                          finished_at=now)
+            self._stop_gang(rec, "cancel", float(rec.spec.grace_period_s))  # its end stands as this failure
 
     @staticmethod
     def _due(rec: Rec) -> bool:
@@ -425,7 +520,7 @@ class Agent(Recovery, Watching, Lifecycle):
         self.wake.set()  # its slots are free: schedule again at once
 
     def _finish(self, rec: Rec, result: GangExit, note: str = "") -> None:
-        final = self._final_progress(rec)
+        final = final_progress(rec)
         if final:
             rec.status = rec.status.with_(**final)
         if result.ok:
@@ -446,7 +541,6 @@ class Agent(Recovery, Watching, Lifecycle):
 
     def _no_room_for_results(self, rec: Rec, result: GangExit) -> str:
         """Why a failed rank left no result, when that is a full disk ('' otherwise)."""
-        from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
         rdir = JobFolder(rec.runtime.get("job_dir", self.home / "jobs" / rec.id)).result_dir
         rank = result.failed_rank if result.failed_rank is not None else 0
         if (rdir / OUTCOME.name(rank)).exists():
@@ -567,7 +661,7 @@ class Agent(Recovery, Watching, Lifecycle):
                      gang_ready=getattr(gang, "world_size", len(gang.pids)),
                      extra={**rec.status.extra, "pids": seen})
         per = self._need(rec.spec)[1]
-        self._sample(rec, rec.runtime["devices"] if (self.real and per) else None)
+        self.watcher.sample(rec, rec.runtime["devices"] if (self.real and per) else None)
 
     # ------------------------------------------------------------- zygote
     def _spawner(self):
@@ -580,7 +674,7 @@ class Agent(Recovery, Watching, Lifecycle):
     def status(self, jid: str) -> JobStatus:
         rec = self.recs.get(jid)
         if rec is not None:
-            return self._view(rec)
+            return self.view(rec)
         st = self.store.status(jid)
         if st is None:
             raise JobNotFound("job_id", f"no local job {jid!r}", Fix.run("jobs", text="list jobs with {}"))
@@ -594,10 +688,107 @@ class Agent(Recovery, Watching, Lifecycle):
             out = []
             for jid, _, st, _, _ in rows:
                 rec = self.recs.get(jid)
-                out.append(self._view(rec) if rec is not None else st)
+                out.append(self.view(rec) if rec is not None else st)
         return out[::-1]
 
     def busy(self) -> bool:
         """A job not finished, or a finished one whose processes are still being stopped (a
         cancel's grace period must not be cut short by an idle exit)."""
         return any(not r.status.terminal or r.gang is not None for r in self.recs.values())
+
+    # ------------------------------------------------------------- process
+    def run(self) -> None:
+        """Serve the socket and run the loop until stopped or idle; then shut down."""
+        if self.zygote is None:  # the daemon starts it first, before building the agent
+            self._start_zygote()
+        server = AgentServer(self.home, self)
+        server.start()
+        self.forecasts.start()  # reasons and expected starts, off the hot path
+        try:
+            private.write_private(self.home / "agent.pid", str(os.getpid()))
+        except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
+            agent_log(f"cannot write {self.home / 'agent.pid'}: {exc}")
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop("sigterm"))
+        failures = 0
+        try:
+            while not self.stopping:
+                try:
+                    self.step()
+                    failures = 0
+                except Exception:  # noqa: BLE001 - log it, keep scheduling
+                    failures += 1
+                    agent_log(f"agent loop error ({failures} in a row), continuing:\n"
+                         + traceback.format_exc())
+                    if failures >= MAX_LOOP_FAILURES:
+                        raise
+                    time.sleep(min(1.0, 0.05 * failures))
+                with self.lock:
+                    running = any(r.gang is not None for r in self.recs.values())
+                    if self.busy() or self.clients:
+                        self.last_active = time.monotonic()
+                    elif time.monotonic() - self.last_active > self.idle_s:
+                        self.exit_reason = "idle"
+                        break
+                self.wake.wait(0.05 if running else 0.5)
+                self.wake.clear()
+        except BaseException as exc:
+            self.exit_reason = f"{type(exc).__name__}: {exc}"
+            agent_log(f"the agent exits unexpectedly: {self.exit_reason}\n" + traceback.format_exc())
+            raise
+        finally:
+            self.forecasts.close()
+            server.close()
+            self._shutdown()
+
+    def _start_zygote(self) -> None:
+        self.use_zygote(*start_zygote(self.home, agent_log))
+
+    def use_zygote(self, zygote: Zygote | None, started: float) -> None:
+        """Take the zygote started (at ``started``, monotonic) by :func:`start_zygote`."""
+        self.zygote, self.zygote_started = zygote, started
+        if zygote is not None:
+            zygote.on_exit = self.wake.set
+
+    def request_stop(self, why: str = "stop") -> None:
+        self.exit_reason = why
+        self.stopping = True
+        self.wake.set()
+
+    def _shutdown(self) -> None:
+        """End the self. Asked to stop (``gpujobs agent stop``, SIGTERM): running jobs are
+        ended as cancelled, saying by what. Any other exit (an error) cancels nothing: the
+        ranks keep running and the next agent re-adopts them."""
+        asked = STOP_MESSAGES.get(self.exit_reason or "stop")
+        with self.lock:
+            for rec in self.recs.values():
+                if rec.metrics is not None:
+                    rec.metrics.stop(wait=False)
+                    rec.metrics = None
+                if rec.gang is None:
+                    continue
+                if asked is None:
+                    if not rec.status.terminal:
+                        self._update(rec, "agent-exited", f"the agent exited unexpectedly "
+                                     f"({self.exit_reason}); its ranks keep running and the next "
+                                     f"agent re-adopts them")
+                    continue
+                rec.gang.terminate(0.5)
+                if not rec.status.terminal:
+                    self._update(rec, "finished", "the agent was stopped", phase="cancelled",
+                                 message=asked, finished_at=time.time())
+                rec.gang = None
+            self._flush_safely()
+            for qs in self.subs.values():
+                for q in qs:
+                    q.put(None)
+        if self.zygote is not None:
+            self.zygote.close()  # not asked: it keeps reaping its ranks (exit files), exits after them
+            if asked is not None:
+                try:
+                    self.zygote.proc.wait(5)
+                except Exception:  # noqa: BLE001
+                    self.zygote.proc.kill()
+        try:
+            os.unlink(self.home / "agent.pid")
+        except OSError:
+            pass

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ...errors import GpuJobsError
 from . import private
-from .lifecycle import start_zygote
 from .records import agent_log
+from .zygote import start_zygote
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         err.unlink()
     except OSError:
         pass
-    zygote, started = start_zygote(home)  # its imports overlap the agent's start
+    zygote, started = start_zygote(home, agent_log)  # its imports overlap the agent's start
     try:
         from .agent import Agent
         agent = Agent(home)

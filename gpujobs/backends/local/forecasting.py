@@ -145,7 +145,7 @@ class LocalForecasts:
                 for key in list(ag.subs):
                     rec = ag.recs.get(key)
                     if rec is not None and rec.status.phase == "queued":
-                        ag._emit(rec)  # its reason and expected start moved
+                        ag.emit(rec)  # its reason and expected start moved
 
     def start(self) -> None:
         """The forecaster thread (the agent process's): refreshes whenever :meth:`due`."""
@@ -185,7 +185,7 @@ class LocalForecasts:
             if state is None:
                 continue
             st = rec.status
-            job = Job(ag._workload(rec), user=st.user, name=st.name,
+            job = Job(ag.workload(rec), user=st.user, name=st.name,
                       max_runtime_s=rec.spec.max_runtime_s,
                       grace_period_s=float(rec.spec.grace_period_s))
             if state == "pending":
@@ -231,7 +231,7 @@ class LocalForecasts:
         with self.agent.lock:
             now = time.time()
             # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
-            w = self.agent._workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
+            w = self.agent.workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
                                                      status=SimpleNamespace(submitted_at=now)))
             snap = self.snapshot()
         job = Job(w, user=user, name=name, max_runtime_s=spec.max_runtime_s,

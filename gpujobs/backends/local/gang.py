@@ -20,7 +20,7 @@ from typing import Any, Callable, Self, Sequence
 
 from ... import contract
 from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, STARTED, JobFolder, RankEnv
-from ...filemodes import replace_private
+from ...filemodes import open_private, replace_private
 from ...spec import JobSpec
 
 
@@ -209,7 +209,6 @@ class Gang:
 
     def _popen(self, cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
         """``cmd`` in a session of its own, stdout and stderr appended to ``log_path``."""
-        from .private import open_private
         log = open_private(log_path, "ab", buffering=0)
         self._log_files.append(log)
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,

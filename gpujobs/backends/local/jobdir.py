@@ -10,6 +10,7 @@ from typing import Iterator
 from ...contract import OUTCOME, RANK_LOG, JobFolder
 from ...errors import StateError
 from ...payload import new_key, seal
+from .diskspace import describe, is_no_space
 from .private import write_private
 
 
@@ -26,7 +27,6 @@ class JobDir(JobFolder):
             return self._create(spec_dict, payload)
         except OSError as exc:  # [hardening] ENOSPC, EDQUOT, EACCES …
             shutil.rmtree(self.root, ignore_errors=True)
-            from .diskspace import describe, is_no_space
             why = exc.strerror or str(exc)
             if is_no_space(exc):
                 why = f"{why}; {describe(self.root, len(payload) + len(json.dumps(spec_dict)) + 4096)}"

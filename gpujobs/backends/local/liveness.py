@@ -19,16 +19,15 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Callable
 
 from ...contract import JobFolder
-from ...status import JobEvent
+from ...metrics import JobMetrics, ranks_of_gang
+from ...progress import BUSY_PCT, ProgressTail, stall_message, stall_settings, usual_interval
+from ...status import JobEvent, Progress
 from .records import Rec, agent_log, read_phase
-from ...progress import BUSY_PCT, ProgressTail, stall_settings, usual_interval
-from ...status import Progress
+from .stacks import dump_stacks, where
 
-if TYPE_CHECKING:
-    from .agent import Agent
 
 class GangWatch:
     def __init__(self, job_dir: Path | str, pids: dict[int, int], env: dict[str, str] | None = None,
@@ -107,7 +106,6 @@ class GangWatch:
         return progress, since, self._message(stalled, now, limit)
 
     def _locate(self, ranks: list[int]) -> dict[int, str]:
-        from .stacks import dump_stacks, where
         try:
             dumps = dump_stacks(self.folder.result_dir, ranks, timeout=2.0)
         except Exception:  # noqa: BLE001 - where they sit is a nicety
@@ -117,19 +115,22 @@ class GangWatch:
     def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
         """The same text for as long as the same ranks sit in the same places (no running
         count: a new text is a new event and a stored status)."""
-        from ...progress import stall_message
         return stall_message(stalled, limit, self.where)
 
 
-class Watching:
-    """The :class:`~.agent.Agent`'s view of its running gangs: metrics sampled each round,
-    progress and stalls (:class:`GangWatch`), the driver's start-up phase, all pushed as
-    status (a mix-in of Agent: it runs on the agent's state) [metrics] [progress]."""
+class GangWatcher:
+    """The agent's view of its running gangs: metrics sampled each round, progress and stalls
+    (:class:`GangWatch`), the driver's start-up phase, all pushed as status [metrics]
+    [progress]. Given the agent's lock, how to push a record (``emit``) and the set of
+    records to store (``dirty``)."""
 
-    def _sample(self, rec: Rec, devices: Any) -> None:
+    def __init__(self, lock: Any, emit: Callable[[Rec], None], dirty: set[str]):
+        self.lock = lock
+        self.emit = emit
+        self.dirty = dirty
+
+    def sample(self, rec: Rec, devices: Any) -> None:
         """Sample the gang's ranks (NVML, or psutil CPU) into a bounded history + metrics.log."""
-        agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        from ...metrics import JobMetrics, ranks_of_gang
         try:
             ranks = ranks_of_gang(rec.gang, devices)
             jm = JobMetrics(ranks, path=JobFolder(rec.runtime["job_dir"]).metrics_log,
@@ -142,14 +143,13 @@ class Watching:
                                   rec.spec.env_dict(), since=rec.status.started_at)
         except Exception:  # noqa: BLE001 - progress never stops a job
             traceback.print_exc()
-        jm.on_update = lambda latest: agent._on_metrics(rec, jm, latest)
+        jm.on_update = lambda latest: self.on_metrics(rec, jm, latest)
         rec.metrics = jm.start()
 
-    def _on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
-        agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        seen = agent._watch(rec, latest)  # file reads (and a stack dump) outside the lock
+    def on_metrics(self, rec: Rec, jm: Any, latest: tuple) -> None:
+        seen = observe(rec, latest)  # file reads (and a stack dump) outside the lock
         phase = read_phase(rec)
-        with agent.lock:
+        with self.lock:
             if rec.metrics is jm and not rec.status.terminal:
                 changes: dict[str, Any] = {"metrics": latest}
                 starting = rec.status.extra.get("starting")
@@ -158,73 +158,54 @@ class Watching:
                     changes["extra"] = {**extra, "starting": phase} if phase else extra
                     changes["message"] = phase or ""
                 if seen is not None:
-                    self._stall_changes(rec, seen, changes, phase)
+                    stall_changes(rec, seen, changes, phase)
                 if "events" in changes:
-                    agent.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
+                    self.dirty.add(rec.id)  # flagged / unflagged: stored, in the events
                 rec.status = rec.status.with_(**changes)  # pushed, not stored each round
-                agent._emit(rec)
+                self.emit(rec)
 
-    @staticmethod
-    def _stall_changes(rec: Rec, seen: tuple, changes: dict[str, Any], phase: str | None) -> None:
-        """A round's progress and stall flag into ``changes``: one ``stalled`` event when the
-        flag is raised, one ``moving`` when it clears (stored then); while flagged the text is
-        the status message too (updated when other ranks stall, without an event)."""
-        progress, since, message = seen
-        changes.update(progress=progress or rec.status.progress, stalled_since=since)
-        extra = changes.get("extra", rec.status.extra)
-        if message != extra.get("stall", ""):
-            changes["extra"] = {**extra, "stall": message}
-        was = rec.status.stalled_since is not None
-        if (since is not None) != was:
-            changes["events"] = rec.status.events + (JobEvent(
-                time.time(), "stalled" if message else "moving",
-                message or "the quiet ranks move again"),)
-        if message:
-            changes["message"] = message
-        elif was:
-            changes["message"] = phase or ""
 
-    def _enforce_time_limits(self, now: float | None = None, recs: Any = None) -> None:
-        """``max_runtime_s`` as sbatch's ``--time`` and Kubernetes' activeDeadlineSeconds: a
-        gang running longer is stopped (SIGTERM: ``should_stop()`` turns True, so it can save a
-        checkpoint; SIGKILL after ``grace_period_s``, as sbatch's KillWait) and the job fails
-        with reason ``time-limit``. Each run counts from its own start (a requeued
-        job's new run gets the whole limit again). Called under the agent's lock, on ``recs``
-        (those with a gang) or all."""
-        agent = cast("Agent", self)  # a mix-in: it runs on the agent
-        now = time.time() if now is None else now
-        for rec in agent.recs.values() if recs is None else recs:
-            st, limit = rec.status, rec.spec.max_runtime_s
-            if (not limit or rec.gang is None or rec.stopping or rec.ending
-                    or st.phase != "running" or not st.started_at or now - st.started_at < limit):
-                continue
-            msg = (f"stopped at its time limit: it ran {now - st.started_at:.0f} s, max_runtime_s is "
-                   f"{limit:g}; for a longer run submit with .max_runtime(SECONDS) (CLI: --time SECONDS)")
-            agent._update(rec, "finished", msg, phase="failed", message=msg, reason="time-limit",
-                          finished_at=now)
-            agent._stop_gang(rec, "cancel", float(rec.spec.grace_period_s))  # its end stands as this failure
+def stall_changes(rec: Rec, seen: tuple, changes: dict[str, Any], phase: str | None) -> None:
+    """A round's progress and stall flag into ``changes``: one ``stalled`` event when the
+    flag is raised, one ``moving`` when it clears (stored then); while flagged the text is
+    the status message too (updated when other ranks stall, without an event)."""
+    progress, since, message = seen
+    changes.update(progress=progress or rec.status.progress, stalled_since=since)
+    extra = changes.get("extra", rec.status.extra)
+    if message != extra.get("stall", ""):
+        changes["extra"] = {**extra, "stall": message}
+    was = rec.status.stalled_since is not None
+    if (since is not None) != was:
+        changes["events"] = rec.status.events + (JobEvent(
+            time.time(), "stalled" if message else "moving",
+            message or "the quiet ranks move again"),)
+    if message:
+        changes["message"] = message
+    elif was:
+        changes["message"] = phase or ""
 
-    @staticmethod
-    def _watch(rec: Rec, latest: tuple) -> Any:
-        watch = rec.watch
-        if watch is None:
-            return None
-        try:
-            return watch.observe(latest)
-        except Exception:  # noqa: BLE001 - progress never stops a job
-            traceback.print_exc()
-            return None
 
-    @staticmethod
-    def _final_progress(rec: Rec) -> dict:
-        """The job's last progress report (written when its function returned)."""
-        watch, rec.watch = rec.watch, None
-        if watch is None:
-            return {}
-        try:
-            watch.tail.read()
-            latest = watch.tail.latest()
-        except Exception:  # noqa: BLE001
-            return {}
-        return {"progress": latest, "stalled_since": None} if latest is not None else \
-            {"stalled_since": None}
+def observe(rec: Rec, latest: tuple) -> Any:
+    """One round of the gang's :class:`GangWatch` (None without one, or when it fails)."""
+    watch = rec.watch
+    if watch is None:
+        return None
+    try:
+        return watch.observe(latest)
+    except Exception:  # noqa: BLE001 - progress never stops a job
+        traceback.print_exc()
+        return None
+
+
+def final_progress(rec: Rec) -> dict:
+    """The job's last progress report (written when its function returned)."""
+    watch, rec.watch = rec.watch, None
+    if watch is None:
+        return {}
+    try:
+        watch.tail.read()
+        latest = watch.tail.latest()
+    except Exception:  # noqa: BLE001
+        return {}
+    return {"progress": latest, "stalled_since": None} if latest is not None else \
+        {"stalled_since": None}

@@ -7,17 +7,40 @@ import os
 import queue as queue_mod
 import socketserver
 import sys
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from ...errors import SpecError
 from ...spec import JobSpec
+from ...status import JobStatus
 from . import private, protocol
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
 LISTEN_BACKLOG = 1024  # capped by net.core.somaxconn
+
+
+class ServedAgent(Protocol):
+    """What the server uses of the agent (:class:`.agent.Agent`): its lock and condition, the
+    connected clients and subscribers, and the commands and queries it answers."""
+    lock: Any
+    cond: threading.Condition
+    clients: int
+    last_active: float
+    stopping: bool
+    slots: int
+    subs: dict[str, list[queue_mod.Queue]]
+    recs: dict[str, Any]
+    zygote: Any
+    forecasts: Any
+    engine: Any
+
+    def submit(self, msg: dict) -> dict: ...
+    def cancel(self, jid: str) -> None: ...
+    def status(self, jid: str) -> JobStatus: ...
+    def jobs(self, queue: str | None) -> list[JobStatus]: ...
+    def view(self, rec: Any) -> JobStatus: ...
+    def request_stop(self, why: str = "stop") -> None: ...
 
 
 class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
@@ -38,36 +61,36 @@ class PeerCheckedServer(socketserver.ThreadingUnixStreamServer):
         return True
 
 
-def _plan(agent: Agent, msg: dict) -> dict:  # read-only: nothing is queued
+def _plan(agent: ServedAgent, msg: dict) -> dict:  # read-only: nothing is queued
     from ...admission import gates
     plan = agent.forecasts.plan(JobSpec.stored(msg["spec"]), msg.get("name", ""), msg.get("user", ""))
     plan = gates.with_basis(plan, agent.engine.kueue_version, "the local agent's ([local] kueue_version)")
     return {"ok": True, "plan": plan.to_dict()}
 
 
-def _cancel(agent: Agent, msg: dict) -> dict:
+def _cancel(agent: ServedAgent, msg: dict) -> dict:
     agent.cancel(msg["id"])
     return {"ok": True}
 
 
-def _pids(agent: Agent, msg: dict) -> dict:
+def _pids(agent: ServedAgent, msg: dict) -> dict:
     rec = agent.recs.get(msg["id"])
     return {"ok": True, "pids": rec.gang.pids if rec and rec.gang else []}
 
 
-def _agent_pids(agent: Agent, msg: dict) -> dict:
+def _agent_pids(agent: ServedAgent, msg: dict) -> dict:
     z = agent.zygote
     return {"ok": True, "agent": os.getpid(), "zygote": z.proc.pid if z else None}
 
 
-def _stop(agent: Agent, msg: dict) -> dict:
+def _stop(agent: ServedAgent, msg: dict) -> dict:
     agent.request_stop()
     return {"ok": True, "pid": os.getpid()}
 
 
 #: op -> its answer, called under the agent's lock but for :data:`UNLOCKED` (``wait`` and
 #: ``subscribe`` are the handler's own: they hold the connection)
-OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
+OPS: dict[str, Callable[[ServedAgent, dict], dict[str, Any]]] = {
     "ping": lambda agent, msg: {"ok": True, "pid": os.getpid(), "slots": agent.slots},
     "submit": lambda agent, msg: agent.submit(msg),
     "status": lambda agent, msg: {"ok": True, "status": agent.status(msg["id"]).to_dict()},
@@ -84,7 +107,7 @@ OPS: dict[str, Callable[[Agent, dict], dict[str, Any]]] = {
 UNLOCKED = frozenset({"plan", "jobs"})
 
 
-def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
+def make_handler(agent: ServedAgent) -> type[socketserver.StreamRequestHandler]:
     """The request handler of ``agent``'s socket: one JSON request a line, answered from
     :data:`OPS`; ``wait`` and ``subscribe`` hold the connection open."""
     class Handler(socketserver.StreamRequestHandler):
@@ -150,7 +173,7 @@ def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
                     if rec is None:
                         return
                     with agent.lock:
-                        st = agent._view(rec)
+                        st = agent.view(rec)
                     protocol.send(self.request, {"status": st.to_dict()})
                     if key != "*" and st.terminal:
                         return
@@ -162,3 +185,29 @@ def make_handler(agent: Agent) -> type[socketserver.StreamRequestHandler]:
                         del agent.subs[key]
 
     return Handler
+
+
+class AgentServer:
+    """The agent's socket (``protocol.socket_path(home)``, 0600 in a 0700 folder), served on a
+    thread of its own: :meth:`start` before the agent's loop, :meth:`close` after it."""
+
+    def __init__(self, home: Path, agent: ServedAgent):
+        self.path = protocol.socket_path(home)
+        self.agent = agent
+        self.server: PeerCheckedServer | None = None
+
+    def start(self) -> None:
+        private.make_socket_dir(self.path.parent)  # ours, 0700: nobody else can reach the socket
+        if self.path.exists() or self.path.is_symlink():
+            self.path.unlink()
+        self.server = PeerCheckedServer(str(self.path), make_handler(self.agent))
+        os.chmod(self.path, 0o600)
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="gpujobs-server").start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+        try:
+            self.path.unlink()
+        except OSError:
+            pass

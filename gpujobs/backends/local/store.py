@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 from ...errors import StateError
 from ...status import GpuSample, JobEvent, JobStatus, Progress
+from .diskspace import describe, is_no_space
+from .private import make_private_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -41,7 +43,6 @@ def status_from_dict(d: dict[str, Any]) -> JobStatus:
 
 
 def _fail(path: Path, exc: Exception, doing: str, needed: int | None = None) -> StateError:
-    from .diskspace import describe, is_no_space
     if is_no_space(exc):
         return StateError(f"cannot write the gpujobs state database {path} while {doing}: "
                           f"{exc} ({describe(path, needed)}). Free space there (the state "
@@ -81,7 +82,6 @@ class Store:
                 self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                            check_same_thread=False, timeout=10)
             else:
-                from .private import make_private_db
                 existed = self.path.exists()  # a new one is empty before its schema
                 make_private_db(self.path)  # 0600 whatever the umask (its WAL/SHM follow)
                 self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,

@@ -25,10 +25,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ...filemodes import replace_private
+from ...filemodes import open_private, replace_private
 
 
 # ---------------------------------------------------------------- zygote side
@@ -240,7 +241,6 @@ class Zygote:
     SPAWN_TIMEOUT_S = 30.0
 
     def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None):
-        from .private import open_private
         self._log = open_private(log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -336,6 +336,18 @@ class Zygote:
                 self.proc.stdin.close()
         except OSError:
             pass
+
+
+def start_zygote(home: Path, log: Callable[[str], None]) -> tuple[Zygote | None, float]:
+    """The home's warm fork server, started now, and when (monotonic); None when it cannot
+    start (ranks then start as fresh interpreters; ``log`` says why). The daemon calls it
+    before it builds the agent: the zygote's imports (torch, seconds) overlap the agent's start."""
+    started = time.monotonic()
+    try:
+        return Zygote(home / "zygote.log"), started
+    except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
+        log(traceback.format_exc())
+        return None, started
 
 
 if __name__ == "__main__":
