@@ -7,14 +7,8 @@ from importrules import ROOT, mixins, violations
 
 PACKAGE = ROOT / "gpujobs" / "admission"
 
-# Left to the forecasting step of issue 32 (gpujobs/admission/forecast is edited there); an
-# entry here that is fixed can simply go.
-KNOWN = {
-    "gpujobs.admission.forecast.simulate: imports private _amount from gpujobs.admission.forecast.reasons",
-    "gpujobs.admission.forecast.simulate: imports private _basis_text from gpujobs.admission.forecast.reasons",
-    "gpujobs.admission.forecast.simulate: imports private _reasons from gpujobs.admission.forecast.reasons",
-    "gpujobs.admission.forecast.reasons: function-level import of gpujobs.status in _ordinal",
-}
+# Known exceptions, each with its reason; none today.
+KNOWN: set[str] = set()
 
 
 def test_the_engine_is_composed_not_mixed():

@@ -88,8 +88,9 @@ def test_with_the_label_at_the_deadline_kueues_timer_wins_and_only_the_watcher_k
     job.status()  # a watching process (status, wait, the lab panel)
     wl = wait_for(lambda: (w := _workload(sim, job)) and w["spec"].get("active") is False and w, timeout=90)
     assert wl["spec"]["maximumExecutionTimeSeconds"] == 10
-    tj = sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", name, "default")
-    assert tj["spec"]["suspend"] is True
+    # Kueue's job reconciler suspends the TrainJob after it has deactivated the Workload
+    tj = wait_for(lambda: (t := sim.store.get("trainer.kubeflow.org/v1alpha1", "TrainJob", name, "default"))
+                  and t["spec"].get("suspend") is True and t, timeout=30)
     assert not any(c["type"] == "Failed" for c in (tj.get("status") or {}).get("conditions") or [])
     wait_for(lambda: not sim.store.list("v1", "Pod", "default"), timeout=30)
     text = wait_for(lambda: (t := "".join(job.logs())) and "RuntimeError" in t and t, timeout=30)

@@ -78,7 +78,9 @@ def test_timeout_evicts_backs_off_doubling_to_max_and_requeues(make):
         rs = wl["status"]["requeueState"]
         assert rs["count"] == n
         requeue_at = parse_time(rs["requeueAt"])
-        assert backoff <= requeue_at - t_ev <= backoff + 1.05  # whole seconds, rounded up
+        # whole seconds, rounded up, from the eviction; t_ev is when the watch delivered it, a
+        # moment later (on a loaded machine, past the next whole second: 0.998 s was seen)
+        assert backoff - 0.5 <= requeue_at - t_ev <= backoff + 1.05
         assert [(e["reason"], e["underlyingCause"], e["count"]) for e in wl["status"]["schedulingStats"]["evictions"]] \
             == [("PodsReadyTimeout", "WaitForStart", n)]
         t_rel, rel = wait_for(lambda: hist.first(lambda o: cond(o, "QuotaReserved")[0] == "False", t_ev), 20)

@@ -1,17 +1,18 @@
 """Why a workload waits, in words: who holds the quota, who is ahead, what it needs and what
-is free (:func:`_reasons`), and the small wording helpers (:func:`duration` …)."""
+is free (:func:`waiting_reasons`), and the small wording helpers (:func:`duration` …)."""
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
+from ...status import ordinal
 from ..engine import DEFAULT_PRIORITIES, Engine
 from ..model import INF, ClusterQueue, normalize_quota
 from .inputs import AHEAD_SHOWN, BLOCKED_BY_MAX, SOURCES, Forecast, Job, Snapshot
 
 
-def _prio(snap: Snapshot, p) -> int:
+def priority_rank(snap: Snapshot, p) -> int:
     prios = DEFAULT_PRIORITIES if snap.priorities is None else snap.priorities
     if p is None:
         p = snap.default_priority
@@ -28,7 +29,7 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _amount(a: float, r: str) -> str:
+def amount_text(a: float, r: str) -> str:
     if r == "gpu":
         return f"{_num(a)} GPU" + ("" if a == 1 else "s")
     if r == "memory" and a >= 2 ** 20:  # bytes (Kubernetes quantities)
@@ -46,11 +47,6 @@ def duration(seconds: float) -> str:
     if s < 86400 * 2:
         return f"{s / 3600:.1f} h"
     return f"{s / 86400:.1f} d"
-
-
-def _ordinal(n: int) -> str:
-    from ...status import ordinal
-    return ordinal(n)
 
 
 def _nominal(cq: ClusterQueue) -> dict[str, dict[str, float]]:
@@ -136,7 +132,7 @@ class _QueueFacts:
         return out
 
 
-def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
+def waiting_reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
              preempts: Mapping[str, list[str]], stopping: set[str],
              only: set[str] | None) -> dict[str, Forecast]:
     now = snap.now
@@ -193,13 +189,13 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
             if t_ is None:
                 tot = jobs[x].workload.total()
                 tot = {"gpu": tot["gpu"]} if tot.get("gpu") else tot  # GPUs say it; else all
-                t_ = amt_of[x] = ", ".join(_amount(v, r) for r, v in tot.items())
+                t_ = amt_of[x] = ", ".join(amount_text(v, r) for r, v in tot.items())
             return t_
 
         def prio_(x: str) -> int:
             p_ = prio_of.get(x)
             if p_ is None:
-                p_ = prio_of[x] = _prio(snap, jobs[x].workload.priority)
+                p_ = prio_of[x] = priority_rank(snap, jobs[x].workload.priority)
             return p_
         for i, wid in enumerate(order):
             if only is not None and wid not in only:
@@ -220,7 +216,7 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                 elif k and r != "gpu":
                     continue  # besides GPUs (or the first resource), only what is short is named
                 coh = f" (cohort {cq.cohort} lends {_num(lends)})" if cq.cohort else ""
-                needs.append(f"needs {_amount(a, r)}, {_amount(free, r) if r == 'memory' else _num(free)} "
+                needs.append(f"needs {amount_text(a, r)}, {amount_text(free, r) if r == 'memory' else _num(free)} "
                              f"free in {name}{coh}")
             parts.append("; ".join(needs) if needs else "needs nothing")
             vics = [v for v in victims_of.get(wid, ()) if v in stopping]
@@ -254,7 +250,7 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
                 ap = prio_(x)
                 tag = f", {other.workload.priority}" if ap > prio and other.workload.priority is not None else \
                     (", higher priority" if ap > prio else "")
-                ahead.append(f"{other.label} ({_ordinal(k + 1)}{tag}, {amt(x)})")
+                ahead.append(f"{other.label} ({ordinal(k + 1)}{tag}, {amt(x)})")
             if i > AHEAD_SHOWN:
                 ahead.insert(len(ahead) - AHEAD_SHOWN, f"{i - AHEAD_SHOWN} more queued ahead")
             blocked += order[max(0, i - BLOCKED_BY_MAX):i]
@@ -268,7 +264,7 @@ def _reasons(snap: Snapshot, eng: Engine, jobs: dict[str, Job], ends: dict,
 
 
 # ---------------------------------------------------------------- basis text
-def _basis_text(counts: tuple, start: float, now: float) -> str:
+def basis_text(counts: tuple, start: float, now: float) -> str:
     if start <= now + 1e-9:
         return "quota free now"
     parts = []

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 from .inputs import (AHEAD_SHOWN, HORIZON_S, RANGE_HORIZON_S, SOURCES, Forecast, Job, Snapshot, expected_end,
                      expected_runtime, stop_after)
 from ...status import start_when
-from .reasons import _amount, _basis_text, _prio, _reasons, duration
+from .reasons import amount_text, basis_text, priority_rank, waiting_reasons, duration
 
 
 # ------------------------------------------------------------- simulation
@@ -136,7 +136,7 @@ class _Sim:
             if first:
                 first = False
                 if self.want_reasons:
-                    reasons = _reasons(self.snap, eng, jobs, ends, preempts, stopping,
+                    reasons = waiting_reasons(self.snap, eng, jobs, ends, preempts, stopping,
                                        self.reasons_for)
             if left is not None and not left:
                 break
@@ -196,7 +196,7 @@ def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -
     for j in jobs:
         s = starts.get(j.id)
         if s is not None and s <= snap.now + RANGE_HORIZON_S:
-            r = errs.range(j.workload.total().get("gpu", 0.0), _prio(snap, j.workload.priority), snap.now, s)
+            r = errs.range(j.workload.total().get("gpu", 0.0), priority_rank(snap, j.workload.priority), snap.now, s)
             if r is not None:
                 out[j.id] = r
     return out
@@ -215,7 +215,7 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         start = pess.starts.get(wid)
         if start is not None:
             fc.expected_start = start
-            fc.basis = _basis_text(pess.basis.get(wid, ()), start, now)
+            fc.basis = basis_text(pess.basis.get(wid, ()), start, now)
             if wid in calibrated:
                 lo, hi, n = calibrated[wid]
                 fc.expected_start_range = (lo, hi)
@@ -337,4 +337,4 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
 def _fits_text(snap: Snapshot, job: Job) -> str:
     need = job.workload.total()
     need = {"gpu": need["gpu"]} if need.get("gpu") else need  # GPUs say it; else every resource
-    return ", ".join(_amount(a, r) for r, a in need.items()) + f" in {job.workload.queue}"
+    return ", ".join(amount_text(a, r) for r, a in need.items()) + f" in {job.workload.queue}"

@@ -24,7 +24,7 @@ import traceback
 from typing import Any
 
 from ...admission.forecast import Forecast, History, Job, Snapshot, StartErrors, forecast, plan
-from ...admission.forecast.reasons import _prio
+from ...admission.forecast.reasons import priority_rank
 from ...spec import JobSpec
 from ...status import JobStatus, Plan
 
@@ -111,7 +111,7 @@ class LocalForecasts:
             fc = cache.get(j.id)
             if fc is not None and fc.expected_start is not None and j.id not in self._first:
                 self._first[j.id] = (snap.now, fc.expected_start, j.workload.total().get("gpu", 0.0),
-                                     _prio(snap, j.workload.priority))
+                                     priority_rank(snap, j.workload.priority))
         while len(self._first) > FIRST_KEEP:
             del self._first[next(iter(self._first))]
 
