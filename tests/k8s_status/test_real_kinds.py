@@ -331,3 +331,41 @@ def test_kueue_before_v020_is_said_to_drop_the_trainjob_grace_period(make_cluste
     if warned:
         assert "Kueue v0.19.2" in str(said[0].message) and "v0.20" in str(said[0].message)
     job.cancel()
+
+
+def test_forecasts_and_preflight_share_one_reading_of_kueues_version_and_see_an_upgrade(make_cluster,
+                                                                                          monkeypatch):
+    """The forecast's engine (admission_version) and the preflight's grace-period warning read
+    Kueue's manager image through one backend reading, taken again once preflight_ttl has passed.
+    They read it apart before: two reads for one submit, and the forecast's never again, so a
+    Kueue upgrade did not reach the forecasts for the rest of the process."""
+    import warnings
+
+    from gpujobs.backends.kubernetes.submit import kueue_version as kv
+    from gpujobs.errors import GracePeriodWarning
+    sim, be = make_cluster(gpus=2)
+    _kueue_manager(sim, "v0.19.2")
+    reads: list[str | None] = []
+    real = kv.kueue_version
+
+    def counted(*args, **kwargs):
+        reads.append(real(*args, **kwargs))
+        return reads[-1]
+    monkeypatch.setattr(kv, "kueue_version", counted)
+    spec = gpujobs.job(_ddp_rank).ddp(nodes=1, gpus_per_node=1).queue("q").options(grace_period_s=120).spec()
+
+    def submit_and_warnings() -> list:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Job(be.submit(spec), be).cancel()
+        return [w for w in caught if issubclass(w.category, GracePeriodWarning)]
+
+    assert be.admission_version() == ("v0.19.2", "the cluster runs Kueue v0.19.2")
+    assert submit_and_warnings()
+    assert reads == ["v0.19.2"]  # one reading served both
+    sim.store.mutate("apps/v1", "Deployment", "kueue-controller-manager", "kueue-system",
+                     lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
+                         image="registry.k8s.io/kueue/kueue:v0.20.0"))
+    be.preflight_ttl = 0.0  # the time to read the cluster again has come
+    assert be.admission_version()[1] == "the cluster runs Kueue v0.20.0"
+    assert submit_and_warnings() == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -56,7 +57,7 @@ class KubernetesBackend:
         self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
         self._namespace = namespace or cfg.get("namespace")
         self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
-        self._detected_kueue: str | None = None  # read once by admission_version() ('' unknown)
+        self._detected_kueue: tuple[float, str | None] | None = None  # (when read, version)
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
         self.preflight_ttl = preflight_ttl
@@ -255,22 +256,30 @@ class KubernetesBackend:
         from ...admission import gates
         return gates.with_basis(plan, version, source)
 
-    def admission_version(self) -> tuple[str, str]:
-        """:meth:`kueue_version` with what the cluster runs, read once from Kueue's manager image
-        (submit/kueue_version.py; unknown without ``get deployments`` in kueue-system). A detected
-        version gpujobs does not model falls back to the config or the newest, saying so."""
-        from ...errors import SpecError
+    def detected_kueue_version(self) -> str | None:
+        """The Kueue version the cluster runs (its manager image's tag, submit/kueue_version.py;
+        None without ``get deployments`` in kueue-system), read again once ``preflight_ttl`` has
+        passed so that an upgrade is seen: the one reading that forecasts and preflight share."""
         from .submit import kueue_version as kv
-        if self._detected_kueue is None:
+        hit = self._detected_kueue
+        if hit is None or time.monotonic() - hit[0] >= self.preflight_ttl:
             try:
-                self._detected_kueue = kv.kueue_version(self.api_client, self.http_timeout) or ""
+                version = kv.kueue_version(self.api_client, self.http_timeout)
             except Exception:  # noqa: BLE001 - an unreadable version is an unknown one
-                self._detected_kueue = ""
+                version = None
+            self._detected_kueue = hit = (time.monotonic(), version)
+        return hit[1]
+
+    def admission_version(self) -> tuple[str, str]:
+        """:meth:`kueue_version` with what the cluster runs (:meth:`detected_kueue_version`). A
+        detected version gpujobs does not model falls back to the config or the newest, saying so."""
+        from ...errors import SpecError
+        detected = self.detected_kueue_version()
         try:
-            return self.kueue_version(self._detected_kueue or None)
+            return self.kueue_version(detected)
         except SpecError:
             version, source = self.kueue_version()
-            return version, f"{source}; the cluster runs Kueue {self._detected_kueue}, which is not modelled"
+            return version, f"{source}; the cluster runs Kueue {detected}, which is not modelled"
 
     def kueue_version(self, detected: str | None = None) -> tuple[str, str]:
         """(the supported Kueue version row admission is modelled on, where it came from):

@@ -330,7 +330,7 @@ def check_kueue_keeps_grace(backend: Cluster, cache: _Cache, r: Rendered) -> Non
             grace = rj["template"]["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", grace)
     if grace is None or grace == 30:  # the pod default (core/v1 PodSpec terminationGracePeriodSeconds)
         return
-    version = cache.get(("kueue-version",), lambda: kv.kueue_version(backend.api_client, backend.http_timeout) or "")
+    version = cache.get(("kueue-version",), lambda: backend.detected_kueue_version() or "")
     if kv.erases_trainjob_grace_period(version):
         warnings.warn(f"Kueue {version} vendors Kubeflow Trainer v2.2.1 and rewrites the TrainJob without "
                       f"terminationGracePeriodSeconds when it admits it (kueue@v0.19.2 pkg/controller/jobs/trainjob/"
