@@ -65,3 +65,18 @@ def no_leftovers():
             time.sleep(0.1)
         assert not alive, f"processes of {job_id} survived: {[p.pid for p in alive]}"
     return check
+
+
+def pytest_unconfigure(config):
+    """The run has ended; the interpreter's shutdown is still to come. Name the threads still
+    alive (each a test's leftover: its owner should stop it) and keep a fatal-error handler on
+    through the shutdown, which pytest's own faulthandler plugin no longer covers, so that a crash
+    there prints every thread's stack instead of only make's "Segmentation fault"."""
+    import faulthandler
+    import sys
+    import threading
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if alive:
+        names = ", ".join(sorted(f"{t.name}{' (daemon)' if t.daemon else ''}" for t in alive))
+        sys.stderr.write(f"\nthreads alive after the tests: {names}\n")
+    faulthandler.enable(file=sys.__stderr__, all_threads=True)
