@@ -67,6 +67,20 @@ def no_leftovers():
     return check
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Stop the watches of every Kubernetes backend a test made and left running (a backend made
+    outside the make_cluster fixtures: the CLI in-process, a second reader): their informer and
+    status-hub threads otherwise outlive the clusters they watch into the interpreter's shutdown."""
+    import gc
+    try:
+        from gpujobs.backends.kubernetes.cluster import ClusterState
+    except ImportError:
+        return
+    for obj in gc.get_objects():
+        if isinstance(obj, ClusterState):
+            obj.stop_watches()
+
+
 def pytest_unconfigure(config):
     """The run has ended; the interpreter's shutdown is still to come. Name the threads still
     alive (each a test's leftover: its owner should stop it) and keep a fatal-error handler on
