@@ -348,22 +348,14 @@ def test_unknown_queue_or_priority_at_submit_lists_those_that_exist(make_cluster
 
 # ------------------------------------------------------------------ 2. a run that returned in its grace
 def until_stopped(steps):
-    """Marks each start in the checkpoint folder, then works until the stop is announced and
-    returns at once (within the grace period)."""
-    import time as _t
+    """Marks each start in the checkpoint folder, then works as stops_when_asked does."""
     import uuid
 
     import gpujobs as g
     ctx = g.context()
     ctx.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     (ctx.checkpoint_dir / f"start-{uuid.uuid4().hex}").touch()
-    for i in range(steps):
-        if ctx.should_stop():
-            return ("returned in grace", i)
-        if i % 10 == 0:
-            print(f"step {i}", flush=True)
-        _t.sleep(0.05)
-    return ("ran to the end", steps)
+    return stops_when_asked(steps)
 
 
 def test_a_run_that_returned_in_its_grace_keeps_its_result_and_is_not_run_again(make_cluster):
