@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...config import gpujobs_home, load_config
+from ...config import KubernetesSettings, gpujobs_home, settings
 from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
@@ -50,13 +50,13 @@ class KubernetesBackend:
                  default_queue: str | None = None, request_timeout: float = 30.0,
                  preflight_ttl: float = 30.0, trainjob_runtime: str | None = None,
                  trainjob_volcano_runtime: str | None = None):
-        cfg = load_config().get("kubernetes", {}) if api_client is None else {}
+        cfg = settings().kubernetes if api_client is None else KubernetesSettings()
         self._api_client = api_client
         self._host = host
-        self._context = context or cfg.get("context")
-        self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
-        self._namespace = namespace or cfg.get("namespace")
-        self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
+        self._context = context or cfg.context
+        self._kubeconfig = kubeconfig or cfg.kubeconfig
+        self._namespace = namespace or cfg.namespace
+        self._kueue_version = cfg.kueue_version  # checked where used: kueue_version()
         self._detected_kueue: tuple[float, str | None] | None = None  # (when read, version)
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
@@ -66,22 +66,21 @@ class KubernetesBackend:
         self._keys: dict[str, bytes] = {}
         self._unsaved_keys: set[str] = set()
         self.options = RenderOptions(namespace="default",
-                                     default_queue=default_queue or cfg.get("queue"))
-        if trainjob_runtime or cfg.get("trainjob_runtime"):
-            self.options.trainjob_runtime = trainjob_runtime or cfg["trainjob_runtime"]
-        if cfg.get("checkpoint_volume"):
+                                     default_queue=default_queue or cfg.queue)
+        if trainjob_runtime := trainjob_runtime or cfg.trainjob_runtime:
+            self.options.trainjob_runtime = trainjob_runtime
+        if cfg.checkpoint_volume:
             from ...spec import Volume
-            self.options.checkpoint_volume = Volume.parse(cfg["checkpoint_volume"],
+            self.options.checkpoint_volume = Volume.parse(cfg.checkpoint_volume,
                                                           "[kubernetes] checkpoint_volume")
-        self.checkpoint_storage_class: str | None = cfg.get("checkpoint_storage_class") or None
+        self.checkpoint_storage_class: str | None = cfg.checkpoint_storage_class or None
         """[kubernetes] checkpoint_storage_class: the class of default checkpoint claims (None: the
         namespace's default StorageClass; "none": make none)."""
-        self.checkpoint_size: str = cfg.get("checkpoint_size") or "10Gi"
-        if cfg.get("volcano_queue"):
-            self.options.default_volcano_queue = cfg["volcano_queue"]
-        if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
-            self.options.trainjob_volcano_runtime = (trainjob_volcano_runtime
-                                                     or cfg["trainjob_volcano_runtime"])
+        self.checkpoint_size: str = cfg.checkpoint_size or "10Gi"
+        if cfg.volcano_queue:
+            self.options.default_volcano_queue = cfg.volcano_queue
+        if trainjob_volcano_runtime := trainjob_volcano_runtime or cfg.trainjob_volcano_runtime:
+            self.options.trainjob_volcano_runtime = trainjob_volcano_runtime
 
     # ------------------------------------------------------------ configuration
     @property
@@ -287,12 +286,12 @@ class KubernetesBackend:
         kueue_version`` of the config, else the newest supported."""
         from ...config import kueue_version_of
         if detected:
-            return kueue_version_of({"kueue_version": detected}, "the cluster's Kueue version"), \
+            return kueue_version_of(detected, "the cluster's Kueue version"), \
                 f"the cluster runs Kueue {detected}"
         if self._kueue_version:
-            return kueue_version_of({"kueue_version": self._kueue_version}, "[kubernetes] kueue_version"), \
+            return kueue_version_of(self._kueue_version, "[kubernetes] kueue_version"), \
                 "[kubernetes] kueue_version"
-        return kueue_version_of({}, ""), "the newest supported (the cluster's Kueue version is not known)"
+        return kueue_version_of(None, ""), "the newest supported (the cluster's Kueue version is not known)"
 
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)

@@ -60,11 +60,10 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
-        from ...config import load_config, local_admission_config
-        cfg = load_config()
-        local_admission_config(slots=1 << 30, cfg=cfg)  # config errors here, as SpecError, not in the agent
+        from .queue_config import admission_config
+        admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
         if spec.queue is not None:
-            self.check_queue(spec.queue, cfg, submitting=True)
+            self.check_queue(spec.queue, submitting=True)
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
@@ -175,10 +174,12 @@ class LocalBackend:
     def cancel(self, job_id: str) -> None:
         self.client.request({"op": "cancel", "id": job_id})
 
-    def check_queue(self, queue: str, cfg: dict | None = None, submitting: bool = False) -> None:
-        """SpecError for a queue the config does not define (and, listing, no job ever used)."""
-        from ...config import config_path, local_queue_names
-        known = local_queue_names(cfg)
+    def check_queue(self, queue: str, namespace: str | None = None, *, submitting: bool = False) -> None:
+        """SpecError for a queue the config does not define (and, listing, no job ever used);
+        ``namespace``: a Kubernetes argument, unused here."""
+        from ...config import settings
+        s = settings()
+        known = s.local.queue_names()
         if queue in known:
             return
         if not submitting and (self.home / "state.db").exists():
@@ -194,7 +195,7 @@ class LocalBackend:
                                                               if close else "")
                         + f"; known: {', '.join(known)}",
                         f"use one of them, or define {queue!r} in a [[local.queues]] table of "
-                        f"{config_path()} (docs/configuration.md)")
+                        f"{s.path} (docs/configuration.md)")
 
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
         if queue is not None:
@@ -220,8 +221,8 @@ class LocalBackend:
         submitted. Asks the agent (started on demand: it holds the queue)."""
         from ...status import Plan
         check_home(self.home)
-        from ...config import local_admission_config
-        local_admission_config(slots=1 << 30)  # config errors here, as SpecError
+        from .queue_config import admission_config
+        admission_config(slots=1 << 30)  # config errors here, as SpecError
         reply = self.client.request({"op": "plan", "spec": spec.to_dict(), "name": spec.display_name,
                                      "user": getpass.getuser()})
         d = dict(reply["plan"])
