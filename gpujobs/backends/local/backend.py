@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...config import gpujobs_home
+from ...config import gpujobs_home, settings
 from ...devices import cpu_notice
 from ...errors import Fix, JobNotFound, BackendUnavailable, GpuJobsError, SpecError
 from ...spec import JobSpec
@@ -27,6 +27,7 @@ from .client import AgentClient, check_home
 from .gang import save_submitter_env
 from .jobdir import JobDir
 from .private import check_home as check_state
+from .queue_config import admission_config
 from .store import Store, status_from_dict
 
 
@@ -60,7 +61,6 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
-        from .queue_config import admission_config
         admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
         if spec.queue is not None:
             self.check_queue(spec.queue, submitting=True)
@@ -177,7 +177,6 @@ class LocalBackend:
     def check_queue(self, queue: str, namespace: str | None = None, *, submitting: bool = False) -> None:
         """SpecError for a queue the config does not define (and, listing, no job ever used);
         ``namespace``: a Kubernetes argument, unused here."""
-        from ...config import settings
         s = settings()
         known = s.local.queue_names()
         if queue in known:
@@ -221,7 +220,6 @@ class LocalBackend:
         submitted. Asks the agent (started on demand: it holds the queue)."""
         from ...status import Plan
         check_home(self.home)
-        from .queue_config import admission_config
         admission_config(slots=1 << 30)  # config errors here, as SpecError
         reply = self.client.request({"op": "plan", "spec": spec.to_dict(), "name": spec.display_name,
                                      "user": getpass.getuser()})
