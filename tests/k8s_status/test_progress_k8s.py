@@ -161,7 +161,7 @@ def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
 
 
 def test_forged_stack_answers_are_dropped():
-    from gpujobs.backends.kubernetes.status.stacks import answers
+    from gpujobs.backends.kubernetes.control.stack_dump import answers
     from gpujobs.payload import new_key, seal
     import base64
     key, other = new_key(), new_key()

@@ -119,7 +119,7 @@ def test_local_job_files_are_private(gpujobs_home):
 @pytest.mark.slow
 def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
-    from gpujobs.backends.kubernetes.naming import record_path
+    from gpujobs.backends.kubernetes.keys import record_path
     from gpujobs.handle import Job
     from gpujobs_sim import SimCluster
 

@@ -22,7 +22,7 @@ from ...config import KubernetesSettings, gpujobs_home, settings
 from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
-from . import naming
+from . import keys, naming
 from .cluster import ClusterState
 from .render.job import Rendered, RenderOptions, check_spec, render_job
 
@@ -145,7 +145,7 @@ class KubernetesBackend:
         cluster = self.api_client.configuration.host
         with self._lock:
             if namespace not in self._keys:
-                key = naming.load_namespace_key(cluster, namespace, self.home)
+                key = keys.load_namespace_key(cluster, namespace, self.home)
                 if key is None:
                     from ...payload import new_key
                     key = new_key()
@@ -155,14 +155,14 @@ class KubernetesBackend:
 
     def namespace_key_file(self, namespace: str) -> Path:
         """Where this submitter's key for ``namespace`` of this cluster is kept (hex, mode 0600)."""
-        return naming.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
+        return keys.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
 
     def keep_signing_key(self, namespace: str, key: bytes) -> None:
         """Save ``key`` as the namespace key if it is the new one ``signing_key`` made (render
         output's throwaway keys never are)."""
         with self._lock:
             if namespace in self._unsaved_keys and self._keys.get(namespace) == key:
-                naming.save_namespace_key(self._api_client.configuration.host, namespace,
+                keys.save_namespace_key(self._api_client.configuration.host, namespace,
                                           self._keys[namespace], self.home)
                 self._unsaved_keys.discard(namespace)
 
@@ -295,7 +295,7 @@ class KubernetesBackend:
 
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)
-        return naming.load_key(ns, name, self.home)
+        return keys.load_key(ns, name, self.home)
 
     # ---------------------------------------- provided by the k8s-status modules
     def status(self, job_id: str) -> JobStatus:
@@ -325,13 +325,13 @@ class KubernetesBackend:
         return live.progress_history(self, job_id)
 
     def stacks(self, job_id: str, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
-        """{rank: Python stacks of all threads} of a running job, without exec (see .stacks)."""
-        from .status.stacks import stacks
+        """{rank: Python stacks of all threads} of a running job, without exec (see .control.stack_dump)."""
+        from .control.stack_dump import stacks
         return stacks(self, job_id, rank=rank, timeout=timeout)
 
     def cancel(self, job_id: str) -> None:
-        from .status import live
-        live.cancel(self, job_id)
+        from .control.cancel import cancel
+        cancel(self, job_id)
 
     def check_queue(self, queue: str, namespace: str | None = None) -> None:
         """SpecError naming the LocalQueues of the namespace when ``queue`` is not one of them."""
