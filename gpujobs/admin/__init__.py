@@ -13,7 +13,7 @@ import yaml
 from ..errors import SpecError
 from .kueue import render_table
 from .slurm_conf import SlurmConfWarning, expand_hostlist, table_from_slurm_conf
-from .table import QueueTable, load_table, parse_table
+from .teams import QueueTable, load_table, parse_table
 
 __all__ = ["render_queues", "queues_yaml", "load_table", "parse_table", "table_from_slurm_conf",
            "render_table", "QueueTable", "SlurmConfWarning", "expand_hostlist"]

@@ -3,7 +3,7 @@
 >>> b = gpujobs.slurm.from_sbatch("train.sbatch", mapping="site.yaml")
 >>> b.spec().total_gpus, b.submit()
 """
-from .mapping import GpuPlacement, SiteMapping, load_mapping
+from .site_mapping import GpuPlacement, SiteMapping, load_mapping
 from .options import SbatchWarning
 from .translate import from_sbatch, from_sbatch_array
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..status import JobStatus
 from .html import render_job_html
-from .live import settle
+from .updater import settle
 from .table import JobTable, QueueView, jobs_frame
 from .text import render_job_text
 from .. import contract
@@ -154,6 +154,6 @@ def display_job(job: Any) -> Any:
         display({"text/plain": text, "text/html": html}, raw=True)
         return None
     handle = display({"text/plain": text, "text/html": html}, raw=True, display_id=True)
-    from .live import JobUpdater
+    from .updater import JobUpdater
     JobUpdater(job, _HtmlDisplayView(handle), summarize=summarize_outcome, initial=status).start()
     return handle

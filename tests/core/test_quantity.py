@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpujobs.admin.table import parse_table
+from gpujobs.admin.teams import parse_table
 from gpujobs.backends.local.queue_config import admission_config
 from gpujobs.config import Settings
 from gpujobs.errors import SpecError
