@@ -2,6 +2,9 @@
 
 >>> objs = gpujobs.admin.render_queues("teams.yaml")           # list of dicts
 >>> print(gpujobs.admin.queues_yaml(slurm_conf="slurm.conf"))   # for kubectl apply -f -
+
+Modules: ``teams`` (the teams-and-quotas table), ``slurm_conf`` (that table from slurm.conf),
+``kueue`` (the table -> Kueue queue objects).
 """
 from __future__ import annotations
 

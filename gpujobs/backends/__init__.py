@@ -1,6 +1,9 @@
 """Backends, found lazily by name (or the ``gpujobs.backends`` entry-point group).
 
 Backends never import each other; the core never imports a backend at import time.
+
+Modules: ``base`` (the interface every backend implements); packages ``local`` and
+``kubernetes``.
 """
 from __future__ import annotations
 

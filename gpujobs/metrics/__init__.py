@@ -10,6 +10,11 @@
   (:func:`parse_metrics_line` reads them back).
 - :mod:`gpujobs.metrics.dcgm` reads dcgm-exporter through Prometheus;
   :mod:`gpujobs.metrics.usage` turns job records and samples into a usage report.
+
+Modules: ``sampler``, ``nvml`` (GPU readings), ``cpu`` (a rank's process tree, no GPU),
+``model`` (MetricsHistory), ``tracker`` (one running gang's metrics, for the local agent),
+``logline`` (the ``GPUJOBS-METRICS`` line), ``podlaunch`` (the pod launcher with metrics),
+``frame`` (``job.metrics()`` as a DataFrame), ``dcgm``, ``usage``.
 """
 from __future__ import annotations
 

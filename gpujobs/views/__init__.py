@@ -4,6 +4,10 @@ Every displayable object publishes ``text/html`` and ``text/plain`` for every fr
 (GitHub, nbconvert, terminals) and, where a widget manager runs, a live widget before them
 (:func:`display_bundle`: the static copy stays in the saved notebook and shows in JupyterLab
 when the widget's model is gone). ``GPUJOBS_DISPLAY=html|text`` forces a fallback.
+
+Modules: ``text``, ``html``, ``widgets``, ``terminal`` (progress while waiting), ``updater``
+(JobUpdater: feeds a view from a job's events), ``frames`` (job lists as DataFrames) and
+``table`` (JobTable, QueueView).
 """
 from __future__ import annotations
 
