@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_faults_and_gang import pytorchjob
+from tests.k8s_status.test_faults_and_gang import pytorchjob
 
 from gpujobs.errors import JobNotFound
 

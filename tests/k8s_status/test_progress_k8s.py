@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import fails_on_rank_one, goes_quiet_then_moves, train, user_module, wait_for
+from tests.support import fails_on_rank_one, goes_quiet_then_moves, train, user_module, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError

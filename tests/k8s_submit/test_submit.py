@@ -18,7 +18,7 @@ from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 
 def double(x):

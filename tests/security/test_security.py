@@ -18,7 +18,7 @@ import pytest
 import gpujobs
 from gpujobs.errors import PayloadError, ResultAuthError
 from gpujobs.payload import MAGIC, seal
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 SENTINEL = "s3cr3t-SENTINEL-7f2c9a"
 # what a root sshd needs after drop ALL, plus NET_BIND_SERVICE, the file capability mpi-operator's
@@ -199,7 +199,7 @@ def _walk(obj, path=""):
 
 
 def _matrix():
-    from k8s_render.test_matrix import CASES, make_spec
+    from tests.k8s_render.test_matrix import CASES, make_spec
     return CASES, make_spec
 
 
