@@ -72,9 +72,10 @@ def queue(name: str | None = None, backend: str | None = None, all: bool = False
     Kueue LocalQueues alike.
     """
     from .backends import get_backend
+    from .backends.base import ChecksQueues
     from .views.table import QueueView
     be = get_backend(backend)
-    if name is not None and hasattr(be, "check_queue"):
+    if name is not None and isinstance(be, ChecksQueues):
         be.check_queue(name)  # a misspelt queue: an error now, not an empty table
     if all:
         return QueueView(lambda: be.jobs(name), name=name, active_only=False)

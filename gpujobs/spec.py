@@ -98,6 +98,19 @@ MAX_RUNTIME_S = 2**31 - 1
 _RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")
 
 
+def default_backend_name() -> str:
+    """The backend of a spec that names none: ``GPUJOBS_BACKEND``, then the config file's
+    ``backend``, else ``local`` (``gpujobs.backends.default_backend_name`` is this)."""
+    import os
+
+    from . import contract
+    name = os.environ.get(contract.BACKEND)
+    if not name:
+        from .config import load_config
+        name = load_config().get("backend") or "local"
+    return name
+
+
 def slug(text: str, limit: int = 40) -> str:
     """``text`` as a Kubernetes name part: lowercase, runs of other characters as '-', at most
     ``limit`` characters ('' when nothing usable is left)."""
@@ -319,9 +332,11 @@ class JobSpec:
                             f"{self.grace_period_s!r}", "e.g. grace_period_s=30")
         if self.fn is not None and self._payload is None:
             from .payload import pack_call  # late import: payload imports cloudpickle
+            # the local backend's ranks share this machine's PYTHONPATH (they import from it)
+            local = (self.backend or default_backend_name()) == "local"
             object.__setattr__(self, "_payload",
                                pack_call(self.fn, tuple(self.args), dict(self.kwargs),
-                                         limit=self.max_payload_bytes, backend=self.backend))
+                                         limit=self.max_payload_bytes, shares_pythonpath=local))
 
     def _check_placement(self) -> None:
         """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""

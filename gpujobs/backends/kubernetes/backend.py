@@ -22,6 +22,8 @@ from ...config import gpujobs_home, load_config
 from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans, Renders)
 from . import naming
 from .cluster import ClusterState
 from .render.job import Rendered, RenderOptions, check_spec, render_job
@@ -39,8 +41,10 @@ def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str | 
     return ((ctx or {}).get("context") or {}).get("namespace")
 
 
-class KubernetesBackend:
-    """The ``kubernetes`` backend (see module doc for how configuration is found)."""
+class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMetricsHistory,
+                        HasProgressHistory):
+    """The ``kubernetes`` backend (see module doc for how configuration is found; its
+    capabilities are declared as bases: gpujobs.backends.base)."""
 
     name = "kubernetes"
 

@@ -22,6 +22,8 @@ from ...devices import cpu_notice
 from ...errors import Fix, JobNotFound, BackendUnavailable, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobStatus
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans)
 from . import protocol
 from .client import AgentClient, check_home
 from .gang import save_submitter_env
@@ -37,7 +39,9 @@ HELD_MESSAGE = ("the local agent was stopped (gpujobs agent stop); this job wait
                 "submit starts the agent again")
 
 
-class LocalBackend:
+class LocalBackend(Backend, Plans, ChecksQueues, HasStacks, HasMetricsHistory, HasProgressHistory):
+    """The ``local`` backend (its capabilities are declared as bases: gpujobs.backends.base)."""
+
     name = "local"
 
     def __init__(self, home: Path | None = None):
@@ -64,7 +68,7 @@ class LocalBackend:
         cfg = load_config()
         local_admission_config(slots=1 << 30, cfg=cfg)  # config errors here, as SpecError, not in the agent
         if spec.queue is not None:
-            self.check_queue(spec.queue, cfg, submitting=True)
+            self.check_queue(spec.queue, cfg=cfg, submitting=True)
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
@@ -175,8 +179,10 @@ class LocalBackend:
     def cancel(self, job_id: str) -> None:
         self.client.request({"op": "cancel", "id": job_id})
 
-    def check_queue(self, queue: str, cfg: dict | None = None, submitting: bool = False) -> None:
-        """SpecError for a queue the config does not define (and, listing, no job ever used)."""
+    def check_queue(self, queue: str, namespace: str | None = None, *, cfg: dict | None = None,
+                    submitting: bool = False) -> None:
+        """SpecError for a queue the config does not define (and, listing, no job ever used);
+        ``namespace`` is ignored (local queues have none)."""
         from ...config import config_path, local_queue_names
         known = local_queue_names(cfg)
         if queue in known:
@@ -264,10 +270,6 @@ class LocalBackend:
             except OSError:
                 pass
         return unsubscribe
-
-    def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
-        raise SpecError("backend", "the local backend creates no Kubernetes objects",
-                        "use builder.render(kind=...) (it renders for Kubernetes)")
 
     def metrics_history(self, job_id: str) -> list:
         """The job's kept metric samples (bounded; the agent writes them to metrics.log)."""
