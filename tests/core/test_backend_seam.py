@@ -47,14 +47,15 @@ def test_the_local_backend_does_not_render_and_kubernetes_does():
 
 
 def _probes(path: Path, root: Path = ROOT.parent) -> list[str]:
-    """``getattr(x, ...)`` / ``hasattr(x, ...)`` calls whose object names a backend."""
+    """``getattr(x, ...)`` / ``hasattr(x, ...)`` calls whose object names a backend (or a
+    backend's package)."""
     found = []
     tree = ast.parse(path.read_text(), str(path))
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in ("getattr", "hasattr") and node.args):
             target = ast.unparse(node.args[0])
-            if "backend" in target.lower() or target.split(".")[-1] in ("be", "b"):
+            if "backend" in target.lower() or target.split(".")[-1] in ("be", "b", "local", "kubernetes"):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -69,6 +70,8 @@ def test_front_ends_probe_no_backend_with_getattr_or_hasattr():
 def test_the_probe_finder_finds_a_probe(tmp_path):
     sample = tmp_path / "x.py"
     sample.write_text("def f(backend, job):\n    getattr(backend, 'plan', None)\n"
-                      "    hasattr(job.backend, 'stacks')\n    getattr(job, 'spec', None)\n")
+                      "    hasattr(job.backend, 'stacks')\n    getattr(job, 'spec', None)\n"
+                      "    getattr(local, 'stop_agent', None)\n")
     assert [h.split(": ", 1)[1] for h in _probes(sample, tmp_path)] == [
-        "getattr(backend, 'plan', None)", "hasattr(job.backend, 'stacks')"]
+        "getattr(backend, 'plan', None)", "hasattr(job.backend, 'stacks')",
+        "getattr(local, 'stop_agent', None)"]
