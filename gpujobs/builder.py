@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .errors import Fix, SpecError
 from .shape import Shape, gang_shape
-from .spec import JobSpec, SecretRef, Volume, check_count
+from .spec import PLACEMENT_FIELDS, JobSpec, SecretRef, Volume, check_count
 
 if TYPE_CHECKING:
     from .backends.base import Renders
@@ -166,7 +166,7 @@ class JobBuilder(Generic[R]):
 
     def options(self, **fields: Any) -> "JobBuilder[R]":
         """Set any JobSpec field directly (e.g. grace_period_s=60, max_payload_bytes=…)."""
-        known = {f.name for f in dataclasses.fields(JobSpec)}
+        known = {f.name for f in dataclasses.fields(JobSpec)} | set(PLACEMENT_FIELDS)
         for k in fields:
             if k not in known or k.startswith("_"):
                 raise SpecError(k, "is not a job option",

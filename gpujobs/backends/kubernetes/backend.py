@@ -213,7 +213,8 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
 
             from ...spec import Volume
             from .submit.checkpoint_claim import MOUNT_PATH
-            spec = dataclasses.replace(spec, volume=Volume(claim["metadata"]["name"], MOUNT_PATH))
+            spec = dataclasses.replace(spec, kubernetes=dataclasses.replace(
+                spec.kubernetes, volume=Volume(claim["metadata"]["name"], MOUNT_PATH)))
         rendered = self.render_job(spec, for_submit=True, submission_id=sid)
         rendered.checkpoint_claim = claim
         job_id = submit_rendered(self, rendered)
