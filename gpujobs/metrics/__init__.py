@@ -52,9 +52,9 @@ class StatusReader(Protocol):
 
 def job_samples(backend: StatusReader, job_id: str) -> list:
     """A job's kept samples: the backend's history when it keeps one, else its latest readings."""
-    history = getattr(backend, "metrics_history", None)
-    if callable(history):
-        return list(history(job_id))
+    from ..backends.base import HasMetricsHistory
+    if isinstance(backend, HasMetricsHistory):
+        return list(backend.metrics_history(job_id))
     return list(backend.status(job_id).metrics)
 
 

@@ -22,6 +22,8 @@ from ...config import KubernetesSettings, gpujobs_home, settings
 from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans, Renders)
 from . import keys, naming
 from .cluster import ClusterState
 from .render.job import Rendered, RenderOptions, check_spec, render_job
@@ -39,8 +41,10 @@ def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str | 
     return ((ctx or {}).get("context") or {}).get("namespace")
 
 
-class KubernetesBackend:
-    """The ``kubernetes`` backend (see module doc for how configuration is found)."""
+class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMetricsHistory,
+                        HasProgressHistory):
+    """The ``kubernetes`` backend (see module doc for how configuration is found; its
+    capabilities are declared as bases: gpujobs.backends.base)."""
 
     name = "kubernetes"
 
@@ -208,7 +212,8 @@ class KubernetesBackend:
 
             from ...spec import Volume
             from .submit.checkpoint_claim import MOUNT_PATH
-            spec = dataclasses.replace(spec, volume=Volume(claim["metadata"]["name"], MOUNT_PATH))
+            spec = dataclasses.replace(spec, kubernetes=dataclasses.replace(
+                spec.kubernetes, volume=Volume(claim["metadata"]["name"], MOUNT_PATH)))
         rendered = self.render_job(spec, for_submit=True, submission_id=sid)
         rendered.checkpoint_claim = claim
         job_id = submit_rendered(self, rendered)

@@ -1,6 +1,7 @@
 """The local backend: a one-machine batch scheduler that runs real rank processes.
 
-``LocalBackend`` is the client; the detached agent (:mod:`.agent`) owns the GPUs.
+``LocalBackend`` is the client; the detached agent (:mod:`.agent`) owns the GPUs. The front ends
+import this package's names only (``__all__``), never its modules (an import-linter contract).
 
 Modules: ``backend`` (LocalBackend) talks through ``client`` and ``protocol`` to the agent's
 ``server`` (its peer-checked socket, ops table); ``daemon`` (the process) runs ``agent`` (the
@@ -12,8 +13,8 @@ folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang`
 ``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
 have not reached the job's function yet); ``stacks`` (live stacks).
 """
-from .backend import LocalBackend
+from .backend import STOPPED_MARKER, LocalBackend
 from .client import agent_pids, stop_agent
 from .launchers import make_gang, register_launcher
 
-__all__ = ["LocalBackend", "stop_agent", "agent_pids", "make_gang", "register_launcher"]
+__all__ = ["LocalBackend", "STOPPED_MARKER", "stop_agent", "agent_pids", "make_gang", "register_launcher"]

@@ -22,6 +22,8 @@ from ...devices import cpu_notice
 from ...errors import Fix, JobNotFound, BackendUnavailable, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobStatus
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans)
 from . import protocol
 from .client import AgentClient, check_home
 from .gang import save_submitter_env
@@ -38,7 +40,9 @@ HELD_MESSAGE = ("the local agent was stopped (gpujobs agent stop); this job wait
                 "submit starts the agent again")
 
 
-class LocalBackend:
+class LocalBackend(Backend, Plans, ChecksQueues, HasStacks, HasMetricsHistory, HasProgressHistory):
+    """The ``local`` backend (its capabilities are declared as bases: gpujobs.backends.base)."""
+
     name = "local"
 
     def __init__(self, home: Path | None = None):
@@ -263,10 +267,6 @@ class LocalBackend:
             except OSError:
                 pass
         return unsubscribe
-
-    def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
-        raise SpecError("backend", "the local backend creates no Kubernetes objects",
-                        "use builder.render(kind=...) (it renders for Kubernetes)")
 
     def metrics_history(self, job_id: str) -> list:
         """The job's kept metric samples (bounded; the agent writes them to metrics.log)."""
