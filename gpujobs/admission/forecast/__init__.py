@@ -28,9 +28,7 @@ any moment, so nothing later than the forecast's own time is certain), and, with
 start within ``RANGE_HORIZON_S``, ``expected_start_range`` (early, late): from the quantiles of
 past forecasts' errors of its population (:mod:`.calibration`, ``Snapshot.start_errors``)
 once there are enough, else from two more runs with the ``EARLY_Q`` and ``LATE_Q`` runtime
-quantiles (the late run: declared limits + grace, where declared). With past errors the point,
-too, moves by the median error of the past forecasts nearest in simulated wait
-(``Forecast.simulated_start`` keeps the simulation's).
+quantiles (the late run: declared limits + grace, where declared).
 
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
