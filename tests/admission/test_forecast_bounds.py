@@ -155,10 +155,9 @@ def test_the_range_comes_from_past_forecasts_errors_without_more_simulations(mon
     fc = forecast(snap)["w"]
     assert fc.simulated_start == NOW + 100 and runs == ["point"]
     # c = the mean actual wait (99 s); ratios (a + 99) / 199; the 10 % and 90 % quantiles are
-    # the 2nd and 18th of 20: a = 82 and a = 114. The point: the 10 most recent of the (equally
-    # near) past forecasts of 100 s waited 100..118 s, median 109 s
+    # the 2nd and 18th of 20: a = 82 and a = 114; the median: a = 99 (98 and 100)
     assert fc.expected_start_range == (NOW + 82.0, NOW + 114.0)
-    assert abs(fc.expected_start - (NOW + 109.0)) < 1e-6
+    assert abs(fc.expected_start - (NOW + 99.0)) < 1e-6
     assert fc.basis.endswith("; start and range from the errors of 20 past forecasts")
     runs.clear()
     p = plan(snap, Job(wl("p", 4, NOW), name="p", max_runtime_s=60))
@@ -190,10 +189,9 @@ def test_the_point_moves_by_its_populations_median_error_and_the_simulated_start
     snap = Snapshot(Q, running=[Job(wl("r", 4), name="r", started=NOW - 100, max_runtime_s=170, grace_period_s=30)],
                     pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)], now=NOW, start_errors=errs)
     fc = forecast(snap)["w"]
-    # every past forecast said 100 s as this one does: the point is the median actual wait of the
-    # 10 most recent (170..188 s)
+    # every past forecast said 100 s as this one does: the point is their median actual wait
     assert fc.simulated_start == NOW + 100
-    assert abs(fc.expected_start - (NOW + 179.0)) < 1e-6
+    assert abs(fc.expected_start - (NOW + 169.0)) < 1e-6
     lo, hi = fc.expected_start_range
     assert lo <= fc.expected_start <= hi and lo > NOW + 100  # the 10 % quantile: 152 s
     assert fc.reason.endswith(f"expected to start {start_when(fc.expected_start, NOW)}")  # the corrected start
@@ -208,24 +206,12 @@ def test_a_small_population_takes_the_pooled_spread_scaled_by_its_own_median():
         errs.add(1, 0, 100.0, 100.0)
     for _ in range(6):  # a few 8-GPU jobs: started twice as late as forecast
         errs.add(8, 0, 100.0, 200.0)
-    _, lo, _, n = errs.estimate(1, 0, NOW, NOW + 100)
-    assert lo == NOW + 100 and n == 20  # its own 20 pairs
-    _, lo, hi, n = errs.estimate(8, 0, NOW, NOW + 100)
+    one = errs.estimate(1, 0, NOW, NOW + 100)
+    assert one[:3] == (NOW + 100, NOW + 100, NOW + 100) and one[3] == 20
+    point, lo, hi, n = errs.estimate(8, 0, NOW, NOW + 100)
     # pooled (26 pairs, c = 123.08): ratios 1 (20 of them) and 1.448 (6); the 8-GPU median 1.448
-    # scales the pooled 10 and 90 % quantiles (1, 1.448)
-    assert n == 6 and abs(lo - (NOW + 200)) < 1e-6 and hi > NOW + 290
+    # scales the pooled 10 / 50 / 90 % quantiles (1, 1, 1.448)
+    assert n == 6 and abs(point - (NOW + 200)) < 1e-6 and abs(lo - (NOW + 200)) < 1e-6 and hi > NOW + 290
     for _ in range(2):  # below SHIFT_MIN (5) pairs of its own: the pooled quantiles as they are
         errs.add(2, 0, 100.0, 300.0)
     assert errs.estimate(2, 0, NOW, NOW + 100)[3] == 28
-
-
-def test_the_point_learns_from_past_forecasts_of_a_similar_wait():
-    from gpujobs.admission.forecast import StartErrors
-    errs = StartErrors()
-    for _ in range(10):  # "any moment" forecasts: the agent started those jobs 0.3 s later
-        errs.add(1, 0, 0.0, 0.3)
-    for _ in range(10):  # 60 s forecasts: later arrivals went ahead, they waited 120 s
-        errs.add(8, 0, 60.0, 120.0)
-    assert abs(errs.point(NOW, NOW) - (NOW + 0.3)) < 1e-9
-    assert abs(errs.point(NOW, NOW + 50) - (NOW + 51 * 121 / 61 - 1)) < 1e-9
-    assert StartErrors().point(NOW, NOW + 50) == NOW + 50  # nothing learned: as simulated

@@ -14,16 +14,14 @@ JSSPP 2007, which bounds queue waits by quantiles of observed ones). No further 
 the range costs two quantile look-ups. Before a population (or all jobs) has enough pairs, the
 forecast falls back to the early and late simulations (docs/forecast.md).
 
-The same pairs correct the point: the expected start becomes ``(E + 1) m - 1`` (seconds), ``m``
-the median of ``(A + 1) / (E' + 1)`` over the ``POINT_K`` past forecasts (all jobs) whose
-simulated wait ``E'`` was nearest to ``E`` (in ``log(1 + E)``): forecasts of "any moment" learn the
-agent's own start latency from past "any moment" forecasts, long ones how much later long waits
-came (jobs of higher priority submitted after them, smaller jobs that fit first), each from its
-own kind of wait. The pairs keep the simulated wait, never the corrected one (no feedback). A
-population with fewer pairs than ``ERRORS_MIN`` but at least ``SHIFT_MIN`` takes the range
-quantiles of the larger population it belongs to, scaled by its own median ratio over that
-population's (per-size scaling: the few 8-GPU jobs of a machine keep their own bias, with the
-spread of all jobs).
+The same pairs correct the point: the expected start becomes ``(E + c) r_50 - c``, the median
+of the range's distribution, so a population whose starts came later (or earlier) than simulated
+at the median (jobs of higher priority submitted after it that went ahead, smaller jobs that fit
+first, the agent's own time from admission to start) is forecast that much later. The pairs keep
+the simulated wait, never the corrected one (no feedback). A population with fewer pairs than
+``ERRORS_MIN`` but at least ``SHIFT_MIN`` takes the quantiles of the larger population it
+belongs to, scaled by its own median ratio over that population's (per-size scaling: the few
+8-GPU jobs of a machine keep their own bias, with the spread of all jobs).
 """
 from __future__ import annotations
 
@@ -37,7 +35,6 @@ ERRORS_KEEP = 200  # pairs kept per population (the most recent)
 ERRORS_MIN = 20  # a population's own quantiles from this many pairs on
 ERRORS_MIN_ALL = 10  # the pooled quantiles (all jobs) from this many
 SHIFT_MIN = 5  # a smaller population's own median scales a larger one's quantiles from this many
-POINT_K = 10  # past forecasts nearest in simulated wait that move the point
 
 
 def size_class(gpus: float) -> str:
@@ -100,23 +97,10 @@ class StartErrors:
             self._cache[ck] = quantile(sorted((a + c) / (e + c) for e, a in pairs), 0.5)
         return self._cache[ck]  # type: ignore[return-value]
 
-    def point(self, now: float, expected: float) -> float:
-        """The simulated start ``expected`` (epoch s, forecast at ``now``) moved by the median error
-        of the ``POINT_K`` past forecasts (all jobs) nearest in simulated wait, the most recent
-        first among equals (module docstring); as it is before there are that many."""
-        pairs = self._pairs.get((), ())
-        if len(pairs) < POINT_K:
-            return expected
-        e = max(0.0, expected - now)
-        le = math.log1p(e)
-        near = sorted(range(len(pairs)), key=lambda i: (abs(math.log1p(pairs[i][0]) - le), -i))[:POINT_K]
-        m = quantile(sorted((pairs[i][1] + 1.0) / (pairs[i][0] + 1.0) for i in near), 0.5)
-        return now + max(0.0, (e + 1.0) * m - 1.0)
-
     def estimate(self, gpus: float, priority: int, now: float,
                  expected: float) -> tuple[float, float, float, int] | None:
-        """(point, early, late, pairs the range rests on) for a simulated start ``expected`` (epoch
-        s) forecast at ``now``: :meth:`point`, and the ``RANGE_Q`` quantiles of the most specific
+        """(point, early, late, pairs it rests on) for a simulated start ``expected`` (epoch s)
+        forecast at ``now``: the median and the ``RANGE_Q`` quantiles of the most specific
         population with enough pairs, scaled by a more specific one's own median when that has
         ``SHIFT_MIN`` (module docstring); None when no population has enough."""
         keys = self.keys(gpus, priority)
@@ -129,11 +113,11 @@ class StartErrors:
                 own = self._median(small, c)
                 if own is not None:
                     scale = own / med
-                    lo, hi = lo * scale, hi * scale
+                    lo, med, hi = lo * scale, own, hi * scale
                     n = len(self._pairs[small])
                     break
             e = max(0.0, expected - now)
-            point = self.point(now, expected)
+            point = now + max(0.0, (e + c) * med - c)
             early = now + max(0.0, (e + c) * lo - c)
             late = now + max(0.0, (e + c) * hi - c)
             return point, min(early, point), max(late, point), n
