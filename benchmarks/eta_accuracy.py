@@ -126,12 +126,11 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             pending.append(wid)
         elif kind == "probe":
             if eng.state(wid) == "pending":
-                *row_, simulated = _predict(eng, jobs, wid, t, started, left, stopping, pending, history,
-                                            finished_rt, errors)
-                row = (t, *row_)
+                row = (t, *_predict(eng, jobs, wid, t, started, left, stopping, pending, history,
+                                    finished_rt, errors))
                 out.setdefault(wid, []).append(row)
-                if simulated is not None and wid not in first_fc:  # scored: the simulation's start
-                    first_fc[wid] = (t, simulated)
+                if row[1] is not None and wid not in first_fc:
+                    first_fc[wid] = (t, row[1])
             continue
         # schedule after every change (events at the same instant are rare: continuous times)
         d = eng.schedule()
@@ -184,7 +183,7 @@ def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, fin
     mean_rt = statistics.fmean(finished_rt) if finished_rt else 1800.0
     mean_gpus = statistics.fmean(k[3] for k in KINDS)
     naive = now + pos * mean_rt / (SLOTS / mean_gpus)
-    return fc.expected_start, naive, fc.expected_start_range, fc.not_before, fc.simulated_start
+    return fc.expected_start, naive, fc.expected_start_range, fc.not_before
 
 
 def accuracy(n: int, seed: int) -> dict:

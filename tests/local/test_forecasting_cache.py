@@ -217,27 +217,6 @@ def test_a_jobs_first_forecast_is_scored_when_it_starts_and_calibrates_the_range
     assert jid not in local_agent.forecasts._first  # scored once
 
 
-def test_the_simulated_start_is_scored_not_the_start_past_errors_moved(local_agent):
-    from gpujobs.status import JobEvent
-    errs = local_agent.forecasts.start_errors
-    for _ in range(10):  # past forecasts said "now" and the jobs started 30 s later
-        errs.add(1, 0, 0.0, 30.0)
-    jid, = queued(local_agent, 1)
-    view(local_agent, jid)
-    local_agent.forecasts.refresh()
-    with local_agent.lock:
-        fc = local_agent.forecasts._cache[jid]
-    at, scored = local_agent.forecasts._first[jid][:2]
-    assert fc.expected_start > fc.simulated_start + 1  # moved later by the past errors
-    assert scored == fc.simulated_start
-    with local_agent.lock:
-        rec = local_agent.recs[jid]
-        rec.status = rec.status.with_(events=rec.status.events + (JobEvent(at + 7.0, "started", "pids"),),
-                                      started_at=at + 7.0)
-        local_agent.forecasts.snapshot()
-    assert errs._pairs[()][-1] == (fc.simulated_start - at, 7.0)
-
-
 def test_a_finished_jobs_preemptions_teach_its_kinds_stop_time():
     from gpujobs.admission.forecast import History
     from gpujobs.status import JobEvent, JobStatus

@@ -102,7 +102,6 @@ class Forecast:
     admit_now: bool = False
     preempts: tuple[str, ...] = ()
     expected_start_range: tuple[float, float] | None = None  # (early, late) around expected_start
-    simulated_start: float | None = None  # the simulation's start, before past errors corrected it (scored)
 
 
 # ------------------------------------------------------------- estimation

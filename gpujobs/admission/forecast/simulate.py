@@ -191,8 +191,8 @@ def _groups(snap: Snapshot) -> dict[str, str]:
 
 
 def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -> dict[str, tuple]:
-    """(point, early, late, pairs) from past forecasts' errors (:mod:`.calibration`) for the jobs
-    with a simulated start within ``RANGE_HORIZON_S`` whose population has enough of them."""
+    """(early, late, pairs) from past forecasts' errors (:mod:`.calibration`) for the jobs with an
+    expected start within ``RANGE_HORIZON_S`` whose population has enough of them."""
     errs = snap.start_errors
     out: dict[str, tuple] = {}
     if errs is None or not len(errs):
@@ -200,7 +200,7 @@ def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -
     for j in jobs:
         s = starts.get(j.id)
         if s is not None and s <= snap.now + RANGE_HORIZON_S:
-            r = errs.estimate(j.workload.total().get("gpu", 0.0), priority_rank(snap, j.workload.priority), snap.now, s)
+            r = errs.range(j.workload.total().get("gpu", 0.0), priority_rank(snap, j.workload.priority), snap.now, s)
             if r is not None:
                 out[j.id] = r
     return out
@@ -218,13 +218,12 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         fc.not_before = now  # any job holding quota may end at any moment: nothing later is certain
         start = pess.starts.get(wid)
         if start is not None:
-            fc.expected_start = fc.simulated_start = start
+            fc.expected_start = start
             fc.basis = basis_text(pess.basis.get(wid, ()), start, now)
             if wid in calibrated:
-                start, lo, hi, n = calibrated[wid]
-                fc.expected_start = start
+                lo, hi, n = calibrated[wid]
                 fc.expected_start_range = (lo, hi)
-                fc.basis += f"; start and range from the errors of {n} past forecasts"
+                fc.basis += f"; range from the errors of {n} past forecasts"
             elif start <= now + RANGE_HORIZON_S:
                 lo = early.starts.get(wid, start) if early is not None else start
                 hi = late.starts.get(wid, edge) if late is not None else start
@@ -329,7 +328,6 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s, cal)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True
-        fc.expected_start = start  # admitted in the next pass: no past error moves that
         fc.position = None
         fc.blocked_by = ()
         fc.reason = "fits now" + (f" ({_fits_text(snap, job)})" if _fits_text(snap, job) else "")

@@ -109,9 +109,8 @@ class LocalForecasts:
         """Keep each queued job's first forecast with a start, to score it when it starts."""
         for j in snap.pending:
             fc = cache.get(j.id)
-            if fc is not None and fc.simulated_start is not None and j.id not in self._first:
-                # the simulation's start is scored, not the start past errors corrected (no feedback)
-                self._first[j.id] = (snap.now, fc.simulated_start, j.workload.total().get("gpu", 0.0),
+            if fc is not None and fc.expected_start is not None and j.id not in self._first:
+                self._first[j.id] = (snap.now, fc.expected_start, j.workload.total().get("gpu", 0.0),
                                      priority_rank(snap, j.workload.priority))
         while len(self._first) > FIRST_KEEP:
             del self._first[next(iter(self._first))]
