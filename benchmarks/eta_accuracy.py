@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
 from gpujobs.admission.forecast import (HORIZON_S, History, Job, Snapshot, StartErrors, forecast,  # noqa: E402
                                         plan)
-from gpujobs.admission.forecast.reasons import _prio  # noqa: E402
+from gpujobs.admission.forecast.reasons import priority_rank  # noqa: E402
 
 SLOTS = 16
 QUEUES = [ClusterQueue("team-a", {"gpu": 8}, cohort="lab"),
@@ -144,7 +144,7 @@ def replay(trace: list[dict], probes: dict[str, list[float]] | None = None):
             a = adm.id
             if a not in first and a in first_fc:
                 at, exp = first_fc.pop(a)
-                errors.add(jobs[a]["gpus"], _prio(Snapshot(QUEUES), jobs[a]["prio"]), exp - at, t - at)
+                errors.add(jobs[a]["gpus"], priority_rank(Snapshot(QUEUES), jobs[a]["prio"]), exp - at, t - at)
             first.setdefault(a, t)
             started[a] = t
             ver[a] = ver.get(a, 0) + 1
