@@ -49,7 +49,7 @@ def test_start_text_is_coarse_so_progress_lines_do_not_change_every_second():
     assert start_text(now + 3 * 3600, now).startswith("starts in ~3.0 h")
 
 
-def test_one_start_text_in_every_view():
+def test_one_start_text_in_every_view(monkeypatch):
     """summary(), the widget header, the DataFrame, `gpujobs queue`/`status`/`plan` all say the
     start the same way: never "now" beside a later time; overdue: "any moment (was due ...)";
     no forecast but a bound later than now: "not before ..."."""
@@ -60,6 +60,9 @@ def test_one_start_text_in_every_view():
     from gpujobs.views.frames import jobs_frame
     from gpujobs.views.html import header_html
     now = _t.time()
+    # the views read the clock themselves: hold it still, or a slow step says "in ~24 s" (seen
+    # under load)
+    monkeypatch.setattr(_t, "time", lambda: now)
     due = _t.strftime("%H:%M", _t.localtime(now - 120))
     later = _t.strftime("%H:%M", _t.localtime(now + 3000))
     cases = [(dict(expected_start=now + 25), "in ~25 s"),
