@@ -17,6 +17,7 @@ from . import private, protocol
 
 START_TIMEOUT_S = 30.0
 CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
+STARTING_POLL_S = 0.02  # how often a client polls for the socket of the agent it started
 RETRY_DEADLINE_S = 60.0  # a dropped connection (the agent died: a new one starts) is retried this long
 
 AGENT_MODULE = "gpujobs.backends.local.daemon"  # the agent's process: python -m AGENT_MODULE
@@ -89,7 +90,9 @@ class AgentClient:
             if time.monotonic() >= deadline:
                 break
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 0.5)
+            # an agent this client started answers within a second or two: polled every
+            # STARTING_POLL_S, not with a backoff that may add half a second to its start
+            delay = min(delay * 2, STARTING_POLL_S if spawned else 0.5)
         raise BackendUnavailable(
             f"the gpujobs agent for {self.home} did not accept a connection within "
             f"{waited:.0f} s "
