@@ -42,7 +42,7 @@ from ...filemodes import open_private, replace_private
 #: imported once by the zygote so that forked ranks do not import them each (psutil alone
 #: took 84 ms per rank: the runner records its start time with it)
 LEAN_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
-                "gpujobs.context", "faulthandler", "psutil")
+                "gpujobs.context", "faulthandler", "psutil", "ctypes")  # ctypes: set_title
 WARM_MODULES = (*LEAN_MODULES, "torch", "torch.distributed")
 
 
