@@ -11,8 +11,10 @@ import os
 import sys
 from pathlib import Path
 
+from ...contract import JobFolder
 from ...errors import GpuJobsError
 from . import private
+from .lean import payload_needs_torch
 from .records import agent_log
 from .zygote import start_zygote
 
@@ -79,8 +81,6 @@ def _may_need_torch(home: Path, job_id: str) -> bool:
         folder = private.job_folder(home, job_id, None)
     except (GpuJobsError, OSError, ValueError):
         return True
-    from ...contract import JobFolder
-    from .lean import payload_needs_torch
     return payload_needs_torch(JobFolder(folder).payload_file)
 
 
