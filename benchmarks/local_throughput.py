@@ -4,9 +4,10 @@
 
 Both run the same function (``square(i)``) N times and collect every result, from a
 fresh state directory each (gpujobs: the agent is started by the first submit and its
-start-up is included). gpujobs runs each job as a 1-rank ddp gang (torch.distributed
-initialised, gloo) on ``--slots`` GPU slots; submitit runs each as a plain Python
-subprocess. Timed: first submit -> last result, wall clock.
+start-up is included). gpujobs runs each job as a 1-rank ddp gang on ``--slots`` GPU slots
+(CPU ranks on a machine without GPUs: each forks from the agent's lean zygote, without torch,
+and would set up torch.distributed if ``square`` imported torch; it does not); submitit runs
+each as a plain Python subprocess. Timed: first submit -> last result, wall clock.
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def main() -> None:
     g = run_gpujobs(args.n, args.slots)
     print(f"gpujobs local agent : {args.n} jobs in {g:6.2f} s  ({args.n / g:5.1f} jobs/s, "
           f"{args.slots} slots, 1-rank ddp gangs, agent start-up included)", flush=True)
+    print(f"  (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}: when set, "
+          f"every process compiles the sources it imports that have no cached bytecode)", flush=True)
     s = run_submitit(args.n)
     print(f"submitit LocalExecutor: {args.n} jobs in {s:6.2f} s  ({args.n / s:5.1f} jobs/s)")
     print(f"ratio gpujobs/submitit wall time: {g / s:.2f} "

@@ -6,10 +6,42 @@ CPU. ``util`` is CPU percent summed over the tree (100 = one core busy, as in
 """
 from __future__ import annotations
 
+import os
 import time
 
 from ..status import GpuSample
 from .model import CPU_DEVICE
+
+
+def descendants(pid: int) -> list[int] | None:
+    """The pids of ``pid``'s living descendants, from the kernel's per-thread ``children``
+    lists (/proc/PID/task/TID/children, Linux 3.5+): a few reads per process of the tree,
+    where psutil's ``children(recursive=True)`` reads the stat file of every process on the
+    machine (most of a sampling round's CPU on a busy machine). None when the kernel keeps no
+    such lists (the caller asks psutil); [] when ``pid`` is gone."""
+    if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
+        return None
+    out: list[int] = []
+    todo = [pid]
+    seen = {pid}
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # gone
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as fh:
+                    kids = fh.read().split()
+            except OSError:
+                continue  # the thread ended meanwhile
+            for kid in map(int, kids):
+                if kid not in seen:
+                    seen.add(kid)
+                    out.append(kid)
+                    todo.append(kid)
+    return out
 
 
 class CpuReader:
@@ -40,13 +72,15 @@ class CpuReader:
         self._new.clear()
         try:
             root = self._proc(pid)
-            kids = root.children(recursive=True)
+            kids = descendants(pid)
+            if kids is None:
+                kids = [k.pid for k in root.children(recursive=True)]
         except self._gone:
             return []
         out = [root]
         for k in kids:
             try:
-                out.append(self._proc(k.pid))
+                out.append(self._proc(k))
             except self._gone:
                 pass
         self._forget_dead()

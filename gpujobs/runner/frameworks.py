@@ -14,6 +14,8 @@ from ..filemodes import replace_private
 
 def setup(framework: str, ctx: JobContext) -> Any:
     if framework in ("ddp", "fsdp"):
+        if _can_defer_torch(ctx):
+            return _defer_torch(ctx)
         return _setup_torch(ctx)
     if framework == "mpi":
         return _setup_mpi(ctx)
@@ -24,6 +26,8 @@ def setup(framework: str, ctx: JobContext) -> Any:
 
 def teardown(framework: str, state: Any) -> None:
     if framework in ("ddp", "fsdp") and state is not None:
+        if "torch" not in sys.modules:
+            return  # a deferred set-up the job never reached (it never imported torch)
         import torch.distributed as dist
         # A gang of one has no peer to wait for or to leave cleanly: the rank exits
         # (os._exit) with nothing to tear down (a barrier + destroy cost ~20% of a tiny rank).
@@ -58,6 +62,57 @@ def _setup_torch(ctx: JobContext) -> Any:
         init = f"file://{rdzv}" if rdzv else "env://"
         dist.init_process_group(backend=backend, init_method=init, rank=ctx.rank,
                                 world_size=ctx.world_size, **kwargs)
+    return True
+
+
+def _can_defer_torch(ctx: JobContext) -> bool:
+    """A local gang of one CPU rank (FileStore rendezvous, :data:`~gpujobs.contract.DEVICE`
+    ``cpu``) in a process without torch (forked from the lean zygote): no peer to meet and no
+    device to pick, so the process group can wait until the job imports torch."""
+    return ("torch" not in sys.modules and ctx.world_size == 1
+            and os.environ.get(contract.DEVICE) == "cpu"
+            and bool(os.environ.get(contract.RENDEZVOUS_FILE)))
+
+
+class _AfterImport:
+    """A meta-path finder that runs ``then()`` once module ``name`` has been executed (found
+    by the other finders; its loader is theirs), then leaves ``sys.meta_path``."""
+
+    def __init__(self, name: str, then: Any):
+        self.name = name
+        self.then = then
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader, then = spec.loader, self.then
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return spec
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            then()
+        loader.exec_module = exec_module  # this module's loader instance only
+        return spec
+
+
+def _defer_torch(ctx: JobContext) -> Any:
+    """torch.distributed is set up (gloo, the gang's FileStore) right after the job's first
+    ``import torch`` (or of any torch module) completes, before the import returns: code
+    that imports torch finds the process group initialised; a job that never imports it
+    pays nothing for torch."""
+    ctx.device = "cpu"
+    sys.meta_path.insert(0, _AfterImport("torch", lambda: _setup_torch(ctx)))
     return True
 
 

@@ -302,13 +302,17 @@ def local_agent_killed(home: Path) -> dict:
 
 
 def zygote_children(home: Path) -> list[int]:
-    """Rank processes forked by this home's zygote (their /proc environ is the zygote's)."""
+    """Rank processes forked by this home's zygotes, torch's and the lean one (their /proc
+    environ is the zygote's)."""
     from gpujobs.backends.local import agent_pids
-    z = agent_pids(home).get("zygote")
-    try:
-        return [c.pid for c in psutil.Process(z).children(recursive=True)] if z else []
-    except psutil.NoSuchProcess:
-        return []
+    pids = agent_pids(home)
+    out: list[int] = []
+    for z in (pids.get("zygote"), pids.get("lean_zygote")):
+        try:
+            out += [c.pid for c in psutil.Process(z).children(recursive=True)] if z else []
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def fill(path: Path) -> Path:

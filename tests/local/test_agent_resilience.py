@@ -162,6 +162,7 @@ def test_an_error_in_a_loop_round_is_logged_and_the_loop_goes_on(gpujobs_home, m
     (gpujobs_home / "jobs").mkdir(exist_ok=True)
     agent = Agent(gpujobs_home)
     monkeypatch.setattr(agent, "_start_zygote", lambda: None)
+    monkeypatch.setattr(agent, "_start_lean_zygote", lambda: None)
     rounds = []
 
     def step():

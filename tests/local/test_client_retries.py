@@ -59,3 +59,40 @@ def test_retries_zero_tries_once(gpujobs_home, monkeypatch):
     with pytest.raises(BackendUnavailable):
         client.request({"op": "agent_pids"}, retries=0)
     assert agent.calls == 1
+
+
+def test_the_agent_a_client_started_is_polled_often_and_told_the_job_it_starts_for(
+        gpujobs_home, monkeypatch):
+    """The connect loop's backoff grew to 0.5 s while the agent it had started was booting,
+    which could add that much to the first submit of a session; and the agent is told which
+    job's submit started it (it then starts the torch zygote only if that job may need it)."""
+    from gpujobs.backends.local import client as client_mod
+    client = AgentClient(gpujobs_home)
+    answers = iter([FileNotFoundError()] * 12 + [None])
+    theirs: list[socket.socket] = []
+
+    def connect_once(timeout):
+        err = next(answers)
+        if err is not None:
+            raise err
+        mine, other = socket.socketpair()
+        other.sendall((json.dumps({"ok": True}) + "\n").encode())
+        theirs.append(other)
+        return mine
+    spawned: list[list[str]] = []
+
+    class Popen:
+        def __init__(self, argv, **kw):
+            spawned.append(argv)
+
+        def wait(self, timeout=None):
+            return 0
+    alive = iter([False, False] + [True] * 100)  # the loop, the start lock, then it runs
+    monkeypatch.setattr(client, "_connect", connect_once)
+    monkeypatch.setattr(client, "agent_alive", lambda: next(alive))
+    monkeypatch.setattr(client_mod.subprocess, "Popen", Popen)
+    sleeps: list[float] = []
+    monkeypatch.setattr(client_mod.time, "sleep", sleeps.append)
+    assert client.request({"op": "submit", "id": "job-1"})["ok"]
+    assert len(spawned) == 1 and spawned[0][-2:] == ["--for-job", "job-1"]
+    assert max(sleeps) <= client_mod.STARTING_POLL_S

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # a fresh interpreter that imports torch
 SCRIPT = """
 import json, sys
 from gpujobs.backends.local import zygote
-zygote._warm_imports()
+zygote._warm_imports(zygote.{modules})
 before = set(sys.modules)
 from gpujobs import runner
 runner.enable_faulthandler(0)  # what every rank does before the user's function
@@ -23,8 +23,11 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
-def test_a_rank_start_imports_nothing_the_zygote_did_not_warm(tmp_path):
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+@pytest.mark.parametrize("modules", ["WARM_MODULES", "LEAN_MODULES"])
+def test_a_rank_start_imports_nothing_the_zygote_did_not_warm(tmp_path, modules):
+    """Both zygotes: torch's and the lean one (before: a lean rank imported ctypes itself)."""
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(modules=modules)],
+                         capture_output=True, text=True,
                          timeout=300, cwd=tmp_path, env=_env())
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

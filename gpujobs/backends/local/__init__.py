@@ -9,8 +9,9 @@ scheduler: records, commands, the admit/start/stop loop), which owns ``adoption`
 ranks of a previous agent), ``liveness`` (GangWatcher: metrics, progress and stalls of running
 gangs) and ``forecasting`` (reasons, expected starts, plan()); ``queue_config`` (its queues
 from the typed settings); ``records`` (a job's record), ``store`` (SQLite), ``jobdir`` (a job's
-folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang``, ``zygote``,
-``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
+folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang``, ``zygote`` and
+``lean`` (which fork server a gang's ranks come from: the torch zygote or the lean one without
+torch), ``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
 have not reached the job's function yet); ``stacks`` (live stacks).
 """
 from .backend import STOPPED_MARKER, LocalBackend

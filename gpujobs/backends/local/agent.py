@@ -42,6 +42,7 @@ from .adoption import EXIT_FILE_GRACE_S, Adopted, Found, Recovery, exit_from_out
 from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
 from .forecasting import LocalForecasts
 from .gang import GangExit
+from .lean import gang_is_lean
 from .launchers import make_gang
 from .liveness import GangWatcher, final_progress
 from .records import STOP_MESSAGES, Rec, agent_log, create_time, ended_during_grace, mark_restart
@@ -83,8 +84,11 @@ class Agent:
         self.clients = 0
         self.last_active = time.monotonic()
         self.stopping = False
-        self.zygote: Zygote | None = None
+        self.zygote: Zygote | None = None  # forks ranks with torch imported
         self.zygote_started = 0.0
+        self.lean_zygote: Zygote | None = None  # forks lean gangs (.lean): no torch loaded
+        self.lean_started = 0.0
+        self.torch_zygote_deferred = False  # started by the first job that needs it (daemon)
         self.write_error: GpuJobsError | None = None  # the last failed state write, if any
         self.exit_reason = ""  # why run() ended: "stop", "idle", or the unexpected error
         self.seq = self.store.max_seq()
@@ -283,6 +287,8 @@ class Agent:
         self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
         self.engine.add(self.workload(rec))   # unknown priority / never fits -> errors
         self.recs[jid] = rec
+        if not self._lean(rec):
+            self._want_torch_zygote()
         self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
         self._update(rec, "queued")
         try:
@@ -354,16 +360,33 @@ class Agent:
     def _await_zygote(self) -> None:
         """A fresh agent's zygote takes a few seconds to warm up: with work waiting, wait for it
         here, without the lock (clients are answered meanwhile), at most 10 s after its start."""
-        if self._zygote_warming() and self.engine.pending():
-            left = ZYGOTE_WAIT_S - (time.monotonic() - self.zygote_started)
-            self.zygote.ready(min(left, 0.5))  # type: ignore[union-attr]
+        with self.lock:
+            warming = self._warming_zygote()
+        if warming is not None:
+            z, started = warming
+            z.ready(min(ZYGOTE_WAIT_S - (time.monotonic() - started), 0.5))
 
     def _zygote_warming(self) -> bool:
-        """The zygote is still importing, for at most ZYGOTE_WAIT_S after it was started:
-        admissions wait for it (ranks it forks start fast and leave exit files)."""
-        z = self.zygote
-        return (z is not None and not z.ready(0)
-                and time.monotonic() - self.zygote_started < ZYGOTE_WAIT_S)
+        """A zygote a queued job will fork from is still importing, for at most ZYGOTE_WAIT_S
+        after it was started: admissions wait for it (ranks it forks start fast and leave exit
+        files)."""
+        return self._warming_zygote() is not None
+
+    def _warming_zygote(self) -> tuple[Any, float] | None:
+        """The zygote (and its start) that queued jobs wait for, if one is warming."""
+        now = time.monotonic()
+        warming = [(z, started, lean) for z, started, lean in
+                   ((self.zygote, self.zygote_started, False),
+                    (self.lean_zygote, self.lean_started, True))
+                   if z is not None and not z.ready(0) and now - started < ZYGOTE_WAIT_S]
+        if not warming:
+            return None
+        pending = self.engine.pending()
+        needed = {self._lean(self.recs[j]) for j in pending if j in self.recs}
+        for z, started, lean in warming:
+            if lean in needed:
+                return z, started
+        return None
 
     def tick(self) -> list[Rec]:
         """Schedule; return the records whose gang is to be ended (marked ``ending``).
@@ -597,7 +620,7 @@ class Agent:
             gang = make_gang(rec.spec, job_id=rec.id, job_dir=job_dir, key_file=JobFolder(job_dir).key_file,
                              devices=devices if (self.real and per) else None,
                              restarts=int(rec.runtime.get("restarts", 0)),
-                             cwd=rec.runtime.get("cwd"), spawner=self._spawner())
+                             cwd=rec.runtime.get("cwd"), spawner=self._spawner(self._lean(rec)))
         except Exception as exc:  # noqa: BLE001
             self._start_failed(rec, None, exc)
             return
@@ -665,11 +688,32 @@ class Agent:
         self.watcher.sample(rec, rec.runtime["devices"] if (self.real and per) else None)
 
     # ------------------------------------------------------------- zygote
-    def _spawner(self):
-        z = self.zygote
-        if z is None or not z.ready(0):  # never waits under the lock (see _await_zygote)
-            return None
-        return z.spawn
+    def _spawner(self, lean: bool = False):
+        """The ready zygote a gang forks from: the lean one for a lean gang (else the torch
+        one: it can run anything), the torch one for the others; None: fresh interpreters."""
+        for z in ((self.lean_zygote, self.zygote) if lean else (self.zygote,)):
+            if z is not None and z.ready(0):  # never waits under the lock (see _await_zygote)
+                return z.spawn
+        return None
+
+    def _lean(self, rec: Rec) -> bool:
+        """Whether ``rec``'s gang forks from the lean zygote (:mod:`.lean`; decided once,
+        from its spec and its payload file)."""
+        lean = rec.runtime.get("lean")
+        if lean is None:
+            spec = rec.spec
+            cpu = not (self.real and self._need(spec)[1])
+            job_dir = rec.runtime.get("job_dir") or self.home / "jobs" / rec.id
+            lean = gang_is_lean(spec.framework, spec.world_size, None if cpu else [[0]],
+                                spec.command, JobFolder(job_dir).payload_file)
+            rec.runtime["lean"] = lean
+        return bool(lean)
+
+    def _want_torch_zygote(self) -> None:
+        """A job needs the torch zygote: start it now if the daemon deferred it."""
+        if self.torch_zygote_deferred:
+            self.torch_zygote_deferred = False
+            self._start_zygote()
 
     # --------------------------------------------------------------- queries
     def status(self, jid: str) -> JobStatus:
@@ -700,8 +744,13 @@ class Agent:
     # ------------------------------------------------------------- process
     def run(self) -> None:
         """Serve the socket and run the loop until stopped or idle; then shut down."""
-        if self.zygote is None:  # the daemon starts it first, before building the agent
+        if self.lean_zygote is None:  # the daemon starts them first, before building the agent
+            self._start_lean_zygote()
+        if self.zygote is None and not self.torch_zygote_deferred:
             self._start_zygote()
+        with self.lock:
+            if any(not r.status.terminal and not self._lean(r) for r in self.recs.values()):
+                self._want_torch_zygote()  # recovered jobs need it
         server = AgentServer(self.home, self)
         server.start()
         self.forecasts.start()  # reasons and expected starts, off the hot path
@@ -744,9 +793,16 @@ class Agent:
     def _start_zygote(self) -> None:
         self.use_zygote(*start_zygote(self.home, agent_log))
 
-    def use_zygote(self, zygote: Zygote | None, started: float) -> None:
-        """Take the zygote started (at ``started``, monotonic) by :func:`start_zygote`."""
-        self.zygote, self.zygote_started = zygote, started
+    def _start_lean_zygote(self) -> None:
+        self.use_zygote(*start_zygote(self.home, agent_log, lean=True), lean=True)
+
+    def use_zygote(self, zygote: Zygote | None, started: float, lean: bool = False) -> None:
+        """Take the zygote started (at ``started``, monotonic) by :func:`start_zygote`
+        (``lean``: the one without torch)."""
+        if lean:
+            self.lean_zygote, self.lean_started = zygote, started
+        else:
+            self.zygote, self.zygote_started = zygote, started
         if zygote is not None:
             zygote.on_exit = self.wake.set
 
@@ -782,13 +838,15 @@ class Agent:
             for qs in self.subs.values():
                 for q in qs:
                     q.put(None)
-        if self.zygote is not None:
-            self.zygote.close()  # not asked: it keeps reaping its ranks (exit files), exits after them
+        for z in (self.zygote, self.lean_zygote):
+            if z is None:
+                continue
+            z.close()  # not asked: it keeps reaping its ranks (exit files), exits after them
             if asked is not None:
                 try:
-                    self.zygote.proc.wait(5)
+                    z.proc.wait(5)
                 except Exception:  # noqa: BLE001
-                    self.zygote.proc.kill()
+                    z.proc.kill()
         try:
             os.unlink(self.home / "agent.pid")
         except OSError:

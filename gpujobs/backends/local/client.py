@@ -17,6 +17,7 @@ from . import private, protocol
 
 START_TIMEOUT_S = 30.0
 CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
+STARTING_POLL_S = 0.02  # how often a client polls for the socket of the agent it started
 RETRY_DEADLINE_S = 60.0  # a dropped connection (the agent died: a new one starts) is retried this long
 
 AGENT_MODULE = "gpujobs.backends.local.daemon"  # the agent's process: python -m AGENT_MODULE
@@ -54,6 +55,7 @@ def check_home(home: Path) -> None:
 class AgentClient:
     def __init__(self, home: Path | None = None):
         self.home = Path(home) if home else gpujobs_home()
+        self.starting_for: str | None = None  # the job of the submit that starts the agent
 
     @property
     def sock_path(self) -> Path:
@@ -88,7 +90,9 @@ class AgentClient:
             if time.monotonic() >= deadline:
                 break
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 0.5)
+            # an agent this client started answers within a second or two: polled every
+            # STARTING_POLL_S, not with a backoff that may add half a second to its start
+            delay = min(delay * 2, STARTING_POLL_S if spawned else 0.5)
         raise BackendUnavailable(
             f"the gpujobs agent for {self.home} did not accept a connection within "
             f"{waited:.0f} s "
@@ -153,9 +157,10 @@ class AgentClient:
                 except OSError:
                     pass
                 log = private.open_private(self.home / "agent.log", "ab")
+                first = ["--for-job", self.starting_for] if self.starting_for else []
                 try:
                     p = subprocess.Popen([sys.executable, "-m", AGENT_MODULE,
-                                          "--home", str(self.home), "--daemonize"],
+                                          "--home", str(self.home), "--daemonize", *first],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True, cwd=str(self.home))
                     p.wait(30)
@@ -202,6 +207,8 @@ class AgentClient:
         until = time.monotonic() + deadline_s
         delay = 0.1
         attempt = 0
+        if msg.get("op") == "submit" and isinstance(msg.get("id"), str):
+            self.starting_for = msg["id"]  # an agent this starts warms what the job needs
         while True:
             try:
                 with self.connect(start=start, timeout=timeout) as s:
@@ -222,11 +229,12 @@ class AgentClient:
 
 
 def agent_pids(home: Path | None = None) -> dict[str, int | None]:
-    """The running agent's pid and its zygote's (empty when none runs)."""
+    """The running agent's pid and its zygotes' (``zygote``: torch's, ``lean_zygote``: the one
+    without torch; None when not started; empty when no agent runs)."""
     c = AgentClient(home)
     try:
         r = c.request({"op": "agent_pids"}, timeout=5, start=False, retries=0)
-        return {"agent": r["agent"], "zygote": r["zygote"]}
+        return {"agent": r["agent"], "zygote": r["zygote"], "lean_zygote": r.get("lean_zygote")}
     except BackendUnavailable:
         return {}
 
@@ -253,7 +261,7 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
     except BackendUnavailable:
         pass
     deadline = time.monotonic() + timeout
-    for maybe_pid in (pids.get("agent"), pids.get("zygote")):
+    for maybe_pid in (pids.get("agent"), pids.get("zygote"), pids.get("lean_zygote")):
         if not maybe_pid:
             continue
         pid = maybe_pid

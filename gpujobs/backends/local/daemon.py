@@ -11,8 +11,10 @@ import os
 import sys
 from pathlib import Path
 
+from ...contract import JobFolder
 from ...errors import GpuJobsError
 from . import private
+from .lean import payload_needs_torch
 from .records import agent_log
 from .zygote import start_zygote
 
@@ -21,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpujobs-agent")
     ap.add_argument("--home", required=True)
     ap.add_argument("--daemonize", action="store_true")
+    ap.add_argument("--for-job", help="the job whose submit starts this agent: when its call "
+                    "needs no torch (.lean) the torch zygote starts with the first job that does")
     args = ap.parse_args(argv)
     home = Path(args.home)
     try:
@@ -43,13 +47,18 @@ def main(argv: list[str] | None = None) -> int:
         err.unlink()
     except OSError:
         pass
-    zygote, started = start_zygote(home, agent_log)  # its imports overlap the agent's start
+    # The zygotes' imports overlap the agent's start; torch's (seconds of CPU) only when the
+    # job that starts the agent may need it (else with the first job that does).
+    lean = start_zygote(home, agent_log, lean=True)
+    defer = bool(args.for_job) and not _may_need_torch(home, args.for_job)
+    zygote, started = (None, 0.0) if defer else start_zygote(home, agent_log)
     try:
         from .agent import Agent
         agent = Agent(home)
     except Exception as exc:  # noqa: BLE001 - the client reads this and raises it
-        if zygote is not None:
-            zygote.close()  # it has no ranks: it exits
+        for z in (zygote, lean[0]):
+            if z is not None:
+                z.close()  # it has no ranks: it exits
         name = type(exc).__name__ if isinstance(exc, GpuJobsError) else "StateError"
         text = str(exc) or f"{type(exc).__name__} while starting the agent"
         agent_log(f"cannot start: {name}: {text}")
@@ -58,9 +67,21 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # a full disk: the client says so itself (never an empty error)
             pass
         return 1
+    agent.use_zygote(*lean, lean=True)
     agent.use_zygote(zygote, started)
+    agent.torch_zygote_deferred = defer
     agent.run()
     return 0
+
+
+def _may_need_torch(home: Path, job_id: str) -> bool:
+    """Whether job ``job_id``'s call may need torch (:func:`.lean.payload_needs_torch`; True
+    for a job folder that is not there or not this home's)."""
+    try:
+        folder = private.job_folder(home, job_id, None)
+    except (GpuJobsError, OSError, ValueError):
+        return True
+    return payload_needs_torch(JobFolder(folder).payload_file)
 
 
 if __name__ == "__main__":

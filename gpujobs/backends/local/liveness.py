@@ -49,12 +49,15 @@ class GangWatch:
     def _cpu_busy(self, rank: int, pid: int, now: float) -> bool:
         try:
             import psutil
+
+            from ...metrics.cpu import descendants
             proc = psutil.Process(pid)
-            procs = [proc, *proc.children(recursive=True)]
+            kids = descendants(pid)
+            procs = [proc, *(proc.children(recursive=True) if kids is None else kids)]
             total = 0.0
             for p in procs:
                 try:
-                    t = p.cpu_times()
+                    t = (psutil.Process(p) if isinstance(p, int) else p).cpu_times()
                     total += t.user + t.system
                 except psutil.Error:
                     pass

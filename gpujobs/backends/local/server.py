@@ -32,6 +32,7 @@ class ServedAgent(Protocol):
     subs: dict[str, list[queue_mod.Queue]]
     recs: dict[str, Any]
     zygote: Any
+    lean_zygote: Any
     forecasts: Any
     engine: Any
 
@@ -79,8 +80,9 @@ def _pids(agent: ServedAgent, msg: dict) -> dict:
 
 
 def _agent_pids(agent: ServedAgent, msg: dict) -> dict:
-    z = agent.zygote
-    return {"ok": True, "agent": os.getpid(), "zygote": z.proc.pid if z else None}
+    z, lean = agent.zygote, agent.lean_zygote
+    return {"ok": True, "agent": os.getpid(), "zygote": z.proc.pid if z else None,
+            "lean_zygote": lean.proc.pid if lean else None}
 
 
 def _stop(agent: ServedAgent, msg: dict) -> dict:

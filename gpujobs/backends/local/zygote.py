@@ -13,6 +13,12 @@ its ranks and exits after the last one.
 
 Only fork from a single-threaded, CUDA-free parent: the zygote never touches CUDA, so each
 rank's CUDA_VISIBLE_DEVICES still applies.
+
+The agent runs two: this one with torch, and a lean one (``--lean``, :data:`LEAN_MODULES`) for
+the gangs :mod:`.lean` picks (one CPU rank whose call needs no torch, command jobs): forking
+and ending a copy of a ~600 MB torch image costs ~20 ms of kernel time, a lean one ~2 ms.
+The torch zygote starts with the agent, or (the daemon's ``--for-job`` names a lean first job)
+with the first job that needs it.
 """
 from __future__ import annotations
 
@@ -35,16 +41,17 @@ from ...filemodes import open_private, replace_private
 # ---------------------------------------------------------------- zygote side
 #: imported once by the zygote so that forked ranks do not import them each (psutil alone
 #: took 84 ms per rank: the runner records its start time with it)
-WARM_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
-                "gpujobs.context", "faulthandler", "psutil", "torch", "torch.distributed")
+LEAN_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
+                "gpujobs.context", "faulthandler", "psutil", "ctypes")  # ctypes: set_title
+WARM_MODULES = (*LEAN_MODULES, "torch", "torch.distributed")
 
 
-def _warm_imports() -> None:
-    """Import WARM_MODULES, then move every object made so far out of the garbage collector's
+def _warm_imports(modules: tuple[str, ...] = WARM_MODULES) -> None:
+    """Import ``modules`` (the lean zygote: LEAN_MODULES, without torch), then move every object made so far out of the garbage collector's
     reach (gc.freeze): a forked rank's collections no longer touch, and so copy, the pages of
     torch's millions of objects it shares with the zygote (page faults were most of a tiny
     rank's CPU time)."""
-    for mod in WARM_MODULES:
+    for mod in modules:
         try:
             __import__(mod)
         except Exception:  # noqa: BLE001 - a missing optional framework is fine
@@ -103,9 +110,9 @@ def _child(req: dict, close_fds: list[int]) -> None:
             os._exit(code)
 
 
-def serve() -> None:
-    """The zygote's main loop."""
-    _warm_imports()
+def serve(lean: bool = False) -> None:
+    """The zygote's main loop; ``lean``: without torch (:mod:`.lean`)."""
+    _warm_imports(LEAN_MODULES if lean else WARM_MODULES)
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints must not corrupt the protocol
     rfd = sys.stdin.fileno()
@@ -235,14 +242,17 @@ def _kill_abandoned(pid: int) -> None:
 
 class Zygote:
     """The agent's handle on its fork server; ``on_exit`` is called when a rank ends (it may
-    be set after the start: the daemon starts the zygote before it builds the agent)."""
+    be set after the start: the daemon starts the zygote before it builds the agent);
+    ``lean``: a zygote without torch (:mod:`.lean`)."""
 
     #: how long spawn() waits for a fork (a loaded machine can be slow to answer)
     SPAWN_TIMEOUT_S = 30.0
 
-    def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None):
+    def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None, lean: bool = False):
+        self.lean = lean
         self._log = open_private(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote",
+                                      *(["--lean"] if lean else [])],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, start_new_session=False)
         self.on_exit = on_exit
@@ -338,17 +348,19 @@ class Zygote:
             pass
 
 
-def start_zygote(home: Path, log: Callable[[str], None]) -> tuple[Zygote | None, float]:
-    """The home's warm fork server, started now, and when (monotonic); None when it cannot
-    start (ranks then start as fresh interpreters; ``log`` says why). The daemon calls it
-    before it builds the agent: the zygote's imports (torch, seconds) overlap the agent's start."""
+def start_zygote(home: Path, log: Callable[[str], None],
+                 lean: bool = False) -> tuple[Zygote | None, float]:
+    """The home's warm fork server (``lean``: the one without torch), started now, and when
+    (monotonic); None when it cannot start (ranks then start as fresh interpreters; ``log``
+    says why). The daemon calls it before it builds the agent: the zygote's imports (torch,
+    seconds) overlap the agent's start."""
     started = time.monotonic()
     try:
-        return Zygote(home / "zygote.log"), started
+        return Zygote(home / ("zygote-lean.log" if lean else "zygote.log"), lean=lean), started
     except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
         log(traceback.format_exc())
         return None, started
 
 
 if __name__ == "__main__":
-    serve()
+    serve(lean="--lean" in sys.argv[1:])
