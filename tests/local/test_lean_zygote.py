@@ -15,13 +15,13 @@ import psutil
 import pytest
 
 import gpujobs
-import lean_fns
+from tests.local import lean_fns
 from gpujobs.backends.local import agent_pids
 from gpujobs.backends.local.lean import call_needs_torch, gang_is_lean, shipped_imports
 from gpujobs.payload import seal
 from gpujobs.payload.call import pack_call
 from gpujobs.payload.shipping import _pack_modules
-from inproc import drive, submit
+from tests.local.inproc import drive, submit
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = b"k" * 32
@@ -29,7 +29,7 @@ KEY = b"k" * 32
 
 def sealed(fn, *args) -> bytes:
     """What a payload file holds: the packed call sealed as bytes (JobDir.create)."""
-    return seal(pack_call(fn, args, {}, 1 << 22, backend="local"), KEY)
+    return seal(pack_call(fn, args, {}, 1 << 22, shares_pythonpath=True), KEY)
 
 
 def uses_torch_inside():
