@@ -50,7 +50,7 @@ from typing import Any
 
 from . import quantity
 from .errors import SpecError
-from . import contract
+from .rank import contract
 
 
 def gpujobs_home() -> Path:
@@ -65,6 +65,11 @@ def config_path() -> Path:
     if home_cfg.exists():
         return home_cfg
     return Path.home() / ".config" / "gpujobs" / "config.toml"
+
+
+def default_backend_name() -> str:
+    """``GPUJOBS_BACKEND``, then the config file's ``backend``, else ``local``."""
+    return os.environ.get(contract.BACKEND) or load_config().get("backend") or "local"
 
 
 def load_config() -> dict[str, Any]:

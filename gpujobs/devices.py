@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from .errors import SpecError
-from . import contract
+from .rank import contract
 
 _notice_lock = threading.Lock()
 _notice_shown = False
@@ -33,7 +33,7 @@ def cpu_notice_text(framework: str = "ddp") -> str:
 
 def nvml_gpu_count() -> int:
     """GPUs NVML can see (0 when NVML or its library is missing)."""
-    from .metrics.nvml import NvmlReader
+    from .rank.nvml import NvmlReader
 
     reader = NvmlReader.open()
     if reader is None:

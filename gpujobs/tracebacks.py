@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from . import contract
+from .rank import contract
 
 #: frames from these folders are gpujobs' own (hidden in the short form)
 _OWN = tuple(str(Path(__file__).resolve().parent.parent / p) + os.sep

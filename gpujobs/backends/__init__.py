@@ -5,27 +5,17 @@ Backends never import each other; the core never imports a backend at import tim
 from __future__ import annotations
 
 import importlib
-import os
 from functools import lru_cache
 
+from ..config import default_backend_name
 from ..errors import SpecError
 from .base import Backend
-from .. import contract
 
 _BUILTIN = {
     "local": "gpujobs.backends.local:LocalBackend",
     "kubernetes": "gpujobs.backends.kubernetes:KubernetesBackend",
 }
 _ALIASES = {"k8s": "kubernetes", "kube": "kubernetes"}
-
-
-def default_backend_name() -> str:
-    """``GPUJOBS_BACKEND``, then the config file's ``backend``, else ``local``."""
-    name = os.environ.get(contract.BACKEND)
-    if not name:
-        from ..config import load_config
-        name = load_config().get("backend") or "local"
-    return name
 
 
 def _available() -> dict[str, str]:

@@ -319,7 +319,7 @@ def _backend_name(backend: str | None) -> str:
     if backend:
         return backend
     try:
-        from ..backends import default_backend_name
+        from ..config import default_backend_name
         return default_backend_name()
     except Exception:  # noqa: BLE001
         return "local"

@@ -11,7 +11,7 @@ from gpujobs.backends.local.jobdir import JobDir
 from gpujobs.config import local_admission_config
 from gpujobs.devices import local_cpus
 from gpujobs.errors import QuotaError, SpecError
-from gpujobs.metrics.nvml import NvmlReader
+from gpujobs.rank.nvml import NvmlReader
 
 
 def work():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gpujobs.metrics.cpu import CpuReader
+from gpujobs.rank.cpu import CpuReader
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BY_FILE = ["gpujobs", "gpujobs/backends", "gpujobs/backends/local", "gpujobs/backends/kubernetes",
            "gpujobs/backends/kubernetes/render", "gpujobs/backends/kubernetes/submit",
            "gpujobs/backends/kubernetes/status", "gpujobs/admission", "gpujobs/admission/forecast",
-           "gpujobs/payload", "gpujobs/slurm", "gpujobs/admin", "gpujobs/cli", "gpujobs/lab"]
+           "gpujobs/payload", "gpujobs/rank", "gpujobs/rank/runner", "gpujobs/slurm", "gpujobs/admin", "gpujobs/cli", "gpujobs/lab"]
 
 
 def layout() -> str:

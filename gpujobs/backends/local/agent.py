@@ -31,7 +31,7 @@ from typing import Any
 
 from ...admission import Engine, PodSet, Workload
 from ...config import idle_timeout_s, load_config, local_admission_config
-from ...contract import OUTCOME, JobFolder
+from ...rank.contract import OUTCOME, JobFolder
 from ...devices import local_gpu_slots
 from ...errors import Fix, GpuJobsError, JobNotFound
 from ...spec import JobSpec

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ...contract import JobFolder
+from ...rank.contract import JobFolder
 from ...metrics import JobMetrics, ranks_of_gang
 from ...progress import BUSY_PCT, ProgressTail, stall_message, stall_settings, usual_interval
 from ...status import JobEvent, Progress

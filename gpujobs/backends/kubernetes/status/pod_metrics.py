@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
-from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
-from ....progress import PROGRESS_MARKER, parse_progress_line, stall_message, summarize
-from ....runner import PHASE_MARKER, STACKS_MARKER
+from ....metrics import MetricsHistory
+from ....progress import stall_message, summarize
+from ....rank.wire import (METRICS_MARKER, PHASE_MARKER, PROGRESS_MARKER, STACKS_MARKER, parse_metrics_line,
+                           parse_progress_line)
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ..status import GpuSample
-from .model import CPU_DEVICE
+from .wire import CPU_DEVICE, GpuSample
 
 
 class CpuReader:
