@@ -12,9 +12,11 @@ from gpujobs.rank.contract import EXIT, OUTCOME, RANK_LOG, JobFolder, RankEnv
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"GPUJOBS_[A-Z0-9_]+")
 SIM_OWN = ("GPUJOBS_CRDS_DIR", "GPUJOBS_SIM_")  # the simulated cluster's own (not in the wheel)
-BEFORE_LIB = {"gpujobs/backends/kubernetes/render/bootstrap_script.py": {"GPUJOBS_MPI_DNS_WAIT_S"}}
+BEFORE_LIB = {"gpujobs/backends/kubernetes/render/bootstrap_script.py": {"GPUJOBS_MPI_DNS_WAIT_S"},
+              "gpujobs/tracebacks.py": {"GPUJOBS_DEBUG"}}
 """Read by the pod bootstrap where gpujobs cannot be imported (tests/k8s_render/test_shipped.py
-checks each equals its contract name)."""
+checks each equals its contract name), and by the errors layer below the rank package
+(test_the_errors_layer_spells_the_contract_s_debug_name)."""
 
 
 def _names() -> dict[str, str]:
@@ -99,3 +101,8 @@ def test_rank_files_name_and_parse_back():
     assert folder.result(OUTCOME, 1) == Path("/h/jobs/j/results/outcome-1.bin")
     assert folder.rank_log(0) == Path("/h/jobs/j/logs/rank-0.log")
     assert folder.payload_file.name == contract.PAYLOAD_FILE
+
+
+def test_the_errors_layer_spells_the_contract_s_debug_name():
+    from gpujobs import tracebacks
+    assert tracebacks.DEBUG == contract.DEBUG
