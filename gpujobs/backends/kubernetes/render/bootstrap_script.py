@@ -175,11 +175,13 @@ def forward(pipe, lock, rank=None):
     the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several.
     The newline the runner writes before a marker line (to end an unterminated line of the
     user's) is dropped when the user's line had ended already: no empty ``[rank R] `` line."""
+    from gpujobs.rank.wire import MARKER_PREFIX
+    prefix = MARKER_PREFIX.encode()
     out = getattr(sys.stdout, "buffer", sys.stdout)
     tag = ("[rank %d] " % rank).encode() if rank is not None else b""
     held = False  # an empty line, shown unless a marker line follows it
     for line in iter(pipe.readline, b""):
-        marker = line.lstrip().startswith(b"GPUJOBS-")
+        marker = line.lstrip().startswith(prefix)
         if line == b"\n" and not held:
             held = True
             continue

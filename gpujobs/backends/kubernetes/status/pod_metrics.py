@@ -31,7 +31,7 @@ from ....errors import KubernetesError
 from ....metrics import MetricsHistory
 from ....progress import stall_message, summarize
 from ....rank.wire import (METRICS_MARKER, PHASE_MARKER, PROGRESS_MARKER, STACKS_MARKER, parse_metrics_line,
-                           parse_progress_line)
+                           is_marker_line, parse_progress_line)
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
@@ -234,7 +234,7 @@ def _visible_text(rank: int, text: str) -> str:
 def _said_something(line: str) -> bool:
     """A line of the rank's own output (not empty, not gpujobs' marker lines)."""
     text = line.partition("] ")[2] if line.startswith("[rank ") else line
-    return bool(text.strip()) and not text.lstrip().startswith("GPUJOBS-") and STACKS_MARKER not in text
+    return bool(text.strip()) and not is_marker_line(text) and STACKS_MARKER not in text
 
 
 def split_timestamp(line: str) -> tuple[float | None, str]:
