@@ -65,7 +65,10 @@ def run_from_lib(tmp_path: Path, fn) -> tuple[subprocess.CompletedProcess, bytes
 
 
 def test_a_pod_runs_a_call_from_lib_zip_alone(tmp_path, fresh_lib):
-    """Runner, payload, contract, context and progress all come from lib.zip."""
+    """Runner, payload, contract, context and progress all come from lib.zip; the client's
+    gpujobs.progress (imported here, as a status read does) is named by the pickled function
+    (``ctx.progress``) and imports in the pod as a stand-in, not a ModuleNotFoundError."""
+    import gpujobs.progress  # noqa: F401 - cloudpickle then records it for report_and_return
     p, key = run_from_lib(tmp_path, report_and_return)
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith(RESULT_MARKER))
@@ -141,15 +144,19 @@ def test_the_pod_package_names_what_a_pod_lacks(tmp_path):
             "assert callable(gpujobs.checkpoint.resumable) and callable(gpujobs.fsdp.shard)\n"
             "import gpujobs.checkpoint as ck\n"
             "assert ck.Checkpointable.__module__ == 'gpujobs.rank.checkpoint'\n"
-            "try:\n"
-            "    gpujobs.submit\n"
-            "except AttributeError as exc:\n"
-            "    print(exc)\n")
+            "import gpujobs.spec as spec\n"
+            "for owner, name in ((gpujobs, 'submit'), (spec, 'JobSpec')):\n"
+            "    try:\n"
+            "        getattr(owner, name)\n"
+            "    except AttributeError as exc:\n"
+            "        print(exc)\n")
     p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [
         "gpujobs.submit is not available inside the pod (only the rank package is shipped); "
+        "install gpujobs in the image to use it there",
+        "gpujobs.spec.JobSpec is not available inside the pod (only the rank package is shipped); "
         "install gpujobs in the image to use it there"]
 
 
