@@ -36,7 +36,7 @@ SIM_STACK_TARGET_S = 10.0
 
 
 def make_ctx(result_dir: Path):
-    from gpujobs.context import JobContext
+    from gpujobs.rank.context import JobContext
     os.environ["GPUJOBS_RESULT_SINK"] = f"dir:{result_dir}"
     return JobContext(job_id="bench", rank=0, world_size=1, local_rank=0, node_rank=0,
                       device="cpu", checkpoint_dir=result_dir, framework="ddp")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from . import errors
 from .builder import JobBuilder, job, submit
-from .context import JobContext, context
+from .rank.context import JobContext, context
 from .errors import (BackendError, BackendUnavailable, GpuJobsError, JobCancelledError, JobError,
                      JobFailedError, JobLostError, JobNotFound, PreflightError, QuotaError, RemoteError,
                      ResultAuthError, SpecError, SubmitError, WaitTimeout)

@@ -13,7 +13,6 @@ from .shape import Shape, gang_shape
 from .spec import PLACEMENT_FIELDS, JobSpec, SecretRef, Volume, check_count
 
 if TYPE_CHECKING:
-    from .backends.base import Renders
     from .handle import Job
     from .status import Plan
 
@@ -179,6 +178,7 @@ class JobBuilder(Generic[R]):
 
     def render(self, kind: str | None = None) -> list[dict]:
         """The exact Kubernetes objects submit would create (no cluster needed)."""
+        from .backends import renderer
         return renderer().render(self.spec(), kind=kind)
 
     def plan(self) -> "Plan":
@@ -206,16 +206,6 @@ class JobBuilder(Generic[R]):
         backend = get_backend(spec.backend)
         job_id = backend.submit(spec)
         return Job(job_id, backend, spec=spec)
-
-
-def renderer() -> "Renders":
-    """The backend ``render`` asks for the objects a submit creates: Kubernetes', the one
-    backend whose jobs are objects (it needs no cluster to render)."""
-    from .backends import get_backend
-    from .backends.base import Renders
-    backend = get_backend("kubernetes")
-    assert isinstance(backend, Renders)
-    return backend
 
 
 def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBuilder[R]:

@@ -60,8 +60,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from . import contract, quantity
+from . import quantity
 from .errors import SpecError
+from .rank import contract
 
 
 def gpujobs_home() -> Path:
@@ -76,6 +77,12 @@ def config_path() -> Path:
     if home_cfg.exists():
         return home_cfg
     return Path.home() / ".config" / "gpujobs" / "config.toml"
+
+
+def default_backend_name() -> str:
+    """The backend of a spec that names none: ``GPUJOBS_BACKEND``, then the config file's
+    ``backend``, else ``local``."""
+    return settings().backend
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -352,14 +359,3 @@ def reload() -> Settings:
         _cache = None
     return settings()
 
-
-def kueue_version_of(version: str | None, where: str) -> str:
-    """The supported Kueue version row ``version`` names (the newest when None); SpecError naming
-    ``where`` for one that is not supported."""
-    from .admission import gates
-    try:
-        return gates.kueue_version(version)
-    except SpecError as exc:
-        raise SpecError(where, f"Kueue {version!r} is not supported",
-                        f'set kueue_version = "{gates.NEWEST}" (or one of {", ".join(gates.VERSIONS)}) '
-                        f"in {config_path()}") from exc

@@ -5,8 +5,8 @@ import os
 import sys
 import threading
 
-from . import contract
 from .config import LocalSettings, config_path, settings
+from .rank import contract
 
 _notice_lock = threading.Lock()
 _notice_shown = False
@@ -31,7 +31,7 @@ def cpu_notice_text(framework: str = "ddp") -> str:
 
 def nvml_gpu_count() -> int:
     """GPUs NVML can see (0 when NVML or its library is missing)."""
-    from .metrics.nvml import NvmlReader
+    from .rank.nvml import NvmlReader
 
     reader = NvmlReader.open()
     if reader is None:

@@ -136,7 +136,7 @@ class Job(Generic[R]):
 
     def render(self, kind: str | None = None) -> list[dict]:
         """The Kubernetes objects for this job's spec (see JobBuilder.render)."""
-        from .builder import renderer
+        from .backends import renderer
         if self.spec is None:
             raise JobLostError(f"job {self.id}: its spec is not known in this process")
         return renderer().render(self.spec, kind=kind)

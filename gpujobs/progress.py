@@ -1,143 +1,23 @@
-"""Progress reports from inside a job: ``ctx.progress(step, total=None, **metrics)``.
+"""Progress reports, the reading side: rates, expected ends, stalls, the local files' tail.
 
-In the rank, :class:`ProgressReporter` keeps the latest report and writes at most one
-``GPUJOBS-PROGRESS {json}`` line per ``GPUJOBS_PROGRESS_INTERVAL`` seconds (default 1):
-the hot path of a call that is not written is one clock read and a comparison. The line
-goes where the rank's status already travels:
-
-- local backend (``dir:`` result sink): appended to ``<result dir>/progress-<rank>.log``,
-  which the agent reads each metrics round into ``JobStatus.progress``;
-- Kubernetes (``log`` sink): printed on stdout, so it is in the pod log the client
-  already reads for metrics and results (no extra permission).
-
-The last report of a rank is always written when the function returns (``flush``), so
-the final status holds the final step.
-
-Line format (one JSON object; keys kept short)::
-
-    GPUJOBS-PROGRESS {"v":1,"r":0,"t":1764431100.5,"s":40,"n":100,"m":{"loss":0.31}}
-
-``r`` rank, ``t`` epoch seconds of the report, ``s`` step, ``n`` total (absent when
-unknown), ``m`` the keyword metrics (numbers, or their ``repr`` cut to 200 characters).
+The ranks write ``GPUJOBS-PROGRESS`` lines (:mod:`gpujobs.rank.progress`, format in
+:mod:`gpujobs.rank.wire`); this module turns them into :class:`~gpujobs.status.Progress`
+(:func:`summarize`), flags stalls and reads a local job's ``progress-*.log`` files
+(:class:`ProgressTail`).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
+from .rank import contract
+from .rank.wire import parse_progress_line
 from .status import Progress
-from . import contract
-from .filemodes import open_private
 
-PROGRESS_MARKER = "GPUJOBS-PROGRESS"
-FORMAT_VERSION = 1
-DEFAULT_INTERVAL_S = 1.0
 RATE_WINDOW = 20  # reports the rate is measured over
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, bool) or v is None:
-        return v
-    if isinstance(v, (int, float)):
-        return v if v == v else None  # NaN -> null
-    if isinstance(v, str):
-        return v[:200]
-    try:  # numpy / torch scalars (item(): no autograd warning, no sync beyond the value)
-        return float(v.item() if hasattr(v, "item") else v)
-    except (TypeError, ValueError):
-        return repr(v)[:200]
-
-
-def format_progress_line(rank: int, step: float, total: float | None, metrics: dict,
-                         now: float) -> str:
-    doc: dict[str, Any] = {"v": FORMAT_VERSION, "r": rank, "t": round(now, 3), "s": _jsonable(step)}
-    if total is not None:
-        doc["n"] = _jsonable(total)
-    if metrics:
-        doc["m"] = {str(k): _jsonable(v) for k, v in metrics.items()}
-    return f"{PROGRESS_MARKER} {json.dumps(doc, separators=(',', ':'))}"
-
-
-def parse_progress_line(line: str) -> dict | None:
-    """The report of a progress line (the marker may follow a ``[rank N]`` prefix), else None."""
-    i = line.find(PROGRESS_MARKER + " ")
-    if i < 0:
-        return None
-    try:
-        doc = json.loads(line[i + len(PROGRESS_MARKER) + 1:].strip())
-        return {"rank": int(doc.get("r", 0)), "time": float(doc["t"]), "step": float(doc["s"]),
-                "total": None if doc.get("n") is None else float(doc["n"]),
-                "metrics": dict(doc.get("m") or {})}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def interval_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get(contract.PROGRESS_INTERVAL) or DEFAULT_INTERVAL_S))
-    except ValueError:
-        return DEFAULT_INTERVAL_S
-
-
-class ProgressReporter:
-    """The in-rank side of ``ctx.progress``: throttled writes of the latest report."""
-
-    def __init__(self, rank: int, path: Path | str | None = None, stream: Any = None,
-                 interval: float | None = None):
-        self.rank = rank
-        self.path = Path(path) if path is not None else None
-        self.stream = stream
-        self.interval = interval_s() if interval is None else interval
-        self._next = 0.0  # monotonic time of the next allowed write
-        self._pending: tuple | None = None  # the latest report not written yet
-        self._lock = threading.Lock()
-        self.writes = 0
-
-    def report(self, step: float, total: float | None = None, metrics: dict | None = None) -> None:
-        now = time.monotonic()
-        if now < self._next:  # the hot path: remember, do not write
-            self._pending = (step, total, metrics)
-            return
-        self._next = now + self.interval
-        self._pending = None
-        self._write(step, total, metrics or {}, time.time())
-
-    def flush(self) -> None:
-        """Write the latest report if it was throttled away (at the end of the function; it
-        is stamped with the flush time, at most one interval after the call)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            step, total, metrics = pending
-            self._write(step, total, metrics or {}, time.time())
-
-    def _write(self, step: float, total: float | None, metrics: dict, t: float) -> None:
-        line = format_progress_line(self.rank, step, total, metrics, t) + "\n"
-        with self._lock:
-            try:
-                if self.path is not None:
-                    with open_private(self.path, "a") as fh:
-                        fh.write(line)
-                else:
-                    out = self.stream or sys.stdout
-                    out.write(line)
-                    out.flush()
-                self.writes += 1
-            except (OSError, ValueError):  # progress never fails a training step
-                pass
-
-
-def for_environment(rank: int) -> ProgressReporter:
-    """The reporter of this rank: a file in the local result dir, else stdout (pod log)."""
-    directory = contract.result_sink_dir(contract.RankEnv.from_env().result_sink)
-    if directory is not None:
-        return ProgressReporter(rank, path=directory / contract.PROGRESS.name(rank))
-    return ProgressReporter(rank)
 
 
 # ------------------------------------------------------------------ reading side
@@ -218,7 +98,7 @@ def innermost_frame(dump: str) -> str:
     own = [m for m in frames if not os.path.realpath(m.group("file")).startswith(libs)
            and "/site-packages/" not in m.group("file") and "/dist-packages/" not in m.group("file")]
     rest = [m for m in frames
-            if not m.group("file").endswith(("threading.py", "gpujobs/runner/__init__.py"))]
+            if not m.group("file").endswith(("threading.py", "gpujobs/rank/runner/__init__.py"))]
     for m in own[:1] or rest[:1]:
         return f"{m.group('fn')} ({os.path.basename(m.group('file'))}:{m.group('line')})"
     return ""

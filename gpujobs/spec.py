@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from .config import default_backend_name
 from .errors import Fix, SpecError
 from .placement import FIELDS as PLACEMENT_FIELDS
 from .placement import NAME_RE as _NAME_RE
@@ -95,13 +96,6 @@ _GPU_RESOURCE_RE = re.compile(r"^[a-z0-9.-]+/[a-z0-9.-]+$")
 #: ``kueue.x-k8s.io/max-exec-time-seconds`` label it is read from
 MAX_RUNTIME_S = 2**31 - 1
 _RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")
-
-
-def default_backend_name() -> str:
-    """The backend of a spec that names none: ``GPUJOBS_BACKEND``, then the config file's
-    ``backend``, else ``local`` (``gpujobs.backends.default_backend_name`` is this)."""
-    from .config import settings
-    return settings().backend
 
 
 def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | None = None) -> int:

@@ -10,6 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .rank.wire import GpuSample
+
 PHASES = ("queued", "admitted", "starting", "running", "succeeded", "failed", "cancelled",
           "preempted")
 TERMINAL_PHASES = frozenset({"succeeded", "failed", "cancelled"})
@@ -21,26 +23,6 @@ class JobEvent:
     time: float
     kind: str  # submitted, queued, admitted, started, preempted, requeued, finished, …
     message: str = ""
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One reading of one device of one rank. ``source`` is nvml, psutil (CPU!) or dcgm."""
-    time: float
-    rank: int
-    device: int
-    util: float | None  # percent
-    mem_used: float | None  # bytes
-    mem_total: float | None  # bytes
-    power_w: float | None = None
-    temp_c: float | None = None
-    source: str = "nvml"
-    host: str = ""
-    proc_mem: float | None = None  # bytes this rank's processes hold on the device (NVML)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.source == "psutil"
 
 
 @dataclass(frozen=True)

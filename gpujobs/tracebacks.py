@@ -13,8 +13,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-from . import contract
 
+DEBUG = "GPUJOBS_DEBUG"
+"""gpujobs.rank.contract.DEBUG, spelt again: this module belongs to the errors layer, below the
+rank package, and imports nothing of gpujobs (a test checks that the two agree)."""
 #: frames from these folders are gpujobs' own (hidden in the short form)
 _OWN = tuple(str(Path(__file__).resolve().parent.parent / p) + os.sep
              for p in ("gpujobs", "gpujobs_magic"))
@@ -59,7 +61,7 @@ def _render(exc: BaseException) -> list[str]:
     from IPython import get_ipython
     shell: Any = get_ipython()
     formatter = shell.InteractiveTB
-    full = os.environ.get(contract.DEBUG, "") not in ("", "0") or \
+    full = os.environ.get(DEBUG, "") not in ("", "0") or \
         str(getattr(formatter, "mode", "")).lower() == "verbose"
     tb, cut = (exc.__traceback__, False) if full else callers_frames(exc.__traceback__)
     stb = list(formatter.structured_traceback(type(exc), exc, tb, tb_offset=1 if tb else 0))

@@ -3,7 +3,7 @@
 A pod runs one of two ways:
 
 - **runner** (the pod mounts a sealed call and a key): the real
-  ``python -m gpujobs.runner`` runs locally as a subprocess, with the pod's volumes
+  ``python -m gpujobs.rank.runner`` runs locally as a subprocess, with the pod's volumes
   (runtime ConfigMap, job files from its annotations or Secret, key Secret) written to a
   local folder by sim.volumes and the pod's env (RANK/WORLD_SIZE/
   MASTER_ADDR set like the operator would). Its stdout is the pod log, so the
@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gpujobs.contract as contract
-from gpujobs.contract import ENV_PREFIX, RankEnv
+import gpujobs.rank.contract as contract
+from gpujobs.rank.contract import ENV_PREFIX, RankEnv
 
 from .rules import parse_time
 from .store import now_iso
@@ -521,7 +521,7 @@ class Kubelet:
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})
         if src is not pod:  # the Ray driver runs on the head, not in the submitter's container
             env.pop(contract.TERMINATION_LOG, None)
-        runner = [sys.executable, "-m", "gpujobs.runner"]
+        runner = [sys.executable, "-m", "gpujobs.rank.runner"]
         boot = _bootstrap_command(c0, mounts, env, ann) if self.run_bootstrap else None
         if boot is not None and ann.get(ANN_ROLE) == "rank":
             return boot, env

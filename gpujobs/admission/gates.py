@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from ..config import config_path
 from ..errors import SpecError
 
 VERSIONS = ("v0.17.0", "v0.19.2", "v0.20")
@@ -134,3 +135,14 @@ def with_basis(plan, version: str | None, source: str):  # noqa: ANN001, ANN201 
     from) added to its basis."""
     line = f"admission as {basis(version)}, {source}"
     return replace(plan, basis=f"{plan.basis}; {line}" if plan.basis else line)
+
+
+def kueue_version_of(version: str | None, where: str) -> str:
+    """The supported Kueue version row ``version`` names (the newest when None); SpecError naming
+    ``where`` for one that is not supported."""
+    try:
+        return kueue_version(version)
+    except SpecError as exc:
+        raise SpecError(where, f"Kueue {version!r} is not supported",
+                        f'set kueue_version = "{NEWEST}" (or one of {", ".join(VERSIONS)}) '
+                        f"in {config_path()}") from exc

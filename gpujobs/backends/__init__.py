@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
+from ..config import default_backend_name
 from ..errors import SpecError
-from ..spec import default_backend_name
 from .base import (CAPABILITIES, Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory,
                    HasStacks, Plans, Renders)
 
@@ -35,7 +35,7 @@ def _available() -> dict[str, str]:
     return found
 
 
-__all__ = ["get_backend", "default_backend_name", "Backend", "CAPABILITIES", "Renders", "Plans",
+__all__ = ["get_backend", "renderer", "default_backend_name", "Backend", "CAPABILITIES", "Renders", "Plans",
            "ChecksQueues", "HasStacks", "HasMetricsHistory", "HasProgressHistory"]
 
 
@@ -50,3 +50,11 @@ def get_backend(name: str | None = None) -> Backend:
     module, _, attr = table[name].partition(":")
     cls = getattr(importlib.import_module(module), attr)
     return cls()
+
+
+def renderer() -> Renders:
+    """The backend ``render`` asks for the objects a submit creates: Kubernetes', the one
+    backend whose jobs are objects (it needs no cluster to render)."""
+    backend = get_backend("kubernetes")
+    assert isinstance(backend, Renders)
+    return backend

@@ -15,7 +15,7 @@ import os
 import sys
 
 from . import exitcodes
-from .. import contract
+from ..rank import contract
 from ..errors import Spelling
 
 EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage or spec error · 3 backend unavailable · "

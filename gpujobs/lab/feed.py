@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import gpujobs
 
-from .. import contract
+from ..rank import contract
 from ..status import range_text, start_text
 
 DEFAULT_REFRESH_S = 2.0

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .logline import METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
-from .model import CPU_DEVICE, MetricsHistory, latest_per_device
-from .sampler import Sampler, log_sink
+from ..rank.wire import CPU_DEVICE, METRICS_MARKER, format_metrics_line, metrics_reason, parse_metrics_line
+from .model import MetricsHistory, latest_per_device
+from ..rank.sampler import Sampler, log_sink
 from .tracker import JobMetrics, read_history, ranks_of_gang
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def machine_gpus(nvml: Any = None):
     import pandas as pd
 
     from ..devices import local_gpu_slots
-    from .nvml import NvmlReader
+    from ..rank.nvml import NvmlReader
 
     reader = NvmlReader.open(nvml)
     if reader is None:

@@ -12,12 +12,10 @@ import threading
 from collections import deque
 from typing import Iterable
 
-from ..status import GpuSample
+from ..rank.wire import GpuSample
 
 #: 30 minutes at one sample per 2 s, per (rank, device).
 DEFAULT_MAXLEN = 900
-#: ``GpuSample.device`` of a CPU (psutil) reading: it is not a GPU index.
-CPU_DEVICE = -1
 
 
 class MetricsHistory:

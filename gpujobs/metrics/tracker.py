@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..status import GpuSample
-from .logline import format_metrics_line, parse_metrics_line
+from ..rank.wire import format_metrics_line, parse_metrics_line
 from .model import DEFAULT_MAXLEN, MetricsHistory
-from .sampler import Ranks, Sampler
-from .. import contract
-from ..filemodes import open_private, replace_private
+from ..rank.sampler import Ranks, Sampler
+from ..rank import contract
+from ..rank.filemodes import open_private, replace_private
 
 
 def default_interval() -> float:

@@ -9,8 +9,8 @@ import cloudpickle
 
 from ..errors import PayloadError
 from .modules import _user_modules, needed_modules
-from .shipping import _pack_modules, _ShippedModules
-from .sources import collect_sources, register_sources, restore_filenames
+from ..rank.shipping import _pack_modules, _ShippedModules
+from ..rank.sources import collect_sources
 
 
 def _find_culprit(obj: Any, path: str, depth: int = 0) -> tuple[str, Any] | None:
@@ -97,20 +97,3 @@ def _pack(fn: Any, args: tuple, kwargs: dict, limit: int,
             "instead of passing it, or raise the limit: "
             f"gpujobs.job(fn, ...).options(max_payload_bytes={new_limit}).submit()")
     return data
-
-
-def unpack_call(data: bytes) -> tuple[Any, tuple, dict]:
-    """``(fn, args, kwargs)``; the user's modules shipped with the call (first in the tuple,
-    unpickled as None) are installed on the way, and source text for tracebacks goes into
-    linecache."""
-    call = cloudpickle.loads(data)
-    if call and call[0] is None:
-        call = call[1:]
-    fn, args, kwargs = call[:3]
-    if len(call) > 3 and isinstance(call[3], dict):
-        try:
-            register_sources(call[3].get("sources") or {})
-            restore_filenames(fn, call[3].get("files") or {})
-        except Exception:  # noqa: BLE001 - tracebacks without lines beat no run at all
-            pass
-    return fn, tuple(args), dict(kwargs)

@@ -71,7 +71,7 @@ class QueueView:
 
     def _ipython_display_(self) -> None:
         """One read of the source feeds the text, the HTML and the widget's first table."""
-        from . import display_bundle
+        from .bundle import display_bundle
         statuses = list(self._source())
         frame = jobs_frame(statuses)
         display_bundle(lambda: self.widget(statuses), text=self._text(frame),

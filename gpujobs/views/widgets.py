@@ -175,7 +175,7 @@ class JobWidget(W.VBox):
         terminal phase (not at every render: it is what a saved notebook keeps)."""
         if self._fallback is None or self.status is None:
             return
-        from . import fallback_bundle
+        from .bundle import fallback_bundle
         from .text import render_job_text
         with self._fallback_lock:
             st = self.status

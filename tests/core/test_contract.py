@@ -1,4 +1,4 @@
-"""The rank contract (gpujobs.contract): every GPUJOBS_* name and every job-folder file name is
+"""The rank contract (gpujobs.rank.contract): every GPUJOBS_* name and every job-folder file name is
 defined there once, with a docstring; writers and the reader go through RankEnv."""
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import ast
 import re
 from pathlib import Path
 
-from gpujobs import contract
-from gpujobs.contract import EXIT, OUTCOME, RANK_LOG, JobFolder, RankEnv
+from gpujobs.rank import contract
+from gpujobs.rank.contract import EXIT, OUTCOME, RANK_LOG, JobFolder, RankEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"GPUJOBS_[A-Z0-9_]+")
 SIM_OWN = ("GPUJOBS_CRDS_DIR", "GPUJOBS_SIM_")  # the simulated cluster's own (not in the wheel)
-BEFORE_LIB = {"gpujobs/backends/kubernetes/render/bootstrap_script.py": {"GPUJOBS_MPI_DNS_WAIT_S"}}
+BEFORE_LIB = {"gpujobs/backends/kubernetes/render/bootstrap_script.py": {"GPUJOBS_MPI_DNS_WAIT_S"},
+              "gpujobs/tracebacks.py": {"GPUJOBS_DEBUG"}}
 """Read by the pod bootstrap where gpujobs cannot be imported (tests/k8s_render/test_shipped.py
-checks each equals its contract name)."""
+checks each equals its contract name), and by the errors layer below the rank package
+(test_the_errors_layer_spells_the_contract_s_debug_name)."""
 
 
 def _names() -> dict[str, str]:
@@ -40,7 +42,7 @@ def test_rank_env_round_trip_writes_only_what_is_set():
 
 
 def test_every_name_has_a_one_line_docstring():
-    tree = ast.parse((ROOT / "gpujobs" / "contract.py").read_text())
+    tree = ast.parse((ROOT / "gpujobs" / "rank" / "contract.py").read_text())
     body = tree.body
     missing = []
     for i, node in enumerate(body):
@@ -67,11 +69,11 @@ def _literal_names(path: Path) -> list[str]:
 
 def test_no_gpujobs_name_is_spelt_outside_the_contract():
     """Launchers, runner, agent, renderers, bootstrap and simulator take the names from
-    gpujobs.contract (the simulator's own GPUJOBS_CRDS_DIR aside)."""
+    gpujobs.rank.contract (the simulator's own GPUJOBS_CRDS_DIR aside)."""
     spelt = {}
     for path in sorted([*(ROOT / "gpujobs").rglob("*.py"), *(ROOT / "gpujobs_sim").rglob("*.py"),
                         *(ROOT / "gpujobs_magic").rglob("*.py")]):
-        if path.name == "contract.py" and path.parent.name == "gpujobs":
+        if path.name == "contract.py" and path.parent.name == "rank":
             continue
         rel = str(path.relative_to(ROOT))
         names = [n for n in _literal_names(path) if not n.split()[0].rstrip("=").startswith(SIM_OWN)
@@ -99,3 +101,8 @@ def test_rank_files_name_and_parse_back():
     assert folder.result(OUTCOME, 1) == Path("/h/jobs/j/results/outcome-1.bin")
     assert folder.rank_log(0) == Path("/h/jobs/j/logs/rank-0.log")
     assert folder.payload_file.name == contract.PAYLOAD_FILE
+
+
+def test_the_errors_layer_spells_the_contract_s_debug_name():
+    from gpujobs import tracebacks
+    assert tracebacks.DEBUG == contract.DEBUG

@@ -61,3 +61,19 @@ def test_outcome_unpicklable_exception_becomes_remote_error():
 def test_lost_peer_errors_are_collateral():
     assert Outcome.failure(0, RuntimeError("Gloo connectFullMesh failed ... Connection closed by peer")).collateral
     assert not Outcome.failure(0, ValueError("bad learning rate")).collateral
+
+
+def test_an_outcome_sealed_before_the_rank_package_still_opens():
+    """Results kept on disk name the class where it was then (gpujobs.payload.outcome)."""
+    import hashlib
+    import hmac
+    import pickle
+
+    from gpujobs.payload import MAGIC, Outcome, new_key, open_envelope
+    old = pickle.dumps(Outcome.success(0, 42), protocol=2).replace(
+        b"gpujobs.rank.outcome", b"gpujobs.payload.outcome")
+    assert b"gpujobs.payload.outcome" in old
+    key = new_key()
+    blob = MAGIC + hmac.new(key, old, hashlib.sha256).digest() + old
+    outcome = open_envelope(blob, key)
+    assert isinstance(outcome, Outcome) and outcome.value == 42

@@ -85,7 +85,7 @@ def _kueue_manager(sim, tag):
 def test_plan_simulates_the_kueue_the_cluster_runs(make_cluster, tag, row, source):
     """The version read from Kueue's manager image decides the forecast's own engine, not only the
     basis text; a version gpujobs does not model falls back to the newest and says so."""
-    from gpujobs.backends.kubernetes.status import forecasting
+    from gpujobs.backends.kubernetes.status import live
 
     def setup(sim):
         queue(sim, "q", "cq-q", 2)
@@ -93,7 +93,7 @@ def test_plan_simulates_the_kueue_the_cluster_runs(make_cluster, tag, row, sourc
     sim, be = make_cluster(setup)
     p = be.plan(spec("q", 1))
     assert f"admission as Kueue {row} scheduler" in p.basis and p.basis.endswith(source)
-    c = forecasting.for_backend(be, "default").cluster()
+    c = live.forecasts_for(be, "default").cluster()
     assert c.kueue_version == row
     from gpujobs.backends.kubernetes.status.kueue_model import translate
     assert translate(c).snapshot.engine().kueue_version == row

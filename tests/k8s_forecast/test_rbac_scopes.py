@@ -10,7 +10,7 @@ from tests.k8s_forecast.k8s_objects import queue, theirs
 from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes.status import forecasting
+from gpujobs.backends.kubernetes.status import forecasting, live
 from gpujobs.handle import Job
 
 
@@ -69,7 +69,7 @@ def test_without_other_namespaces_workloads_their_quota_counts_with_an_unknown_e
     assert "1 more pending in other namespaces' LocalQueues ahead" in st.reason
     assert st.blocked_by == ()  # nothing it could name
     assert st.expected_start_basis.startswith("unknown:") and forecasting.NOT_ALL in st.expected_start_basis
-    c = forecasting.for_backend(be, "default").cluster()
+    c = live.forecasts_for(be, "default").cluster()
     assert c.scope == "namespace" and all(w["metadata"]["namespace"] == "default" for w in c.workloads)
 
 
@@ -107,7 +107,7 @@ def test_one_forecast_serves_many_status_calls(make_cluster):
     a = submit(be, "a", "q", 2, limit=60)
     b = submit(be, "b", "q", 2, limit=60)
     wait_for(lambda: a.status().queue_position == 1 and b.status().queue_position == 2)
-    f = forecasting.for_backend(be, "default")
+    f = live.forecasts_for(be, "default")
     f.refresh()  # fresh now, with both in it
     sim.server.reset_counts()
     for _ in range(10):

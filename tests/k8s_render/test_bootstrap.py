@@ -20,7 +20,7 @@ import gpujobs
 from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_DIR
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
-from gpujobs.runner import RESULT_MARKER
+from gpujobs.rank.wire import RESULT_MARKER
 from tests.support import MPI_IMAGE, unpack_pod
 
 
@@ -122,8 +122,8 @@ def test_shipped_lib_is_self_contained(tmp_path):
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     repl = unpack(r, tmp_path)
     lib = Path(repl[RUNTIME_DIR]) / "lib.zip"
-    code = ("import sys; sys.path.insert(0, %r); import gpujobs.runner, gpujobs.payload, "
-            "gpujobs.runner.frameworks, gpujobs.fsdp, cloudpickle; assert callable(gpujobs.context); "
+    code = ("import sys; sys.path.insert(0, %r); import gpujobs.rank.runner, gpujobs.rank.envelope, "
+            "gpujobs.rank.runner.frameworks, gpujobs.fsdp, cloudpickle; assert callable(gpujobs.context); "
             "print(gpujobs.__file__); "
             "print(cloudpickle.__file__)" % str(lib))
     p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)

@@ -23,7 +23,7 @@ from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.handle import Job
 from gpujobs.metrics import METRICS_MARKER, parse_metrics_line
 from gpujobs.payload import open_envelope
-from gpujobs.runner import RESULT_MARKER
+from gpujobs.rank.wire import RESULT_MARKER
 
 pytestmark = pytest.mark.slow
 
@@ -136,10 +136,9 @@ def test_lib_zip_ships_the_sampler_but_no_pandas_views():
     import io
     import zipfile
     names = set(zipfile.ZipFile(io.BytesIO(lib_zip())).namelist())
-    assert {"gpujobs/status.py", "gpujobs/metrics/sampler.py", "gpujobs/metrics/cpu.py",
-            "gpujobs/metrics/nvml.py", "gpujobs/metrics/logline.py"} <= names
-    assert not names & {"gpujobs/metrics/frame.py", "gpujobs/metrics/usage.py",
-                        "gpujobs/metrics/dcgm.py", "gpujobs/metrics/tracker.py"}
+    assert {"gpujobs/rank/sampler.py", "gpujobs/rank/cpu.py", "gpujobs/rank/nvml.py",
+            "gpujobs/rank/wire.py"} <= names
+    assert not {n for n in names if n.startswith(("gpujobs/metrics/", "gpujobs/status.py"))}
     # a tripwire far below the 1 MiB a ConfigMap may hold (payload_objects.OBJECT_LIMIT): was 64 KiB;
-    # the computed closure also ships progress.py (ctx.progress in a pod) and contract.py (~70 KB)
+    # the rank package also ships progress, contract and the runner (~70 KB)
     assert len(lib_zip()) < 96 * 1024

@@ -10,7 +10,7 @@ from tests.support import fails_on_rank_one, goes_quiet_then_moves, train, user_
 import gpujobs
 from gpujobs.errors import JobError
 from gpujobs.handle import Job
-from gpujobs.progress import PROGRESS_MARKER
+from gpujobs.rank.wire import PROGRESS_MARKER
 
 pytestmark = pytest.mark.slow
 
@@ -153,7 +153,7 @@ def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
             assert "watch_stack_requests" not in text  # the answering thread is left out
         assert took < 10.0
         assert list(job.stacks(rank=2, timeout=10)) == [2]
-        from gpujobs.runner import STACKS_MARKER
+        from gpujobs.rank.wire import STACKS_MARKER
         assert STACKS_MARKER not in job.logs()
         assert job.status().phase == "running"
     finally:

@@ -117,7 +117,7 @@ def test_without_visibility_api_status_is_right_without_position(make_cluster):
 def test_subscribe_events_carry_the_metrics_already_read(make_cluster):
     """A watch event must not blank the widget's GPU panel between two polls."""
     from gpujobs.backends.kubernetes.status import pod_metrics
-    from gpujobs.metrics.logline import format_metrics_line
+    from gpujobs.rank.wire import format_metrics_line
     from gpujobs.status import GpuSample
 
     sim, be = make_cluster(gpus=2)

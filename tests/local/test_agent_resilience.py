@@ -79,7 +79,7 @@ def returns_but_lingers(value):
     """Returns once told to stop, but its process outlives the grace period (a slow teardown)."""
     import time as _t
     import gpujobs as _g
-    import gpujobs.runner.frameworks as _fw
+    import gpujobs.rank.runner.frameworks as _fw
     print("rank up", flush=True)
     while not _g.context().should_stop():
         _t.sleep(0.02)

@@ -12,7 +12,7 @@ from gpujobs.backends.local.queue_config import admission_config
 from gpujobs.config import Settings
 from gpujobs.devices import local_cpus
 from gpujobs.errors import QuotaError, SpecError
-from gpujobs.metrics.nvml import NvmlReader
+from gpujobs.rank.nvml import NvmlReader
 
 
 def work():

@@ -8,7 +8,7 @@ from gpujobs.backends.local.agent import Agent
 from gpujobs.devices import local_gpu_slots
 from gpujobs.errors import SpecError
 from gpujobs.metrics import machine_gpus
-from gpujobs.metrics.nvml import NvmlReader
+from gpujobs.rank.nvml import NvmlReader
 
 
 @pytest.fixture

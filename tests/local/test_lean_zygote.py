@@ -125,9 +125,9 @@ def test_a_lean_gang_forks_from_the_torch_zygote_while_there_is_no_lean_one(loca
 DEFERRED = """
 import json, os, sys
 from pathlib import Path
-from gpujobs import contract
-from gpujobs.context import JobContext
-from gpujobs.runner import frameworks
+from gpujobs.rank import contract
+from gpujobs.rank.context import JobContext
+from gpujobs.rank.runner import frameworks
 os.environ.update({contract.DEVICE: "cpu", contract.RENDEZVOUS_FILE: sys.argv[1],
                    "RANK": "0", "WORLD_SIZE": "1"})
 ctx = JobContext(job_id="j", rank=0, world_size=1, local_rank=0, node_rank=0, device="?",

@@ -15,7 +15,7 @@ import json, sys
 from gpujobs.backends.local import zygote
 zygote._warm_imports(zygote.{modules})
 before = set(sys.modules)
-from gpujobs import runner
+from gpujobs.rank import runner
 runner.enable_faulthandler(0)  # what every rank does before the user's function
 runner._created()
 runner.set_title("gpujobs test rank 0", "r0 test")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpujobs.metrics.cpu import CpuReader
+from gpujobs.rank.cpu import CpuReader
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def test_a_tree_is_read_from_the_kernels_children_lists_not_from_every_process(m
     import psutil
 
     from gpujobs.backends.local.liveness import GangWatch
-    from gpujobs.metrics.cpu import descendants
+    from gpujobs.rank.cpu import descendants
     parent = subprocess.Popen(["bash", "-c", "sleep 30 & (sleep 30 & wait) & wait"])
     want: list[int] = []
     try:

@@ -60,7 +60,7 @@ def test_pod_side_needs_neither_pandas_nor_psutil():
         "import sys, io\n"
         "sys.modules['pandas'] = None; sys.modules['psutil'] = None; sys.modules['pynvml'] = None\n"
         "from gpujobs.metrics import Sampler, log_sink, parse_metrics_line, metrics_reason\n"
-        "import gpujobs.metrics.podlaunch\n"
+        "import gpujobs.rank.podlaunch\n"
         "out = io.StringIO()\n"
         "s = Sampler({0: (1, [0])})\n"
         "log_sink(out, reason=lambda: s.reason)(s.sample_once())\n"

@@ -8,7 +8,7 @@ import pytest
 
 from gpujobs.errors import SpecError
 from gpujobs.metrics import MetricsHistory, Sampler, machine_gpus
-from gpujobs.metrics.nvml import NvmlReader, parse_visible_devices
+from gpujobs.rank.nvml import NvmlReader, parse_visible_devices
 
 ME = os.getpid()
 

@@ -28,7 +28,7 @@ sys.exit(3)
 
 def test_launcher_interleaves_whole_lines_and_keeps_exit_code(tmp_path):
     env = dict(os.environ, RANK="2", CUDA_VISIBLE_DEVICES="")
-    p = subprocess.Popen([sys.executable, "-m", "gpujobs.metrics.podlaunch", "--interval", "0.2",
+    p = subprocess.Popen([sys.executable, "-m", "gpujobs.rank.podlaunch", "--interval", "0.2",
                           "--", sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -49,13 +49,13 @@ def test_launcher_interleaves_whole_lines_and_keeps_exit_code(tmp_path):
 
 
 def test_launcher_needs_a_command():
-    p = subprocess.run([sys.executable, "-m", "gpujobs.metrics.podlaunch"], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "gpujobs.rank.podlaunch"], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 2 and "give the command" in p.stderr
 
 
 def test_sigterm_reaches_the_child():
-    p = subprocess.Popen([sys.executable, "-m", "gpujobs.metrics.podlaunch", "--interval", "5",
+    p = subprocess.Popen([sys.executable, "-m", "gpujobs.rank.podlaunch", "--interval", "5",
                           "--", sys.executable, "-c", "import time; print('up', flush=True); "
                           "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:

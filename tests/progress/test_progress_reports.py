@@ -8,9 +8,10 @@ import json
 import pytest
 
 from gpujobs.backends.local.store import status_from_dict
-from gpujobs.context import JobContext
-from gpujobs.progress import (PROGRESS_MARKER, ProgressReporter, ProgressTail, format_progress_line,
-                              parse_progress_line, progress_frame, summarize, usual_interval)
+from gpujobs.rank.context import JobContext
+from gpujobs.progress import ProgressTail, progress_frame, summarize, usual_interval
+from gpujobs.rank.progress import ProgressReporter
+from gpujobs.rank.wire import PROGRESS_MARKER, format_progress_line, parse_progress_line
 from gpujobs.status import JobStatus, Progress
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import gpujobs
 from gpujobs.errors import PreflightError, SpecError, SubmitError
-from gpujobs.runner.frameworks import check_ray_version, ray_init_kwargs
+from gpujobs.rank.runner.frameworks import check_ray_version, ray_init_kwargs
 
 
 def noop():
@@ -72,8 +72,8 @@ def test_ray_version_mismatch_names_both_versions():
 def test_runner_ray_setup_refuses_a_different_ray_before_starting_it(monkeypatch):
     """The rank's setup compares versions before ray.init: nothing starts."""
     pytest.importorskip("ray")
-    from gpujobs.context import context
-    from gpujobs.runner import frameworks
+    from gpujobs.rank.context import context
+    from gpujobs.rank.runner import frameworks
     monkeypatch.setenv("GPUJOBS_RAY_VERSION", "0.0.1")
     monkeypatch.setenv("GPUJOBS_RAY_ADDRESS", "127.0.0.1:1")  # would fail loudly if reached
     with pytest.raises(SpecError, match=r"submitted with Ray 0\.0\.1"):

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from gpujobs import contract
+from gpujobs.rank import contract
 
 
 @pytest.fixture
@@ -22,9 +22,9 @@ def _mode(path) -> int:
 
 
 def test_rank_written_files_are_private_under_an_open_umask(tmp_path, monkeypatch, open_umask):
-    from gpujobs import runner
+    from gpujobs.rank import runner
     from gpujobs.payload import Outcome
-    from gpujobs.progress import ProgressReporter
+    from gpujobs.rank.progress import ProgressReporter
     monkeypatch.setenv(contract.RESULT_SINK, contract.dir_sink(tmp_path))
     runner.write_outcome(b"sealed", 0)
     runner._write_failure_marker(Outcome.failure(1, ValueError("x")))

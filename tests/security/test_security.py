@@ -96,7 +96,7 @@ def test_rank_refuses_a_tampered_payload(tmp_path):
     env.update(GPUJOBS_PAYLOAD=str(tmp_path / "payload.bin"), GPUJOBS_KEY_FILE=str(tmp_path / "key"),
                GPUJOBS_RESULT_SINK=f"dir:{tmp_path / 'results'}", GPUJOBS_FRAMEWORK="ddp",
                GPUJOBS_JOB_ID="sec-test", RANK="0", WORLD_SIZE="1", GPUJOBS_DEVICE="cpu")
-    proc = subprocess.run([sys.executable, "-m", "gpujobs.runner"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "gpujobs.rank.runner"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 1
     assert "ResultAuthError" in proc.stderr and not marker.exists()

@@ -224,7 +224,7 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
         """(the default checkpoint claim for ``spec``, or None and why not) (submit/checkpoint_claim.py):
         only for a function that checkpoints or asks should_stop() and names no volume, where the
         cluster provisions one."""
-        from ...checkpoint import watches_preemption
+        from ...rank.checkpoint import watches_preemption
         from .render.job import _gang_pods
         from .submit import checkpoint_claim as cc
         if spec.volume is not None or self.options.checkpoint_volume is not None or spec.fn is None \
@@ -246,14 +246,14 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
         """What submitting ``spec`` now would do (:class:`gpujobs.status.Plan`), from the cluster's
         Kueue objects: the same forecast simulation with the job added; nothing is created."""
         from ...errors import SpecError
-        from .status import forecasting
+        from .status import live
         rendered = self.render_job(spec)  # bad input: the same errors as submit, nothing created
         labels = rendered.job["metadata"].get("labels") or {}
         queue = labels.get(naming.QUEUE_LABEL)
         if not queue:
             raise SpecError("queue", f"a {rendered.kind} is not queued by Kueue, so there is nothing to "
                             "plan", "plan a Kueue kind (the default), e.g. gpujobs plan TARGET --queue Q")
-        plan = forecasting.for_backend(self, rendered.namespace).plan(
+        plan = live.forecasts_for(self, rendered.namespace).plan(
             rendered, queue, labels.get(naming.PRIORITY_LABEL), spec.max_runtime_s,
             float(spec.grace_period_s), spec.display_name)
         version, source = self.admission_version()
@@ -289,7 +289,7 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
         """(the supported Kueue version row admission is modelled on, where it came from):
         ``detected`` (what the cluster runs, e.g. its manager image tag), else ``[kubernetes]
         kueue_version`` of the config, else the newest supported."""
-        from ...config import kueue_version_of
+        from ...admission.gates import kueue_version_of
         if detected:
             return kueue_version_of(detected, "the cluster's Kueue version"), \
                 f"the cluster runs Kueue {detected}"
@@ -358,7 +358,7 @@ def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str, why: str
     ``why``: why no default checkpoint claim was made."""
     import warnings
 
-    from ...checkpoint import uses_checkpoints
+    from ...rank.checkpoint import uses_checkpoints
     from ...errors import CheckpointWarning
     if spec.volume is not None or configured or spec.fn is None or not uses_checkpoints(spec.fn):
         return

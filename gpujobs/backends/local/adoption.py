@@ -11,7 +11,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
+from ...rank.contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_state
 from ...errors import GpuJobsError
 from ...spec import JobSpec
 from .gang import GangExit, failed_rank_message, first_failed, write_launch
@@ -194,7 +194,7 @@ def exit_from_outcomes(result_dir: Path) -> GangExit | None:
     the job's key (a rank's own failure marker says it failed): the first failed rank, else
     rank 0's result; None when no outcome is the job's."""
     from ...errors import ResultAuthError
-    from ...payload.envelope import verified_body
+    from ...rank.envelope import verified_body
     try:
         key = bytes.fromhex(JobFolder(result_dir.parent).key_file.read_text().strip())
     except (OSError, ValueError):

@@ -31,7 +31,7 @@ from typing import Any
 
 from ...admission import Engine, PodSet, Workload
 from ...config import settings
-from ...contract import OUTCOME, JobFolder
+from ...rank.contract import OUTCOME, JobFolder
 from ...devices import local_gpu_slots
 from .queue_config import admission_config
 from ...errors import Fix, GpuJobsError, JobNotFound

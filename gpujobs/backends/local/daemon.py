@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ...contract import JobFolder
+from ...rank.contract import JobFolder
 from ...errors import GpuJobsError
 from . import private
 from .lean import payload_needs_torch

@@ -1,7 +1,7 @@
 """A gang: the rank processes of one job on this machine.
 
 Ranks meet through a FileStore in the job dir (no port, nothing for rank 0 to open first);
-they run ``python -m gpujobs.runner`` (or are forked from the agent's warm zygote) in their
+they run ``python -m gpujobs.rank.runner`` (or are forked from the agent's warm zygote) in their
 own process group with per-rank log files; any rank failing tears the whole gang down.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Self, Sequence
 
-from ... import contract
-from ...contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, STARTED, JobFolder, RankEnv
-from ...filemodes import open_private, replace_private
+from ...rank import contract
+from ...rank.contract import EXIT, FAILURE, OUTCOME, PROCESS, RENDEZVOUS, STARTED, JobFolder, RankEnv
+from ...rank.filemodes import open_private, replace_private
 from ...spec import JobSpec
 
 
@@ -85,7 +85,7 @@ def failed_rank_message(result_dir: Path, rank: int, code: int) -> str:
         marker = None
     if not isinstance(marker, dict) or not marker.get("type"):
         return f"rank {rank} {describe_returncode(code)}"
-    from ...payload.outcome import exception_line
+    from ...rank.outcome import exception_line
     return f"{exception_line(str(marker['type']), str(marker.get('message') or ''), rank)}; " \
         f"{describe_returncode(code)}"
 
@@ -236,7 +236,7 @@ class Gang:
                     continue
                 except OSError:
                     pass  # no warm zygote: a fresh interpreter
-            self.procs[rank] = self._popen([self.python, "-m", "gpujobs.runner"], env, log_path)
+            self.procs[rank] = self._popen([self.python, "-m", "gpujobs.rank.runner"], env, log_path)
 
     @property
     def pids(self) -> list[int]:

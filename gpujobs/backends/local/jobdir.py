@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-from ...contract import OUTCOME, RANK_LOG, JobFolder
+from ...rank.contract import OUTCOME, RANK_LOG, JobFolder
 from ...errors import StateError
 from ...payload import new_key, seal
 from .diskspace import describe, is_no_space
@@ -15,7 +15,7 @@ from .private import write_private
 
 
 class JobDir(JobFolder):
-    """``$GPUJOBS_HOME/jobs/<id>/`` (names: :class:`gpujobs.contract.JobFolder`), made and read:
+    """``$GPUJOBS_HOME/jobs/<id>/`` (names: :class:`gpujobs.rank.contract.JobFolder`), made and read:
     spec.json, payload.bin, key (0600), results/, logs/, checkpoint/."""
 
     def create(self, spec_dict: dict, payload: bytes) -> bytes:

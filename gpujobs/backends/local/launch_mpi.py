@@ -1,4 +1,4 @@
-"""Local MPI gangs: one ``mpirun`` (Open MPI) running ``python -m gpujobs.runner`` in every rank.
+"""Local MPI gangs: one ``mpirun`` (Open MPI) running ``python -m gpujobs.rank.runner`` in every rank.
 
 Each rank's output goes to ``logs/rank-N.log`` through a one-line ``sh`` wrapper
 (``exec`` keeps the rank's pid); mpirun's own messages go to ``logs/mpirun.txt``.
@@ -22,11 +22,11 @@ import psutil
 from ...errors import PreflightError
 from ...spec import JobSpec
 from .gang import Gang, GangExit, failed_rank_message
-from ... import contract
+from ...rank import contract
 
 MPI_INSTALL_HINT = ("install Open MPI and mpi4py: `apt-get install openmpi-bin libopenmpi-dev` "
                     "and `pip install mpi4py` (or `pip install 'gpujobs[mpi]'`)")
-_RANK_WRAPPER = (f'exec "$0" -m gpujobs.runner >>"${contract.LOG_DIR}/{contract.RANK_LOG.prefix}'
+_RANK_WRAPPER = (f'exec "$0" -m gpujobs.rank.runner >>"${contract.LOG_DIR}/{contract.RANK_LOG.prefix}'
                  f'$OMPI_COMM_WORLD_RANK{contract.RANK_LOG.suffix}" 2>&1')
 _FIRST_FAILED = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)")
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")

@@ -1,9 +1,9 @@
 """Local Ray jobs: the runner is the Ray driver and starts a private Ray instance.
 
-The launcher starts one ``python -m gpujobs.runner`` (rank 0, log ``logs/rank-0.log``)
+The launcher starts one ``python -m gpujobs.rank.runner`` (rank 0, log ``logs/rank-0.log``)
 with ``GPUJOBS_FRAMEWORK=ray``; the runner calls ``ray.init(address="local", num_cpus=,
 num_gpus=, include_dashboard=False, _temp_dir=...)`` (see
-:func:`gpujobs.runner.frameworks.ray_init_kwargs`), so Ray's processes are the driver's
+:func:`gpujobs.rank.runner.frameworks.ray_init_kwargs`), so Ray's processes are the driver's
 children, in a temp dir of this job only, and never another Ray on the machine
 (no ``ray stop``). When the driver ends, or on cancel, the launcher kills what is left by
 process group, descendants and job id (Ray's workers take process groups of their own),
@@ -31,8 +31,8 @@ from ...spec import JobSpec
 from .gang import Gang, GangExit, describe_returncode
 from .launch_mpi import descendants, kill_tree
 from .private import make_socket_dir, runtime_dir
-from ... import contract
-from ...contract import JobFolder
+from ...rank import contract
+from ...rank.contract import JobFolder
 
 #: the driver writes what it is doing before fn runs (starting Ray) here; the agent shows it as
 #: the job's status message (agent.Agent._on_metrics) and clears it when the file is gone
@@ -116,7 +116,7 @@ class RayGang(Gang):
             env.pop(contract.DEVICE, None)
         else:
             env.pop("CUDA_VISIBLE_DEVICES", None)  # Ray hands out its logical GPU ids itself
-        self.procs[0] = self._popen([self.python, "-m", "gpujobs.runner"], env,
+        self.procs[0] = self._popen([self.python, "-m", "gpujobs.rank.runner"], env,
                                     self.folder.rank_log(0))
 
     @property

@@ -4,7 +4,7 @@ Forking the torch-loaded zygote (~600 MB) and ending the fork costs ~20 ms of ke
 rank (page tables, copy-on-write faults, exit); a lean image costs ~2 ms. A rank needs torch
 before the job's function runs only to set up torch.distributed, and a gang of one CPU rank has
 no peer to meet: its process group is set up when (if) torch is first imported in the rank
-(:func:`gpujobs.runner.frameworks.setup`). So a gang forks from the lean zygote when it is:
+(:func:`gpujobs.rank.runner.frameworks.setup`). So a gang forks from the lean zygote when it is:
 
 - a command job (its ranks run a program; the runner sets up no framework), or
 - one CPU rank of ddp/fsdp whose sealed call names no module that could import torch:
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...payload.envelope import MAGIC
+from ...rank.envelope import MAGIC
 
 #: top-level modules a call may reference and still fork from the lean zygote
 LEAN_ROOTS = frozenset(sys.stdlib_module_names) | {"cloudpickle", "gpujobs", "__main__", "__builtin__"}

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ...contract import JobFolder
+from ...rank.contract import JobFolder
 from ...metrics import JobMetrics, ranks_of_gang
 from ...progress import BUSY_PCT, ProgressTail, stall_message, stall_settings, usual_interval
 from ...status import JobEvent, Progress
@@ -50,7 +50,7 @@ class GangWatch:
         try:
             import psutil
 
-            from ...metrics.cpu import descendants
+            from ...rank.cpu import descendants
             proc = psutil.Process(pid)
             kids = descendants(pid)
             procs = [proc, *(proc.children(recursive=True) if kids is None else kids)]

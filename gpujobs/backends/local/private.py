@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from ...errors import SpecError, StateError
-from ...filemodes import DIR_MODE, FILE_MODE, open_private, private_file, write_private
+from ...rank.filemodes import DIR_MODE, FILE_MODE, open_private, private_file, write_private
 
 __all__ = ["DIR_MODE", "FILE_MODE", "open_private", "private_file", "write_private"]  # re-exported
 OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH

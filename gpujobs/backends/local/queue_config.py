@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import Settings, kueue_version_of, settings
+from ...admission.gates import kueue_version_of
+from ...config import Settings, settings
 from ...devices import local_cpus
 from ...errors import SpecError
 

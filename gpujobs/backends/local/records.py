@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...contract import FAILURE, RANK_LOG, JobFolder
+from ...rank.checkpoint import Preempted
+from ...rank.contract import FAILURE, RANK_LOG, JobFolder
 from ...spec import JobSpec
 from ...status import JobStatus
 from .gang import GangExit
@@ -52,7 +53,9 @@ def read_phase(rec: Rec) -> str | None:
         return None
 
 
-PREEMPTED_TYPES = ("gpujobs.checkpoint.Preempted",)
+PREEMPTED_TYPES = (f"{Preempted.__module__}.{Preempted.__qualname__}", "gpujobs.checkpoint.Preempted")
+"""A rank's failure marker type that means "stopped for preemption, state saved" (the second: the
+class's name before the rank package, in ranks an older agent started)."""
 
 
 def ended_during_grace(done: GangExit | None, result_dir: Path) -> GangExit | None:

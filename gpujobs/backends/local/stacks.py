@@ -2,7 +2,7 @@
 
 Every rank's runner registers ``faulthandler`` on SIGUSR2 with ``all_threads=True``, writing
 into ``results/stacks-<rank>.txt``, and records the pid to signal in
-``results/stackpid-<rank>.json`` (see :func:`gpujobs.runner.enable_faulthandler`). Asking
+``results/stackpid-<rank>.json`` (see :func:`gpujobs.rank.runner.enable_faulthandler`). Asking
 for the stacks signals those pids (only them: a launcher such as mpirun has no handler and
 would die of SIGUSR2) and reads what each dump appended. The dump runs in the C signal
 handler, so a rank blocked in C code (a collective, a sleep, a lock) answers too.
@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-from ...contract import STACKPID, STACKS
+from ...rank.contract import STACKPID, STACKS
 from ...progress import innermost_frame as where  # noqa: F401 - the one parser (liveness)
 
 SETTLE_S = 0.05  # a dump is complete once its file stopped growing for this long

@@ -3,7 +3,7 @@
 Between launch and the function lie a Python start (or a fork of the warm zygote), imports
 (torch: seconds of CPU each, far more on a loaded machine, and more again for a new agent's
 first gang, whose zygote may still be warming so that every rank starts a fresh interpreter)
-and the gang's rendezvous. A rank writes ``started-<rank>`` (:data:`gpujobs.contract.STARTED`)
+and the gang's rendezvous. A rank writes ``started-<rank>`` (:data:`gpujobs.rank.contract.STARTED`)
 just before calling the function; a gang still missing some of them ``GPUJOBS_STARTUP_NOTE_S``
 (default 20) after launch says so in its status, long before a time limit or the stall floor
 (60 s) would show anything.
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from ... import contract
+from ...rank import contract
 
 DEFAULT_NOTE_S = 20.0
 

@@ -68,7 +68,7 @@ def _empty_error(path: Path, folders: int) -> StateError:
 
 def _job_folders(home: Path) -> int:
     """How many job folders (with their spec) lie under ``home``/jobs."""
-    from ...contract import SPEC_FILE
+    from ...rank.contract import SPEC_FILE
     return sum(1 for _ in (home / "jobs").glob(f"*/{SPEC_FILE}"))
 
 

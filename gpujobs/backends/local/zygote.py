@@ -1,6 +1,6 @@
 """A warm fork server for rank processes (the "zygote").
 
-Starting a rank with ``python -m gpujobs.runner`` costs an interpreter start plus
+Starting a rank with ``python -m gpujobs.rank.runner`` costs an interpreter start plus
 ``import torch`` (about 1 s of CPU). The agent instead keeps one child process that has
 imported torch, cloudpickle and the runner once; each rank is an ``os.fork()`` of it,
 in its own session, with its own environment, working directory and log file.
@@ -35,14 +35,15 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ...filemodes import open_private, replace_private
+from ...rank.filemodes import open_private, replace_private
 
 
 # ---------------------------------------------------------------- zygote side
 #: imported once by the zygote so that forked ranks do not import them each (psutil alone
 #: took 84 ms per rank: the runner records its start time with it)
-LEAN_MODULES = ("cloudpickle", "gpujobs.runner", "gpujobs.runner.frameworks", "gpujobs.payload",
-                "gpujobs.context", "faulthandler", "psutil", "ctypes")  # ctypes: set_title
+LEAN_MODULES = ("cloudpickle", "gpujobs.rank.runner", "gpujobs.rank.runner.frameworks",
+                "gpujobs.rank.envelope", "gpujobs.rank.outcome", "gpujobs.rank.shipping",
+                "gpujobs.rank.context", "faulthandler", "psutil", "ctypes")  # ctypes: set_title
 WARM_MODULES = (*LEAN_MODULES, "torch", "torch.distributed")
 
 
@@ -93,8 +94,8 @@ def _child(req: dict, close_fds: list[int]) -> None:
             sys.path[0:0] = [cwd]
         os.environ.clear()
         os.environ.update(req["env"])
-        sys.argv = ["gpujobs.runner"]
-        from gpujobs.runner import main
+        sys.argv = ["gpujobs.rank.runner"]
+        from gpujobs.rank.runner import main
         code = main() or 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

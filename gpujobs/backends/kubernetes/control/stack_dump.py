@@ -22,7 +22,7 @@ from typing import Any
 
 from ....errors import JobStateError, ResultAuthError
 from ....payload import open_envelope
-from ....runner import STACKS_MARKER
+from ....rank.wire import STACKS_MARKER
 from .. import naming
 from ..cluster import Cluster
 from ..render.payload_objects import ANN_STACK_REQUEST

@@ -48,11 +48,11 @@ JOB = os.path.join(os.path.dirname(HERE), "job")
 CONTROL = os.path.join(os.path.dirname(HERE), "control")  # downwardAPI: requests (job.stacks())
 EXIT_SETUP = 3
 CONFIG = "bootstrap.json"
-"""gpujobs.contract.POD_CONFIG: read before gpujobs (lib.zip) can be imported (a test checks
+"""gpujobs.rank.contract.POD_CONFIG: read before gpujobs (lib.zip) can be imported (a test checks
 that the two agree); everything after check_environment() takes gpujobs' names from
-gpujobs.contract."""
+gpujobs.rank.contract."""
 MPI_DNS_WAIT = "GPUJOBS_MPI_DNS_WAIT_S"
-"""gpujobs.contract.MPI_DNS_WAIT_S, read by the MPI launcher role, which runs without lib.zip
+"""gpujobs.rank.contract.MPI_DNS_WAIT_S, read by the MPI launcher role, which runs without lib.zip
 (a test checks that the two agree)."""
 
 
@@ -100,9 +100,9 @@ def check_environment(cfg):
 
 
 def base_env(cfg):
-    """The ranks' environment: the pod's, plus the rank contract (gpujobs.contract.RankEnv)
+    """The ranks' environment: the pod's, plus the rank contract (gpujobs.rank.contract.RankEnv)
     from bootstrap.json where the pod's env does not say (MPI ranks over ssh lack the pod env)."""
-    from gpujobs.contract import POD_INLINE_PAYLOAD, POD_PAYLOAD, RankEnv
+    from gpujobs.rank.contract import POD_INLINE_PAYLOAD, POD_PAYLOAD, RankEnv
     env = dict(os.environ)
     lib = os.path.join(HERE, "lib.zip")
     env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -121,7 +121,7 @@ def base_env(cfg):
 
 def rank_argv(cfg):
     # Command jobs run through the runner too (RankEnv.command): same exit codes, same result line.
-    return [sys.executable, "-m", "gpujobs.runner"]
+    return [sys.executable, "-m", "gpujobs.rank.runner"]
 
 
 def note(msg):
@@ -130,7 +130,7 @@ def note(msg):
 
 
 def metrics_interval():
-    from gpujobs.contract import METRICS_INTERVAL
+    from gpujobs.rank.contract import METRICS_INTERVAL
     raw = os.environ.get(METRICS_INTERVAL, "").strip()
     if not raw:
         return 2.0
@@ -145,12 +145,12 @@ def make_sampler(lock):
     """The pod's Sampler (not started, no ranks yet), or None with one log line saying why."""
     interval = metrics_interval()
     if interval <= 0:
-        from gpujobs.contract import METRICS_INTERVAL
+        from gpujobs.rank.contract import METRICS_INTERVAL
         note("metrics off (%s=%s)" % (METRICS_INTERVAL, os.environ[METRICS_INTERVAL]))
         return None, []
     try:
-        from gpujobs.metrics.podlaunch import visible_gpus
-        from gpujobs.metrics.sampler import Sampler, log_sink
+        from gpujobs.rank.podlaunch import visible_gpus
+        from gpujobs.rank.sampler import Sampler, log_sink
         gpus = visible_gpus()
         holder = []
         sampler = Sampler({}, interval=interval, sink=log_sink(
@@ -175,11 +175,13 @@ def forward(pipe, lock, rank=None):
     the pod log (and ``gpujobs logs``) says which rank wrote it even when a pod runs several.
     The newline the runner writes before a marker line (to end an unterminated line of the
     user's) is dropped when the user's line had ended already: no empty ``[rank R] `` line."""
+    from gpujobs.rank.wire import MARKER_PREFIX
+    prefix = MARKER_PREFIX.encode()
     out = getattr(sys.stdout, "buffer", sys.stdout)
     tag = ("[rank %d] " % rank).encode() if rank is not None else b""
     held = False  # an empty line, shown unless a marker line follows it
     for line in iter(pipe.readline, b""):
-        marker = line.lstrip().startswith(b"GPUJOBS-")
+        marker = line.lstrip().startswith(prefix)
         if line == b"\n" and not held:
             held = True
             continue
@@ -435,7 +437,7 @@ def main(argv=None):
     if role == "mpi-rank" or cfg["framework"] == "ray":
         env = base_env(cfg)
         if cfg["framework"] == "ray":
-            from gpujobs.contract import RAY_ADDRESS
+            from gpujobs.rank.contract import RAY_ADDRESS
             env.setdefault(RAY_ADDRESS, "auto")
         rank = mpi_world_rank() if role == "mpi-rank" else None
         if rank is not None:  # the launcher's log holds every rank's output: say whose it is

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .... import contract
+from ....rank import contract
 from ....errors import Fix, PayloadError
 from ....payload import seal
 from ....spec import JobSpec

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ....contract import RankEnv
+from ....rank.contract import RankEnv
 from ....quantity import scale_quantity
 from ....spec import JobSpec
 from .. import naming
@@ -148,7 +148,7 @@ def container(ctx: RenderCtx, name: str, command: list[str], *, procs: int, gpus
     c: dict[str, Any] = {"name": name, "image": image or ctx.image, "command": command,
                          "env": env_list(ctx, env), "resources": resources(ctx.spec, procs, gpus, cpus),
                          "volumeMounts": mounts, "securityContext": security_context(mode),
-                         # small results also in the termination message (gpujobs.runner), and
+                         # small results also in the termination message (gpujobs.rank.runner), and
                          # the log's tail when the container fails without one
                          "terminationMessagePath": TERMINATION_LOG,
                          "terminationMessagePolicy": "FallbackToLogsOnError"}

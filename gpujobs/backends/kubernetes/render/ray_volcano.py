@@ -6,7 +6,7 @@ import math
 import shlex
 from typing import Any
 
-from .... import contract
+from ....rank import contract
 from .bootstrap_script import MPI_SSH_PORT
 from .podspec import (RenderCtx, bootstrap_command, client_ray_version, container, pod_labels,
                       sshd_command,

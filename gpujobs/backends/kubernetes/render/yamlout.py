@@ -116,6 +116,6 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
 
 def rendered_without_claim(spec: JobSpec, kb: "KubernetesBackend") -> bool:
     """Whether submit would give ``spec`` a default checkpoint claim that a render cannot."""
-    from ....checkpoint import watches_preemption
+    from ....rank.checkpoint import watches_preemption
     return spec.volume is None and kb.options.checkpoint_volume is None and spec.fn is not None \
         and watches_preemption(spec.fn)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ....admission.forecast import Forecast, Job, plan
 from ....admission.model import Workload
@@ -59,8 +59,9 @@ class KubeForecasts:
     """Forecasts for one namespace of one backend, refreshed at most every ``MIN_INTERVAL_S`` after
     a Workload changed (the status hub counts changes) and every ``REFRESH_S`` while asked."""
 
-    def __init__(self, backend: Cluster, namespace: str):
+    def __init__(self, backend: Cluster, namespace: str, hub: Callable[[], Any]):
         self.backend, self.namespace = backend, namespace
+        self._hub = hub  # the namespace's status hub (live.hub_for: passed in, no import circle)
         self._lock = threading.Lock()
         self._cache: dict[str, Forecast] = {}
         self._scope = "cluster"
@@ -68,10 +69,6 @@ class KubeForecasts:
         self._gen: int | None = None
         self._misses: set[str] = set()
         self.errors: list[BaseException] = []
-
-    def _hub(self) -> Any:
-        from .live import hub_for
-        return hub_for(self.backend, self.namespace)
 
     def _informers(self) -> dict[str, Any]:
         hub = self._hub()
@@ -203,11 +200,12 @@ _WAITING = set(status_map.PENDING_REASONS) | {"Preempted", "BackoffFinished", "N
                                                "ClusterQueueStopped", "LocalQueueStopped"}
 
 
-def for_backend(backend: Cluster, namespace: str) -> KubeForecasts:
-    """The backend's forecasts for ``namespace`` (made once, kept in its ClusterState)."""
+def for_backend(backend: Cluster, namespace: str, hub: Callable[[], Any]) -> KubeForecasts:
+    """The backend's forecasts for ``namespace`` (made once, kept in its ClusterState), reading
+    the namespace's status hub through ``hub`` (:func:`.live.forecasts_for` passes it)."""
     state = backend.state
     with state.lock:
         f = state.forecasts.get(namespace)
         if f is None:
-            f = state.forecasts[namespace] = KubeForecasts(backend, namespace)
+            f = state.forecasts[namespace] = KubeForecasts(backend, namespace, hub)
         return f

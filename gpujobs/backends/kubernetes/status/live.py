@@ -18,7 +18,7 @@ from ....status import JobStatus
 from . import archive
 from . import logs as _logs
 from .. import keys, naming
-from . import pod_metrics, results
+from . import forecasting, pod_metrics, results
 from ..cluster import Cluster
 from ..kinds import KINDS
 from .hub import StatusHub
@@ -34,6 +34,11 @@ def hub_for(backend: Cluster, namespace: str) -> StatusHub:
             hub.observers.append(_log_keeper(backend).observe)
             hub.start()
         return hub
+
+
+def forecasts_for(backend: Cluster, namespace: str) -> forecasting.KubeForecasts:
+    """The backend's forecasts for ``namespace``, over its status hub (:func:`hub_for`)."""
+    return forecasting.for_backend(backend, namespace, lambda: hub_for(backend, namespace))
 
 
 def _log_keeper(backend: Cluster) -> LogKeeper:
@@ -151,7 +156,7 @@ def exception_summary(backend: Cluster, job_id: str) -> str:
     if not failed:
         return ""
     o = failed[0]
-    from ....payload.outcome import exception_line
+    from ....rank.outcome import exception_line
     return exception_line(o.exc_type, o.exc_message, o.rank)
 
 
@@ -184,9 +189,8 @@ def _forecast(backend: Cluster, st: JobStatus, refresh: bool = True, block: bool
     """A queued job's reason, blocked_by and expected start (see .forecasting)."""
     if st.phase != "queued":
         return st
-    from .forecasting import for_backend
     ns, _ = naming.parse_job_id(st.job_id)
-    return for_backend(backend, ns).with_forecast(st, refresh=refresh, block=block)
+    return forecasts_for(backend, ns).with_forecast(st, refresh=refresh, block=block)
 
 
 def status(backend: Cluster, job_id: str) -> JobStatus:
@@ -278,8 +282,7 @@ def jobs(backend: Cluster, queue: str | None = None) -> list[JobStatus]:
     out += [a for jid, a in archived.items() if jid not in seen]
     out = [s for s in out if queue is None or s.queue == queue]
     if any(s.phase == "queued" for s in out):
-        from .forecasting import for_backend
-        for_backend(backend, ns).refresh()  # once for all of them
+        forecasts_for(backend, ns).refresh()  # once for all of them
         out = [_forecast(backend, s, refresh=False) for s in out]
     return out
 
@@ -325,7 +328,7 @@ def logs(backend: Cluster, job_id: str, rank: int | None = None, follow: bool = 
 def _after_earlier_runs(backend: Cluster, job_id: str, lines: Iterator[str], rank: int | None) -> Iterator[str]:
     """The logs of the job's earlier runs (kept when a watcher saw their pods go: see
     pod_metrics), marked as such, then ``lines``; when ``lines`` start with earlier runs of their
-    own (the ranks keep them on the checkpoint claim: gpujobs.runner.runlogs), only ``lines``."""
+    own (the ranks keep them on the checkpoint claim: gpujobs.rank.runner.runlogs), only ``lines``."""
     first = next(lines, None)
     if first == _logs.EARLIER_HEADER:
         yield first

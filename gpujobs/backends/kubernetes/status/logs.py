@@ -21,10 +21,8 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ....metrics import METRICS_MARKER
-from ....progress import PROGRESS_MARKER
-from ....runner import PHASE_MARKER, RESULT_MARKER, STACKS_MARKER
-from ....runner.runlogs import EARLIER_MARKER
+from ....rank.wire import (EARLIER_MARKER, METRICS_MARKER, PHASE_MARKER, PROGRESS_MARKER, RESULT_MARKER,
+                           STACKS_MARKER)
 from ..naming import LABEL_ROLE
 from .results import job_pods, main_container, read_pod_log, restarted
 
@@ -93,7 +91,7 @@ RAN_AGAIN = "--- gpujobs: the job ran again ---\n"
 
 def _earlier(line: str) -> tuple[int, str] | None:
     """(rank, ``[rank N] text\n``) of an earlier run's line the rank printed at its start
-    (gpujobs.runner.runlogs: kept on the checkpoint claim), else None."""
+    (gpujobs.rank.runner.runlogs: kept on the checkpoint claim), else None."""
     forwarded = _RANK_PREFIX.match(line)  # an MPI rank's line in the launcher's log
     start = forwarded.end() if forwarded else 0
     if not line.startswith(EARLIER_MARKER + " ", start):

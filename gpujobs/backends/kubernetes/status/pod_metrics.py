@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
-from ....metrics import METRICS_MARKER, MetricsHistory, parse_metrics_line
-from ....progress import PROGRESS_MARKER, parse_progress_line, stall_message, summarize
-from ....runner import PHASE_MARKER, STACKS_MARKER
+from ....metrics import MetricsHistory
+from ....progress import stall_message, summarize
+from ....rank.wire import (METRICS_MARKER, PHASE_MARKER, PROGRESS_MARKER, STACKS_MARKER, parse_metrics_line,
+                           is_marker_line, parse_progress_line)
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
@@ -233,7 +234,7 @@ def _visible_text(rank: int, text: str) -> str:
 def _said_something(line: str) -> bool:
     """A line of the rank's own output (not empty, not gpujobs' marker lines)."""
     text = line.partition("] ")[2] if line.startswith("[rank ") else line
-    return bool(text.strip()) and not text.lstrip().startswith("GPUJOBS-") and STACKS_MARKER not in text
+    return bool(text.strip()) and not is_marker_line(text) and STACKS_MARKER not in text
 
 
 def split_timestamp(line: str) -> tuple[float | None, str]:

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ....runner import RESULT_MARKER
+from ....rank.wire import RESULT_MARKER
 from ..naming import LABEL_JOB as JOB_LABEL
 from ..retry import retrying
 
@@ -96,7 +96,7 @@ def termination_messages(pod: dict) -> list[str]:
 
 def outcomes(api_client: Any, namespace: str, name: str) -> dict[int, bytes]:
     """Sealed outcome envelopes by rank, from every pod of the job: its log, and the termination
-    message in its status (small results, 4096 bytes at most: gpujobs.runner), which outlives the
+    message in its status (small results, 4096 bytes at most: gpujobs.rank.runner), which outlives the
     log (rotation, a node's logs lost, a sidecar answering 400)."""
     found: dict[int, bytes] = {}
     for pod in job_pods(api_client, namespace, name):

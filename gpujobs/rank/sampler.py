@@ -17,9 +17,8 @@ from types import ModuleType
 from typing import Callable, Mapping, Sequence, TextIO
 
 from ..errors import SpecError
-from ..status import GpuSample
 from .cpu import CpuReader
-from .logline import format_metrics_line
+from .wire import GpuSample, format_metrics_line
 from .nvml import Device, NvmlReader, hostname
 
 Ranks = Mapping[int, tuple[int, Sequence[Device]]]

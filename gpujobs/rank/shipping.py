@@ -1,8 +1,13 @@
-"""Inside a rank: the shipped modules served ahead of the disk by a meta-path finder
-(installed while the packed call is unpickled, before the function loads)."""
+"""Inside a rank: the packed call opened (:func:`unpack_call`), and the user's modules shipped
+with it served ahead of the disk by a meta-path finder (installed while the call is unpickled,
+before the function loads). The submitting side packs it: :func:`gpujobs.payload.pack_call`."""
 from __future__ import annotations
 
 from typing import Any
+
+import cloudpickle
+
+from .sources import register_sources, restore_filenames
 
 
 class _ShippedModules:
@@ -72,3 +77,20 @@ def _pack_modules(modules: dict[str, tuple]) -> bytes:
     import json
     import zlib
     return zlib.compress(json.dumps({n: list(v) for n, v in modules.items()}).encode(), 9)
+
+
+def unpack_call(data: bytes) -> tuple[Any, tuple, dict]:
+    """``(fn, args, kwargs)``; the user's modules shipped with the call (first in the tuple,
+    unpickled as None) are installed on the way, and source text for tracebacks goes into
+    linecache."""
+    call = cloudpickle.loads(data)
+    if call and call[0] is None:
+        call = call[1:]
+    fn, args, kwargs = call[:3]
+    if len(call) > 3 and isinstance(call[3], dict):
+        try:
+            register_sources(call[3].get("sources") or {})
+            restore_filenames(fn, call[3].get("files") or {})
+        except Exception:  # noqa: BLE001 - tracebacks without lines beat no run at all
+            pass
+    return fn, tuple(args), dict(kwargs)

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-EARLIER_MARKER = "GPUJOBS-EARLIER-RUN"
+from ..wire import EARLIER_MARKER, is_marker_line
+
 DIR_NAME = ".gpujobs-logs"
 REPLAY_BYTES = 256 * 1024
 
@@ -58,7 +59,7 @@ class _Tee:
         n = self._stream.write(text)
         try:
             *lines, self._part = (self._part + text).split("\n")
-            kept = [ln for ln in lines if not ln.lstrip().startswith("GPUJOBS-")]
+            kept = [ln for ln in lines if not is_marker_line(ln)]
             if kept:
                 self._keep.write("\n".join(kept) + "\n")
         except (OSError, ValueError):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..status import GpuSample
-from .model import CPU_DEVICE
+from .wire import CPU_DEVICE, GpuSample
 
 
 def descendants(pid: int) -> list[int] | None:

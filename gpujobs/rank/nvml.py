@@ -15,8 +15,8 @@ import time
 from types import ModuleType
 from typing import Iterable, Sequence
 
-from ..status import GpuSample
-from .. import contract
+from .wire import GpuSample
+from . import contract
 
 Device = int | str  # an NVML index or a GPU UUID (as CUDA_VISIBLE_DEVICES may hold)
 

@@ -1,6 +1,6 @@
-"""Pod launcher with metrics: ``python -m gpujobs.metrics.podlaunch [--interval 2] -- CMD ...``.
+"""Pod launcher with metrics: ``python -m gpujobs.rank.podlaunch [--interval 2] -- CMD ...``.
 
-Runs CMD (e.g. ``python -m gpujobs.runner``) as its child, forwards the
+Runs CMD (e.g. ``python -m gpujobs.rank.runner``) as its child, forwards the
 child's stdout line by line, and every ``interval`` seconds writes one
 ``GPUJOBS-METRICS`` line for the GPUs the container sees (NVML lists only the
 GPUs allocated to it; CUDA_VISIBLE_DEVICES narrows them), or the child's CPU
@@ -49,7 +49,7 @@ def start_pod_sampler(ranks: dict, interval: float = 2.0,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpujobs.metrics.podlaunch")
+    ap = argparse.ArgumentParser(prog="python -m gpujobs.rank.podlaunch")
     ap.add_argument("--interval", type=float, default=2.0)
     ap.add_argument("--rank", type=int, default=None, help="default: $RANK or 0")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)

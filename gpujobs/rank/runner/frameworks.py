@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from ..context import JobContext
 from .. import contract
 from ..filemodes import replace_private
+from ..wire import PHASE_MARKER
 
 
 def setup(framework: str, ctx: JobContext) -> Any:
@@ -134,7 +135,7 @@ def _setup_mpi(ctx: JobContext) -> Any:
     try:
         from mpi4py import MPI  # initialises MPI; COMM_WORLD is ready for fn
     except ImportError as exc:
-        from ..errors import SpecError
+        from ...errors import SpecError
         raise SpecError("framework", f"mpi4py cannot be imported in this rank ({exc})",
                         MPI_INSTALL_HINT) from None
     ctx.rank = MPI.COMM_WORLD.Get_rank()
@@ -153,7 +154,7 @@ def _setup_mpi(ctx: JobContext) -> Any:
 def check_ray_version(installed: str, wanted: str | None) -> None:
     """Raise SpecError when the rank's Ray differs from the submitter's (GPUJOBS_RAY_VERSION)."""
     if wanted and wanted != installed:
-        from ..errors import SpecError
+        from ...errors import SpecError
         raise SpecError("image", f"the job runs Ray {installed} but it was submitted with Ray "
                         f"{wanted}; a Ray driver and cluster of different versions cannot talk",
                         f"use an image with ray=={wanted} (e.g. rayproject/ray:{wanted}) or "
@@ -190,7 +191,7 @@ def _setup_ray(ctx: JobContext) -> Any:
     try:
         import ray
     except ImportError as exc:
-        from ..errors import SpecError
+        from ...errors import SpecError
         raise SpecError("framework", f"ray cannot be imported in this rank ({exc})",
                         RAY_INSTALL_HINT) from None
     check_ray_version(ray.__version__, os.environ.get(contract.RAY_VERSION))
@@ -215,8 +216,7 @@ def _phase_writer(path: str | None):
     ``GPUJOBS-PHASE`` line of its log, read by the Kubernetes status; ``phase(None)``: done."""
     def phase(text: str | None) -> None:
         if not path:
-            from . import PHASE_MARKER, result_dir
-            if result_dir() is None:
+            if contract.result_sink_dir(contract.RankEnv.from_env().result_sink) is None:
                 sys.stdout.write(f"{PHASE_MARKER} {text or '-'}\n")
                 sys.stdout.flush()
             return

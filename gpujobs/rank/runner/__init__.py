@@ -1,15 +1,16 @@
 """The one runner: the code that runs inside every rank, locally or in a pod.
 
 It loads the authenticated payload, sets up the framework (torch.distributed,
-MPI or Ray, see :mod:`gpujobs.runner.frameworks`), calls ``fn``, and sends back
+MPI or Ray, see :mod:`gpujobs.rank.runner.frameworks`), calls ``fn``, and sends back
 the outcome (value or exception with remote traceback) through the result sink:
 
 - ``dir:PATH`` (local backend): ``PATH/outcome-<rank>.bin``
 - ``log`` (Kubernetes): a ``GPUJOBS-RESULT <rank> <base64>`` line on stdout, read
-  from the pod log by the client (needs no permission beyond reading logs).
+  from the pod log by the client (needs no permission beyond reading logs; the markers are
+  :mod:`gpujobs.rank.wire`'s).
 
 Environment: RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK/NODE_RANK, MASTER_ADDR,
-MASTER_PORT (torch), and gpujobs' own (:class:`gpujobs.contract.RankEnv`: job id, framework,
+MASTER_PORT (torch), and gpujobs' own (:class:`gpujobs.rank.contract.RankEnv`: job id, framework,
 payload file, key or key file, result sink, return-all, checkpoint folder, restarts …).
 
 Modules: ``frameworks`` (set-up and teardown per framework), ``runlogs`` (a rank's log kept
@@ -28,16 +29,11 @@ from pathlib import Path
 from .. import contract
 from ..contract import OUTCOME, FAILURE, STACKS, STACKPID, STARTED, RankEnv
 from ..filemodes import open_private, replace_private, write_private
-
-RESULT_MARKER = "GPUJOBS-RESULT"
-STACKS_MARKER = "GPUJOBS-STACKS"
-PHASE_MARKER = "GPUJOBS-PHASE"
-"""``GPUJOBS-PHASE <text>``: what the rank does before the function runs (Ray starting), in a pod
-log where no phase file is read; ``GPUJOBS-PHASE -``: done."""
+from ..wire import RESULT_MARKER, STACKS_MARKER
 
 
 def read_key(rank_env: RankEnv | None = None) -> bytes:
-    """The job's key: :data:`~gpujobs.contract.KEY` / the key file, derived for the job named
+    """The job's key: :data:`~gpujobs.rank.contract.KEY` / the key file, derived for the job named
     by the key context when set (Kubernetes: the file holds the submitter's namespace key)."""
     rank_env = rank_env or RankEnv.from_env()
     if os.environ.get(contract.KEY):
@@ -47,7 +43,7 @@ def read_key(rank_env: RankEnv | None = None) -> bytes:
     context = rank_env.key_context
     if not context:
         return key
-    from ..payload import derive_key
+    from ..envelope import derive_key  # cloudpickle: imported where a rank needs it
     return derive_key(key, context)
 
 
@@ -86,7 +82,7 @@ of a pod's containers; kubernetes.io/docs/tasks/debug/debug-application/determin
 
 def _termination_message(line: str) -> None:
     """Also append the result line to the container's termination message file
-    (:data:`~gpujobs.contract.TERMINATION_LOG`, /dev/termination-log in a pod) when the file stays within the
+    (:data:`~gpujobs.rank.contract.TERMINATION_LOG`, /dev/termination-log in a pod) when the file stays within the
     kubelet's 4096 bytes: the kubelet copies it into the pod's status, where it outlives the log
     (rotation, a lost node's logs, a sidecar). A larger result is only in the log."""
     path = RankEnv.from_env().termination_log
@@ -181,7 +177,7 @@ def watch_stack_requests(rank: int, key: bytes, path: str, interval: float = 0.2
     def loop() -> None:
         import faulthandler
         import tempfile
-        from ..payload import seal
+        from ..envelope import seal
         last = ""
         while True:
             try:
@@ -241,7 +237,7 @@ def wait_for_launch(gate: Path, token: str, rank: int) -> None:
     """A local rank, before anything of the job runs: record this process (pid, start time)
     in the job's pids/ folder, where a restarted agent finds it, then wait at the start gate
     until the agent has recorded the launch (``go``). A fenced launch (a new agent took over
-    before that; :func:`gpujobs.contract.launch_state`) exits here, having run nothing."""
+    before that; :func:`gpujobs.rank.contract.launch_state`) exits here, having run nothing."""
     import time
 
     pid = os.getpid()
@@ -280,7 +276,9 @@ def wait_for_launch(gate: Path, token: str, rank: int) -> None:
 
 def main() -> int:
     from ..context import JobContext, _set_current
-    from ..payload import Outcome, open_envelope, seal, unpack_call
+    from ..envelope import open_envelope, seal
+    from ..outcome import Outcome
+    from ..shipping import unpack_call
     from . import frameworks
 
     env = os.environ
@@ -352,7 +350,7 @@ def main() -> int:
 
 def _keep_outcome(ctx, blob: bytes) -> None:
     """A run that returned after the stop was announced (preemption's grace period) on
-    Kubernetes: its outcome goes into the checkpoint folder (:data:`~gpujobs.contract.KEPT_OUTCOME`),
+    Kubernetes: its outcome goes into the checkpoint folder (:data:`~gpujobs.rank.contract.KEPT_OUTCOME`),
     where the requeued run finds it when the folder is on a volume (``--volume``): the job ends
     with this result instead of running again. Without a volume the folder goes with the pod."""
     try:
@@ -389,7 +387,8 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
     ``python``/``python3`` means this interpreter (the job's venv). SIGTERM is forwarded.
     Rank 0's result is the exit code 0 when every rank succeeds.
     """
-    from ..payload import Outcome, seal
+    from ..envelope import seal
+    from ..outcome import Outcome
 
     if argv and argv[0] in ("python", "python3"):
         argv = [sys.executable, *argv[1:]]
