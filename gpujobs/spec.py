@@ -28,20 +28,10 @@ from .errors import Fix, SpecError
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
-KIND_FRAMEWORKS: dict[str, tuple[str, ...]] = {
-    "TrainJob": ("ddp", "fsdp"),
-    "PyTorchJob": ("ddp", "fsdp"),
-    "MPIJob": ("mpi",),
-    "RayJob": ("ray",),
-    "VolcanoJob": ("ddp", "fsdp", "mpi"),
-    "AppWrapper": ("ddp", "fsdp", "mpi"),
-}
-"""The one framework x kind table: the Kubernetes kinds a job of each framework can render as
-(the volcano modes' own rules are in gpujobs.backends.kubernetes.kinds)."""
-K8S_KINDS = tuple(KIND_FRAMEWORKS)
 VOLCANO_MODES = ("none", "gang", "job", "appwrapper")
 """none: Kueue only; gang: Kueue admits, Volcano gang-places the operator's pods;
-job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an AppWrapper (Kueue)."""
+job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job in a CodeFlare wrapper (Kueue).
+The Kubernetes backend checks ``kind`` and which kinds a framework can render as (its kinds/)."""
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -113,20 +103,6 @@ def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | 
         raise SpecError(field_name, f"must be >= {minimum}, got {value}",
                         fix or Fix.set(field_name, max(minimum, 1), "pass {} or more"))
     return value
-
-
-def check_kind(framework: str, kind: str | None) -> None:
-    """SpecError when a ``framework`` job cannot render as ``kind`` (:data:`KIND_FRAMEWORKS`)."""
-    if kind is None or framework in KIND_FRAMEWORKS.get(kind, (framework,)):
-        return
-    allowed = [k for k, fws in KIND_FRAMEWORKS.items() if framework in fws]
-    if len(allowed) == 1:
-        raise SpecError("kind", f"a {framework} job renders as {allowed[0]}, not {kind}",
-                        Fix.set("kind", allowed[0], "use {}, or drop {=kind}"))
-    names = [repr(k) for k in allowed]
-    article = "an" if framework == "mpi" else "a"  # an em-pee-eye job
-    raise SpecError("kind", f"{article} {framework} job cannot render as {kind}",
-                    f"use {', '.join(names[:-1])} or {names[-1]}")
 
 
 @dataclass(frozen=True)
@@ -308,9 +284,6 @@ class JobSpec:
         if self.volcano not in VOLCANO_MODES:
             raise SpecError("volcano", f"unknown mode {self.volcano!r}",
                             f"use one of {', '.join(VOLCANO_MODES)}")
-        if self.kind is not None and self.kind not in K8S_KINDS:
-            raise SpecError("kind", f"unknown kind {self.kind!r}", f"use one of {', '.join(K8S_KINDS)}")
-        check_kind(self.framework, self.kind)
         check_count("max_payload_bytes", self.max_payload_bytes)
         self._check_placement()  # [hardening]
         if (isinstance(self.grace_period_s, bool) or not isinstance(self.grace_period_s, (int, float))

@@ -1,12 +1,12 @@
 """Checks made before anything is created; each failure names the object at fault.
 
 1. the kind's CRD is served (API discovery, open to every user); Volcano's PodGroup API
-   too for volcano='gang' / AppWrapper;
+   too for volcano='gang' / 'appwrapper';
 2. the user may create the job, ConfigMaps and Secrets (SelfSubjectAccessReview; the
    shared runtime ConfigMap and key Secret, a big call's payload Secret);
 3. Kueue kinds: the LocalQueue exists, its ClusterQueue exists and could ever fit the
    job (nominal + borrowingLimit per flavor), the WorkloadPriorityClass exists;
-   TrainJob: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
+   a Trainer v2 job: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
    (and PriorityClass) exist.
 
 Cluster-scoped reads answered 403 are skipped with a warning (the documented Role
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ....errors import Fix, GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
-from ..kinds import KINDS, KUEUE_KINDS
+from ..kinds import KINDS
 from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
 from ..retry import retrying
@@ -377,13 +377,13 @@ def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: An
 
 def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     from ....config import config_path
-    if r.kind == "TrainJob":
+    if (r.job["spec"].get("runtimeRef") or {}).get("kind") == "ClusterTrainingRuntime":  # Trainer v2
         check_trainer_api(backend, cache, r)
         rt = r.job["spec"]["runtimeRef"]["name"]
         key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
             rt != backend.options.trainjob_runtime else "trainjob_runtime"
         check_runtime(backend, cache, rt, key, config_path())
-    if r.kind == "VolcanoJob":
+    if KINDS[r.kind].volcano_mode == "job":  # a bare Volcano Job: Volcano alone queues it
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",
                  q, f"no Volcano queue {q!r}; list them with `kubectl get queues.scheduling.volcano.sh`, "
@@ -413,14 +413,15 @@ def preflight(backend: Cluster, r: Rendered) -> None:
 
 def _checks(backend: Cluster, cache: _Cache, r: Rendered) -> list[Callable[[], None]]:
     checks: list[Callable[[], None]] = [lambda: check_crd(backend, cache, r.kind)]
-    if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
-        checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))
+    wrapped = KINDS[r.kind].wraps
+    if wrapped is not None:  # its controller creates the inner kind's object
+        checks.append(lambda: check_crd(backend, cache, wrapped.name))
     if r.volcano == "gang":
         checks.append(lambda: check_volcano(backend, cache))
     info = KINDS[r.kind]
     for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
         checks.append(functools.partial(check_access, backend, cache, r.namespace, group, resource))
-    if r.kind in KUEUE_KINDS:
+    if KINDS[r.kind].kueue_integration:
         checks.append(lambda: check_kueue(backend, cache, r))
     checks.append(lambda: check_other(backend, cache, r))
     return checks
