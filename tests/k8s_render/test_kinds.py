@@ -58,6 +58,22 @@ def test_the_core_spec_names_no_kind():
     assert not [k for k in KINDS if re.search(rf"\b{k}\b", text)]
 
 
+def test_the_kind_checks_belong_to_the_kubernetes_backend():
+    """The core spec takes any kind; the builder (before any backend is called) and the Kubernetes
+    backend's render-time check refuse it with the same field, text and fix."""
+    from gpujobs.backends.kubernetes.render.job import check_spec
+    spec = JobSpec(fn=train, kind="Deployment", framework="ray")
+    errors = []
+    for refuse in (lambda: check_spec(spec), lambda: gpujobs.job(train).options(kind="Deployment").spec()):
+        with pytest.raises(SpecError) as exc:
+            refuse()
+        errors.append((exc.value.field, str(exc.value)))
+    assert errors[0] == errors[1] == ("kind", f"kind: unknown kind 'Deployment' (fix: use one of {', '.join(KINDS)})")
+    with pytest.raises(SpecError, match="a ray job renders as RayJob, not PyTorchJob") as exc:
+        gpujobs.job(train).ray().options(kind="PyTorchJob").spec()
+    assert exc.value.field == "kind"
+
+
 # ------------------------------------------------------------------ the whole protocol
 @pytest.mark.parametrize("kind", list(KINDS.values()), ids=list(KINDS))
 def test_every_registered_kind_implements_the_protocol(kind):

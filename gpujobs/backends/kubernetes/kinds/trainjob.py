@@ -1,9 +1,10 @@
 """TrainJob (Kubeflow Trainer v2, trainer.kubeflow.org/v1alpha1): the default kind of ddp and fsdp.
 
-Kueue lists the Kubeflow Trainer v1 integration (the Training Operator's kind) as deprecated, tentatively removed
-in v0.20, and leaves it out of its default configuration, whereas ``trainer.kubeflow.org/trainjob``
-is enabled by default (kueue@ff69552 site/content/en/docs/tasks/run/kubeflow/pytorchjobs.md#L14-17
-and config/components/manager/controller_manager_config.yaml#L53-57; snapshots in
+Kueue lists the Kubeflow Trainer v1 integration (the Training Operator's kind) as deprecated,
+tentatively removed in v0.20, and leaves it out of its default configuration, whereas
+``trainer.kubeflow.org/trainjob`` is enabled by default
+(kueue@ff69552 site/content/en/docs/tasks/run/kubeflow/pytorchjobs.md#L14-17 and
+kueue@ff69552 config/components/manager/controller_manager_config.yaml#L53-57; snapshots in
 docs/kubernetes-kinds.md). The pods come from a ClusterTrainingRuntime (``render.kubeflow``
 makes gpujobs' own); the pod details go in as a runtime patch.
 """
