@@ -305,7 +305,6 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds to wait for Kueue's admissions after the last create")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))    # conftest's own imports (support)
     bins, why = controlplane_bins()
     if bins is None:
         print(f"admission_kueue: skipped, the control-plane binaries are missing: {why} "

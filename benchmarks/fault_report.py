@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "faults"))
-sys.path.insert(0, str(ROOT / "tests"))  # tests/support.py
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # gpujobs_sim lives in the repository root, not in the package
+    sys.path.insert(0, str(ROOT))  # gpujobs_sim and tests/ live in the repository root
 
-import scenarios  # noqa: E402
+from tests.faults import scenarios  # noqa: E402
 
 
 def _fresh_home() -> Path:

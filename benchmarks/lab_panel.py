@@ -28,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def wait_for_file(path: str, value):
@@ -75,7 +74,7 @@ def p95(xs: list[float]) -> float:
 
 def run(n: int, window: float, requests: int, counter: Counter) -> dict:
     import gpujobs
-    from browser.labserver import start_lab
+    from tests.browser.labserver import start_lab
     from gpujobs.backends import get_backend
     from gpujobs.backends.local import stop_agent
     from gpujobs.lab.feed import JobFeed

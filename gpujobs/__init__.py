@@ -2,6 +2,18 @@
 
 >>> job = gpujobs.submit(train, gpus=4)
 >>> job.result()
+
+Modules: ``spec`` (JobSpec, one typed, validated description) and ``builder`` (the fluent
+builder); ``placement`` (KubernetesPlacement, the Kubernetes-only part of a JobSpec); ``shape``
+(GPUs -> ranks, for every entry point); ``handle`` (the Job handle);
+``status`` (the one status model every view reads); ``errors`` (one exception hierarchy, fixes as
+:class:`~gpujobs.errors.Fix`) and ``tracebacks`` (short notebook tracebacks of them); ``config``
+(the typed settings, read once) and ``devices`` (the GPUs NVML finds); ``quantity`` (Kubernetes
+quantities); ``filemodes`` (private files); ``contract`` (the rank contract: every ``GPUJOBS_*``
+name); ``context``, ``fsdp``, ``checkpoint`` (what the user's function calls); ``progress``
+(``ctx.progress`` reports). Packages: ``payload`` and ``runner`` (the rank side), ``admission``
+(the Kueue-like engine), ``backends`` (local, kubernetes), ``metrics``, ``views``, ``slurm`` (the
+sbatch translator), ``admin`` (queues from a teams table), ``cli`` and ``lab`` (front ends).
 """
 from __future__ import annotations
 
@@ -72,9 +84,10 @@ def queue(name: str | None = None, backend: str | None = None, all: bool = False
     Kueue LocalQueues alike.
     """
     from .backends import get_backend
+    from .backends.base import ChecksQueues
     from .views.table import QueueView
     be = get_backend(backend)
-    if name is not None and hasattr(be, "check_queue"):
+    if name is not None and isinstance(be, ChecksQueues):
         be.check_queue(name)  # a misspelt queue: an error now, not an empty table
     if all:
         return QueueView(lambda: be.jobs(name), name=name, active_only=False)

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from .errors import Fix, SpecError
 from .shape import Shape, gang_shape
-from .spec import JobSpec, SecretRef, Volume, check_count
+from .spec import PLACEMENT_FIELDS, JobSpec, SecretRef, Volume, check_count
 
 if TYPE_CHECKING:
+    from .backends.base import Renders
     from .handle import Job
     from .status import Plan
 
@@ -165,7 +166,7 @@ class JobBuilder(Generic[R]):
 
     def options(self, **fields: Any) -> "JobBuilder[R]":
         """Set any JobSpec field directly (e.g. grace_period_s=60, max_payload_bytes=…)."""
-        known = {f.name for f in dataclasses.fields(JobSpec)}
+        known = {f.name for f in dataclasses.fields(JobSpec)} | set(PLACEMENT_FIELDS)
         for k in fields:
             if k not in known or k.startswith("_"):
                 raise SpecError(k, "is not a job option",
@@ -184,21 +185,20 @@ class JobBuilder(Generic[R]):
 
     def render(self, kind: str | None = None) -> list[dict]:
         """The exact Kubernetes objects submit would create (no cluster needed)."""
-        from .backends import get_backend
-        return get_backend("kubernetes").render(self.spec(), kind=kind)
+        return renderer().render(self.spec(), kind=kind)
 
     def plan(self) -> "Plan":
         """What :meth:`submit` would do now, without submitting: a :class:`gpujobs.Plan`
         (``admit_now``, ``position``, ``preempts``, ``expected_start``, ``reason``)."""
         from .backends import get_backend
+        from .backends.base import Plans
         spec = self.spec()
         backend = get_backend(spec.backend)
-        planner = getattr(backend, "plan", None)
-        if planner is None:
-            raise SpecError("backend", f"the {getattr(backend, 'name', spec.backend)} backend cannot "
+        if not isinstance(backend, Plans):
+            raise SpecError("backend", f"the {backend.name} backend cannot "
                             "plan a job yet", Fix.set("backend", "local", "use {} for a plan, or submit and read "
                             "job.status().reason"))
-        return planner(spec)
+        return backend.plan(spec)
 
     def max_runtime(self, seconds: float) -> "JobBuilder[R]":
         """Declared run-time limit (like sbatch --time); forecasts use it as an upper bound
@@ -212,6 +212,16 @@ class JobBuilder(Generic[R]):
         backend = get_backend(spec.backend)
         job_id = backend.submit(spec)
         return Job(job_id, backend, spec=spec)
+
+
+def renderer() -> "Renders":
+    """The backend ``render`` asks for the objects a submit creates: Kubernetes', the one
+    backend whose jobs are objects (it needs no cluster to render)."""
+    from .backends import get_backend
+    from .backends.base import Renders
+    backend = get_backend("kubernetes")
+    assert isinstance(backend, Renders)
+    return backend
 
 
 def job(fn: Callable[..., R] | None = None, *args: Any, **kwargs: Any) -> JobBuilder[R]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any
 
-from .errors import SpecError
 from . import contract
+from .config import LocalSettings, config_path, settings
 
 _notice_lock = threading.Lock()
 _notice_shown = False
@@ -18,7 +17,6 @@ CPU_NOTICE = ("gpujobs: no GPU found on this machine; each requested GPU runs as
 def cpu_notice_text(framework: str = "ddp") -> str:
     """The notice for a job whose GPUs run as CPU ranks: how they run, and how to change how
     many run at once (naming the variable's current value when it is already set)."""
-    from .config import config_path
     how = {"mpi": "MPI on CPU", "ray": "Ray workers on CPU"}.get(framework,
                                                                  "torch.distributed with gloo")
     override = os.environ.get(contract.LOCAL_GPUS)
@@ -46,48 +44,15 @@ def nvml_gpu_count() -> int:
         reader.close()
 
 
-def configured_gpus(cfg: dict[str, Any] | None = None) -> int | None:
-    """``[local] gpus`` of the config file (None when unset); not a positive integer: SpecError."""
-    from .config import load_config
-
-    cfg = load_config() if cfg is None else cfg
-    value = cfg.get("local", {}).get("gpus")
-    if value is None:
-        return None
-    return _slot_count(value, "[local] gpus", "e.g. gpus = 4, or remove it to use what NVML finds")
-
-
-def _as_number(value: Any) -> float | None:
-    """``value`` as a float (4, 4.0 and "4" alike), None when it is not a number (or a bool)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _slot_count(value: Any, field: str, fix: str) -> int:
-    """A positive whole number of GPU slots (4, 4.0 and "4" alike); SpecError otherwise."""
-    number = _as_number(value)
-    if number is None or number != int(number) or number < 1:
-        raise SpecError(field, f"must be a positive whole number of GPU slots, got {value!r}", fix)
-    return int(number)
-
-
-def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None) -> tuple[int, bool]:
+def local_gpu_slots(found: int | None = None, local: LocalSettings | None = None) -> tuple[int, bool]:
     """(slots, real_gpus): ``GPUJOBS_LOCAL_GPUS``, else ``[local] gpus`` of the config file,
     else the GPUs NVML finds; without GPUs slots are CPU ranks.
 
-    ``found``: the GPU count when the caller already asked NVML; ``cfg``: the config when the
-    caller already loaded it.
+    ``found``: the GPU count when the caller already asked NVML; ``local``: the settings when the
+    caller already has them (default: :func:`gpujobs.config.settings`).
     """
     found = nvml_gpu_count() if found is None else found
-    override = os.environ.get(contract.LOCAL_GPUS)
-    if override:
-        return _slot_count(override, contract.LOCAL_GPUS,
-                           "e.g. GPUJOBS_LOCAL_GPUS=4, or unset it"), found > 0
-    configured = configured_gpus(cfg)
+    configured = (local or settings().local).gpus
     if configured is not None:
         return configured, found > 0
     if found:
@@ -95,28 +60,13 @@ def local_gpu_slots(found: int | None = None, cfg: dict[str, Any] | None = None)
     return max(os.cpu_count() or 1, 4), False
 
 
-def local_cpus(cfg: dict[str, Any] | None = None) -> float:
+def local_cpus(local: LocalSettings | None = None) -> float:
     """The CPU quota of the local queues, charged by ranks that ask for 0 GPUs:
     ``GPUJOBS_LOCAL_CPUS``, else ``[local] cpus`` of the config file, else the machine's CPU
     count with the same floor of 4 as CPU-rank GPU slots (so the 4-rank examples run on a 2-core
-    laptop, ranks sharing cores). Not a positive number: SpecError naming where it came from."""
-    from .config import load_config
-
-    env = os.environ.get(contract.LOCAL_CPUS)
-    if env:
-        return _cpu_count(env, contract.LOCAL_CPUS, "e.g. GPUJOBS_LOCAL_CPUS=8, or unset it")
-    cfg = load_config() if cfg is None else cfg
-    value = cfg.get("local", {}).get("cpus")
-    if value is not None:
-        return _cpu_count(value, "[local] cpus", "e.g. cpus = 8, or remove it to use every CPU")
-    return float(max(os.cpu_count() or 1, 4))
-
-
-def _cpu_count(value: Any, field: str, fix: str) -> float:
-    number = _as_number(value)
-    if number is None or not number > 0 or number != number or number == float("inf"):
-        raise SpecError(field, f"must be a positive number of CPUs, got {value!r}", fix)
-    return number
+    laptop, ranks sharing cores)."""
+    configured = (local or settings().local).cpus
+    return float(max(os.cpu_count() or 1, 4)) if configured is None else configured
 
 
 def _in_kernel() -> bool:

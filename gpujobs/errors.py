@@ -12,7 +12,8 @@ Everything gpujobs raises on purpose derives from :class:`GpuJobsError`::
     ├── BackendError                    the backend misbehaved after submission
     │   ├── BackendUnavailable          agent / API server cannot be reached
     │   ├── StateError                  local state directory unreadable or corrupt
-    │   └── KubernetesError             an API call failed (carries the HTTP status)
+    │   └── BackendAPIError             a backend's API call failed (carries the HTTP status)
+    │       └── KubernetesError         a Kubernetes API call failed
     ├── JobError                        the job itself ended badly
     │   ├── JobFailedError              a rank exited non-zero or was killed (no exception)
     │   ├── JobCancelledError           the job was cancelled
@@ -238,8 +239,10 @@ class StateError(BackendError):
     """The local state directory is unreadable, unwritable or corrupt."""
 
 
-class KubernetesError(BackendError):
-    """A Kubernetes API call failed."""
+class BackendAPIError(BackendError):
+    """A call to a backend's API failed; ``status``: its HTTP status (None: no answer),
+    ``reason``: the API's reason word (``NotFound``, ``Forbidden`` …). The core reads these, never
+    a backend's own subclass."""
 
     def __init__(self, message: str, status: int | None = None, reason: str | None = None):
         self.message = message
@@ -249,6 +252,10 @@ class KubernetesError(BackendError):
 
     def init_args(self) -> tuple:
         return (self.message, self.status, self.reason)
+
+
+class KubernetesError(BackendAPIError):
+    """A Kubernetes API call failed (raised by the kubernetes backend only)."""
 
 
 class JobError(GpuJobsError):

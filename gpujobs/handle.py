@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Generic, Iterator, TypeVar, cast
 
 from .backends import get_backend
-from .backends.base import Backend
+from .backends.base import Backend, HasProgressHistory, HasStacks
 from .errors import Fix, JobCancelledError, JobFailedError, JobLostError, WaitTimeout
 from .payload import Outcome, open_envelope
 from .status import JobStatus
@@ -136,10 +136,10 @@ class Job(Generic[R]):
 
     def render(self, kind: str | None = None) -> list[dict]:
         """The Kubernetes objects for this job's spec (see JobBuilder.render)."""
-        from .backends import get_backend as _get
+        from .builder import renderer
         if self.spec is None:
             raise JobLostError(f"job {self.id}: its spec is not known in this process")
-        return _get("kubernetes").render(self.spec, kind=kind)
+        return renderer().render(self.spec, kind=kind)
 
     def metrics(self):
         """Per-rank device samples as a pandas DataFrame (see gpujobs.metrics)."""
@@ -150,9 +150,8 @@ class Job(Generic[R]):
         """The ``ctx.progress`` history as a pandas DataFrame: time, rank, step, total and one
         column per metric passed (``ctx.progress(step, total, loss=...)``)."""
         from .progress import progress_frame
-        history = getattr(self._backend, "progress_history", None)
-        if callable(history):
-            return progress_frame(history(self.id))
+        if isinstance(self._backend, HasProgressHistory):
+            return progress_frame(self._backend.progress_history(self.id))
         st = self.status()
         p = st.progress
         return progress_frame([] if p is None else [
@@ -162,12 +161,11 @@ class Job(Generic[R]):
     def stacks(self, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
         """{rank: the Python stacks of all its threads} of a running job (one rank with
         ``rank``); ranks that do not answer within ``timeout`` seconds are left out."""
-        stacks = getattr(self._backend, "stacks", None)
-        if not callable(stacks):
+        if not isinstance(self._backend, HasStacks):
             from .errors import BackendError
             raise BackendError(f"the {self._backend.name} backend cannot show live stacks; "
                                f"the job's logs are in job.logs()")
-        return stacks(self.id, rank=rank, timeout=timeout)
+        return self._backend.stacks(self.id, rank=rank, timeout=timeout)
 
     def timeline(self) -> list[tuple[float, str, str]]:
         return [(e.time, e.kind, e.message) for e in self.status().events]

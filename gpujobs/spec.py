@@ -25,16 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import Fix, SpecError
+from .placement import FIELDS as PLACEMENT_FIELDS
+from .placement import NAME_RE as _NAME_RE
+from .placement import KubernetesPlacement, Volume, check_name, slug
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
-VOLCANO_MODES = ("none", "gang", "job", "appwrapper")
-"""none: Kueue only; gang: Kueue admits, Volcano gang-places the operator's pods;
-job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job in a CodeFlare wrapper (Kueue).
-The Kubernetes backend checks ``kind`` and which kinds a framework can render as (its kinds/)."""
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # An image reference as the kubelet parses it (else the pod fails later with InvalidImageName):
 # the grammar of distribution/reference v0.5.0 (reference.go), and its normalize.go rule that the
 # first component is a registry only when it has a '.' or ':' or is 'localhost'; names of at most
@@ -88,10 +86,11 @@ MAX_RUNTIME_S = 2**31 - 1
 _RUNTIME_FIX = Fix.set("max_runtime_s", 3600, "e.g. {}, or leave it unset for no limit")
 
 
-def slug(text: str, limit: int = 40) -> str:
-    """``text`` as a Kubernetes name part: lowercase, runs of other characters as '-', at most
-    ``limit`` characters ('' when nothing usable is left)."""
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:limit].strip("-")
+def default_backend_name() -> str:
+    """The backend of a spec that names none: ``GPUJOBS_BACKEND``, then the config file's
+    ``backend``, else ``local`` (``gpujobs.backends.default_backend_name`` is this)."""
+    from .config import settings
+    return settings().backend
 
 
 def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | None = None) -> int:
@@ -110,23 +109,6 @@ class SecretRef:
     """An environment variable filled from a Kubernetes Secret key (never a value)."""
     secret: str
     key: str
-
-
-@dataclass(frozen=True)
-class Volume:
-    """A PersistentVolumeClaim mounted into every rank (data, checkpoints)."""
-    claim: str
-    mount_path: str = "/mnt/data"
-
-    @classmethod
-    def parse(cls, text: str, field: str = "volume") -> "Volume":
-        """``CLAIM[:PATH]`` (the CLI's ``--volume``, the magic's, ``checkpoint_volume`` in config)."""
-        claim, colon, path = str(text).partition(":")
-        if not claim or (colon and not path):
-            raise SpecError(field, f"{text!r} is not CLAIM[:PATH]",
-                            Fix.set("volume", "ckpt", "name a PersistentVolumeClaim, e.g. {}") if field == "volume"
-                            else f"name a PersistentVolumeClaim, e.g. {field} = \"ckpt\" or \"ckpt:/mnt/ckpt\"")
-        return cls(claim, path or cls.mount_path)
 
 
 @dataclass(frozen=True)
@@ -156,20 +138,58 @@ class JobSpec:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     grace_period_s: float = 30.0
     max_runtime_s: float | None = None
-    # Kubernetes placement
-    kind: str | None = None
-    namespace: str | None = None
-    volcano: str = "none"
-    volcano_queue: str | None = None
-    node_selector: tuple[tuple[str, str], ...] = ()
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-    topology_required: str | None = None
-    topology_preferred: str | None = None
-    volume: Volume | None = None
-    shm_size: str | None = "8Gi"
     working_dir: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
+    """The ranks' working directory (None: the submitter's, on the local backend)."""
+    kubernetes: KubernetesPlacement = KubernetesPlacement()
+    """Where the pods go on Kubernetes (:mod:`gpujobs.placement`; the local backend ignores it).
+    ``JobSpec(namespace=...)`` and the other placement keywords fill it; ``spec.namespace`` …
+    read it."""
     _payload: bytes | None = field(default=None, compare=False, repr=False)
+
+    # ------------------------------------------- the placement's fields, read-only
+    @property
+    def kind(self) -> str | None:
+        return self.kubernetes.kind
+
+    @property
+    def namespace(self) -> str | None:
+        return self.kubernetes.namespace
+
+    @property
+    def volcano(self) -> str:
+        return self.kubernetes.volcano
+
+    @property
+    def volcano_queue(self) -> str | None:
+        return self.kubernetes.volcano_queue
+
+    @property
+    def node_selector(self) -> tuple[tuple[str, str], ...]:
+        return self.kubernetes.node_selector
+
+    @property
+    def tolerations(self) -> tuple[Mapping[str, Any], ...]:
+        return self.kubernetes.tolerations
+
+    @property
+    def topology_required(self) -> str | None:
+        return self.kubernetes.topology_required
+
+    @property
+    def topology_preferred(self) -> str | None:
+        return self.kubernetes.topology_preferred
+
+    @property
+    def volume(self) -> Volume | None:
+        return self.kubernetes.volume
+
+    @property
+    def shm_size(self) -> str | None:
+        return self.kubernetes.shm_size
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        return self.kubernetes.labels
 
     # ------------------------------------------------------------------ derived
     @property
@@ -234,8 +254,6 @@ class JobSpec:
                             "e.g. cpus_per_proc=4")
         if self.memory_per_proc is not None:
             parse_bytes(self.memory_per_proc, "memory", example="'16Gi' or '512Mi'")
-        if self.shm_size is not None:
-            parse_bytes(self.shm_size, "shm_size", example="'8Gi'")
         if not _GPU_RESOURCE_RE.match(self.gpu_resource):
             raise SpecError("gpu_resource", f"{self.gpu_resource!r} is not a resource name",
                             "use 'nvidia.com/gpu' or a MIG profile such as 'nvidia.com/mig-1g.10gb'")
@@ -258,18 +276,8 @@ class JobSpec:
                             Fix.set("image", fixed, "use {}") if fixed and not image_problem(fixed) else
                             "use registry/name:tag with the name in lowercase, e.g. "
                             "'pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime'")
-        for fname in ("queue", "priority", "namespace", "volcano_queue"):
-            v = getattr(self, fname)
-            if v is not None and (not isinstance(v, str) or not _NAME_RE.match(v) or len(v) > 63):
-                suggestion = slug(v, 63) if isinstance(v, str) else ""
-                fix: Fix | str
-                if fname == "priority" and not isinstance(v, str):
-                    fix = "name a priority class, e.g. 'high' (the class gives the number)"
-                else:
-                    fix = (Fix.set(fname, suggestion, "use {} (lowercase letters, digits and '-', a "
-                                   "Kubernetes name)") if suggestion else
-                           "use lowercase letters, digits and '-' (a Kubernetes name)")
-                raise SpecError(fname, f"{v!r} is not a valid {fname} name", fix)
+        check_name("queue", self.queue)
+        check_name("priority", self.priority)
         for k, v in self.env:
             if not isinstance(k, str) or not _ENV_RE.match(k):
                 raise SpecError("env", f"{k!r} is not a valid environment variable name",
@@ -281,23 +289,25 @@ class JobSpec:
             if not _ENV_RE.match(k) or not isinstance(ref, SecretRef):
                 raise SpecError("secret_env", f"{k!r} must map to SecretRef(secret, key)",
                                 "use .secret_env(KEY=('secret-name', 'key'))")
-        if self.volcano not in VOLCANO_MODES:
-            raise SpecError("volcano", f"unknown mode {self.volcano!r}",
-                            f"use one of {', '.join(VOLCANO_MODES)}")
+        if not isinstance(self.kubernetes, KubernetesPlacement):
+            raise SpecError("kubernetes", f"{self.kubernetes!r} is not a KubernetesPlacement",
+                            "set the placement through the builder, e.g. .kubernetes(namespace='ml')")
         check_count("max_payload_bytes", self.max_payload_bytes)
-        self._check_placement()  # [hardening]
+        self._check_runtime()  # [hardening]
         if (isinstance(self.grace_period_s, bool) or not isinstance(self.grace_period_s, (int, float))
                 or not math.isfinite(self.grace_period_s) or self.grace_period_s < 0):
             raise SpecError("grace_period_s", f"must be a finite number of seconds >= 0, got "
                             f"{self.grace_period_s!r}", "e.g. grace_period_s=30")
         if self.fn is not None and self._payload is None:
             from .payload import pack_call  # late import: payload imports cloudpickle
+            # the local backend's ranks share this machine's PYTHONPATH (they import from it)
+            local = (self.backend or default_backend_name()) == "local"
             object.__setattr__(self, "_payload",
                                pack_call(self.fn, tuple(self.args), dict(self.kwargs),
-                                         limit=self.max_payload_bytes, backend=self.backend))
+                                         limit=self.max_payload_bytes, shares_pythonpath=local))
 
-    def _check_placement(self) -> None:
-        """Runtime limit, node selector, tolerations, volume: refused here, not by the cluster."""
+    def _check_runtime(self) -> None:
+        """The runtime limit: refused here, not by the cluster (the placement checks itself)."""
         if self.max_runtime_s is not None and (isinstance(self.max_runtime_s, bool) or not isinstance(
                 self.max_runtime_s, (int, float)) or not math.isfinite(self.max_runtime_s)
                 or self.max_runtime_s <= 0):
@@ -306,22 +316,6 @@ class JobSpec:
         if self.max_runtime_s is not None and self.max_runtime_s > MAX_RUNTIME_S:
             raise SpecError("max_runtime_s", f"{self.max_runtime_s:g} s is more than Kueue's limit of "
                             f"{MAX_RUNTIME_S} s (about 68 years)", _RUNTIME_FIX)
-        for k, v in self.node_selector:
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise SpecError(f"node_selector[{k}]", f"label values must be strings, got {v!r}",
-                                f"pass .node_selector(**{{{k!r}: '{v}'}})")
-        for t in self.tolerations:
-            if not isinstance(t, Mapping):
-                raise SpecError("tolerations", f"{t!r} is not a toleration mapping",
-                                "pass dicts such as {'key': 'nvidia.com/gpu', 'operator': 'Exists', "
-                                "'effect': 'NoSchedule'}")
-        if self.volume is not None:
-            if not _NAME_RE.match(str(self.volume.claim)) or len(str(self.volume.claim)) > 253:
-                raise SpecError("volume", f"{self.volume.claim!r} is not a valid PersistentVolumeClaim "
-                                "name", "use the claim's name: lowercase letters, digits and '-'")
-            if not str(self.volume.mount_path).startswith("/"):
-                raise SpecError("volume", f"mount path {self.volume.mount_path!r} is not absolute",
-                                "use an absolute path such as '/mnt/data'")
 
     # -------------------------------------------------------------- (de)serialise
     def to_dict(self) -> dict[str, Any]:
@@ -331,9 +325,10 @@ class JobSpec:
             if f.name in ("fn", "args", "kwargs", "_payload"):
                 continue
             v = getattr(self, f.name)
-            if isinstance(v, Volume):
-                v = dataclasses.asdict(v)
-            elif f.name == "secret_env":
+            if isinstance(v, KubernetesPlacement):
+                out.update(v.to_dict())  # flat, as before the placement was one field
+                continue
+            if f.name == "secret_env":
                 v = [[k, r.secret, r.key] for k, r in v]
             elif isinstance(v, tuple):
                 v = [list(x) if isinstance(x, tuple) else (dict(x) if isinstance(x, Mapping) else x)
@@ -344,18 +339,15 @@ class JobSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], payload: bytes | None = None) -> "JobSpec":
         """Inverse of :meth:`to_dict`; ``payload`` is the packed call, if any."""
-        d = dict(data)
-        for key in ("env", "node_selector", "labels"):
-            if key in d:
-                d[key] = tuple(tuple(x) for x in d[key])
+        d = {k: v for k, v in data.items() if k not in PLACEMENT_FIELDS}
+        if any(k in data for k in PLACEMENT_FIELDS):
+            d["kubernetes"] = KubernetesPlacement.from_dict(data)
+        if "env" in d:
+            d["env"] = tuple(tuple(x) for x in d["env"])
         if "secret_env" in d:
             d["secret_env"] = tuple((k, SecretRef(s, key)) for k, s, key in d["secret_env"])
-        if "tolerations" in d:
-            d["tolerations"] = tuple(d["tolerations"])
         if d.get("command") is not None:
             d["command"] = tuple(d["command"])
-        if d.get("volume"):
-            d["volume"] = Volume(**d["volume"])
         # The packed call stays packed: the agent and renderers never unpickle user code.
         return cls(_payload=payload or None, **d)
 
@@ -372,3 +364,23 @@ class JobSpec:
 
 
 _STORED_CALL = b"<the sealed call is in the job folder>"
+
+
+_DATACLASS_INIT = JobSpec.__init__
+
+
+def _init(self: JobSpec, *args: Any, **kwargs: Any) -> None:
+    """JobSpec's constructor: the placement's fields may be given one by one (``kind=``,
+    ``namespace=`` … as the builder, ``dataclasses.replace`` and callers do); they go into
+    ``kubernetes`` (over the one given, if any)."""
+    flat = {k: kwargs.pop(k) for k in PLACEMENT_FIELDS if k in kwargs}
+    if flat:
+        base = kwargs.get("kubernetes", KubernetesPlacement())
+        if not isinstance(base, KubernetesPlacement):
+            raise SpecError("kubernetes", f"{base!r} is not a KubernetesPlacement",
+                            "pass the placement's fields one by one, e.g. namespace='ml'")
+        kwargs["kubernetes"] = dataclasses.replace(base, **flat)
+    _DATACLASS_INIT(self, *args, **kwargs)
+
+
+JobSpec.__init__ = _init  # type: ignore[method-assign]

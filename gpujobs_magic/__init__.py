@@ -1,6 +1,9 @@
 """IPython extension: ``%load_ext gpujobs_magic`` then ``%%gpujob --gpus 4``.
 
 Importing :mod:`gpujobs` never registers magics; loading this extension does.
+
+Modules: ``magics`` (``%%gpujob`` and ``%gpujobs``), ``cell`` (a cell as a function that runs on
+every rank).
 """
 from __future__ import annotations
 

@@ -12,6 +12,11 @@
   and :mod:`~gpujobs_sim.job_status`), the kubelet; :mod:`~gpujobs_sim.conditions` writes status
   conditions and suspend fields.
 - :mod:`gpujobs_sim.cluster`: :class:`SimCluster`, the one-call fixture.
+
+Also: ``cel`` and ``crds`` (the CRD schemas and their CEL rules), ``rules`` (upstream facts),
+``deadlines`` (each operator's activeDeadlineSeconds), ``images`` (what an image holds),
+``mpirun_shim`` (the simulated mpirun), ``storage`` (StorageClasses, claims), ``volumes`` (a
+pod's volumes in the simulated kubelet).
 """
 from .apiserver import FakeApiServer
 from .cluster import SimCluster

@@ -1,4 +1,4 @@
-"""Helpers shared by test modules (importable because pytest puts tests/ on sys.path)."""
+"""Helpers shared by test modules: `from tests.support import ...` (tests is a package)."""
 from __future__ import annotations
 
 import importlib

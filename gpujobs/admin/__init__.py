@@ -2,6 +2,9 @@
 
 >>> objs = gpujobs.admin.render_queues("teams.yaml")           # list of dicts
 >>> print(gpujobs.admin.queues_yaml(slurm_conf="slurm.conf"))   # for kubectl apply -f -
+
+Modules: ``teams`` (the teams-and-quotas table), ``slurm_conf`` (that table from slurm.conf),
+``kueue`` (the table -> Kueue queue objects).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import yaml
 from ..errors import SpecError
 from .kueue import render_table
 from .slurm_conf import SlurmConfWarning, expand_hostlist, table_from_slurm_conf
-from .table import QueueTable, load_table, parse_table
+from .teams import QueueTable, load_table, parse_table
 
 __all__ = ["render_queues", "queues_yaml", "load_table", "parse_table", "table_from_slurm_conf",
            "render_table", "QueueTable", "SlurmConfWarning", "expand_hostlist"]

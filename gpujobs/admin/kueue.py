@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .table import QueueTable, Quota, Team
+from .teams import QueueTable, Quota, Team
 
 API = "kueue.x-k8s.io/v1beta2"
 MANAGED = {"app.kubernetes.io/managed-by": "gpujobs"}

@@ -14,6 +14,13 @@ Kueue controller, and by ``benchmarks/admission.py``::
     eng.finish("j1")            # quota back; eng.requeue(victim) once an evicted one stopped
 
 Semantics and where they differ from Kueue: docs/admission.md.
+
+Modules: ``engine`` (the scheduling cycles, admit / requeue) holds a quota tree (``quota``:
+queue and cohort nodes, their arithmetic), the pending queues (``queues``: Kueue's queue
+manager), a preemptor (``preemption``; ``fairsharing``: DRS, tournament, fair preemption;
+``victims``: what both preemptors share) and a flavor assigner (``flavors``); ``model`` (the
+data); ``gates`` (Kueue's feature gates per supported version); ``forecast`` (the package that
+plays the engine forward).
 """
 from . import gates
 from .engine import DEFAULT_PRIORITIES, Engine

@@ -1,31 +1,27 @@
 """Backends, found lazily by name (or the ``gpujobs.backends`` entry-point group).
 
-Backends never import each other; the core never imports a backend at import time.
+Backends never import each other; the core never imports a backend at import time. The
+front ends import this package only: :func:`get_backend` and the protocols of the seam
+(:mod:`.base`); a backend's own entry (``gpujobs.backends.kubernetes``) for what only it does.
+
+Modules: ``base`` (the interface every backend implements, the seam's protocols); packages
+``local`` and ``kubernetes``.
 """
 from __future__ import annotations
 
 import importlib
-import os
 from functools import lru_cache
 
 from ..errors import SpecError
-from .base import Backend
-from .. import contract
+from ..spec import default_backend_name
+from .base import (CAPABILITIES, Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory,
+                   HasStacks, Plans, Renders)
 
 _BUILTIN = {
     "local": "gpujobs.backends.local:LocalBackend",
     "kubernetes": "gpujobs.backends.kubernetes:KubernetesBackend",
 }
 _ALIASES = {"k8s": "kubernetes", "kube": "kubernetes"}
-
-
-def default_backend_name() -> str:
-    """``GPUJOBS_BACKEND``, then the config file's ``backend``, else ``local``."""
-    name = os.environ.get(contract.BACKEND)
-    if not name:
-        from ..config import load_config
-        name = load_config().get("backend") or "local"
-    return name
 
 
 def _available() -> dict[str, str]:
@@ -37,6 +33,10 @@ def _available() -> dict[str, str]:
     except Exception:
         pass
     return found
+
+
+__all__ = ["get_backend", "default_backend_name", "Backend", "CAPABILITIES", "Renders", "Plans",
+           "ChecksQueues", "HasStacks", "HasMetricsHistory", "HasProgressHistory"]
 
 
 @lru_cache(maxsize=None)

@@ -4,6 +4,9 @@ Conventions follow kubectl and squeue: ``-n/--namespace``, ``-o yaml|json|wide|n
 clear error line on stderr (set ``GPUJOBS_DEBUG=1`` for the traceback), and the exit codes
 documented in :mod:`gpujobs.cli.exitcodes` (0 ok, 1 job failed, 2 usage/spec error,
 3 backend unavailable, 4 not found, 130 interrupted).
+
+Modules: ``commands`` (the subcommands), ``targets`` (``module:function`` targets and shapes),
+``output`` (tables, yaml/json), ``exitcodes``.
 """
 from __future__ import annotations
 

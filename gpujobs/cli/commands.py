@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..backends import default_backend_name, get_backend
+from ..backends.base import ChecksQueues
 from ..errors import BackendUnavailable, JobError, SpecError
 from ..status import JobStatus
 from . import exitcodes, output
@@ -209,7 +210,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     backend = backend_for(args.backend)
-    if args.queue and backend.name == "kubernetes":  # (local: jobs() checks its queues itself)
+    if args.queue and backend.name == "kubernetes" and isinstance(backend, ChecksQueues):
+        # (local: jobs() checks its queues itself)
         backend.check_queue(args.queue, args.namespace)  # a misspelt LocalQueue: exit 2, not an empty table
     statuses = backend.jobs(args.queue)
     if args.namespace:
@@ -297,15 +299,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     specs = [b.spec() for b in builders]
     job_only = getattr(args, "job_only", False)
     notes: list[str] = []
-    from ..backends.kubernetes.render.yamlout import render_objects, to_yaml
+    from ..backends import kubernetes
     objs: dict[tuple, dict] = {}  # the shared objects once, however many tasks an array has
     for s in specs:
-        for o in render_objects(s, args.kind, job_only=job_only, notes=notes):
+        for o in kubernetes.render_objects(s, args.kind, job_only=job_only, notes=notes):
             objs.setdefault((o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]), o)
     if args.output == "json":
         output.dump(list(objs.values()), "json")
     else:
-        sys.stdout.write(to_yaml(list(objs.values())))
+        sys.stdout.write(kubernetes.to_yaml(list(objs.values())))
     for line in dict.fromkeys(notes):
         sys.stderr.write(f"gpujobs: {line}\n")
     return exitcodes.OK
@@ -313,8 +315,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_admin_rbac(args: argparse.Namespace) -> int:
     """The namespaced Role gpujobs needs and a RoleBinding to ``--user``, for ``kubectl apply -f -``."""
-    from ..backends.kubernetes.submit.rbac import user_manifests
-    objs = user_manifests(args.namespace, args.user)
+    from ..backends import kubernetes
+    objs = kubernetes.user_manifests(args.namespace, args.user)
     if args.output == "json":
         output.dump({"apiVersion": "v1", "kind": "List", "items": objs}, "json")
     else:
@@ -325,8 +327,8 @@ def cmd_admin_rbac(args: argparse.Namespace) -> int:
 
 def cmd_admin_mpi_image(args: argparse.Namespace) -> int:
     """gpujobs' MPI image's Dockerfile, for ``docker build -t TAG --build-arg PYTHON=X.Y -``."""
-    from ..backends.kubernetes.render.images import MPI_DOCKERFILE
-    sys.stdout.write(MPI_DOCKERFILE)
+    from ..backends import kubernetes
+    sys.stdout.write(kubernetes.MPI_DOCKERFILE)
     return exitcodes.OK
 
 
@@ -360,8 +362,8 @@ def cmd_admin_queues(args: argparse.Namespace) -> int:
 
 def cmd_admin_trainer_runtimes(args: argparse.Namespace) -> int:
     """gpujobs' ClusterTrainingRuntimes, for ``kubectl apply -f -`` (render.kubeflow.training_runtimes)."""
-    from ..backends.kubernetes.render import kubeflow
-    objs = kubeflow.training_runtimes(**({"image": args.image} if args.image else {}))
+    from ..backends import kubernetes
+    objs = kubernetes.training_runtimes(**({"image": args.image} if args.image else {}))
     if args.output == "json":
         output.dump(objs, "json")
     else:
@@ -373,8 +375,8 @@ def cmd_admin_trainer_runtimes(args: argparse.Namespace) -> int:
 def _running_local_jobs() -> list[str]:
     """Ids of the local jobs that have ranks (what stopping the agent cancels); never starts
     an agent."""
-    from ..backends.local.backend import LocalBackend
-    backend = LocalBackend()
+    from ..backends import local
+    backend = local.LocalBackend()
     if not backend.client.running():
         return []
     try:
@@ -385,17 +387,12 @@ def _running_local_jobs() -> list[str]:
 
 def cmd_agent_stop(args: argparse.Namespace) -> int:
     from ..backends import local
-    stop = getattr(local, "stop_agent", None)
-    if stop is None:
-        print("no local agent to stop (this local backend runs jobs without one)")
-        return exitcodes.OK
     running = _running_local_jobs()
-    result = stop()
-    from ..backends.local.backend import STOPPED_MARKER
+    result = local.stop_agent()
     from ..config import gpujobs_home
     home = gpujobs_home()
     if home.is_dir():
-        (home / STOPPED_MARKER).write_text("stopped by `gpujobs agent stop`\n")
+        (home / local.STOPPED_MARKER).write_text("stopped by `gpujobs agent stop`\n")
     if result is False or result == 0:
         print("no local agent was running")
     else:

@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from ..errors import (BackendError, BackendUnavailable, GpuJobsError, JobError, KubernetesError,
+from ..errors import (BackendAPIError, BackendError, BackendUnavailable, GpuJobsError, JobError,
                       ResultAuthError, SpecError, SubmitError, WaitTimeout)
 
 OK, JOB_FAILED, USAGE, BACKEND_UNAVAILABLE, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -20,7 +20,7 @@ OK, JOB_FAILED, USAGE, BACKEND_UNAVAILABLE, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3,
 def is_not_found(exc: BaseException) -> bool:
     if any("NotFound" in cls.__name__ for cls in type(exc).__mro__):
         return True
-    if isinstance(exc, KubernetesError) and exc.status == 404:
+    if isinstance(exc, BackendAPIError) and exc.status == 404:
         return True
     return isinstance(exc, SpecError) and exc.field in ("job_id", "job")
 

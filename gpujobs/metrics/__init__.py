@@ -10,6 +10,11 @@
   (:func:`parse_metrics_line` reads them back).
 - :mod:`gpujobs.metrics.dcgm` reads dcgm-exporter through Prometheus;
   :mod:`gpujobs.metrics.usage` turns job records and samples into a usage report.
+
+Modules: ``sampler``, ``nvml`` (GPU readings), ``cpu`` (a rank's process tree, no GPU),
+``model`` (MetricsHistory), ``tracker`` (one running gang's metrics, for the local agent),
+``logline`` (the ``GPUJOBS-METRICS`` line), ``podlaunch`` (the pod launcher with metrics),
+``frame`` (``job.metrics()`` as a DataFrame), ``dcgm``, ``usage``.
 """
 from __future__ import annotations
 
@@ -47,9 +52,9 @@ class StatusReader(Protocol):
 
 def job_samples(backend: StatusReader, job_id: str) -> list:
     """A job's kept samples: the backend's history when it keeps one, else its latest readings."""
-    history = getattr(backend, "metrics_history", None)
-    if callable(history):
-        return list(history(job_id))
+    from ..backends.base import HasMetricsHistory
+    if isinstance(backend, HasMetricsHistory):
+        return list(backend.metrics_history(job_id))
     return list(backend.status(job_id).metrics)
 
 

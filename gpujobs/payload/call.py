@@ -39,15 +39,17 @@ def _find_culprit(obj: Any, path: str, depth: int = 0) -> tuple[str, Any] | None
     return None
 
 
-def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, backend: str | None = None) -> bytes:
+def pack_call(fn: Any, args: tuple, kwargs: dict, limit: int, shares_pythonpath: bool = False) -> bytes:
     """cloudpickle ``(fn, args, kwargs)``, with the sources of the user's own modules it
-    needs; raise PayloadError naming what fails, cannot travel, or is too big."""
+    needs; raise PayloadError naming what fails, cannot travel, or is too big.
+    ``shares_pythonpath``: the ranks run on this machine with its PYTHONPATH (the local backend),
+    so a module importable from there need not travel."""
     already: set[str] = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", set())
     by_value = [m for m in _user_modules(fn) if m.__name__ not in already]
     for mod in by_value:
         cloudpickle.register_pickle_by_value(mod)
     try:
-        modules = needed_modules(fn, args, kwargs, backend=backend)
+        modules = needed_modules(fn, args, kwargs, shares_pythonpath=shares_pythonpath)
         return _pack(fn, args, kwargs, limit, collect_sources(fn, _user_modules(fn)), modules)
     finally:
         for mod in by_value:

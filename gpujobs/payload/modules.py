@@ -288,7 +288,7 @@ def _code_names(code: Any) -> set[str]:
 
 
 def needed_modules(fn: Any, args: tuple = (), kwargs: dict | None = None,
-                   backend: str | None = None) -> dict[str, tuple]:
+                   shares_pythonpath: bool = False) -> dict[str, tuple]:
     """``{module name: (source, is_package, original path, package search path)}`` of the user's own modules
     (not installed: a script's siblings, a notebook's .py files, an editable package) that
     running ``fn(*args, **kwargs)`` needs. They travel with the call by value.
@@ -298,7 +298,7 @@ def needed_modules(fn: Any, args: tuple = (), kwargs: dict | None = None,
     walk = _ModuleWalk(by_value={m.__name__ for m in _user_modules(fn)})
     walk.run([fn, *args, *(kwargs or {}).values()])
     cannot = dict(walk.cannot)
-    if cannot and _backend_name(backend) == "local":
+    if cannot and shares_pythonpath:  # the ranks import from this PYTHONPATH (the local backend)
         cannot = {n: p for n, p in cannot.items() if not _on_pythonpath(p)}
     if cannot:
         name, path = sorted(cannot.items())[0]
@@ -313,16 +313,6 @@ def needed_modules(fn: Any, args: tuple = (), kwargs: dict | None = None,
                     f"its project or `export PYTHONPATH={folder}` before submitting; on Kubernetes build it "
                     "into the job's image and pass {}"))
     return dict(sorted(walk.found.items()))
-
-
-def _backend_name(backend: str | None) -> str:
-    if backend:
-        return backend
-    try:
-        from ..backends import default_backend_name
-        return default_backend_name()
-    except Exception:  # noqa: BLE001
-        return "local"
 
 
 def _on_pythonpath(path: str) -> bool:

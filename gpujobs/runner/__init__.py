@@ -11,6 +11,9 @@ the outcome (value or exception with remote traceback) through the result sink:
 Environment: RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK/NODE_RANK, MASTER_ADDR,
 MASTER_PORT (torch), and gpujobs' own (:class:`gpujobs.contract.RankEnv`: job id, framework,
 payload file, key or key file, result sink, return-all, checkpoint folder, restarts …).
+
+Modules: ``frameworks`` (set-up and teardown per framework), ``runlogs`` (a rank's log kept
+beside its checkpoints).
 """
 from __future__ import annotations
 

@@ -28,16 +28,16 @@ from . import units
 from .body import read_body
 from .directives import Directive, DirectiveProblem, Script, read_script
 from .launch import SLURM_RANK_PRELUDE, needs_shell, shell_wrap
-from .mapping import SiteMapping, load_mapping
+from .site_mapping import SiteMapping, load_mapping
 from .options import Options, SbatchWarning
-from .shape import script_shape
+from .geometry import script_shape
 from .source import read_source
 
 __all__ = ["SbatchWarning", "from_sbatch", "from_sbatch_array", "slurm_env"]
 
 
 class _Translator(Options):
-    """Directives in force -> the JobBuilder's fields: the gang's shape (shape.py), placement
+    """Directives in force -> the JobBuilder's fields: the gang's shape (geometry.py), placement
     through the site mapping, resources, identity, image, directory and environment."""
 
     def __init__(self, source: str, mapping: SiteMapping):
@@ -234,7 +234,7 @@ def from_sbatch(text_or_path: str | os.PathLike, mapping: Any = None, *,
                 framework: str | None = None) -> JobBuilder:
     """Translate one sbatch script (text or path) into a JobBuilder.
 
-    ``mapping``: a mapping file path, YAML text, dict or SiteMapping (see gpujobs.slurm.mapping).
+    ``mapping``: a mapping file path, YAML text, dict or SiteMapping (see gpujobs.slurm.site_mapping).
     ``framework`` overrides the guess from the launch line (torchrun/srun python → ddp,
     mpirun / srun --mpi / srun BINARY → mpi). Array scripts raise; see :func:`from_sbatch_array`.
     """

@@ -4,6 +4,10 @@ Every displayable object publishes ``text/html`` and ``text/plain`` for every fr
 (GitHub, nbconvert, terminals) and, where a widget manager runs, a live widget before them
 (:func:`display_bundle`: the static copy stays in the saved notebook and shows in JupyterLab
 when the widget's model is gone). ``GPUJOBS_DISPLAY=html|text`` forces a fallback.
+
+Modules: ``text``, ``html``, ``widgets``, ``terminal`` (progress while waiting), ``updater``
+(JobUpdater: feeds a view from a job's events), ``frames`` (job lists as DataFrames) and
+``table`` (JobTable, QueueView).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Any, Callable
 
 from ..status import JobStatus
 from .html import render_job_html
-from .live import settle
+from .updater import settle
 from .table import JobTable, QueueView, jobs_frame
 from .text import render_job_text
 from .. import contract
@@ -154,6 +158,6 @@ def display_job(job: Any) -> Any:
         display({"text/plain": text, "text/html": html}, raw=True)
         return None
     handle = display({"text/plain": text, "text/html": html}, raw=True, display_id=True)
-    from .live import JobUpdater
+    from .updater import JobUpdater
     JobUpdater(job, _HtmlDisplayView(handle), summarize=summarize_outcome, initial=status).start()
     return handle

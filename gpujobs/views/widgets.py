@@ -24,7 +24,7 @@ from .html import (header_html, last_line_html, logs_html, metrics_html, progres
                    render_job_html, result_html, timeline_html)
 from .frames import frame_html, jobs_frame
 
-from .live import JobUpdater, StatusSource  # noqa: F401  (re-exported)
+from .updater import JobUpdater, StatusSource  # noqa: F401  (re-exported)
 
 
 def ranks_alive(status: JobStatus) -> bool:

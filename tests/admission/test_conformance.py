@@ -3,15 +3,11 @@ per supported Kueue version, as data, replayed against gpujobs.admission.Engine 
 Data and how they are compared: tests/admission/conformance/README.md."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "conformance"))
-import runner  # noqa: E402
-
-from gpujobs.admission import gates as GATES  # noqa: E402
+from gpujobs.admission import gates as GATES
+from tests.admission.conformance import runner
 
 CASES = runner.load()
 DIFFERENCES = runner.differences()

@@ -3,7 +3,7 @@ function-level import hides an import cycle), and compose objects rather than mi
 together: checked on the source with ``ast``."""
 from __future__ import annotations
 
-from importrules import ROOT, mixins, violations
+from tests.importrules import ROOT, mixins, violations
 
 PACKAGE = ROOT / "gpujobs" / "admission"
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import psutil
 
-from support import free_port
+from tests.support import free_port
 
 
 @dataclass

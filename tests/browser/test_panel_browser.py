@@ -12,8 +12,8 @@ import nbformat
 import pytest
 
 import gpujobs
-from labserver import panel_server
-from test_widget_browser import FLAGS, _chromium
+from tests.browser.labserver import panel_server
+from tests.browser.test_widget_browser import FLAGS, _chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labserver import start_lab
+from tests.browser.labserver import start_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

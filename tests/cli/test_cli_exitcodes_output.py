@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gpujobs.cli import exitcodes, output
-from gpujobs.errors import (BackendUnavailable, JobFailedError, KubernetesError, QuotaError,
+from gpujobs.errors import (BackendAPIError, BackendUnavailable, JobFailedError, KubernetesError, QuotaError,
                             SpecError, StateError)
 from gpujobs.status import JobStatus
 
@@ -15,6 +15,7 @@ from gpujobs.status import JobStatus
 @pytest.mark.parametrize("exc,code", [
     (KeyboardInterrupt(), 130), (SpecError("job_id", "no local job 'x'"), 4),
     (KubernetesError("gone", status=404), 4), (KubernetesError("boom", status=500), 3),
+    (BackendAPIError("any backend's API: gone", status=404), 4), (BackendAPIError("boom", status=503), 3),
     (SpecError("gpus", "bad"), 2), (QuotaError("never fits"), 2), (BackendUnavailable("down"), 3),
     (ImportError("no kubernetes"), 3), (JobFailedError("rank 1 died"), 1), (StateError("corrupt"), 3),
 ])

@@ -147,8 +147,8 @@ def test_spec_fixes_in_the_cli_name_the_flag(cli, tmp_path, args, shown, hidden)
 
 def test_an_unknown_kubernetes_job_in_the_cli_suggests_the_command():
     # the CLI printed "(fix: list jobs with gpujobs.jobs(backend='kubernetes'))"
-    from gpujobs.backends.kubernetes.status.live import _not_found
-    shown = cli_message(_not_found("ml/nope-1"))
+    from gpujobs.backends.kubernetes.status.live import not_found
+    shown = cli_message(not_found("ml/nope-1"))
     assert "`gpujobs queue -a --backend kubernetes`" in shown and "gpujobs.jobs(" not in shown, shown
 
 

@@ -27,6 +27,7 @@ SAMPLES = [
     errors.BackendUnavailable("no agent"),
     errors.StateError("state.db corrupt"),
     errors.KubernetesError("forbidden", status=403, reason="Forbidden"),
+    errors.BackendAPIError("gone", status=404, reason="NotFound"),
     errors.JobError("ended"),
     errors.JobFailedError("rank 1 exited 3", rank=1, exit_code=3),
     errors.JobCancelledError("cancelled"),
@@ -88,3 +89,12 @@ def test_job_not_found_is_a_lookup_error_and_exported():
                  "JobCancelledError", "WaitTimeout"):
         assert getattr(gpujobs, name) is getattr(errors, name)
         assert name in gpujobs.__all__
+
+
+def test_kubernetes_error_is_the_kubernetes_case_of_a_generic_api_error():
+    """The core reads BackendAPIError's status; ``except gpujobs.errors.KubernetesError`` still works."""
+    exc = errors.KubernetesError("forbidden", status=403, reason="Forbidden")
+    assert isinstance(exc, errors.BackendAPIError) and isinstance(exc, errors.BackendError)
+    with pytest.raises(errors.KubernetesError):
+        raise exc
+    assert (exc.status, exc.reason) == (403, "Forbidden")

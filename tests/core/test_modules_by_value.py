@@ -151,14 +151,32 @@ def test_compiled_extension_outside_site_packages_is_refused(project, monkeypatc
     g = importlib.import_module("uses_ext").g
     monkeypatch.delenv("PYTHONPATH", raising=False)
     with pytest.raises(PayloadError) as err:
-        needed_modules(g, backend="kubernetes")
+        needed_modules(g)  # ranks elsewhere (Kubernetes)
     msg = str(err.value)
     assert "fastext" in msg and "compiled extension" in msg and ".image(" in msg
     with pytest.raises(PayloadError, match="PYTHONPATH="):
-        needed_modules(g, backend="local")
+        needed_modules(g, shares_pythonpath=True)
     # on the local backend, a folder on PYTHONPATH is importable by the ranks: allowed
     monkeypatch.setenv("PYTHONPATH", str(project))
-    assert "fastext" not in needed_modules(g, backend="local")  # no error: it is importable there
+    assert "fastext" not in needed_modules(g, shares_pythonpath=True)  # no error: it is importable there
+
+
+def test_the_spec_lets_a_pythonpath_module_stay_home_only_on_the_local_backend(project, monkeypatch):
+    """The spec says whether the ranks share this PYTHONPATH (its backend, else the default
+    one); packing is told, it does not look the backend up."""
+    from gpujobs.spec import JobSpec
+    (project / "fastext.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF not really")
+    (project / "uses_ext.py").write_text("def g():\n    import fastext\n    return fastext.go()\n")
+    g = importlib.import_module("uses_ext").g
+    monkeypatch.setenv("PYTHONPATH", str(project))
+    monkeypatch.setenv("GPUJOBS_BACKEND", "local")
+    assert JobSpec(fn=g).payload()
+    assert JobSpec(fn=g, backend="local").payload()
+    with pytest.raises(PayloadError, match="fastext"):
+        JobSpec(fn=g, backend="kubernetes")
+    monkeypatch.setenv("GPUJOBS_BACKEND", "kubernetes")
+    with pytest.raises(PayloadError, match="fastext"):
+        JobSpec(fn=g)
 
 
 def _run(script: Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpujobs.admin.table import parse_table
-from gpujobs.config import local_admission_config
+from gpujobs.admin.teams import parse_table
+from gpujobs.backends.local.queue_config import admission_config
+from gpujobs.config import Settings
 from gpujobs.errors import SpecError
 from gpujobs.quantity import (BINARY, DECIMAL, MAX, format_quantity, parse_bytes, parse_quantity,
                               scale_quantity)
@@ -123,10 +124,10 @@ def test_spec_memory_and_shm_use_the_grammar():
 
 def test_config_queue_memory_uses_the_grammar():
     cfg = {"local": {"queues": [{"name": "a", "gpus": 1, "memory": "1.5E3"}]}}
-    assert local_admission_config(1, cfg)["queues"][0].quota["memory"] == 1500.0
+    assert admission_config(1, Settings.from_dict(cfg))["queues"][0].quota["memory"] == 1500.0
     cfg["local"]["queues"][0]["memory"] = "1K"
     with pytest.raises(SpecError) as err:
-        local_admission_config(1, cfg)
+        admission_config(1, Settings.from_dict(cfg))
     assert err.value.field == "[[local.queues]] #1 memory"
 
 
@@ -166,9 +167,9 @@ def test_scaling_is_exact_and_stays_valid(text, n, expected):
 
 def test_config_cpus_and_gpus_use_the_grammar():
     cfg = {"local": {"queues": [{"name": "a", "gpus": "2", "cpus": "500m", "memory": " 1Gi "}]}}
-    q = local_admission_config(2, cfg)["queues"][0]
+    q = admission_config(2, Settings.from_dict(cfg))["queues"][0]
     assert q.quota["cpu"] == 0.5 and q.quota["gpu"] == 2.0 and q.quota["memory"] == 2.0**30
     cfg["local"]["queues"][0]["cpus"] = "lots"
     with pytest.raises(SpecError) as err:
-        local_admission_config(2, cfg)
+        admission_config(2, Settings.from_dict(cfg))
     assert err.value.field == "[[local.queues]] #1 cpus"

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes import naming
+from gpujobs.backends.kubernetes import keys, naming
 from gpujobs.backends.kubernetes.kinds import KINDS
 
 pytestmark = pytest.mark.e2e
@@ -97,7 +97,7 @@ def test_submit_is_queued_by_kueue(backend, kind, builder):
     job_id = backend.submit(spec)
     ns, name = naming.parse_job_id(job_id)
     try:
-        rec = naming.load_record(ns, name, backend.home)
+        rec = keys.load_record(ns, name, backend.home)
         assert rec.kind == kind
         wl = _workload_for(_uid(kind, name))
         assert wl is not None, f"Kueue made no Workload for {kind} {name}"

@@ -19,13 +19,13 @@ def variables_in_code() -> set[str]:
 
 
 def config_keys_in_code() -> set[str]:
-    """Keys read from the parsed file: cfg.get("x") / local.get("x") in the modules that read it."""
-    from gpujobs.config import _QUEUE_FIELDS
-    keys = set(_QUEUE_FIELDS)
-    for rel in ("gpujobs/config.py", "gpujobs/devices.py", "gpujobs/backends/__init__.py",
-                "gpujobs/backends/kubernetes/backend.py"):
-        text = (ROOT / rel).read_text()
-        keys |= set(re.findall(r"(?:cfg|local|load_config\(\))\.get\(\"([a-z_]+)\"", text))
+    """Every key the typed settings read (:mod:`gpujobs.config`: its sections' fields)."""
+    from dataclasses import fields
+
+    from gpujobs import config
+    keys = {"backend", "priorities", "local", "kubernetes"}
+    for section in (config.LocalSettings, config.KubernetesSettings, config.QueueSettings):
+        keys |= {f.name for f in fields(section) if not f.name.endswith("_from")}
     return keys
 
 

@@ -17,8 +17,8 @@ import signal
 import socket
 import time
 
-from support import MPI_IMAGE
-from support import wait_for as until  # noqa: F401
+from tests.support import MPI_IMAGE
+from tests.support import wait_for as until  # noqa: F401
 from pathlib import Path
 from typing import Callable
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support import tmpfs_home
+from tests.support import tmpfs_home
 
 from . import scenarios
 

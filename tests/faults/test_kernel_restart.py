@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 pytestmark = pytest.mark.slow
 jupyter_client = pytest.importorskip("jupyter_client")

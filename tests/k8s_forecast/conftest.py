@@ -7,8 +7,8 @@ from typing import Any, Callable
 import pytest
 
 from gpujobs_sim import SimCluster
-from k8s_objects import PRIORITIES
-from support import cluster_maker
+from tests.k8s_forecast.k8s_objects import PRIORITIES
+from tests.support import cluster_maker
 
 
 @pytest.fixture

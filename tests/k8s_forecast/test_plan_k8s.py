@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from k8s_objects import queue, theirs
-from support import MPI_IMAGE
+from tests.k8s_forecast.k8s_objects import queue, theirs
+from tests.support import MPI_IMAGE
 
 import gpujobs
 

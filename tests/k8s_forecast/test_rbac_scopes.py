@@ -6,8 +6,8 @@ import time
 import warnings
 
 import pytest
-from k8s_objects import queue, theirs
-from support import MPI_IMAGE, wait_for
+from tests.k8s_forecast.k8s_objects import queue, theirs
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.status import forecasting

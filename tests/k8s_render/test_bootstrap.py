@@ -21,7 +21,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.runner import RESULT_MARKER
-from support import MPI_IMAGE, unpack_pod
+from tests.support import MPI_IMAGE, unpack_pod
 
 
 def where_am_i():

@@ -26,7 +26,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import (ANN_BOOTSTRAP, A
 from gpujobs.backends.kubernetes.render.podsets import pod_sets
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import derive_key, open_envelope, unpack_call
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 pytestmark = [pytest.mark.skipif(
     not crds.crds_available(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 import gpujobs
 from gpujobs.backends.kubernetes.render import images

@@ -11,13 +11,13 @@ import yaml
 
 import gpujobs
 from gpujobs_sim import crds
-from gpujobs.backends.kubernetes import naming, render_yaml
+from gpujobs.backends.kubernetes import keys, naming, render_yaml
 from gpujobs.backends.kubernetes.kinds import resolve_kind
 from gpujobs.backends.kubernetes.render.payload_objects import ANN_PAYLOAD, INLINE_LIMIT, JOB_DIR
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
 from gpujobs.payload import derive_key, open_envelope, unpack_call
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 needs_crds = pytest.mark.skipif(not crds.crds_available(),
                                 reason=f"upstream CRDs not found at {crds.crds_dir()} "
@@ -143,7 +143,7 @@ def test_render_yaml_round_trips_and_keeps_the_key(gpujobs_home, monkeypatch):
     assert crds.schema_errors(docs[2]) == []
     assert "bootstrap.py: |" in text  # readable block scalars
     ns, name = docs[2]["metadata"]["namespace"], docs[2]["metadata"]["name"]
-    path = naming.key_path(ns, name, gpujobs_home)
+    path = keys.key_path(ns, name, gpujobs_home)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     signing = bytes.fromhex(base64.b64decode(docs[1]["data"]["key"]).decode())
     assert derive_key(signing, f"{ns}/{name}").hex() == path.read_text()  # the job's own key

@@ -46,7 +46,7 @@ def run_from_lib(tmp_path: Path, fn) -> tuple[subprocess.CompletedProcess, bytes
     key = new_key()
     (tmp_path / "key").write_text(key.hex())
     (tmp_path / "payload.bin").write_bytes(seal(pack_call(fn, (), {}, limit=1 << 20,
-                                                         backend="kubernetes"), key))
+                                                         shares_pythonpath=False), key))
     env = {"PATH": os.environ.get("PATH", ""), contract.PROGRESS_INTERVAL: "0",
            **RankEnv(job_id="pod-job", framework="ddp", payload=str(tmp_path / "payload.bin"),
                      key_file=str(tmp_path / "key"), result_sink="log",

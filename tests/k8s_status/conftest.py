@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpujobs_sim import SimCluster
-from support import cluster_maker
+from tests.support import cluster_maker
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ simulated cluster deletes running pods gracefully, as the API server does (store
 from __future__ import annotations
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import gpujobs
 from gpujobs.handle import Job

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from support import MPI_IMAGE, wait_for
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.errors import DeprecatedPathWarning
@@ -281,7 +281,7 @@ def test_an_earlier_runs_logs_are_shown_though_no_process_watched_it(make_cluste
 def test_a_one_shot_status_sees_the_stall_and_names_the_users_function(make_cluster, monkeypatch):
     """A new process (a `gpujobs status` call) asking once: the quiet time counts from the pods'
     last output / progress / busy sample, not from when this process first looked."""
-    from support import goes_quiet_then_moves
+    from tests.support import goes_quiet_then_moves
 
     from gpujobs.backends.kubernetes import KubernetesBackend
     monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_faults_and_gang import pytorchjob
+from tests.k8s_status.test_faults_and_gang import pytorchjob
 
 from gpujobs.errors import JobNotFound
 
@@ -42,7 +42,7 @@ def test_a_job_without_gpujobs_label_is_not_waited_for(make_cluster, monkeypatch
     real_wait = StatusHub.wait
     monkeypatch.setattr(StatusHub, "wait", lambda self, name, *a, **k: (
         waits.append(name), real_wait(self, name, *a, **k))[1])
-    monkeypatch.setattr(live, "_kind_of", lambda backend, ns, name: "PyTorchJob")
+    monkeypatch.setattr(live, "kind_of", lambda backend, ns, name: "PyTorchJob")
     with pytest.raises(JobNotFound, match="not found"):
         be.status("default/foreign")
     assert waits == []

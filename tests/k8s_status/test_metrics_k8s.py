@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.render.payload_objects import RUNTIME_DIR, lib_zip
-from support import unpack_pod
+from tests.support import unpack_pod
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.handle import Job
 from gpujobs.metrics import METRICS_MARKER, parse_metrics_line

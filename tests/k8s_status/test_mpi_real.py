@@ -11,7 +11,7 @@ gpujobs_sim/mpi_operator.py and mpirun_shim.py, written from their source and do
 from __future__ import annotations
 
 import pytest
-from support import MPI_IMAGE, wait_for
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.kinds import mpijob

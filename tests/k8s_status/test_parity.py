@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import MPI_IMAGE, wait_for
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes import KubernetesBackend

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.status import mapping as sm

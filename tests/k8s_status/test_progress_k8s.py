@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import fails_on_rank_one, goes_quiet_then_moves, train, user_module, wait_for
+from tests.support import fails_on_rank_one, goes_quiet_then_moves, train, user_module, wait_for
 
 import gpujobs
 from gpujobs.errors import JobError
@@ -161,7 +161,7 @@ def test_stacks_of_a_three_rank_job_on_the_cluster(make_cluster):
 
 
 def test_forged_stack_answers_are_dropped():
-    from gpujobs.backends.kubernetes.status.stacks import answers
+    from gpujobs.backends.kubernetes.control.stack_dump import answers
     from gpujobs.payload import new_key, seal
     import base64
     key, other = new_key(), new_key()

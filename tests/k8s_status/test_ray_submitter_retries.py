@@ -11,7 +11,7 @@ job succeeded (checkSubmitterAndUpdateStatusIfNeeded), which this story shows to
 from __future__ import annotations
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import gpujobs
 from gpujobs.handle import Job

@@ -9,7 +9,7 @@ import re
 import warnings
 
 import pytest
-from support import MPI_IMAGE, wait_for
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.kinds import KINDS

@@ -3,7 +3,7 @@ operators follow upstream (KubeRay's submitter Job, ...), and gpujobs must cope.
 from __future__ import annotations
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 import gpujobs
 from gpujobs.handle import Job

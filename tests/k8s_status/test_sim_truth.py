@@ -6,7 +6,7 @@ import pytest
 
 import gpujobs
 from gpujobs.handle import Job
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import pytest
-from support import MPI_IMAGE, wait_for
+from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
 from gpujobs.handle import Job

@@ -11,14 +11,14 @@ import time
 import pytest
 
 import gpujobs
-from gpujobs.backends.kubernetes import naming
+from gpujobs.backends.kubernetes import keys, naming
 from gpujobs.backends.kubernetes.kinds import KINDS
 from gpujobs.backends.kubernetes.retry import ATTEMPTS
 from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 
 def double(x):
@@ -66,13 +66,13 @@ def test_submit_creates_exactly_the_rendered_objects(server, backend, kind):
         assert _strip_server_fields(stored) == _strip_server_fields(rendered)
 
     # the submitter keeps a record with the job's key (one 0600 file), so a new kernel can attach
-    path = naming.record_path(NS, r.name, backend.home)
+    path = keys.record_path(NS, r.name, backend.home)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) & 0o077 == 0
     assert backend.job_key(job_id) == r.key
-    rec = naming.load_record(NS, r.name, backend.home)
+    rec = keys.load_record(NS, r.name, backend.home)
     assert rec.kind == kind and rec.submission_id == r.submission_id
-    assert not naming.key_path(NS, r.name, backend.home).exists()  # no second file per submit
+    assert not keys.key_path(NS, r.name, backend.home).exists()  # no second file per submit
 
     # deleting the job leaves only the shared runtime ConfigMap and key Secret
     server.store.delete(r.job["apiVersion"], api_kind, r.name, NS)
@@ -314,7 +314,7 @@ def test_retry_after_lost_response_makes_no_second_job(server, backend):
     objs = namespaced_objects(server)
     jobs = [k for k in objs if k[0] == "TrainJob"]
     assert jobs == [("TrainJob", job_id.split("/")[1])]  # … and adopted the first job
-    rec = naming.load_record(NS, jobs[0][1], backend.home)
+    rec = keys.load_record(NS, jobs[0][1], backend.home)
     assert rec.submission_id == objs[jobs[0]]["metadata"]["labels"][naming.LABEL_SUBMISSION]
 
 
@@ -333,12 +333,12 @@ def test_name_taken_by_our_own_earlier_job_keeps_its_record_and_key(server, back
     """Regression: the refused second submit wrote its record over the first job's, then
     removed it on rollback: the first job's key was gone and its results unreadable."""
     first = backend.submit(ddp().name("exp-1").spec())
-    key, rec = backend.job_key(first), naming.load_record(NS, "exp-1", backend.home)
+    key, rec = backend.job_key(first), keys.load_record(NS, "exp-1", backend.home)
     with pytest.raises(PreflightError, match="already exists"):
         backend.submit(ddp().name("exp-1").spec())
     assert backend.job_key(first) == key
-    assert naming.load_record(NS, "exp-1", backend.home) == rec
-    assert stat.S_IMODE(os.stat(naming.record_path(NS, "exp-1", backend.home)).st_mode) == 0o600
+    assert keys.load_record(NS, "exp-1", backend.home) == rec
+    assert stat.S_IMODE(os.stat(keys.record_path(NS, "exp-1", backend.home)).st_mode) == 0o600
 
 
 def test_same_submission_retried_whole_is_idempotent(server, backend):

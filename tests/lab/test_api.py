@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpujobs
-from browser.labserver import panel_server
+from tests.browser.labserver import panel_server
 from gpujobs.backends.local import stop_agent
 
 pytestmark = pytest.mark.slow

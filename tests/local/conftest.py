@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gpujobs.backends.local.agent import Agent
-from ray_mpi.helpers import alive
+from tests.ray_mpi.helpers import alive
 
 
 @pytest.fixture

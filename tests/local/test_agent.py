@@ -175,9 +175,9 @@ def test_cancel_queued_job(agent, tmp_path):
 def test_job_outlives_submitter_and_attach_reads_result(agent, gpujobs_home):
     script = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(ROOT)!r})
         import gpujobs
-        from test_agent import sleeper
+        from tests.local.test_agent import sleeper
         job = gpujobs.submit(sleeper, 2.0, {{"answer": 42}}, gpus=1)
         print(job.id, flush=True)
     """)

@@ -10,8 +10,8 @@ import time
 
 import psutil
 import pytest
-from ray_mpi.helpers import alive
-from support import fill, tmpfs_home, wait_for
+from tests.ray_mpi.helpers import alive
+from tests.support import fill, tmpfs_home, wait_for
 
 import gpujobs
 from gpujobs.backends.local import agent_pids
@@ -111,7 +111,7 @@ def returns_when_told(gate: str, value):
 def test_zygote_less_ranks_that_finish_while_the_agent_is_down_are_not_lost(local_agent, tmp_path):
     """Before: ranks started without the zygote leave no exit file, and recovery marked the
     job `lost` although its signed result was on disk."""
-    from inproc import drive, submit
+    from tests.local.inproc import drive, submit
 
     from gpujobs.backends.local.agent import Agent
     agent = local_agent
@@ -140,7 +140,7 @@ def test_zygote_less_ranks_that_finish_while_the_agent_is_down_are_not_lost(loca
 
 def test_a_forged_result_is_not_taken_as_the_outcome_after_a_restart(local_agent, tmp_path):
     """A result that does not verify under the job's key is no outcome: the job is lost."""
-    from inproc import drive, submit
+    from tests.local.inproc import drive, submit
 
     from gpujobs.backends.local.agent import Agent
     from gpujobs.payload import new_key, seal

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import fill, tmpfs_home
+from tests.support import fill, tmpfs_home
 
 import gpujobs
 from gpujobs.backends import get_backend

@@ -14,8 +14,8 @@ from gpujobs.backends.local.agent import Agent
 from gpujobs.backends.local.launch_mpi import job_processes
 from gpujobs.errors import JobNotFound
 from gpujobs.payload import open_envelope
-from inproc import drive, submit
-from ray_mpi.helpers import alive
+from tests.local.inproc import drive, submit
+from tests.ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import gpujobs
 from gpujobs.admission import Decisions
 from gpujobs.backends.local import agent as agent_mod
 from gpujobs.backends.local.agent import Agent
-from inproc import drive, submit
-from ray_mpi.helpers import alive
+from tests.local.inproc import drive, submit
+from tests.ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import pytest
 import gpujobs
 from gpujobs.backends.local.agent import Agent
 from gpujobs.backends.local.jobdir import JobDir
-from gpujobs.config import local_admission_config
+from gpujobs.backends.local.queue_config import admission_config
+from gpujobs.config import Settings
 from gpujobs.devices import local_cpus
 from gpujobs.errors import QuotaError, SpecError
 from gpujobs.metrics.nvml import NvmlReader
@@ -52,27 +53,33 @@ def test_more_cpu_ranks_than_cpus_is_refused_with_the_cpu_numbers(agent):
         _submit(agent, "cpu5", gpujobs.job(work).mpi(ranks=5, gpus_per_rank=0))
 
 
+def _local(cfg):
+    """The [local] settings of a parsed file ``cfg`` and this process's variables."""
+    import os
+    return Settings.from_dict(cfg, env=os.environ).local
+
+
 def test_cpu_quota_from_env_config_and_machine(gpujobs_home, monkeypatch):
     monkeypatch.delenv("GPUJOBS_LOCAL_CPUS", raising=False)
     import os
-    assert local_cpus({}) == float(max(os.cpu_count() or 1, 4))
+    assert local_cpus(_local({})) == float(max(os.cpu_count() or 1, 4))
     # a 2-core laptop still runs the 4-rank CPU examples (examples/mpi_pi.py): floor of 4, as the
     # CPU-rank GPU slots
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert local_cpus({}) == 4.0
+    assert local_cpus(_local({})) == 4.0
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert local_cpus({}) == 16.0
-    assert local_cpus({"local": {"cpus": 6}}) == 6.0
+    assert local_cpus(_local({})) == 16.0
+    assert local_cpus(_local({"local": {"cpus": 6}})) == 6.0
     monkeypatch.setenv("GPUJOBS_LOCAL_CPUS", "3")
-    assert local_cpus({"local": {"cpus": 6}}) == 3.0
+    assert local_cpus(_local({"local": {"cpus": 6}})) == 3.0
     monkeypatch.setenv("GPUJOBS_LOCAL_CPUS", "none")
     with pytest.raises(SpecError) as err:
-        local_cpus({})
+        local_cpus(_local({}))
     assert err.value.field == "GPUJOBS_LOCAL_CPUS"
     monkeypatch.delenv("GPUJOBS_LOCAL_CPUS")
     cfg = {"local": {"queues": [{"name": "a", "gpus": 1, "cpus": 3}, {"name": "b", "gpus": 1}]}}
-    adm = local_admission_config(2, cfg, cpus=4)
+    adm = admission_config(2, Settings.from_dict(cfg), cpus=4)
     assert [q.quota for q in adm["queues"]] == [{"gpu": 1.0, "cpu": 3.0}, {"gpu": 1.0, "cpu": 4.0}]
     cfg["local"]["queues"][1]["cpus"] = 2
     with pytest.raises(SpecError, match="CPU quotas add up to 5 but this machine has 4 CPUs"):
-        local_admission_config(2, cfg, cpus=4)
+        admission_config(2, Settings.from_dict(cfg), cpus=4)

@@ -9,8 +9,8 @@ import pytest
 import gpujobs
 from gpujobs.backends.local.agent import Agent
 from gpujobs.errors import QuotaError
-from inproc import drive, submit
-from ray_mpi.helpers import alive
+from tests.local.inproc import drive, submit
+from tests.ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import gpujobs
 from gpujobs.admission.forecast import Forecast
 from gpujobs.backends.local import forecasting, protocol
 from gpujobs.backends.local.server import make_handler
-from inproc import submit
+from tests.local.inproc import submit
 
 
 def nap(seconds):

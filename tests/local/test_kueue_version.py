@@ -7,7 +7,8 @@ import pytest
 import gpujobs
 from gpujobs.backends.local.agent import Agent
 from gpujobs.backends.local.server import _plan
-from gpujobs.config import local_admission_config
+from gpujobs.backends.local.queue_config import admission_config
+from gpujobs.config import Settings
 from gpujobs.errors import SpecError
 
 
@@ -17,10 +18,10 @@ def nap(seconds):
 
 
 def test_config_names_a_supported_version_or_says_how_to_fix_it():
-    assert local_admission_config(2, {}, cpus=4)["kueue_version"] == "v0.20"
-    assert local_admission_config(2, {"local": {"kueue_version": "0.19.1"}}, cpus=4)["kueue_version"] == "v0.19.2"
+    assert admission_config(2, Settings.from_dict({}), cpus=4)["kueue_version"] == "v0.20"
+    assert admission_config(2, Settings.from_dict({"local": {"kueue_version": "0.19.1"}}), cpus=4)["kueue_version"] == "v0.19.2"
     with pytest.raises(SpecError, match=r"\[local\] kueue_version.*set kueue_version = \"v0.20\""):
-        local_admission_config(2, {"local": {"kueue_version": "v0.16.0"}}, cpus=4)
+        admission_config(2, Settings.from_dict({"local": {"kueue_version": "v0.16.0"}}), cpus=4)
 
 
 @pytest.mark.parametrize("configured,row,overlap", [(None, "v0.20", "on"), ("v0.17.8", "v0.17.0", "off")])

@@ -4,7 +4,7 @@ a gang watcher and a server, each given the few things it uses (issue 32). Check
 source with ``ast`` (tests/importrules.py)."""
 from __future__ import annotations
 
-from importrules import ROOT, foreign_private_attributes, mixins, violations
+from tests.importrules import ROOT, foreign_private_attributes, mixins, violations
 
 PACKAGE = ROOT / "gpujobs" / "backends" / "local"
 

@@ -8,7 +8,7 @@ import pytest
 
 import gpujobs
 from gpujobs.errors import JobFailedError
-from support import fails_on_rank_one, goes_quiet_then_moves, train, user_module
+from tests.support import fails_on_rank_one, goes_quiet_then_moves, train, user_module
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import threading
 import gpujobs
 from gpujobs.backends.local import protocol
 from gpujobs.backends.local.server import make_handler
-from inproc import submit
+from tests.local.inproc import submit
 
 
 def nap(seconds):

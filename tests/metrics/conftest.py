@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fake_nvml import make_fake_nvml  # noqa: E402
+from tests.metrics.fake_nvml import make_fake_nvml
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbscript import RecordingComm
+from tests.notebook.nbscript import RecordingComm
 
 
 @pytest.fixture

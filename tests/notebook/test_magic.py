@@ -268,7 +268,7 @@ def test_widget_cancel_button_cancels_a_real_job(shell, no_leftovers, recording_
 
 
 def test_display_job_publishes_widget_html_and_text(shell, monkeypatch, recording_comm):
-    from nbscript import ScriptedJob, script
+    from tests.notebook.nbscript import ScriptedJob, script
     from gpujobs.views import display_job
     monkeypatch.setenv("GPUJOBS_DISPLAY", "widget")
     job = ScriptedJob(script()[-1:], value=7)

@@ -12,7 +12,7 @@ from IPython.utils.capture import capture_output
 
 from gpujobs.handle import Job
 from gpujobs.status import JobStatus
-from gpujobs.views import live
+from gpujobs.views import updater as live
 from gpujobs.views.table import QueueView
 
 

@@ -9,7 +9,7 @@ from gpujobs.views.html import render_job_html, sparkline_svg
 from gpujobs.views.table import JobTable, QueueView, jobs_frame
 from gpujobs.views.text import fmt_duration, render_job_text
 
-from nbscript import sample, script, status
+from tests.notebook.nbscript import sample, script, status
 
 
 def test_html_shows_phase_position_gang_and_escapes():

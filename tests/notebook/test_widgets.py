@@ -8,7 +8,7 @@ import ipywidgets as W
 
 from gpujobs.views.widgets import JobUpdater, JobWidget, QueueWidget
 
-from nbscript import ScriptedJob, sample, script, status
+from tests.notebook.nbscript import ScriptedJob, sample, script, status
 
 
 def test_job_widget_follows_a_scripted_sequence(recording_comm):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from support import wait_for  # noqa: F401  (re-exported for the tests here)
+from tests.support import wait_for  # noqa: F401  (re-exported for the tests here)
 from pathlib import Path
 
 import psutil

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import free_port
+from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "tools" / "controlplane" / "build.sh"

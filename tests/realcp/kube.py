@@ -7,7 +7,7 @@ import pytest
 
 import gpujobs
 from gpujobs.backends.kubernetes.kinds import KINDS
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 from .conftest import NS, QUEUE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
-from k8s_render.test_matrix import OPTIONS, VARIANTS, make_spec
+from tests.k8s_render.test_matrix import OPTIONS, VARIANTS, make_spec
 
 RENDER_NS = "render"  # no LocalQueue here: Kueue keeps these jobs' Workloads inadmissible
 

@@ -18,7 +18,7 @@ import pytest
 import gpujobs
 from gpujobs.errors import PayloadError, ResultAuthError
 from gpujobs.payload import MAGIC, seal
-from support import MPI_IMAGE
+from tests.support import MPI_IMAGE
 
 SENTINEL = "s3cr3t-SENTINEL-7f2c9a"
 # what a root sshd needs after drop ALL, plus NET_BIND_SERVICE, the file capability mpi-operator's
@@ -119,7 +119,7 @@ def test_local_job_files_are_private(gpujobs_home):
 @pytest.mark.slow
 def test_k8s_forged_result_line_is_refused(gpujobs_home, tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
-    from gpujobs.backends.kubernetes.naming import record_path
+    from gpujobs.backends.kubernetes.keys import record_path
     from gpujobs.handle import Job
     from gpujobs_sim import SimCluster
 
@@ -199,7 +199,7 @@ def _walk(obj, path=""):
 
 
 def _matrix():
-    from k8s_render.test_matrix import CASES, make_spec
+    from tests.k8s_render.test_matrix import CASES, make_spec
     return CASES, make_spec
 
 

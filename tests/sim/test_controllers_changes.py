@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import wait_for as until
+from tests.support import wait_for as until
 
 from gpujobs_sim import SimCluster
 

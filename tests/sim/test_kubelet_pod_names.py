@@ -8,7 +8,7 @@ import threading
 import time
 
 import psutil
-from support import wait_for
+from tests.support import wait_for
 
 from gpujobs_sim import SimCluster
 from gpujobs_sim.apiserver import FakeApiServer

@@ -4,7 +4,7 @@ a failed submitter pod is replaced by one that follows the job's log again from 
 from __future__ import annotations
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 from gpujobs_sim import SimCluster
 

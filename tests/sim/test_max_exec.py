@@ -3,7 +3,7 @@ kueue@v0.19.2 pkg/controller/core/workload_controller.go reconcileMaxExecutionTi
 admission and deactivates the Workload; the job is suspended and its operator deletes its pods."""
 from __future__ import annotations
 
-from support import wait_for
+from tests.support import wait_for
 
 from gpujobs_sim import SimCluster
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from support import wait_for
+from tests.support import wait_for
 
 from gpujobs_sim import SimCluster
 from gpujobs_sim import mpirun_shim

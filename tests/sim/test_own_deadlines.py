@@ -3,7 +3,7 @@ renderer; no Kueue label): the field, the status once it is past, and which pods
 gpujobs_sim/deadlines.py). Scripted pods run for 60 s; the deadline is 1 s."""
 from __future__ import annotations
 
-from support import wait_for
+from tests.support import wait_for
 
 from gpujobs_sim import SimCluster
 

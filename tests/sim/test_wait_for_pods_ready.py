@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import wait_for
-from test_controllers_changes import pytorchjob as one_pod_job
-from test_controllers_changes import settle
+from tests.support import wait_for
+from tests.sim.test_controllers_changes import pytorchjob as one_pod_job
+from tests.sim.test_controllers_changes import settle
 
 from gpujobs.backends.kubernetes.status.mapping import parse_time
 from gpujobs_sim import SimCluster

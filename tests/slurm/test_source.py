@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpujobs import admin
-from gpujobs.admin.table import load_table
+from gpujobs.admin.teams import load_table
 from gpujobs.errors import SpecError
 from gpujobs.quantity import parse_quantity
 from gpujobs.slurm import from_sbatch
-from gpujobs.slurm.mapping import load_mapping
+from gpujobs.slurm.site_mapping import load_mapping
 from gpujobs.slurm.source import read_source
 from gpujobs.slurm.units import mib_to_quantity
 

@@ -32,6 +32,10 @@ quantiles (the late run: declared limits + grace, where declared).
 
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
+
+Modules: ``inputs`` (Job, History, Snapshot, Forecast, expected ends), ``simulate`` (the run,
+:func:`forecast`, :func:`plan`), ``reasons`` (why a workload waits, in words), ``runtimes``
+(expected runtimes), ``calibration`` (ranges from past forecasts' errors).
 """
 from .calibration import RANGE_Q, StartErrors
 from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, RANGE_HORIZON_S, SOURCES,

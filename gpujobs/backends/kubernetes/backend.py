@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...config import gpujobs_home, load_config
+from ...config import KubernetesSettings, gpujobs_home, settings
 from ...errors import BackendUnavailable
 from ...spec import JobSpec
 from ...status import JobStatus
-from . import naming
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans, Renders)
+from . import keys, naming
 from .cluster import ClusterState
 from .render.job import Rendered, RenderOptions, check_spec, render_job
 
@@ -39,8 +41,10 @@ def _kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str | 
     return ((ctx or {}).get("context") or {}).get("namespace")
 
 
-class KubernetesBackend:
-    """The ``kubernetes`` backend (see module doc for how configuration is found)."""
+class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMetricsHistory,
+                        HasProgressHistory):
+    """The ``kubernetes`` backend (see module doc for how configuration is found; its
+    capabilities are declared as bases: gpujobs.backends.base)."""
 
     name = "kubernetes"
 
@@ -50,13 +54,13 @@ class KubernetesBackend:
                  default_queue: str | None = None, request_timeout: float = 30.0,
                  preflight_ttl: float = 30.0, trainjob_runtime: str | None = None,
                  trainjob_volcano_runtime: str | None = None):
-        cfg = load_config().get("kubernetes", {}) if api_client is None else {}
+        cfg = settings().kubernetes if api_client is None else KubernetesSettings()
         self._api_client = api_client
         self._host = host
-        self._context = context or cfg.get("context")
-        self._kubeconfig = kubeconfig or cfg.get("kubeconfig")
-        self._namespace = namespace or cfg.get("namespace")
-        self._kueue_version = cfg.get("kueue_version")  # checked where used: kueue_version()
+        self._context = context or cfg.context
+        self._kubeconfig = kubeconfig or cfg.kubeconfig
+        self._namespace = namespace or cfg.namespace
+        self._kueue_version = cfg.kueue_version  # checked where used: kueue_version()
         self._detected_kueue: tuple[float, str | None] | None = None  # (when read, version)
         self.home = Path(home) if home else gpujobs_home()
         self.request_timeout = request_timeout
@@ -66,22 +70,21 @@ class KubernetesBackend:
         self._keys: dict[str, bytes] = {}
         self._unsaved_keys: set[str] = set()
         self.options = RenderOptions(namespace="default",
-                                     default_queue=default_queue or cfg.get("queue"))
-        if trainjob_runtime or cfg.get("trainjob_runtime"):
-            self.options.trainjob_runtime = trainjob_runtime or cfg["trainjob_runtime"]
-        if cfg.get("checkpoint_volume"):
+                                     default_queue=default_queue or cfg.queue)
+        if trainjob_runtime := trainjob_runtime or cfg.trainjob_runtime:
+            self.options.trainjob_runtime = trainjob_runtime
+        if cfg.checkpoint_volume:
             from ...spec import Volume
-            self.options.checkpoint_volume = Volume.parse(cfg["checkpoint_volume"],
+            self.options.checkpoint_volume = Volume.parse(cfg.checkpoint_volume,
                                                           "[kubernetes] checkpoint_volume")
-        self.checkpoint_storage_class: str | None = cfg.get("checkpoint_storage_class") or None
+        self.checkpoint_storage_class: str | None = cfg.checkpoint_storage_class or None
         """[kubernetes] checkpoint_storage_class: the class of default checkpoint claims (None: the
         namespace's default StorageClass; "none": make none)."""
-        self.checkpoint_size: str = cfg.get("checkpoint_size") or "10Gi"
-        if cfg.get("volcano_queue"):
-            self.options.default_volcano_queue = cfg["volcano_queue"]
-        if trainjob_volcano_runtime or cfg.get("trainjob_volcano_runtime"):
-            self.options.trainjob_volcano_runtime = (trainjob_volcano_runtime
-                                                     or cfg["trainjob_volcano_runtime"])
+        self.checkpoint_size: str = cfg.checkpoint_size or "10Gi"
+        if cfg.volcano_queue:
+            self.options.default_volcano_queue = cfg.volcano_queue
+        if trainjob_volcano_runtime := trainjob_volcano_runtime or cfg.trainjob_volcano_runtime:
+            self.options.trainjob_volcano_runtime = trainjob_volcano_runtime
 
     # ------------------------------------------------------------ configuration
     @property
@@ -146,7 +149,7 @@ class KubernetesBackend:
         cluster = self.api_client.configuration.host
         with self._lock:
             if namespace not in self._keys:
-                key = naming.load_namespace_key(cluster, namespace, self.home)
+                key = keys.load_namespace_key(cluster, namespace, self.home)
                 if key is None:
                     from ...payload import new_key
                     key = new_key()
@@ -156,14 +159,14 @@ class KubernetesBackend:
 
     def namespace_key_file(self, namespace: str) -> Path:
         """Where this submitter's key for ``namespace`` of this cluster is kept (hex, mode 0600)."""
-        return naming.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
+        return keys.namespace_key_path(self.api_client.configuration.host, namespace, self.home)
 
     def keep_signing_key(self, namespace: str, key: bytes) -> None:
         """Save ``key`` as the namespace key if it is the new one ``signing_key`` made (render
         output's throwaway keys never are)."""
         with self._lock:
             if namespace in self._unsaved_keys and self._keys.get(namespace) == key:
-                naming.save_namespace_key(self._api_client.configuration.host, namespace,
+                keys.save_namespace_key(self._api_client.configuration.host, namespace,
                                           self._keys[namespace], self.home)
                 self._unsaved_keys.discard(namespace)
 
@@ -209,7 +212,8 @@ class KubernetesBackend:
 
             from ...spec import Volume
             from .submit.checkpoint_claim import MOUNT_PATH
-            spec = dataclasses.replace(spec, volume=Volume(claim["metadata"]["name"], MOUNT_PATH))
+            spec = dataclasses.replace(spec, kubernetes=dataclasses.replace(
+                spec.kubernetes, volume=Volume(claim["metadata"]["name"], MOUNT_PATH)))
         rendered = self.render_job(spec, for_submit=True, submission_id=sid)
         rendered.checkpoint_claim = claim
         job_id = submit_rendered(self, rendered)
@@ -287,16 +291,16 @@ class KubernetesBackend:
         kueue_version`` of the config, else the newest supported."""
         from ...config import kueue_version_of
         if detected:
-            return kueue_version_of({"kueue_version": detected}, "the cluster's Kueue version"), \
+            return kueue_version_of(detected, "the cluster's Kueue version"), \
                 f"the cluster runs Kueue {detected}"
         if self._kueue_version:
-            return kueue_version_of({"kueue_version": self._kueue_version}, "[kubernetes] kueue_version"), \
+            return kueue_version_of(self._kueue_version, "[kubernetes] kueue_version"), \
                 "[kubernetes] kueue_version"
-        return kueue_version_of({}, ""), "the newest supported (the cluster's Kueue version is not known)"
+        return kueue_version_of(None, ""), "the newest supported (the cluster's Kueue version is not known)"
 
     def job_key(self, job_id: str) -> bytes:
         ns, name = naming.parse_job_id(job_id)
-        return naming.load_key(ns, name, self.home)
+        return keys.load_key(ns, name, self.home)
 
     # ---------------------------------------- provided by the k8s-status modules
     def status(self, job_id: str) -> JobStatus:
@@ -326,13 +330,13 @@ class KubernetesBackend:
         return live.progress_history(self, job_id)
 
     def stacks(self, job_id: str, rank: int | None = None, timeout: float = 10.0) -> dict[int, str]:
-        """{rank: Python stacks of all threads} of a running job, without exec (see .stacks)."""
-        from .status.stacks import stacks
+        """{rank: Python stacks of all threads} of a running job, without exec (see .control.stack_dump)."""
+        from .control.stack_dump import stacks
         return stacks(self, job_id, rank=rank, timeout=timeout)
 
     def cancel(self, job_id: str) -> None:
-        from .status import live
-        live.cancel(self, job_id)
+        from .control.cancel import cancel
+        cancel(self, job_id)
 
     def check_queue(self, queue: str, namespace: str | None = None) -> None:
         """SpecError naming the LocalQueues of the namespace when ``queue`` is not one of them."""

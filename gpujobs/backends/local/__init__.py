@@ -1,9 +1,20 @@
 """The local backend: a one-machine batch scheduler that runs real rank processes.
 
-``LocalBackend`` is the client; the detached agent (:mod:`.agent`) owns the GPUs.
+``LocalBackend`` is the client; the detached agent (:mod:`.agent`) owns the GPUs. The front ends
+import this package's names only (``__all__``), never its modules (an import-linter contract).
+
+Modules: ``backend`` (LocalBackend) talks through ``client`` and ``protocol`` to the agent's
+``server`` (its peer-checked socket, ops table); ``daemon`` (the process) runs ``agent`` (the
+scheduler: records, commands, the admit/start/stop loop), which owns ``adoption`` (Recovery:
+ranks of a previous agent), ``liveness`` (GangWatcher: metrics, progress and stalls of running
+gangs) and ``forecasting`` (reasons, expected starts, plan()); ``queue_config`` (its queues
+from the typed settings); ``records`` (a job's record), ``store`` (SQLite), ``jobdir`` (a job's
+folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang``, ``zygote``,
+``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
+have not reached the job's function yet); ``stacks`` (live stacks).
 """
-from .backend import LocalBackend
+from .backend import STOPPED_MARKER, LocalBackend
 from .client import agent_pids, stop_agent
 from .launchers import make_gang, register_launcher
 
-__all__ = ["LocalBackend", "stop_agent", "agent_pids", "make_gang", "register_launcher"]
+__all__ = ["LocalBackend", "STOPPED_MARKER", "stop_agent", "agent_pids", "make_gang", "register_launcher"]

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ...admission import Engine, PodSet, Workload
-from ...config import idle_timeout_s, load_config, local_admission_config
+from ...config import settings
 from ...contract import OUTCOME, JobFolder
 from ...devices import local_gpu_slots
+from .queue_config import admission_config
 from ...errors import Fix, GpuJobsError, JobNotFound
 from ...spec import JobSpec
 from ...status import JobEvent, JobStatus
@@ -61,15 +62,15 @@ class Agent:
 
     def __init__(self, home: Path):
         self.home = Path(home)
-        cfg = load_config()
+        cfg = settings()
         self.slots: int
         self.real: bool  # real GPUs (NVML found them), else CPU ranks stand in for them
-        self.slots, self.real = local_gpu_slots(cfg=cfg)
-        adm = local_admission_config(self.slots, cfg)
+        self.slots, self.real = local_gpu_slots(local=cfg.local)
+        adm = admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"],
                              kueue_version=adm["kueue_version"])
         self.forecasts = LocalForecasts(self, adm)  # reasons, expected starts, plans [plan-eta]
-        self.idle_s = idle_timeout_s(cfg)
+        self.idle_s = cfg.local.idle_timeout_s
         self.store = Store(self.home / "state.db")
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)

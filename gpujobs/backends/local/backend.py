@@ -17,16 +17,19 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...config import gpujobs_home
+from ...config import gpujobs_home, settings
 from ...devices import cpu_notice
 from ...errors import Fix, JobNotFound, BackendUnavailable, GpuJobsError, SpecError
 from ...spec import JobSpec
 from ...status import JobStatus
+from ..base import (Backend, ChecksQueues, HasMetricsHistory, HasProgressHistory, HasStacks,
+                    Plans)
 from . import protocol
 from .client import AgentClient, check_home
 from .gang import save_submitter_env
 from .jobdir import JobDir
 from .private import check_home as check_state
+from .queue_config import admission_config
 from .store import Store, status_from_dict
 
 
@@ -37,7 +40,9 @@ HELD_MESSAGE = ("the local agent was stopped (gpujobs agent stop); this job wait
                 "submit starts the agent again")
 
 
-class LocalBackend:
+class LocalBackend(Backend, Plans, ChecksQueues, HasStacks, HasMetricsHistory, HasProgressHistory):
+    """The ``local`` backend (its capabilities are declared as bases: gpujobs.backends.base)."""
+
     name = "local"
 
     def __init__(self, home: Path | None = None):
@@ -60,11 +65,9 @@ class LocalBackend:
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:
         check_home(self.home)
-        from ...config import load_config, local_admission_config
-        cfg = load_config()
-        local_admission_config(slots=1 << 30, cfg=cfg)  # config errors here, as SpecError, not in the agent
+        admission_config(slots=1 << 30)  # config errors here, as SpecError, not in the agent
         if spec.queue is not None:
-            self.check_queue(spec.queue, cfg, submitting=True)
+            self.check_queue(spec.queue, submitting=True)
         from .launchers import preflight
         preflight(spec.framework)  # e.g. mpirun / mpi4py / ray missing: say what to install
         job_id = f"{spec.display_name}-{secrets.token_hex(3)}"
@@ -175,10 +178,11 @@ class LocalBackend:
     def cancel(self, job_id: str) -> None:
         self.client.request({"op": "cancel", "id": job_id})
 
-    def check_queue(self, queue: str, cfg: dict | None = None, submitting: bool = False) -> None:
-        """SpecError for a queue the config does not define (and, listing, no job ever used)."""
-        from ...config import config_path, local_queue_names
-        known = local_queue_names(cfg)
+    def check_queue(self, queue: str, namespace: str | None = None, *, submitting: bool = False) -> None:
+        """SpecError for a queue the config does not define (and, listing, no job ever used);
+        ``namespace``: a Kubernetes argument, unused here."""
+        s = settings()
+        known = s.local.queue_names()
         if queue in known:
             return
         if not submitting and (self.home / "state.db").exists():
@@ -194,7 +198,7 @@ class LocalBackend:
                                                               if close else "")
                         + f"; known: {', '.join(known)}",
                         f"use one of them, or define {queue!r} in a [[local.queues]] table of "
-                        f"{config_path()} (docs/configuration.md)")
+                        f"{s.path} (docs/configuration.md)")
 
     def jobs(self, queue: str | None = None) -> list[JobStatus]:
         if queue is not None:
@@ -220,8 +224,7 @@ class LocalBackend:
         submitted. Asks the agent (started on demand: it holds the queue)."""
         from ...status import Plan
         check_home(self.home)
-        from ...config import local_admission_config
-        local_admission_config(slots=1 << 30)  # config errors here, as SpecError
+        admission_config(slots=1 << 30)  # config errors here, as SpecError
         reply = self.client.request({"op": "plan", "spec": spec.to_dict(), "name": spec.display_name,
                                      "user": getpass.getuser()})
         d = dict(reply["plan"])
@@ -264,10 +267,6 @@ class LocalBackend:
             except OSError:
                 pass
         return unsubscribe
-
-    def render(self, spec: JobSpec, kind: str | None = None) -> list[dict]:
-        raise SpecError("backend", "the local backend creates no Kubernetes objects",
-                        "use builder.render(kind=...) (it renders for Kubernetes)")
 
     def metrics_history(self, job_id: str) -> list:
         """The job's kept metric samples (bounded; the agent writes them to metrics.log)."""

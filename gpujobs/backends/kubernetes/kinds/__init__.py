@@ -1,6 +1,10 @@
 """The job kinds gpujobs renders: one module per kind, each a :class:`~.base.Kind`, and this
 registry, which everything else loops over (docs/adding-a-kind.md).
 
+Modules: ``base`` (the Kind protocol, KindBase, what the kinds share), ``trainjob``,
+``pytorchjob``, ``mpijob`` (``kubeflow_v1``: the operator conditions those two share), ``rayjob``,
+``volcanojob``, ``appwrapper``.
+
 How a spec picks its kind: an explicit ``kind=``, else the kind whose ``volcano_mode`` is the
 spec's ``volcano=`` mode (a bare Volcano Job, or one inside CodeFlare's wrapper so a Kueue queue
 can hold it), else the kind that is the default for the framework.

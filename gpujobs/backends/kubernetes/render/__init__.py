@@ -7,4 +7,6 @@ image (runtime ConfigMap, key Secret, the sealed call) and ``bootstrap_script`` 
 pods run; ``images`` what is known of an image without pulling it (Python version, the MPI
 tools); ``podsets`` reads a rendered object back as Kueue's pod sets (each kind's own); ``yamlout`` prints it all
 for ``kubectl apply -f -``.
+
+``shipped`` lists the code a pod gets (the runner's import closure).
 """

@@ -136,10 +136,12 @@ def check_spec(spec: JobSpec, kind: str | None = None,
     opts = opts or RenderOptions()
     if spec.volcano_queue is None and opts.default_volcano_queue:
         import dataclasses
-        spec = dataclasses.replace(spec, volcano_queue=opts.default_volcano_queue)
+        spec = dataclasses.replace(spec, kubernetes=dataclasses.replace(
+            spec.kubernetes, volcano_queue=opts.default_volcano_queue))
     if spec.volume is None and opts.checkpoint_volume is not None:
         import dataclasses
-        spec = dataclasses.replace(spec, volume=opts.checkpoint_volume)
+        spec = dataclasses.replace(spec, kubernetes=dataclasses.replace(
+            spec.kubernetes, volume=opts.checkpoint_volume))
     kind = resolve_kind(spec, kind)
     _check(spec, kind)
     return spec, kind

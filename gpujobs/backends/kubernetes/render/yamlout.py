@@ -75,7 +75,7 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
     """
     from ... import get_backend
     from ....errors import BackendUnavailable
-    from ..naming import save_key as _save
+    from ..keys import save_key as _save
     from .payload_objects import key_secret_command
 
     kb = backend or cast("KubernetesBackend", get_backend("kubernetes"))

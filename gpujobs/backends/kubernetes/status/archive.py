@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ....status import GpuSample, JobEvent, JobStatus
-from .. import naming
+from .. import keys, naming
 
 MAX_LOG_BYTES = 256 * 1024
 MAX_JOBS = 500
@@ -65,7 +65,7 @@ def save(home: Path, st: JobStatus, logs: str | None = None, outcomes: dict[int,
         doc["outcomes"] = outs
     if old.get("earlier_runs"):
         doc["earlier_runs"] = old["earlier_runs"]
-    naming._write_private(path, json.dumps(doc))
+    keys.write_private(path, json.dumps(doc))
     _trim(home)
 
 
@@ -81,7 +81,7 @@ def save_earlier_run(home: Path, job_id: str, text: str) -> None:
         cut = raw[-MAX_LOG_BYTES:]
         runs = cut[cut.find(b"\n") + 1:].decode("utf-8", "replace")
     doc["earlier_runs"] = runs
-    naming._write_private(path, json.dumps(doc))
+    keys.write_private(path, json.dumps(doc))
 
 
 def earlier_runs(home: Path, job_id: str) -> str:

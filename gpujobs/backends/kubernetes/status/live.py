@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from kubernetes.client.exceptions import ApiException
 
-from ....errors import Fix, JobNotFound, KubernetesError, SpecError
+from ....errors import Fix, JobNotFound, SpecError
 from ....status import JobStatus
 from . import archive
 from . import logs as _logs
-from .. import naming
+from .. import keys, naming
 from . import pod_metrics, results
 from ..cluster import Cluster
 from ..kinds import KINDS
@@ -55,14 +54,14 @@ def _keep_deleted_logs(backend: Cluster, job_id: str, text: str) -> None:
     try:
         if st is None or st.terminal:
             if st is not None and not archive.logs(backend.home, job_id):
-                archive.save(backend.home, _with_exception(backend, job_id, st), logs=text)
+                archive.save(backend.home, with_exception(backend, job_id, st), logs=text)
             return
         archive.save_earlier_run(backend.home, job_id, text)
     except OSError:
         pass  # a courtesy: the job goes on
 
 
-def _record_kind(rec: naming.JobRecord | None) -> str | None:
+def _record_kind(rec: keys.JobRecord | None) -> str | None:
     """The gpujobs kind (a key of kinds.KINDS) a submit record names."""
     return rec.kind if rec is not None and rec.kind in KINDS else None
 
@@ -83,8 +82,8 @@ def _get(backend: Cluster, ns: str, name: str, kind: str) -> dict | None:
         return None
 
 
-def _kind_of(backend: Cluster, ns: str, name: str) -> str | None:
-    rec = naming.load_record(ns, name, backend.home)
+def kind_of(backend: Cluster, ns: str, name: str) -> str | None:
+    rec = keys.load_record(ns, name, backend.home)
     if rec is not None:
         return _record_kind(rec)
     # attach from elsewhere: probe each kind once
@@ -95,7 +94,7 @@ def _hub_job(backend: Cluster, job_id: str) -> tuple[StatusHub, str]:
     ns, name = naming.parse_job_id(job_id)
     hub = hub_for(backend, ns)
     if not hub.known(name):
-        kind = _kind_of(backend, ns, name)
+        kind = kind_of(backend, ns, name)
         if kind is not None:
             hub.track_kind(kind)
         hub.wait_synced()
@@ -122,12 +121,12 @@ def _final(backend: Cluster, job_id: str, st: JobStatus | None) -> JobStatus | N
         if hub.ensure_positions(st.queue):
             st = hub.compute(name) or st
     if st.terminal:
-        st = _with_exception(backend, job_id, st)
-        _archive(backend, job_id, st)
+        st = with_exception(backend, job_id, st)
+        keep_ended(backend, job_id, st)
     return st
 
 
-def _with_exception(backend: Cluster, job_id: str, st: JobStatus) -> JobStatus:
+def with_exception(backend: Cluster, job_id: str, st: JobStatus) -> JobStatus:
     if st.phase != "failed":
         return st
     cache = backend.state.exception_summaries
@@ -156,7 +155,7 @@ def exception_summary(backend: Cluster, job_id: str) -> str:
     return exception_line(o.exc_type, o.exc_message, o.rank)
 
 
-def _archive(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = False) -> None:
+def keep_ended(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = False) -> None:
     """Archive an ended job once per process (its logs and envelopes read now, while they exist)."""
     done = backend.state.archived
     if job_id in done and not force:
@@ -176,7 +175,7 @@ def _archive(backend: Cluster, job_id: str, st: JobStatus, *, force: bool = Fals
         pass
 
 
-def _not_found(job_id: str) -> JobNotFound:
+def not_found(job_id: str) -> JobNotFound:
     return JobNotFound("job_id", f"job {job_id} not found (no such object in the cluster, none archived)",
                        Fix.run("kubernetes-jobs", text="list jobs with {}"))
 
@@ -194,7 +193,7 @@ def status(backend: Cluster, job_id: str) -> JobStatus:
     hub, name = _hub_job(backend, job_id)
     st = _final(backend, job_id, hub.status(name))
     if st is None:
-        raise _not_found(job_id)
+        raise not_found(job_id)
     return _forecast(backend, pod_metrics.for_backend(backend).with_metrics(st))
 
 
@@ -202,12 +201,12 @@ def wait(backend: Cluster, job_id: str, timeout: float | None = None) -> JobStat
     hub, name = _hub_job(backend, job_id)
     if not hub.known(name) and archive.has(backend.home, job_id):
         st = archive.status(backend.home, job_id)
-    elif not hub.known(name) and _kind_of(backend, *naming.parse_job_id(job_id)) is None:
-        raise _not_found(job_id)  # nothing to wait for: it would wait for ever
+    elif not hub.known(name) and kind_of(backend, *naming.parse_job_id(job_id)) is None:
+        raise not_found(job_id)  # nothing to wait for: it would wait for ever
     else:
         st = _final(backend, job_id, hub.wait(name, timeout, lambda s: s.terminal))
     if st is None:
-        raise _not_found(job_id)
+        raise not_found(job_id)
     return pod_metrics.for_backend(backend).with_metrics(st)
 
 
@@ -264,7 +263,7 @@ def jobs(backend: Cluster, queue: str | None = None) -> list[JobStatus]:
     hub = hub_for(backend, ns)
     root = backend.home / "k8s-jobs" / ns
     for path in sorted(root.glob("*.json")) if root.exists() else []:
-        kind = _record_kind(naming.load_record(ns, path.stem, backend.home))
+        kind = _record_kind(keys.load_record(ns, path.stem, backend.home))
         if kind:
             hub.track_kind(kind)
     hub.wait_synced()
@@ -356,41 +355,3 @@ def _or_archived(backend: Cluster, job_id: str, live: Iterator[str], rank: int |
             yield line
 
 
-def cancel(backend: Cluster, job_id: str) -> None:
-    """Delete the job with propagationPolicy=Foreground (pods, Workload, ConfigMap go first)."""
-    ns, name = naming.parse_job_id(job_id)
-    kind = _kind_of(backend, ns, name)
-    if kind is None:
-        if archive.has(backend.home, job_id):
-            return  # ended and deleted already: a no-op, as for a finished local job
-        raise _not_found(job_id)
-    info = KINDS[kind]
-    hub = hub_for(backend, ns)
-    hub.track_kind(kind)
-    _archive_before_delete(backend, job_id, hub, name)
-    try:
-        backend.api_client.call_api(f"/apis/{info.group}/{info.version}/namespaces/{ns}/{info.plural}/{name}",
-                                    "DELETE", query_params=[("propagationPolicy", "Foreground")],
-                                    body={"kind": "DeleteOptions", "apiVersion": "v1",
-                                          "propagationPolicy": "Foreground"},
-                                    response_type="object", auth_settings=["BearerToken"],
-                                    _return_http_data_only=True)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise KubernetesError(f"cannot cancel {job_id}: {exc.reason}", exc.status) from None
-
-
-def _archive_before_delete(backend: Cluster, job_id: str, hub: StatusHub, name: str) -> None:
-    """What a cancel is about to delete, kept: the final status (cancelled, unless it had ended
-    already), its logs and envelopes so far."""
-    import time
-    hub.wait_synced()
-    st = hub.status(name) or hub.compute(name)
-    if st is None:
-        return
-    if not st.terminal:
-        st = st.with_(phase="cancelled", message="cancelled (the job was deleted)", reason="Cancelled",
-                      finished_at=time.time(), queue_position=None)
-    else:
-        st = _with_exception(backend, job_id, st)
-    _archive(backend, job_id, st, force=True)

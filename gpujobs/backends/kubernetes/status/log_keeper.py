@@ -19,7 +19,7 @@ A followed stream ends when the container stops; if the pod was deleted meanwhil
 ``gpujobs logs`` shows them, rank-prefixed) go to ``save`` (live._keep_deleted_logs: the archive's
 earlier runs while the job goes on, its final logs once it has ended), so ``logs()`` still shows
 them once the pods are gone. A pod that simply ended is left to the final
-archive (live._archive). Costs: nothing for jobs that are not about to lose pods; one streaming
+archive (live.keep_ended). Costs: nothing for jobs that are not about to lose pods; one streaming
 read per pod from the moment one of the above is seen.
 """
 from __future__ import annotations

@@ -310,7 +310,7 @@ def for_backend(backend: Cluster) -> PodMetrics:
 def _locate(backend: Cluster, job_id: str, ranks: list[int]) -> dict[int, str]:
     """Where the stalled ``ranks`` sit: each one's innermost user frame from a stack dump."""
     from ....progress import innermost_frame
-    from .stacks import stacks
+    from ..control.stack_dump import stacks
     try:
         dumps = stacks(backend, job_id, timeout=3.0)
     except Exception:  # noqa: BLE001 - where they sit is a nicety; the flag stands without it

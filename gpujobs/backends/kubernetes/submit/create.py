@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from concurrent.futures import ThreadPoolExecutor
 from ....errors import GpuJobsError, PreflightError, SubmitError
-from .. import naming
+from .. import keys, naming
 from ..cluster import Cluster
 from ..kinds import KINDS
 from .preflight import RBAC_FIX, _Cache, preflight
@@ -197,7 +197,7 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
         raise SubmitError(f"creating gpujobs' shared runtime/key objects in namespace "
                           f"{r.namespace} failed: {why}; no job was created") from None
     info = KINDS[r.kind]  # remembered before the create: a job never exists without its key
-    replaced = naming.save_record(naming.JobRecord(r.namespace, r.name, r.kind, info.api_version,
+    replaced = keys.save_record(keys.JobRecord(r.namespace, r.name, r.kind, info.api_version,
                                                    info.plural, submission_id=r.submission_id),
                                   backend.home, key=r.key)
     attempted: list[tuple[str, str]] = [("job", r.name)]
@@ -220,7 +220,7 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
     except BaseException as exc:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
-        naming.forget(r.namespace, r.name, backend.home, restore=replaced)  # an earlier job's stays
+        keys.forget(r.namespace, r.name, backend.home, restore=replaced)  # an earlier job's stays
         if isinstance(exc, GpuJobsError):
             raise
         what = f"{_KIND_OF.get(step, r.job['kind'])} {r.namespace}/{dict(attempted)[step]}"

@@ -26,7 +26,7 @@ from ....runner import STACKS_MARKER
 from .. import naming
 from ..cluster import Cluster
 from ..render.payload_objects import ANN_STACK_REQUEST
-from .results import job_pods, main_container
+from ..status.results import job_pods, main_container
 
 TAIL_LINES = 400
 
