@@ -179,7 +179,7 @@ class JobBuilder(Generic[R]):
         if spec.kind is not None:
             # a kind is the Kubernetes backend's (its registry: kinds/); refused here, whatever the
             # backend, as when the spec checked it
-            from .backends.kubernetes.kinds import check_kind
+            from .backends.kubernetes import check_kind
             check_kind(spec.framework, spec.kind)
         return spec
 

@@ -323,13 +323,13 @@ class WaitTimeout(GpuJobsError, TimeoutError):
 
 
 class RankRerunWarning(UserWarning):
-    """The cluster would run a failing rank's function again in place (a Trainer v2 runtime whose
+    """The cluster would run a failing rank's function again in place (a TrainJob runtime whose
     pods restart on failure); the message names the runtime and the fix."""
 
 
 class GracePeriodWarning(UserWarning):
     """The cluster will not give the job's pods the termination grace period gpujobs set (e.g.
-    Kueue before v0.20 drops a Trainer v2 job's); the message names the component and the fix."""
+    Kueue before v0.20 drops a TrainJob's); the message names the component and the fix."""
 
 
 class DeprecatedPathWarning(FutureWarning):

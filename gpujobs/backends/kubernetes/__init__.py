@@ -18,8 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KubernetesBackend", "kind_names", "render_yaml", "render_objects", "to_yaml", "user_manifests",
+__all__ = ["KubernetesBackend", "check_kind", "kind_names", "render_yaml", "render_objects", "to_yaml", "user_manifests",
            "training_runtimes", "MPI_DOCKERFILE"]
+
+
+def check_kind(framework: str, kind: str | None) -> None:
+    """SpecError when ``kind`` is not one of this backend's kinds, or cannot run a ``framework`` job."""
+    from .kinds import check_kind as check
+    check(framework, kind)
 
 
 def kind_names() -> tuple[str, ...]:

@@ -11,7 +11,7 @@ context modules plus the submitter's cloudpickle, first on ``sys.path``).
 Roles (argv[1]):
 
 ``rank`` (default)  torch/ray pod: one rank per process. The operators give each
-                    *pod* a node rank (the Kubeflow kinds' ``PET_NODE_RANK``, Volcano's
+                    *pod* a node rank (PyTorchJob/TrainJob ``PET_NODE_RANK``, Volcano's
                     pytorch plugin ``RANK`` whose ``WORLD_SIZE`` counts pods), so with
                     N processes per pod this script starts them itself with
                     RANK = node_rank * N + local_rank and WORLD_SIZE = nodes * N.
@@ -283,7 +283,7 @@ def supervise(procs):
     return code
 
 
-# MPI over ssh (the MPI Operator's kind, Volcano's mpi plugin). The workers run sshd on MPI_SSH_PORT, the port
+# MPI over ssh (MPIJob, Volcano's mpi plugin). The workers run sshd on MPI_SSH_PORT, the port
 # mpi-operator's own images configure (mpi-operator@v0.8.0 build/base/Dockerfile, ARG port=2222,
 # in sshd_config and ssh_config): unprivileged, so a root sshd needs no NET_BIND_SERVICE, and the
 # same for stock images (the worker command passes -p). The ssh options go to mpirun through its
