@@ -174,7 +174,13 @@ class JobBuilder(Generic[R]):
 
     # ---------------------------------------------------------------- output
     def spec(self) -> JobSpec:
-        return JobSpec(**self._fields)
+        spec = JobSpec(**self._fields)
+        if spec.kind is not None:
+            # a kind is the Kubernetes backend's (its registry: kinds/); refused here, whatever the
+            # backend, as when the spec checked it
+            from .backends.kubernetes import check_kind
+            check_kind(spec.framework, spec.kind)
+        return spec
 
     def render(self, kind: str | None = None) -> list[dict]:
         """The exact Kubernetes objects submit would create (no cluster needed)."""

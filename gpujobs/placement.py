@@ -5,7 +5,8 @@ Volcano mode and queue, node selector, tolerations, topology requests, volume, /
 labels); the local backend ignores them. They are set through the builder (``.kubernetes(...)``,
 ``.on(...)``, ``.topology(...)``, ``.node_selector(...)``, ``.tolerations(...)``, ``.volume(...)``)
 or submit's ``volume=``, and read as ``spec.kubernetes.<field>`` (``spec.<field>`` reads the same
-value). Validated once, when made; the kind is checked against the framework by the spec.
+value). Validated once, when made; the kind is checked against the framework by the Kubernetes
+backend's kinds (the builder asks them when a kind is given, and render does).
 
 This module is below :mod:`gpujobs.spec` (the spec holds a placement), so it imports no backend.
 """
@@ -24,7 +25,7 @@ NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 VOLCANO_MODES = ("none", "gang", "job", "appwrapper")
 """none: Kueue only; gang: Kueue admits, Volcano gang-places the operator's pods;
-job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job inside an AppWrapper (Kueue)."""
+job: a bare Volcano Job (Volcano queue); appwrapper: a Volcano Job in a CodeFlare wrapper (Kueue)."""
 
 
 def slug(text: str, limit: int = 40) -> str:
@@ -72,7 +73,7 @@ class KubernetesPlacement:
 
     kind: str | None = None
     """The kind to render as (None: the framework's default); checked against the framework by
-    the spec."""
+    the Kubernetes backend's kinds (gpujobs.backends.kubernetes.kinds)."""
     namespace: str | None = None
     volcano: str = "none"
     volcano_queue: str | None = None

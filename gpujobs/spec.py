@@ -32,17 +32,6 @@ from .placement import KubernetesPlacement, Volume, check_name, slug
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
-KIND_FRAMEWORKS: dict[str, tuple[str, ...]] = {
-    "TrainJob": ("ddp", "fsdp"),
-    "PyTorchJob": ("ddp", "fsdp"),
-    "MPIJob": ("mpi",),
-    "RayJob": ("ray",),
-    "VolcanoJob": ("ddp", "fsdp", "mpi"),
-    "AppWrapper": ("ddp", "fsdp", "mpi"),
-}
-"""The one framework x kind table: the Kubernetes kinds a job of each framework can render as
-(the volcano modes' own rules are in gpujobs.backends.kubernetes.kinds)."""
-K8S_KINDS = tuple(KIND_FRAMEWORKS)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 # An image reference as the kubelet parses it (else the pod fails later with InvalidImageName):
@@ -107,20 +96,6 @@ def check_count(field_name: str, value: Any, minimum: int = 1, fix: Fix | str | 
         raise SpecError(field_name, f"must be >= {minimum}, got {value}",
                         fix or Fix.set(field_name, max(minimum, 1), "pass {} or more"))
     return value
-
-
-def check_kind(framework: str, kind: str | None) -> None:
-    """SpecError when a ``framework`` job cannot render as ``kind`` (:data:`KIND_FRAMEWORKS`)."""
-    if kind is None or framework in KIND_FRAMEWORKS.get(kind, (framework,)):
-        return
-    allowed = [k for k, fws in KIND_FRAMEWORKS.items() if framework in fws]
-    if len(allowed) == 1:
-        raise SpecError("kind", f"a {framework} job renders as {allowed[0]}, not {kind}",
-                        Fix.set("kind", allowed[0], "use {}, or drop {=kind}"))
-    names = [repr(k) for k in allowed]
-    article = "an" if framework == "mpi" else "a"  # an em-pee-eye job
-    raise SpecError("kind", f"{article} {framework} job cannot render as {kind}",
-                    f"use {', '.join(names[:-1])} or {names[-1]}")
 
 
 @dataclass(frozen=True)
@@ -311,9 +286,6 @@ class JobSpec:
         if not isinstance(self.kubernetes, KubernetesPlacement):
             raise SpecError("kubernetes", f"{self.kubernetes!r} is not a KubernetesPlacement",
                             "set the placement through the builder, e.g. .kubernetes(namespace='ml')")
-        if self.kind is not None and self.kind not in K8S_KINDS:
-            raise SpecError("kind", f"unknown kind {self.kind!r}", f"use one of {', '.join(K8S_KINDS)}")
-        check_kind(self.framework, self.kind)
         check_count("max_payload_bytes", self.max_payload_bytes)
         self._check_runtime()  # [hardening]
         if (isinstance(self.grace_period_s, bool) or not isinstance(self.grace_period_s, (int, float))

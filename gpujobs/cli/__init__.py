@@ -33,6 +33,15 @@ def _common(p: argparse.ArgumentParser, outputs=("yaml", "json", "wide", "name")
     p.add_argument("-o", "--output", choices=outputs, help="output format")
 
 
+class _KindsHelp(str):
+    """--kind's help, naming the Kubernetes backend's kinds when help is printed (argparse expands
+    it with ``%``): their registry imports the renderers, which a command line need not load."""
+
+    def __mod__(self, params: object) -> str:
+        from ..backends.kubernetes import kind_names
+        return f"{self} ({', '.join(kind_names())})"
+
+
 def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET", help="module:function, file.py:function, a script, or an sbatch file")
     p.add_argument("args", nargs="*", help="arguments for the function or script (after TARGET; use -- before ones starting with -)")
@@ -48,7 +57,7 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--volume", metavar="CLAIM[:PATH]",
                    help="mount this PersistentVolumeClaim into every pod (Kubernetes; default path "
                         "/mnt/data); checkpoints (ctx.checkpoint_dir) go there and survive preemption")
-    p.add_argument("--kind", help="Kubernetes kind (TrainJob, PyTorchJob, MPIJob, RayJob, VolcanoJob, AppWrapper)")
+    p.add_argument("--kind", help=_KindsHelp("Kubernetes kind"))
     p.add_argument("--mapping", help="site mapping YAML for sbatch files (partition→queue, qos→priority, gres)")
     p.add_argument("--time", dest="max_runtime", metavar="SECONDS", type=time_limit,
                    help="run-time limit: seconds (3600), or sbatch's H:M:S / D-H:M:S (01:00:00; a bare "
@@ -155,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     asub.add_parser("mpi-image", help="the Dockerfile of gpujobs' MPI image (| docker build -t TAG -)")
 
     q = asub.add_parser("trainer-runtimes", help="gpujobs' Kubeflow Trainer ClusterTrainingRuntimes (a failing "
-                        "rank fails the TrainJob): gpujobs admin trainer-runtimes | kubectl apply -f -")
+                        "rank fails the Trainer v2 job): gpujobs admin trainer-runtimes | kubectl apply -f -")
     q.add_argument("--image", help="the runtimes' default image (TrainJobs name their own)")
     q.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 

@@ -1,7 +1,8 @@
 """GPUs -> ranks is one function (gpujobs.shape.gang_shape): gpujobs.submit, the %%gpujob magic,
 the CLI's --gpus/--nodes and the sbatch translator give the same gang for the same request
 (gpus in {0, 1, 2, 8} x nodes in {1, 2} x every framework); and the framework x kind rules are
-one table (gpujobs.spec.KIND_FRAMEWORKS) that the spec and the Kubernetes kind resolver share."""
+one table (each kind's ``frameworks`` in the Kubernetes backend's registry) that the builder's check
+and the Kubernetes kind resolver share."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,7 @@ from gpujobs.cli.targets import shape as cli_shape
 from gpujobs.errors import SpecError
 from gpujobs.shape import gang_shape
 from gpujobs.slurm import from_sbatch
-from gpujobs.spec import FRAMEWORKS, K8S_KINDS, KIND_FRAMEWORKS
+from gpujobs.spec import FRAMEWORKS
 
 GPUS = (0, 1, 2, 8)
 NODES = (1, 2)
@@ -112,11 +113,10 @@ def test_the_shapes_themselves():
 
 def test_one_framework_by_kind_table():
     from gpujobs.backends.kubernetes.kinds import DEFAULT_KIND, KINDS, resolve_kind
-    assert tuple(KINDS) == K8S_KINDS
     for fw in FRAMEWORKS:
-        assert fw in KIND_FRAMEWORKS[DEFAULT_KIND[fw]]
-        for kind in K8S_KINDS:
-            allowed = fw in KIND_FRAMEWORKS[kind]
+        assert fw in KINDS[DEFAULT_KIND[fw]].frameworks
+        for kind in KINDS:
+            allowed = fw in KINDS[kind].frameworks
             try:
                 spec = gpujobs.job(train).options(framework=fw, kind=kind).spec()
             except SpecError as exc:
@@ -126,5 +126,5 @@ def test_one_framework_by_kind_table():
                     resolve_kind(gpujobs.job(train).options(framework=fw).spec(), kind)
                 continue
             assert allowed, (fw, kind)
-            mode = {"VolcanoJob": "job", "AppWrapper": "appwrapper"}.get(kind, "none")
+            mode = KINDS[kind].volcano_mode or "none"
             assert resolve_kind(spec.replace(volcano=mode)) == kind

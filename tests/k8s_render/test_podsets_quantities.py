@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 
+from gpujobs.backends.kubernetes.kinds import base as kinds_base
 from gpujobs.backends.kubernetes.render import podsets
 from gpujobs.errors import SpecError
 
@@ -26,13 +27,13 @@ JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {"pytorchR
 
 def test_each_quantity_is_parsed_once(monkeypatch):
     calls = []
-    real = podsets.parse_quantity
+    real = kinds_base.parse_quantity
 
     def counting(value, field, **kw):
         calls.append(value)
         return real(value, field, **kw)
 
-    monkeypatch.setattr(podsets, "parse_quantity", counting)
+    monkeypatch.setattr(kinds_base, "parse_quantity", counting)  # where each kind's pod sets parse them
     sets = podsets.pod_sets(JOB)
     total = podsets.total_requests(sets)
     # master: cpu, memory (request wins over the limit), gpu; worker: cpu, memory, gpu + sidecar cpu, memory

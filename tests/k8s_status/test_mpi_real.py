@@ -14,7 +14,7 @@ import pytest
 from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
-from gpujobs.backends.kubernetes.status import hints
+from gpujobs.backends.kubernetes.kinds import mpijob
 from gpujobs.handle import Job
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def slow_ranks():
 
 
 def test_volcano_gang_without_the_operator_flag_has_no_podgroup_and_status_says_so(make_cluster, monkeypatch):
-    monkeypatch.setattr(hints, "MPI_GANG_HINT_S", 0.0)
+    monkeypatch.setattr(mpijob, "MPI_GANG_HINT_S", 0.0)
     sim, be = make_cluster(gpus=0)  # the MPI Operator as its release manifest runs it: no --gang-scheduling
     job = submit(be, slow_ranks, ranks=2, per_node=1, volcano="gang")
     st = wait_for(lambda: (s := job.status()).phase == "running" and s, timeout=60)

@@ -1,5 +1,6 @@
-"""Kubernetes backend: real manifests (TrainJob, PyTorchJob, MPIJob, RayJob, Volcano Job,
-AppWrapper) with Kueue labels, a payload ConfigMap, and a safe, idempotent submit.
+"""Kubernetes backend: real manifests (the job kinds of ``kinds/``, one module each: Kubeflow
+Trainer, Training Operator and MPI Operator jobs, KubeRay, Volcano, CodeFlare's wrapper) with Kueue
+labels, a payload ConfigMap, and a safe, idempotent submit.
 
 ``gpujobs.backends.kubernetes:KubernetesBackend`` is how the core finds it;
 ``render_yaml(spec, kind)`` prints the objects for ``kubectl apply -f -``. The front ends (the
@@ -10,15 +11,27 @@ Modules: ``backend`` (KubernetesBackend) over three stages, the packages ``rende
 objects, no cluster), ``submit`` (checks, then all-or-nothing creation) and ``status`` (what a
 job is doing), with ``control`` (cancel, stacks: acting on a job); shared by them: ``naming``
 (ids, labels, annotations), ``keys`` (the key store: job keys and submit records), ``kinds``
-(the kind table), ``retry`` and ``cluster`` (Cluster: what the stages use of the backend;
+(one module per job kind, each a Kind, and their registry), ``retry`` and ``cluster`` (Cluster: what the stages use of the backend;
 ClusterState: its hubs and caches).
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KubernetesBackend", "render_yaml", "render_objects", "to_yaml", "user_manifests",
+__all__ = ["KubernetesBackend", "check_kind", "kind_names", "render_yaml", "render_objects", "to_yaml", "user_manifests",
            "training_runtimes", "MPI_DOCKERFILE"]
+
+
+def check_kind(framework: str, kind: str | None) -> None:
+    """SpecError when ``kind`` is not one of this backend's kinds, or cannot run a ``framework`` job."""
+    from .kinds import check_kind as check
+    check(framework, kind)
+
+
+def kind_names() -> tuple[str, ...]:
+    """The job kinds this backend renders (``kind=``), in the order help texts list them."""
+    from .kinds import KINDS
+    return tuple(KINDS)
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing the package must not need the client

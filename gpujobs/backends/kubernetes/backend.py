@@ -225,7 +225,7 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
         only for a function that checkpoints or asks should_stop() and names no volume, where the
         cluster provisions one."""
         from ...rank.checkpoint import watches_preemption
-        from .render.job import _gang_pods
+        from .render.job import gang_pods
         from .submit import checkpoint_claim as cc
         if spec.volume is not None or self.options.checkpoint_volume is not None or spec.fn is None \
                 or not watches_preemption(spec.fn):
@@ -237,7 +237,7 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
         labels = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
                   naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
         body = cc.claim_body(checked.namespace or self.namespace, name, labels,
-                             pods=_gang_pods(kind, checked), storage_class=self.checkpoint_storage_class,
+                             pods=gang_pods(kind, checked), storage_class=self.checkpoint_storage_class,
                              size=self.checkpoint_size)
         ok, why = cc.provisionable(self.api_client, body, self.http_timeout)
         return (body, "") if ok else (None, why)

@@ -19,14 +19,11 @@ from ....payload import derive_key, new_key
 from ....spec import JobSpec, Volume
 from .. import naming
 from . import images
-from ..kinds import KINDS, KUEUE_KINDS, resolve_kind
+from ..kinds import KINDS, resolve_kind
 from .payload_objects import (JobFiles, bootstrap_config, job_files, key_secret, payload_secret,
                               runtime_configmap)
 from .podspec import DEFAULT_TORCH_IMAGE, RenderCtx, deadline_s
 from . import kubeflow as kf
-from . import ray_volcano as rv
-
-RANK_ENV = {**kf.RANK_ENV, **rv.RANK_ENV}
 
 
 @dataclass
@@ -88,10 +85,6 @@ def effective_queue(spec: JobSpec, opts: RenderOptions) -> str:
 
 
 def _check(spec: JobSpec, kind: str) -> None:
-    if kind == "VolcanoJob" and (spec.topology_required or spec.topology_preferred):
-        raise SpecError("topology", "a bare Volcano Job is not admitted by Kueue, so Kueue's "
-                        "topology-aware placement does not apply",
-                        "use volcano='appwrapper' (Kueue queues it) or drop .topology(...)")
     if spec.topology_required and spec.topology_preferred:
         raise SpecError("topology", "both required and preferred topology were given",
                         "pass one of them")
@@ -101,39 +94,15 @@ def _check(spec: JobSpec, kind: str) -> None:
         raise SpecError("image", f"{spec.image!r} runs Python {py[0]} (from {py[1]}) but you submit from Python "
                         f"{here}: the cloudpickled call only loads in the same major.minor",
                         images.python_fix(spec.image, here, f"{{}} or submit from Python {py[0]}"))
-    if spec.framework == "mpi" and kind in ("MPIJob", "VolcanoJob"):
-        _check_mpi_image(spec)
-    if kind == "AppWrapper" and spec.framework == "mpi":
-        # Volcano ends an MPI Job's sshd workers when the master completes (TaskCompleted ->
-        # CompleteJob), which the AppWrapper controller sees as failed pods: it resets and, after
-        # its retries, fails a job that succeeded (appwrapper@v1.1.2 appwrapper_controller.go)
-        raise SpecError("volcano", "MPI inside an AppWrapper cannot succeed: Volcano deletes the running sshd "
-                        "workers when the launcher completes, and the AppWrapper controller counts that as a "
-                        "failure", "use an MPIJob (drop volcano='appwrapper'; volcano='gang' keeps Volcano's "
-                        "gang placement) or volcano='job' without Kueue")
-    if kind == "MPIJob" and spec.nodes < 1:
-        raise SpecError("nodes", "an MPIJob needs at least one worker", "pass ranks >= 1")
+    KINDS[kind].check(spec)
     if spec.name and not spec.name[0].isalpha():
-        # TrainJob's CRD rule (x-kubernetes-validations: metadata.name matches RFC 1035), and the
+        # a kind's CRD rule (x-kubernetes-validations: metadata.name matches RFC 1035), and the
         # Services the operators name after the job (Volcano svc plugin, MPI launcher) are DNS-1035
         # labels: the API server refuses a name that starts with a digit
+        rules = ", ".join([k.name_rule for k in KINDS.values() if k.name_rule] + ["the operators' Services"])
         raise SpecError("name", f"{spec.name!r} starts with a digit; on Kubernetes a job name must start "
-                        "with a letter (RFC 1035 label: TrainJob's CRD rule, the operators' Services)",
+                        f"with a letter (RFC 1035 label: {rules})",
                         f".name('j-{spec.name}') or gpujobs submit --name j-{spec.name} ...")
-
-
-def _check_mpi_image(spec: JobSpec) -> None:
-    """MPI over ssh needs sshd, ssh, Open MPI's mpirun, mpi4py and python3 in the image: refused
-    before submit where the image is known to lack them (images.KNOWN); unknown images are checked
-    by the launcher and workers at run time."""
-    if not spec.image:
-        raise SpecError("image", f"MPI jobs need an image with sshd (openssh-server), an ssh client, Open MPI's "
-                        f"mpirun (4 or 5), mpi4py and Python {'%d.%d' % sys.version_info[:2]}; the default image "
-                        f"({DEFAULT_TORCH_IMAGE}) has none of the first four", images.mpi_image_fix())
-    known = images.mpi_missing(spec.image)
-    if known and known[0]:
-        raise SpecError("image", f"{spec.image!r} has no {', '.join(known[0])} (from {known[1]}); MPI jobs need "
-                        "sshd, an ssh client, Open MPI's mpirun, mpi4py and python3", images.mpi_image_fix())
 
 
 MAX_EXEC_MARGIN_S = 300
@@ -143,26 +112,20 @@ workload_controller.go reconcileMaxExecutionTime: since the Admitted condition),
 from the job's start (pods scheduled, images pulled), and Kueue's deactivation suspends the job:
 the operators then delete its pods, their logs and tracebacks, and the job object stays suspended,
 where the operator's own DeadlineExceeded fails the job visibly."""
-OWN_DEADLINE_KINDS = frozenset({"TrainJob", "PyTorchJob", "MPIJob", "RayJob"})
-"""Kinds whose operator enforces the rendered activeDeadlineSeconds (a Volcano Job has none)."""
 
 
 def kueue_max_exec_s(kind: str, max_runtime_s: float) -> int:
     """The ``kueue.x-k8s.io/max-exec-time-seconds`` label: the job's own deadline plus a margin
     where its operator enforces one (so DeadlineExceeded comes first), else the deadline itself."""
     own = deadline_s(max_runtime_s)
-    if kind not in OWN_DEADLINE_KINDS:
+    if not KINDS[kind].own_deadline:  # a Volcano Job has no deadline of its own
         return own
     return own + max(MAX_EXEC_MARGIN_S, -(-own // 10))
 
 
-def _gang_pods(kind: str, spec: JobSpec) -> int:
+def gang_pods(kind: str, spec: JobSpec) -> int:
     """Pods that must all run for the job to make progress."""
-    if kind == "MPIJob" or (kind in ("VolcanoJob", "AppWrapper") and spec.framework == "mpi"):
-        return spec.nodes + 1
-    if kind == "RayJob":
-        return spec.nodes + 1  # head + workers
-    return spec.nodes
+    return KINDS[kind].gang_pods(spec)
 
 
 def check_spec(spec: JobSpec, kind: str | None = None,
@@ -194,7 +157,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     name = naming.job_name(spec, sid)
     signing = key or new_key()
     key = derive_key(signing, naming.job_id(namespace, name))  # this job's own key
-    kueue = kind in KUEUE_KINDS
+    kueue = KINDS[kind].kueue_integration is not None
 
     common = {naming.LABEL_JOB: name, naming.LABEL_SUBMISSION: sid,
               naming.LABEL_FRAMEWORK: spec.framework, naming.MANAGED_BY[0]: naming.MANAGED_BY[1]}
@@ -207,13 +170,13 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
             labels[naming.PRIORITY_LABEL] = spec.priority
         if spec.max_runtime_s:
             labels[naming.MAX_EXEC_LABEL] = str(kueue_max_exec_s(kind, spec.max_runtime_s))
-    annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(_gang_pods(kind, spec)),
+    annotations = {naming.ANN_KIND: kind, naming.ANN_GANG: str(gang_pods(kind, spec)),
                    naming.ANN_GPUS: str(spec.total_gpus), naming.ANN_WORLD: str(spec.world_size),
                    naming.ANN_RETURN_ALL: "true" if spec.return_all else "false"}
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels,
                             "annotations": annotations}
 
-    rank_env = RANK_ENV[kind]
+    rank_env = KINDS[kind].rank_env
     boot = bootstrap_config(spec, namespace, name, node_rank_env=rank_env[0],
                             master_addr_env=rank_env[1], master_port_env=rank_env[2])
     files = job_files(spec, key, boot)
@@ -221,18 +184,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
     ctx = RenderCtx(spec=spec, namespace=namespace, name=name, kind=kind, submission_id=sid,
                     kueue=kueue, image=spec.image or DEFAULT_TORCH_IMAGE, files=files,
                     runtime=runtime, key_secret=secret, labels=common)
-    if kind == "TrainJob":
-        job = kf.trainjob(ctx, meta, opts.trainjob_runtime, opts.trainjob_volcano_runtime)
-    elif kind == "PyTorchJob":
-        job = kf.pytorchjob(ctx, meta)
-    elif kind == "MPIJob":
-        job = kf.mpijob(ctx, meta)
-    elif kind == "RayJob":
-        job = rv.rayjob(ctx, meta)
-    elif kind == "VolcanoJob":
-        job = rv.volcanojob(ctx, meta)
-    else:
-        job = rv.appwrapper(ctx, meta)
+    job = KINDS[kind].render(ctx, meta, opts)
     assert job["apiVersion"] == KINDS[kind].api_version
     return Rendered(kind=kind, namespace=namespace, name=name, submission_id=sid, key=key,
                     job=job, runtime=runtime, key_secret=secret, signing_key=signing,

@@ -3,7 +3,7 @@
 Security: every container runs with ``allowPrivilegeEscalation: false``,
 ``capabilities: {drop: [ALL]}``, ``privileged: false`` and the RuntimeDefault seccomp
 profile; pods run as uid/gid 1000 with ``runAsNonRoot: true``. No hostPath volumes.
-The one exception is MPI over ssh (MPIJob, Volcano ``mpi`` plugin): both operators
+The one exception is MPI over ssh (the MPI Operator, Volcano's ``mpi`` plugin): both operators
 mount the ssh keys at /root/.ssh, so the launcher runs as root (``mode="root"``,
 still no capabilities) and the workers run sshd as root on port 2222 (``sshd_command``), which
 needs SETUID/SETGID/SYS_CHROOT (``mode="sshd"`` adds back only those few, see SSHD_CAPS).

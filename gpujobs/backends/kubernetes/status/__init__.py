@@ -2,7 +2,7 @@
 
 ``informer`` is a generic list+watch cache; ``hub`` runs one per resource and namespace and keeps
 every job's status current from them (``mapping`` turns objects into JobStatus, pure functions;
-``trainer_status`` adds a TrainJob's progress); ``live`` answers the backend's status, wait,
+``trainer_status`` adds a kind's own progress report); ``live`` answers the backend's status, wait,
 subscribe, jobs and logs from the hub; ``logs``, ``results`` and ``pod_metrics`` read the pods'
 logs (cancel and stacks act on a job: :mod:`..control`); ``archive`` keeps ended jobs locally; ``forecasting`` turns
 the cluster's Kueue objects (kept by cluster-wide informers on the hub) into the admission

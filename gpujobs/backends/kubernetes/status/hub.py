@@ -114,7 +114,7 @@ class StatusHub:
         self.workload_changes += 1  # (called with the hub's lock held)
 
     def track_kind(self, kind: str) -> Informer:
-        """Make sure the job kind ``kind`` (gpujobs name, e.g. 'MPIJob') is watched."""
+        """Make sure the job kind ``kind`` (gpujobs' name, a key of kinds.KINDS) is watched."""
         info = KINDS[kind]
         return self._informer((info.group, info.version, info.plural), self._on_job,
                               label_selector=JOB_LABEL)
@@ -198,7 +198,7 @@ class StatusHub:
             pos = positions.get(wl_name) if positions is not None and wl_name else None
             st = mapping.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
                                        position=pos, position_available=self._visibility_version is not None)
-            return with_trainer_status(st, job)  # [progress] a TrainJob's status.trainerStatus
+            return with_trainer_status(st, job)  # [progress] the kind's own report (Trainer v2: status.trainerStatus)
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:

@@ -67,7 +67,7 @@ def _keep_deleted_logs(backend: Cluster, job_id: str, text: str) -> None:
 
 
 def _record_kind(rec: keys.JobRecord | None) -> str | None:
-    """The gpujobs kind (a KINDS key, e.g. "VolcanoJob") a submit record names."""
+    """The gpujobs kind (a key of kinds.KINDS) a submit record names."""
     return rec.kind if rec is not None and rec.kind in KINDS else None
 
 

@@ -3,7 +3,7 @@ archives the output of a job's pods that are about to go.
 
 Kueue's preemption and its maximum execution time suspend the job, and the operators then delete
 its pods (their logs, tracebacks and partial output with them); an operator's own deadline deletes
-them too (TrainJob, PyTorchJob, MPIJob: docs/kubernetes-kinds.md). Each of these is visible
+them too (the Kubeflow kinds: docs/kubernetes-kinds.md). Each of these is visible
 before the pods are gone, and :class:`LogKeeper` starts following the pods' logs then:
 
 - a pod being deleted (``deletionTimestamp``: the API server keeps a running pod for its grace
@@ -167,7 +167,7 @@ class LogKeeper:
         for p in which:
             uid = p["metadata"].get("uid", "")
             if uid not in ranks:
-                continue  # a RayJob's head and workers: their logs are Ray's own
+                continue  # a Ray job's head and workers: their logs are Ray's own
             with self._lock:
                 if uid in self._following:
                     continue

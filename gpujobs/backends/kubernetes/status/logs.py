@@ -32,7 +32,7 @@ _FIRST = ("submitter", "launcher", "master", "head")
 # - Training Operator v1 and MPI Operator: label training.kubeflow.org/replica-index
 #   (to@4445c12 pkg/apis/kubeflow.org/v1/common_types.go ReplicaIndexLabel; mpi@caa3c47
 #   pkg/controller/mpi_job_controller.go replica-index label)
-# - JobSet (TrainJob): the Indexed Job's batch.kubernetes.io/job-completion-index (kubernetes.io
+# - JobSet (Trainer v2): the Indexed Job's batch.kubernetes.io/job-completion-index (kubernetes.io
 #   docs, Job "Completion mode"), with jobset.sigs.k8s.io/job-index for the replicated job's copy
 # - Volcano: annotation volcano.sh/task-index (volcano@ed72c7c pkg/controllers/job/job_controller_util.go)
 _INDEX_KEYS = ("training.kubeflow.org/replica-index", "jobset.sigs.k8s.io/job-index",
@@ -66,10 +66,10 @@ def pod_rank_order(pods: list[dict]) -> list[dict]:
 
 
 def user_pods(pods: list[dict]) -> list[dict]:
-    """The pods whose logs hold the job's output: for a RayJob only its submitter (the driver's
+    """The pods whose logs hold the job's output: for a Ray job only its submitter (the driver's
     output, which Ray also forwards the workers' prints to); head and worker logs are Ray's own."""
     roles = [((p.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE) for p in pods]
-    if "submitter" in roles or "head" in roles:  # a RayJob (its head's role is "head")
+    if "submitter" in roles or "head" in roles:  # a Ray job (its head's role is "head")
         return [p for p, r in zip(pods, roles) if r == "submitter"]
     return pods
 

@@ -1,6 +1,6 @@
 """Real Kubernetes objects -> :class:`~gpujobs.status.JobStatus` (pure functions, no I/O).
 
-Inputs: the job object (TrainJob, PyTorchJob, MPIJob, RayJob, Volcano Job, AppWrapper),
+Inputs: the job object (any kind of kinds/: its own status is the kind's ``state``),
 its Kueue Workload (found by owner reference / ``kueue.x-k8s.io/job-uid``), its Volcano
 PodGroup, its pods, and the queue position from Kueue's visibility API. Semantics follow
 upstream (snapshots in docs/kubernetes-kinds.md): Workload conditions in kueuectl's order
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ....status import JobEvent, JobStatus
-from .hints import integration_hint, mpi_gang_hint, mpi_workers_hint, stuck_container, unschedulable
+from ..kinds import KindState, for_object, gang_size_of, kind_state  # noqa: F401 (re-exported)
+from .hints import integration_hint, stuck_container, unschedulable
 from .objects import JOB_UID_LABEL, conditions, owner_uids, parse_time, pod_ready, true_condition  # noqa: F401
 from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL, USER_LABEL  # noqa: F401
 
@@ -136,141 +137,6 @@ def gang_from_podgroup(pg: dict | None) -> tuple[int, int] | None:
     return min(ready, size) if size else ready, size
 
 
-def gang_size_of(job: dict) -> int:
-    """Pods that must all be up: gpujobs' annotation, else the replicas the kind declares."""
-    ann = (job.get("metadata") or {}).get("annotations") or {}
-    if ann.get(ANN_GANG):
-        return int(ann[ANN_GANG])
-    spec, kind = job.get("spec") or {}, job.get("kind")
-    if kind == "MPIJob":
-        return sum(int(r.get("replicas", 1)) for r in (spec.get("mpiReplicaSpecs") or {}).values())
-    if kind == "PyTorchJob":
-        return sum(int(r.get("replicas", 1)) for r in (spec.get("pytorchReplicaSpecs") or {}).values())
-    if kind == "TrainJob":
-        return int((spec.get("trainer") or {}).get("numNodes") or 1)
-    if kind == "RayJob":
-        rc = spec.get("rayClusterSpec") or {}
-        return 1 + sum(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1))
-                       for g in rc.get("workerGroupSpecs") or [])
-    if kind == "Job" and "tasks" in spec:
-        return int(spec.get("minAvailable") or sum(int(t.get("replicas", 1)) for t in spec["tasks"]))
-    return 0
-
-
-# ------------------------------------------------------------------ the job's own status
-@dataclass(frozen=True)
-class KindState:
-    phase: str | None  # succeeded | failed | running | starting | suspended | None (unknown)
-    reason: str = ""
-    message: str = ""
-    ready: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    restarts: int = 0
-
-
-def kind_state(job: dict) -> KindState:
-    kind, st = job.get("kind"), job.get("status") or {}
-    spec = job.get("spec") or {}
-    if not isinstance(st, dict):
-        st = {}
-    conds = conditions(job)
-    start, end = parse_time(st.get("startTime")), parse_time(st.get("completionTime"))
-    if kind in ("MPIJob", "PyTorchJob"):
-        suspended = (spec.get("runPolicy") or {}).get("suspend") or spec.get("suspend")
-        for t, ph in (("Succeeded", "succeeded"), ("Failed", "failed")):
-            c = true_condition(conds, t)
-            if c:
-                return KindState(ph, c.get("reason", t), c.get("message", ""), started_at=start,
-                                 finished_at=end or parse_time(c.get("lastTransitionTime")))
-        if true_condition(conds, "Suspended") or suspended:
-            return KindState("suspended", "Suspended")
-        restarts = 1 if true_condition(conds, "Restarting") else 0
-        if true_condition(conds, "Running"):
-            return KindState("running", "Running", ready=gang_size_of(job), started_at=start, restarts=restarts)
-        if true_condition(conds, "Created") or true_condition(conds, "Restarting"):
-            return KindState("starting", "Created", started_at=start, restarts=restarts)
-        return KindState(None)
-    if kind == "TrainJob":
-        for t, ph in (("Complete", "succeeded"), ("Succeeded", "succeeded"), ("Failed", "failed")):
-            c = true_condition(conds, t)
-            if c:
-                return KindState(ph, c.get("reason", t), c.get("message", ""),
-                                 finished_at=parse_time(c.get("lastTransitionTime")))
-        if spec.get("suspend") or true_condition(conds, "Suspended"):
-            return KindState("suspended", "Suspended")
-        return KindState("starting" if true_condition(conds, "Created") else None)
-    if kind == "RayJob":
-        dep, js = st.get("jobDeploymentStatus", ""), st.get("jobStatus", "")
-        msg, reason = st.get("message", ""), st.get("reason", "")
-        start, end = parse_time(st.get("startTime")), parse_time(st.get("endTime"))
-        if dep == "ValidationFailed":
-            # KubeRay refused the spec in its controller and stops there (kuberay@v1.7.0
-            # ray-operator/apis/ray/v1/rayjob_types.go JobDeploymentStatusValidationFailed,
-            # reason ValidationFailed, message = the error; rayjob_controller.go Reconcile)
-            return KindState("failed", "ValidationFailed", msg or "KubeRay refused the RayJob",
-                             started_at=start, finished_at=end)
-        # Terminal only on jobDeploymentStatus: in K8sJobMode KubeRay keeps it Running after the Ray
-        # job's jobStatus is terminal until the submitter (`ray job logs --follow`) has finished, so
-        # the driver's last lines, the result among them, may not be in its log yet (kuberay@v1.7.0
-        # ray-operator/controllers/ray/rayjob_controller.go, isJobTerminal && finishedAt; kuberay #1919)
-        if dep in ("Complete", "Failed"):
-            if dep == "Complete" and js == "SUCCEEDED":
-                return KindState("succeeded", "SUCCEEDED", msg, started_at=start, finished_at=end)
-            return KindState("failed", reason or js or dep, msg, started_at=start, finished_at=end)
-        if spec.get("suspend") or dep in ("Suspended", "Suspending"):
-            return KindState("suspended", dep or "Suspended")
-        rcs = st.get("rayClusterStatus") or {}
-        rc_conds = conditions({"status": rcs})
-        ready = None
-        if true_condition(rc_conds, "RayClusterProvisioned") or rcs.get("state") == "ready":
-            ready = gang_size_of(job)
-        elif "readyWorkerReplicas" in rcs:
-            head = 1 if true_condition(rc_conds, "HeadPodReady") else 0
-            ready = head + int(rcs.get("readyWorkerReplicas") or 0)
-        if dep == "Running" or js == "RUNNING":
-            return KindState("running", js or dep, msg, ready=ready, started_at=start)
-        if dep in ("Initializing", "Retrying", "Waiting") or js == "PENDING":
-            return KindState("starting", dep or js, msg, ready=ready, started_at=start,
-                             restarts=int(st.get("failed") or 0))
-        return KindState(None, ready=ready)
-    if kind == "Job" and "tasks" in spec:  # Volcano Job
-        state = st.get("state") or {}
-        ph = state.get("phase", "")
-        msg = state.get("message", "")
-        ready = int(st.get("running") or 0) + int(st.get("succeeded") or 0)
-        retries = int(st.get("retryCount") or 0)
-        changed = parse_time(state.get("lastTransitionTime"))
-        if ph == "Completed":
-            return KindState("succeeded", ph, msg, finished_at=changed, restarts=retries)
-        if ph in ("Failed", "Aborted", "Terminated"):
-            return KindState("failed", ph, msg or f"Volcano Job {ph.lower()}", finished_at=changed,
-                             restarts=retries)
-        if ph in ("Aborting", "Terminating", "Completing"):
-            return KindState("running", ph, msg, ready=ready, restarts=retries)
-        if ph == "Running":
-            return KindState("running", ph, msg, ready=ready, started_at=changed, restarts=retries)
-        if ph in ("Pending", "Restarting"):
-            return KindState("starting" if ready or ph == "Restarting" else None, ph, msg, ready=ready,
-                             restarts=retries)
-        return KindState(None)
-    if kind == "AppWrapper":
-        ph = st.get("phase", "")
-        if ph == "Succeeded":
-            return KindState("succeeded", ph)
-        if ph == "Failed":
-            return KindState("failed", ph, true_condition(conds, "Unhealthy") and conds["Unhealthy"].get("message") or "")
-        if ph in ("Suspended", "Suspending", "") and spec.get("suspend", True) is not False:
-            return KindState("suspended", ph or "Suspended")
-        if ph in ("Resuming", "Resetting"):
-            return KindState("starting", ph, restarts=int(st.get("retries") or 0))
-        if ph == "Running":
-            all_ready = true_condition(conds, "PodsReady")
-            return KindState("running", ph, ready=gang_size_of(job) if all_ready else None)
-        return KindState(None)
-    return KindState(None)
-
-
 # ------------------------------------------------------------------ putting it together
 def eviction_events(wl: dict | None) -> list[JobEvent]:
     """``preempted`` / ``requeued`` events of a Workload, kept after it runs again: Kueue counts
@@ -325,7 +191,9 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     md = job.get("metadata") or {}
     labels, ann = md.get("labels") or {}, md.get("annotations") or {}
     pods = list(pods)
-    ks = kind_state(job)
+    kind = for_object(job)
+    ks = kind.state(job) if kind is not None else KindState(None)
+    integration = kind.kueue_integration if kind is not None else None
     ws = workload_state(workload)
     size = gang_size_of(job)
     pg = gang_from_podgroup(podgroup)
@@ -402,7 +270,7 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     if ks.phase == "suspended":
         if not labels.get(QUEUE_LABEL):
             return out("queued", "suspended", ks.reason, position_available=position_available)
-        hint = integration_hint(job, now)
+        hint = integration_hint(job, now, integration)
         return out("queued", hint or "waiting for Kueue to create its Workload", "NoWorkload" if hint else ks.reason,
                    position_available=position_available)
     if podgroup and not ws:
@@ -414,20 +282,20 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
                        "PodGroupPending", position_available=False)
         if pg_phase == "Inqueue" and not ready:
             return out("admitted", "Volcano admitted the gang; pods are being placed", "Inqueue")
-    gang_hint = mpi_gang_hint(job, podgroup, pods, now)
+    gang_hint = kind.gang_hint(job, podgroup, pods, now) if kind is not None else ""
     if size and ready >= size and ks.phase in (None, "running", "starting"):
         return out("running", "; ".join(filter(None, [ks.message, gang_hint])), ks.reason or "Running")
     if ks.phase == "running" and not size:
         return out("running", "; ".join(filter(None, [ks.message, gang_hint])), ks.reason)
     if ready or pods or ks.phase in ("starting", "running"):
-        workers_hint = mpi_workers_hint(job, pods)
+        workers_hint = kind.workers_hint(job, pods) if kind is not None else ""
         msg = workers_hint or ks.message or f"{ready}/{size} pods ready"
         return out("starting", "; ".join(filter(None, [msg, unschedulable(pods), stuck_container(pods), gang_hint])),
                    "WaitingForWorkers" if workers_hint else ks.reason or "Starting")
     if ws is not None or (not labels.get(QUEUE_LABEL) and not podgroup):
         return out("admitted", f"admitted to {ws.cluster_queue}" if ws and ws.cluster_queue else "",
                    "Admitted")
-    return out("queued", integration_hint(job, now) or "waiting for Kueue to create its Workload", "NoWorkload",
+    return out("queued", integration_hint(job, now, integration) or "waiting for Kueue to create its Workload", "NoWorkload",
                position_available=position_available)
 
 

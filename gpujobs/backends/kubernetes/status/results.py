@@ -42,7 +42,7 @@ def job_pods(api_client: Any, namespace: str, name: str) -> list[dict]:
     return data.get("items") or []
 
 
-# gpujobs' own container in each pod it renders (render/kubeflow.py, render/ray_volcano.py); another
+# gpujobs' own container in each pod it renders (each kind's render, kinds/); another
 # container (an injected sidecar such as istio-proxy) is never the job's
 OUR_CONTAINERS = ("node", "pytorch", "launcher", "worker", "master", "ray-head", "ray-worker",
                   "ray-job-submitter")

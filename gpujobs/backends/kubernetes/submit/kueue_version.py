@@ -1,4 +1,4 @@
-"""Which Kueue runs the cluster, and what that version does to a TrainJob gpujobs renders.
+"""Which Kueue runs the cluster, and what that version does to a Trainer v2 job gpujobs renders.
 
 The version is the tag of the Kueue manager's image: the release manifests install the Deployment
 ``kueue-controller-manager`` in ``kueue-system`` running ``registry.k8s.io/kueue/kueue:<tag>``
@@ -7,7 +7,7 @@ namespace ``kueue-system``). Reading it needs ``get deployments`` there, which u
 then the version is unknown (None) and nothing is said.
 
 Kueue before v0.20 vendors Kubeflow Trainer v2.2.1 (kueue@v0.19.2 go.mod) and writes the whole
-TrainJob back with that typed client when it admits it (pkg/controller/jobs/trainjob/
+job back with that typed client when it admits it (pkg/controller/jobs/trainjob/
 trainjob_controller.go RunWithPodSetsInfo); v2.2.1's PodSpecPatch has no
 terminationGracePeriodSeconds, so the grace period gpujobs puts in the runtime patch (Trainer
 v2.3+) is dropped and the pods get the default 30 s. Kueue main (v0.20) vendors Trainer v2.3.0.
@@ -50,7 +50,7 @@ def kueue_version(api_client: Any, timeout: Any = 30) -> str | None:
 
 
 def erases_trainjob_grace_period(version: str | None) -> bool | None:
-    """Whether this Kueue drops a TrainJob's runtimePatches terminationGracePeriodSeconds when it
+    """Whether this Kueue drops a Trainer v2 job's runtimePatches terminationGracePeriodSeconds when it
     admits the job (see the module doc); None when the version is unknown."""
     m = re.match(r"v(\d+)\.(\d+)", version or "")
     if not m:

@@ -1,12 +1,12 @@
 """Checks made before anything is created; each failure names the object at fault.
 
 1. the kind's CRD is served (API discovery, open to every user); Volcano's PodGroup API
-   too for volcano='gang' / AppWrapper;
+   too for volcano='gang' / 'appwrapper';
 2. the user may create the job, ConfigMaps and Secrets (SelfSubjectAccessReview; the
    shared runtime ConfigMap and key Secret, a big call's payload Secret);
 3. Kueue kinds: the LocalQueue exists, its ClusterQueue exists and could ever fit the
    job (nominal + borrowingLimit per flavor), the WorkloadPriorityClass exists;
-   TrainJob: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
+   a Trainer v2 job: its ClusterTrainingRuntime exists; bare Volcano Job: its Volcano Queue
    (and PriorityClass) exist.
 
 Cluster-scoped reads answered 403 are skipped with a warning (the documented Role
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ....errors import Fix, GracePeriodWarning, PreflightError, QuotaError, RankRerunWarning, SubmitError
 from ....quantity import parse_quantity
 from ..cluster import Cluster
-from ..kinds import KINDS, KUEUE_KINDS
+from ..kinds import KINDS
 from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
 from ..retry import retrying
@@ -299,7 +299,7 @@ def check_fits(cq: dict, r: Rendered) -> None:
 
 
 def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
-    """Refuse a TrainJob on Kubeflow Trainer v2.1 (its CRD would prune the runtime patch and the
+    """Refuse a Trainer v2 job on Kubeflow Trainer v2.1 (its CRD would prune the runtime patch and the
     job would never start) and drop what v2.2 lacks; see trainer_api. A user who may not read CRDs
     (cluster-scoped) gets a warning and the v2.3 rendering."""
     from . import trainer_api as ta
@@ -311,7 +311,7 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     if api == ta.V21:
         raise PreflightError(
             f"CRD {ta.TRAINJOB_CRD}",
-            "this cluster serves Kubeflow Trainer v2.1 (its TrainJob has podTemplateOverrides, not "
+            f"this cluster serves Kubeflow Trainer v2.1 (its {r.kind} has podTemplateOverrides, not "
             "runtimePatches); gpujobs needs Trainer v2.2 or newer (v2.3+ recommended): upgrade it "
             "(kubectl apply --server-side -k \"github.com/kubeflow/trainer.git/manifests/overlays/"
             "manager?ref=v2.3.0\"), or use another kind: gpujobs submit --kind PyTorchJob ...")
@@ -322,7 +322,7 @@ def check_trainer_api(backend: Cluster, cache: _Cache, r: Rendered) -> None:
 
 def check_kueue_keeps_grace(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     """Warn when the cluster's Kueue (read from its manager's image, submit/kueue_version.py) will
-    drop the TrainJob's terminationGracePeriodSeconds on admission (Kueue before v0.20)."""
+    drop the Trainer v2 job's terminationGracePeriodSeconds on admission (Kueue before v0.20)."""
     from . import kueue_version as kv
     grace = None
     for patch in r.job["spec"].get("runtimePatches") or []:
@@ -332,7 +332,7 @@ def check_kueue_keeps_grace(backend: Cluster, cache: _Cache, r: Rendered) -> Non
         return
     version = cache.get(("kueue-version",), lambda: backend.detected_kueue_version() or "")
     if kv.erases_trainjob_grace_period(version):
-        warnings.warn(f"Kueue {version} vendors Kubeflow Trainer v2.2.1 and rewrites the TrainJob without "
+        warnings.warn(f"Kueue {version} vendors Kubeflow Trainer v2.2.1 and rewrites the {r.kind} without "
                       f"terminationGracePeriodSeconds when it admits it (kueue@v0.19.2 pkg/controller/jobs/trainjob/"
                       f"trainjob_controller.go RunWithPodSetsInfo): the pods get 30 s, not the {grace} s gpujobs "
                       "asked for, to save a checkpoint on preemption or cancel. Fix: upgrade Kueue to v0.20 or "
@@ -344,8 +344,8 @@ def _runtime(backend: Cluster, cache: _Cache, name: str) -> dict | None | str:
         backend, "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", name))
 
 
-def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: Any) -> None:
-    """The TrainJob's ClusterTrainingRuntime exists, and a failing rank under it fails the job
+def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: Any, kind: str) -> None:
+    """The ``kind`` (a Trainer v2 job)'s ClusterTrainingRuntime exists, and a failing rank under it fails the job
     (restartPolicy Never, backoffLimit 0: kubeflow.training_runtimes); a runtime that re-runs ranks
     in place (Trainer's stock torch-distributed) is used with a RankRerunWarning."""
     from ..render import kubeflow as kf
@@ -358,10 +358,10 @@ def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: An
         stock = ours and isinstance(_runtime(backend, cache, kf.STOCK_RUNTIME), dict)
         raise PreflightError(
             f"ClusterTrainingRuntime {rt}",
-            f"the TrainJob runtime {rt!r} is not installed (kubectl get clustertrainingruntimes lists those "
+            f"the {kind} runtime {rt!r} is not installed (kubectl get clustertrainingruntimes lists those "
             "that are); fix: "
             + ("have a cluster admin install gpujobs' runtimes: gpujobs admin trainer-runtimes | kubectl "
-               "apply -f - (docs/kubernetes-kinds.md, TrainJob)"
+               f"apply -f - (docs/kubernetes-kinds.md, {kind})"
                + (f"; only Kubeflow Trainer's stock {kf.STOCK_RUNTIME!r} is installed, under which a "
                   "failing rank runs your function again in place, up to 6 times" if stock else "")
                + "; or " if ours else "install Kubeflow Trainer's runtimes, or ")
@@ -371,19 +371,19 @@ def check_runtime(backend: Cluster, cache: _Cache, rt: str, key: str, config: An
     if why:
         warnings.warn(f"ClusterTrainingRuntime {rt!r} ({why}) re-runs a failing rank in place: the kubelet "
                       "restarts its container and your function runs again, up to 6 times, before the "
-                      "TrainJob fails; install gpujobs' runtimes (gpujobs admin trainer-runtimes | kubectl "
+                      f"{kind} fails; install gpujobs' runtimes (gpujobs admin trainer-runtimes | kubectl "
                       f"apply -f -) and drop {key} from [kubernetes] in {config}", RankRerunWarning, stacklevel=4)
 
 
 def check_other(backend: Cluster, cache: _Cache, r: Rendered) -> None:
     from ....config import config_path
-    if r.kind == "TrainJob":
+    if (r.job["spec"].get("runtimeRef") or {}).get("kind") == "ClusterTrainingRuntime":  # Trainer v2
         check_trainer_api(backend, cache, r)
         rt = r.job["spec"]["runtimeRef"]["name"]
         key = "trainjob_volcano_runtime" if rt == backend.options.trainjob_volcano_runtime and \
             rt != backend.options.trainjob_runtime else "trainjob_runtime"
-        check_runtime(backend, cache, rt, key, config_path())
-    if r.kind == "VolcanoJob":
+        check_runtime(backend, cache, rt, key, config_path(), r.kind)
+    if KINDS[r.kind].volcano_mode == "job":  # a bare Volcano Job: Volcano alone queues it
         q = r.job["spec"]["queue"]
         _require(backend, cache, f"Volcano Queue {q}", "scheduling.volcano.sh", "v1beta1", "queues",
                  q, f"no Volcano queue {q!r}; list them with `kubectl get queues.scheduling.volcano.sh`, "
@@ -413,14 +413,15 @@ def preflight(backend: Cluster, r: Rendered) -> None:
 
 def _checks(backend: Cluster, cache: _Cache, r: Rendered) -> list[Callable[[], None]]:
     checks: list[Callable[[], None]] = [lambda: check_crd(backend, cache, r.kind)]
-    if r.kind == "AppWrapper":  # the AppWrapper controller creates the inner Volcano Job
-        checks.append(lambda: check_crd(backend, cache, "VolcanoJob"))
+    wrapped = KINDS[r.kind].wraps
+    if wrapped is not None:  # its controller creates the inner kind's object
+        checks.append(lambda: check_crd(backend, cache, wrapped.name))
     if r.volcano == "gang":
         checks.append(lambda: check_volcano(backend, cache))
     info = KINDS[r.kind]
     for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
         checks.append(functools.partial(check_access, backend, cache, r.namespace, group, resource))
-    if r.kind in KUEUE_KINDS:
+    if KINDS[r.kind].kueue_integration:
         checks.append(lambda: check_kueue(backend, cache, r))
     checks.append(lambda: check_other(backend, cache, r))
     return checks

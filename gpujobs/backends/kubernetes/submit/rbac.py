@@ -2,22 +2,30 @@
 
 Nothing in RULES is cluster-wide; CLUSTER_READ_RULES are optional cluster-wide reads (get, list,
 watch only) that make queued jobs' forecasts and plan() complete. Cluster-scoped reads the preflight would like
-(ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue, the TrainJob CRD,
+(ClusterQueue, WorkloadPriorityClass, ClusterTrainingRuntime, Volcano Queue, the Trainer v2 CRD,
 PriorityClass) are optional: on 403 that check is skipped with a warning.
 Discovery and SelfSubjectAccessReview are open to every authenticated user by
 Kubernetes' default ``system:discovery`` / ``system:basic-user`` ClusterRoles.
 """
 from __future__ import annotations
 
-JOB_VERBS = ("create", "get", "list", "watch", "delete")  # submit, the adopt/rollback reads, the watch, cancel
-RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+from ..kinds import KINDS
+
+Rule = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
+def _kind_rules() -> tuple[Rule, ...]:
+    """One rule per API group of the kinds (their plurals, in registry order) with their verbs."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for k in KINDS.values():
+        groups.setdefault((k.group, tuple(k.verbs)), []).append(k.plural)
+    return tuple((group, tuple(plurals), verbs) for (group, verbs), plurals in groups.items())
+
+
+RULES: tuple[Rule, ...] = (
     # (apiGroup, resources, verbs): exactly what the code calls, checked by recording the requests of
-    # the simulated stories (tests/k8s_status/test_rbac_requests.py)
-    ("trainer.kubeflow.org", ("trainjobs",), JOB_VERBS),
-    ("kubeflow.org", ("pytorchjobs", "mpijobs"), JOB_VERBS),
-    ("ray.io", ("rayjobs",), JOB_VERBS),
-    ("batch.volcano.sh", ("jobs",), JOB_VERBS),
-    ("workload.codeflare.dev", ("appwrappers",), JOB_VERBS),
+    # the simulated stories (tests/k8s_status/test_rbac_requests.py); first the job kinds'
+    *_kind_rules(),
     ("", ("configmaps",), ("create", "get")),
     ("", ("secrets",), ("create", "get", "delete")),  # delete: a failed submit's rollback of its payload Secret
     # create: a checkpointing job's default claim (a dry run first: is there a default StorageClass?);

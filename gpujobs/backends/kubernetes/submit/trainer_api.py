@@ -1,8 +1,8 @@
-"""Which Kubeflow Trainer API the cluster serves, read from its installed TrainJob CRD.
+"""Which Kubeflow Trainer API the cluster serves, read from its installed Trainer v2 job CRD (trainjobs).
 
-gpujobs renders a TrainJob's pod details as a ``spec.runtimePatches`` entry, the Trainer v2.2+
+gpujobs renders a Trainer v2 job's pod details as a ``spec.runtimePatches`` entry, the Trainer v2.2+
 API; Trainer v2.1 had ``spec.podTemplateOverrides`` instead, and an API server prunes fields its
-CRD does not declare, so on v2.1 the patch (Kueue's own too) silently vanishes and the TrainJob
+CRD does not declare, so on v2.1 the patch (Kueue's own too) silently vanishes and the job
 never starts. ``terminationGracePeriodSeconds`` exists in the patch's pod spec only from v2.3.
 Facts from the upstream CRDs (kubeflow/trainer manifests/base/crds/
 trainer.kubeflow.org_trainjobs.yaml at v2.1.0, v2.2.0, v2.3.0; pkg/apis/trainer/v1alpha1/
@@ -45,7 +45,7 @@ def trainer_api(crd: dict) -> str:
 
 
 def adapt(job: dict, api: str) -> None:
-    """Fit a rendered TrainJob to the served API in place: v2.2 has no terminationGracePeriodSeconds
+    """Fit a rendered Trainer v2 job to the served API in place: v2.2 has no terminationGracePeriodSeconds
     in the patch (the pods keep the runtime's grace period)."""
     if api != V22:
         return
