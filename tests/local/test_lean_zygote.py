@@ -20,7 +20,7 @@ from gpujobs.backends.local import agent_pids
 from gpujobs.backends.local.lean import call_needs_torch, gang_is_lean, shipped_imports
 from gpujobs.payload import seal
 from gpujobs.payload.call import pack_call
-from gpujobs.payload.shipping import _pack_modules
+from gpujobs.rank.shipping import _pack_modules
 from tests.local.inproc import drive, submit
 
 ROOT = Path(__file__).resolve().parents[2]
