@@ -13,6 +13,8 @@
 # minutes) and compares Kueue with the engine in one run; it prints "skipped" and passes when the
 # control-plane binaries (`make controlplane`) are missing, and is not repeated at REV.
 # About 10 minutes on 2 idle cores; twice that with --against. PY=... picks the interpreter.
+# BENCH_ONLY="local_launch admission ..." runs only those benchmarks (the others are listed as
+# not run; compare.py leaves their rows empty).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -81,6 +83,10 @@ for cmd in \
   "benchmarks/k8s_forecast.py" \
   "benchmarks/lab_panel.py"; do
   i=$((i + 1))
+  name="${cmd%% *}"; name="${name#benchmarks/}"; name="${name%.py}"
+  if [ -n "${BENCH_ONLY:-}" ] && [[ " $BENCH_ONLY " != *" $name "* ]]; then
+    echo "[$name: not run (BENCH_ONLY)]"; echo; continue
+  fi
   # shellcheck disable=SC2086
   run "new" "$ROOT" "$OUT/$i.new" $cmd
   [ "$STATUS" = ok ] || failed+=("${cmd%% *}: $STATUS")
