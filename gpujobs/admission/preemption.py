@@ -38,7 +38,7 @@ class Preemptor:
                 cands.append((candidate_key(c, 2), c, WITHIN_CQ, None))
         n_other = n_hier = 0
         coh = cq.cohort
-        if coh is not None and spec.reclaim_within_cohort != "Never":
+        if coh is not None and reclaim != "Never" and _may_reclaim(cq, e.prio, reclaim):
             # Kueue collectCandidatesForHierarchicalReclaim: walk up from the queue's cohort;
             # in each subtree, queues (and child cohorts) above nominal in a resource that
             # needs preemption give candidates. Once the request fits in the quota of the
@@ -138,6 +138,23 @@ class Preemptor:
                     usage[(f, r)] = usage.get((f, r), 0.0) + a
         targets = self.targets(e, set(preempt), usage)
         return {t.w.id: targets.reasons[t.w.id] for t in targets}
+
+
+def _may_reclaim(cq: QueueNode, prio: int, policy: str) -> bool:
+    """Whether some other queue of ``cq``'s cohort tree has an admitted workload that ``policy``
+    could let a workload of priority ``prio`` preempt (when none has, the walk up the tree
+    finds no candidate: it is skipped)."""
+    root = cq.root
+    assert isinstance(root, CohortNode)
+    for other in root.all_cqs:
+        if other is cq or not other.admitted_prios:
+            continue
+        if policy == "Any":
+            return True
+        low = min(other.admitted_prios)
+        if low < prio or (low == prio and policy == "LowerOrNewerEqualPriority"):
+            return True
+    return False
 
 
 def _subtree_cqs(root: CohortNode, skip: CohortNode | None, need: set) -> Iterator[tuple[QueueNode, CohortNode]]:

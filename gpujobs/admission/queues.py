@@ -120,15 +120,22 @@ class Queues:
                 return st
             cq.sticky = None
         best = best_any = None
-        for shape in list(cq.heaps):
-            e = self._shape_head(cq, shape)
-            if e is None:
-                continue
-            if best_any is None or e.key < best_any.key:
+        entries, parked = self._entries, cq.parked
+        for shape, heap in list(cq.heaps.items()):
+            e = None
+            if heap:  # the valid item on top, inline (the common case); else drop stale ones
+                key, version = heap[0]
+                e = entries.get(key[3])
+            if e is None or e.state != "pending" or e.version != version:
+                e = self._shape_head(cq, shape)  # stale items on top: drop them
+                if e is None:
+                    continue
+                key = e.key
+            if best_any is None or key < best_any.key:
                 best_any = e
-            if cq.parked.get(shape) == e.key:
+            if parked and parked.get(shape) == key:
                 continue
-            if best is None or e.key < best.key:
+            if best is None or key < best.key:
                 best = e
         if cq.spec.strategy == "StrictFIFO" and best_any is not None and best is not best_any:
             return None
