@@ -14,6 +14,12 @@ from .inputs import (AHEAD_SHOWN, HORIZON_S, RANGE_HORIZON_S, SOURCES, Forecast,
 from ...status import start_when
 from .reasons import amount_text, basis_text, priority_rank, waiting_reasons, duration
 
+#: The safety bound: at most this many ``schedule()`` passes (plus two per workload) at one
+#: simulated instant; past it the run stops there (``_Run.looped``) and the jobs it has not
+#: started get no start and a basis saying so. The churn detection below keeps real runs far
+#: from it: it is there so that no future bug can make a forecast spin for ever.
+MAX_PASSES_AT_ONE_INSTANT = 200
+
 
 # ------------------------------------------------------------- simulation
 @dataclass
@@ -25,6 +31,15 @@ class _Run:
     reasons: dict[str, Forecast]
     unknown: dict[str, set[str]]  # group (cohort or queue) -> ids holding quota, end unknown
     cut: bool = False  # stopped at the horizon with events left
+    looped: float | None = None  # the instant where preemptions repeated without end (run stopped there)
+
+
+def _repeats(seen: set, key: tuple) -> bool:
+    """Whether the workloads admitted and stopping (``key``) are as after an earlier pass at
+    this instant: preemptions there go round (see :meth:`_Sim.run`); notes ``key``."""
+    again = key in seen
+    seen.add(key)
+    return again
 
 
 class _Sim:
@@ -109,14 +124,41 @@ class _Sim:
         targets = self.targets
         left = set(targets) if targets is not None else None
         first = True
+        looped = None
+        ended = passes = 0  # ends so far; schedule() passes at this instant
+        seen: set = set()  # (ends, who is admitted or stopping) after each pass at this instant
+        bound = MAX_PASSES_AT_ONE_INSTANT + 2 * len(jobs)
         while True:
             d = eng.schedule()
+            passes += 1
+            if passes > bound:  # the safety bound (MAX_PASSES_AT_ONE_INSTANT): stop, say so
+                looped, cut = t, True
+                break
+            # Kueue's rules can make preemptions go round: two queues' heads each preempt their
+            # own queue's lower-priority jobs to borrow the other's idle quota, which that queue's
+            # jobs take back first (non-borrowing heads go first), so the victims come back and
+            # are preempted again. Each turn costs the victims' stop time; with none (the early
+            # run, grace_period_s=0) every turn is at this same instant. Once the same jobs are
+            # admitted and stopping as after an earlier pass here, the victims issued now stop at
+            # the next event instead (the churn lasts until something else changes); with no
+            # next event it lasts for ever and the run ends.
+            churn = bool(d.preempted) and _repeats(seen, (ended, frozenset(
+                (w, eng.state(w)) for w in eng.admitted())))
+            later = None
+            if churn:
+                later = min((e[0] for e in events if e[0] > t and version.get(e[3]) == e[4]), default=None)
+                if later is None:
+                    looped = t
             for vic, by in d.preempted:
                 preempts[by].append(vic)
                 if vic in stopping:
                     continue
                 stopping.add(vic)
                 after, src_of[vic] = stop_after(jobs[vic], snap.history, self.mode)
+                if churn and after <= 0:
+                    if later is None:
+                        continue  # it never stops: the churn goes on, nothing else happens
+                    after = later - t
                 push(t + after, "stop", vic)  # replaces its end event
             for adm in d.admitted:
                 wid = adm.id
@@ -150,6 +192,9 @@ class _Sim:
             if when > stop:
                 cut = True  # beyond the horizon: no start (see HORIZON_S)
                 break
+            if when > t:
+                passes = 0
+                seen.clear()
             t = clock[0] = when
             batch = []
             while events and events[0][0] == when:
@@ -159,6 +204,7 @@ class _Sim:
             for _, _, kind, wid, _ver in batch:
                 if kind == "end":
                     eng.finish(wid)
+                    ended += 1
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
                 else:
                     if src_of.get(wid) == "stop":  # a learned stop time (a grace period is not counted)
@@ -167,7 +213,7 @@ class _Sim:
                     stopping.discard(wid)
                     ran[wid] = ran.get(wid, 0.0) + max(0.0, t - run_start.get(wid, t))
                     eng.requeue(wid)
-        return _Run(starts, basis, dict(preempts), ends, reasons, dict(unknown), cut)
+        return _Run(starts, basis, dict(preempts), ends, reasons, dict(unknown), cut, looped)
 
 
 def _groups(snap: Snapshot) -> dict[str, str]:
@@ -232,6 +278,11 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
+        elif pess.looped is not None:  # the churn at one instant with nothing after it, or the bound
+            at = "now" if pess.looped <= now + 1 else start_when(pess.looped, now)
+            fc.basis = ("unknown: the simulation stopped where its preemptions repeat without end "
+                        f"(victims readmitted and preempted again), {at}")
+            fc.reason += ("; " if fc.reason else "") + "start unknown (preemptions repeat)"
         elif not unknown_labels(wid):  # nothing unknown: it starts beyond the horizon
             fc.basis = f"beyond the forecast horizon ({duration(horizon_s)} ahead) on expected ends"
             fc.reason += ("; " if fc.reason else "") + f"starts more than {duration(horizon_s)} from now"
