@@ -5,6 +5,8 @@ and readmit the same jobs in turn for ever; with victims that stop at once (no g
 the early range run) every turn happened at the same simulated instant and the forecast spun."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpujobs.admission import ClusterQueue, PodSet, Workload
@@ -56,6 +58,21 @@ def test_the_churn_with_a_grace_period_gives_the_same_starts_order():
     fcs = forecast(churning(grace=30.0))
     for wid in ("p2", "p17"):
         assert fcs[wid].expected_start is not None and fcs[wid].expected_start > NOW
+
+
+@pytest.mark.timeout(60)
+def test_the_churn_with_nothing_after_it_ends_the_run_on_the_unknown_ends():
+    """No job has a limit: no later event ends the churn, so the run ends there; the jobs it did
+    not start wait on ends nothing predicts, and say so."""
+    snap = churning()
+    snap = dataclasses.replace(snap, running=[dataclasses.replace(j, max_runtime_s=None) for j in snap.running],
+                               pending=[dataclasses.replace(j, max_runtime_s=None) for j in snap.pending])
+    run = simulate._Sim(snap, list(snap.pending), "point", None, False).run()
+    assert run.looped == NOW and not run.cut
+    fcs = forecast(snap)
+    assert fcs["p0"].expected_start == NOW
+    assert fcs["p17"].expected_start is None
+    assert fcs["p17"].basis.startswith("unknown: it waits on jobs with no declared limit"), fcs["p17"].basis
 
 
 @pytest.mark.timeout(60)

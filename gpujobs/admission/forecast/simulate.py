@@ -278,7 +278,7 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
-        elif pess.looped is not None:  # the churn at one instant with nothing after it, or the bound
+        elif pess.looped is not None and (pess.cut or not unknown_labels(wid)):  # the safety bound
             at = "now" if pess.looped <= now + 1 else start_when(pess.looped, now)
             fc.basis = ("unknown: the simulation stopped where its preemptions repeat without end "
                         f"(victims readmitted and preempted again), {at}")
