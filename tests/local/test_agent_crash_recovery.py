@@ -26,7 +26,10 @@ def _wait(cond, timeout: float, what: str) -> None:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
-def say(value):
+def say_with_torch(value):
+    """Names torch, so its gang forks from the torch zygote (backends/local/lean.py sends a call
+    that names no torch to the lean one, which these tests are not about)."""
+    import torch  # noqa: F401
     return value
 
 
@@ -73,7 +76,7 @@ def test_agent_killed_while_its_zygote_forks_a_gang_runs_the_job_once(
     job again (two executions, or two rank 0s hung in all_reduce on overcommitted slots)."""
     monkeypatch.setenv("GPUJOBS_LOCAL_GPUS", "4")
     monkeypatch.setenv("GPUJOBS_AGENT_IDLE_S", "60")
-    assert gpujobs.job(say, 1).ddp(gpus=1).submit().result(timeout=180) == 1  # a warm agent
+    assert gpujobs.job(say_with_torch, 1).ddp(gpus=1).submit().result(timeout=180) == 1  # a warm agent
     pids = agent_pids(gpujobs_home)
     _wait(lambda: pids["zygote"] is not None, 60, "the zygote")
     marker = tmp_path / "runs.txt"
