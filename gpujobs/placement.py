@@ -50,6 +50,14 @@ def check_name(field_name: str, value: Any) -> None:
     raise SpecError(field_name, f"{value!r} is not a valid {field_name} name", fix)
 
 
+def plain(value: Any) -> Any:
+    """A tuple field as JSON holds it (a list of lists / dicts); any other value unchanged (the
+    one conversion of JobSpec.to_dict and KubernetesPlacement.to_dict)."""
+    if not isinstance(value, tuple):
+        return value
+    return [list(x) if isinstance(x, tuple) else (dict(x) if isinstance(x, Mapping) else x) for x in value]
+
+
 @dataclass(frozen=True)
 class Volume:
     """A PersistentVolumeClaim mounted into every rank (data, checkpoints)."""
@@ -117,10 +125,7 @@ class KubernetesPlacement:
             v = getattr(self, f.name)
             if isinstance(v, Volume):
                 v = dataclasses.asdict(v)
-            elif isinstance(v, tuple):
-                v = [list(x) if isinstance(x, tuple) else (dict(x) if isinstance(x, Mapping) else x)
-                     for x in v]
-            out[f.name] = v
+            out[f.name] = plain(v)
         return out
 
     @classmethod

@@ -28,7 +28,7 @@ from .config import default_backend_name
 from .errors import Fix, SpecError
 from .placement import FIELDS as PLACEMENT_FIELDS
 from .placement import NAME_RE as _NAME_RE
-from .placement import KubernetesPlacement, Volume, check_name, slug
+from .placement import KubernetesPlacement, Volume, check_name, plain, slug
 from .quantity import parse_bytes
 
 FRAMEWORKS = ("ddp", "fsdp", "ray", "mpi")
@@ -324,10 +324,7 @@ class JobSpec:
                 continue
             if f.name == "secret_env":
                 v = [[k, r.secret, r.key] for k, r in v]
-            elif isinstance(v, tuple):
-                v = [list(x) if isinstance(x, tuple) else (dict(x) if isinstance(x, Mapping) else x)
-                     for x in v]
-            out[f.name] = v
+            out[f.name] = plain(v)
         return out
 
     @classmethod
