@@ -10,6 +10,7 @@ import time
 
 import psutil
 import pytest
+from tests.local.lean_fns import say_with_torch
 from tests.ray_mpi.helpers import alive
 from tests.support import fill, tmpfs_home, wait_for
 
@@ -24,13 +25,6 @@ def _wait(cond, timeout: float, what: str) -> None:
         wait_for(cond, timeout, every=0.02)
     except AssertionError:
         raise AssertionError(f"timed out waiting for {what}") from None
-
-
-def say_with_torch(value):
-    """Names torch, so its gang forks from the torch zygote (backends/local/lean.py sends a call
-    that names no torch to the lean one, which these tests are not about)."""
-    import torch  # noqa: F401
-    return value
 
 
 def append_rank(marker: str):

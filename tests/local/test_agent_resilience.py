@@ -12,6 +12,7 @@ from gpujobs.admission import Decisions
 from gpujobs.backends.local import agent as agent_mod
 from gpujobs.backends.local.agent import Agent
 from tests.local.inproc import drive, submit
+from tests.local.lean_fns import say_with_torch
 from tests.ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
@@ -37,13 +38,6 @@ def ignores_stop():
 
 
 def say(value):
-    return value
-
-
-def say_with_torch(value):
-    """Names torch, so its gang forks from the torch zygote (backends/local/lean.py sends a call
-    that names no torch to the lean one, which these tests are not about)."""
-    import torch  # noqa: F401
     return value
 
 
