@@ -21,6 +21,7 @@ metrics (the hub makes no log reads); ``status()`` returns them.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -85,9 +86,9 @@ class PodMetrics:
         self.reads = 0  # pod log reads made (tests, diagnosis)
         self.on_run_gone: Callable[[str, str], None] | None = None
         """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
-        self.already_kept: Callable[[], set[str]] = set
-        """The pod uids whose logs the log keeper follows or followed (status/log_keeper.py): what it
-        keeps is not kept twice."""
+        self.keep_unless_kept: Callable[[str, Callable[[], None]], None] = lambda uid, keep: keep()
+        """(pod uid, keep): hands a gone pod's lines to the log keeper (status/log_keeper.py,
+        LogKeeper.keep_unless_kept), which runs ``keep`` unless it keeps that pod's whole log."""
         self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
         """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
@@ -151,18 +152,10 @@ class PodMetrics:
     def _runs_gone(self, job_id: str, series: _JobSeries, live: set[str]) -> None:
         """Pods read before and gone now (a preempted run's: Kueue deleted them): their logs as
         last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them."""
-        gone = [uid for uid in series.tails if uid not in live]
-        kept = self.already_kept()
-        for uid in [u for u in gone if u in kept]:  # the log keeper has the whole log already
-            series.tails.pop(uid, None)
-            gone.remove(uid)
-        if not gone or self.on_run_gone is None:
-            for uid in gone:
-                series.tails.pop(uid, None)
-            return
-        text = "".join(_visible_text(*series.tails.pop(uid)) for uid in gone)
-        if text:
-            self.on_run_gone(job_id, text)
+        for uid in [u for u in series.tails if u not in live]:
+            text = _visible_text(*series.tails.pop(uid))
+            if text and self.on_run_gone is not None:  # once: the keeper's whole log, or this tail
+                self.keep_unless_kept(uid, functools.partial(self.on_run_gone, job_id, text))
 
     def _tail(self, ns: str, pod: str, container: str | None = None) -> str:
         """The pod's log tail, naming gpujobs' container (a sidecar makes an unqualified read 400)."""
@@ -304,7 +297,8 @@ def for_backend(backend: Cluster) -> PodMetrics:
             state.pod_metrics = PodMetrics(backend.api_client)
             state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
             state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
-            state.pod_metrics.already_kept = lambda: state.log_keeper.followed() if state.log_keeper else set()
+            state.pod_metrics.keep_unless_kept = lambda uid, keep: (
+                state.log_keeper.keep_unless_kept(uid, keep) if state.log_keeper else keep())
         return state.pod_metrics
 
 
