@@ -102,3 +102,59 @@ def test_a_pod_no_keeper_followed_is_kept_from_the_tail(tmp_path):
     api.pods = []
     pm.refresh(JOB, force=True)
     assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] step 0\n[rank 0] step 10\n"
+
+
+def _pod(uid: str, name: str, created: str, index: int) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "uid": uid, "creationTimestamp": created,
+                         "labels": {"training.kubeflow.org/replica-index": str(index)}},
+            "spec": {"containers": [{"name": "worker"}]}, "status": {"phase": "Running"}}
+
+
+def test_once_the_job_has_ended_its_last_runs_deleted_pods_are_not_an_earlier_run(tmp_path):
+    """The job was requeued at 10:00:05; its last run's worker (made at 10:00:09) is deleted as
+    the job ends (the MPI Operator's cleanPodPolicy), and the first run's pod (made at 10:00:00) is
+    only seen gone by the same final read: the first run's lines are an earlier run's, the last
+    run's are not."""
+    import calendar
+    import time as _time
+    api = FakeApi("hello\n", follow_finds_pod=False)
+    backend = SimpleNamespace(api_client=api, home=tmp_path, state=ClusterState())
+    pm = pod_metrics.for_backend(backend)
+    requeued = calendar.timegm(_time.strptime("2026-12-02T10:00:05", "%Y-%m-%dT%H:%M:%S"))
+    pm.requeued_at = lambda job_id: requeued
+    api.pods = [_pod("first", "job1-worker-0", "2026-12-02T10:00:00Z", 0)]
+    pm.refresh(JOB, force=True)  # the first run
+    api.pods = [_pod("last", "job1-worker-0", "2026-12-02T10:00:09Z", 0),
+                _pod("last1", "job1-worker-1", "2026-12-02T10:00:09Z", 1)]
+    api.log = b"again\n"
+    pm.refresh(JOB, force=True)  # the last run (the first run's pod is gone: kept)
+    assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] hello\n"
+    api.pods = api.pods[1:]
+    pm.refresh(JOB, terminal=True, force=True)  # ended; worker-0 deleted
+    assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] hello\n"
+
+
+def test_a_run_first_seen_gone_by_the_final_read_is_still_an_earlier_run(tmp_path):
+    import calendar
+    import time as _time
+    api = FakeApi("hello\n", follow_finds_pod=False)
+    backend = SimpleNamespace(api_client=api, home=tmp_path, state=ClusterState())
+    pm = pod_metrics.for_backend(backend)
+    pm.requeued_at = lambda job_id: calendar.timegm(_time.strptime("2026-12-02T10:00:05", "%Y-%m-%dT%H:%M:%S"))
+    api.pods = [_pod("first", "job1-worker-0", "2026-12-02T10:00:00Z", 0)]
+    pm.refresh(JOB, force=True)
+    api.pods = []
+    pm.refresh(JOB, terminal=True, force=True)
+    assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] hello\n"
+
+
+def test_a_job_never_requeued_has_no_earlier_run(tmp_path):
+    """Its pods deleted as it ends (an operator's clean-up) are its only run's."""
+    api = FakeApi("hello\n", follow_finds_pod=False)
+    backend = SimpleNamespace(api_client=api, home=tmp_path, state=ClusterState())
+    pm = pod_metrics.for_backend(backend)
+    api.pods = [_pod("only", "job1-worker-0", "2026-12-02T10:00:00Z", 0)]
+    pm.refresh(JOB, force=True)
+    api.pods = []
+    pm.refresh(JOB, terminal=True, force=True)
+    assert archive.earlier_runs(tmp_path, JOB) == ""
