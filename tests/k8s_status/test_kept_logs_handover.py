@@ -9,6 +9,7 @@ import threading
 from types import SimpleNamespace
 
 from kubernetes.client.exceptions import ApiException
+from tests.support import wait_for
 
 from gpujobs.backends.kubernetes.cluster import ClusterState
 from gpujobs.backends.kubernetes.status import archive, pod_metrics
@@ -158,3 +159,33 @@ def test_a_job_never_requeued_has_no_earlier_run(tmp_path):
     api.pods = []
     pm.refresh(JOB, terminal=True, force=True)
     assert archive.earlier_runs(tmp_path, JOB) == ""
+
+
+def test_two_readers_keeping_runs_at_once_lose_neither(tmp_path, monkeypatch):
+    """The keeper's threads (one per pod) and the status reads save into the same archive entry:
+    the second save reads the entry only once the first has written it (read-modify-write in
+    one process is one at a time). Here the first save waits, once it has read, for the second
+    to read too (it never can once saves are one at a time: the wait then ends unanswered)."""
+    real_read = archive._read
+    second_read = threading.Event()
+    readers: list[str] = []
+
+    def read(path):
+        doc = real_read(path)
+        readers.append(threading.current_thread().name)
+        if len(readers) == 1:
+            second_read.wait(2)
+        else:
+            second_read.set()
+        return doc
+
+    monkeypatch.setattr(archive, "_read", read)
+    threads = [threading.Thread(target=archive.save_earlier_run, args=(tmp_path, JOB, f"[rank {r}] run 1\n"),
+                                name=f"saver-{r}") for r in (0, 1)]
+    threads[0].start()
+    wait_for(lambda: readers)
+    threads[1].start()
+    for t in threads:
+        t.join(10)
+    kept = archive.earlier_runs(tmp_path, JOB)
+    assert sorted(kept.splitlines()) == ["[rank 0] run 1", "[rank 1] run 1"], kept
