@@ -19,8 +19,8 @@ def admission_config(slots: int, s: Settings | None = None, cpus: float | None =
     slots. A queue without ``cpus`` may use every CPU. GPU quotas (or explicit ``cpus``) adding up
     to more than the machine has are a SpecError.
     """
-    # late: the admission engine is the agent's; the zygotes and the daemon import this package
-    # (its __init__) before they start, and need none of it
+    # late: the admission engine (~25 ms of imports) is for building the queues, not for every
+    # process that imports the local backend (a status query, the CLI)
     from ...admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort
     from ...admission.gates import kueue_version_of
 
