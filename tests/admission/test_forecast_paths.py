@@ -40,9 +40,14 @@ def state(seed: int) -> Snapshot:
 
 
 def _checked_every_add(monkeypatch):
+    """Every add asks whether the job can ever fit (the engine forgets the shapes it found to fit)."""
     from gpujobs.admission.engine import Engine
     real = Engine.add
-    monkeypatch.setattr(Engine, "add", lambda self, w, check=True: real(self, w, check=True))
+
+    def add(self, w, check=True):
+        self._fit.clear()
+        return real(self, w, check=True)
+    monkeypatch.setattr(Engine, "add", add)
 
 
 @pytest.mark.parametrize("seed", range(4))
