@@ -106,7 +106,7 @@ class FlavorAssigner:
     def assign(self, e: Entry) -> Assignment:
         """Kueue FlavorAssigner.Assign: per pod set and resource group, the flavors in order
         (from where the last scan stopped), chosen by the queue's ``flavorFungibility``."""
-        cq, spec = e.cq, e.cq.spec
+        cq = e.cq
         podsets = e.podsets
         if len(podsets) == 1 and e.pin is None and self.flavors is None and (e.last is None or not e.last[3]):
             ps_name, reqs = podsets[0]
@@ -115,6 +115,11 @@ class FlavorAssigner:
                     rg = cq.rg_of.get(r)
                     if rg is not None and len(rg.flavors) == 1:
                         return self._assign_one(e, ps_name, r, rg.flavors[0], reqs[r])
+        return self._assign_general(e)
+
+    def _assign_general(self, e: Entry) -> Assignment:
+        """:meth:`assign` in every case."""
+        cq, spec = e.cq, e.cq.spec
         asg = Assignment()
         worst = FIT
         # Kueue LastTriedFlavorIdx: a scan resumes after the flavor it tried last
