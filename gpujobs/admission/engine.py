@@ -51,6 +51,7 @@ from .quota import EPS, Entry, QueueNode, QuotaTree
 from .victims import Targets
 
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
+NO_HOLD: dict = {}  # a queue's hold when it reserves nothing (shared, never written)
 
 
 class Engine:
@@ -355,7 +356,7 @@ class Engine:
             if e is None:
                 cq.stalled = True
                 continue
-            cq.hold = {}
+            cq.hold = NO_HOLD
             last = e.last
             if last is not None and cq.generation > last[1] and self._outdated(e):
                 e.last = last = None
@@ -387,7 +388,7 @@ class Engine:
                     yield fairsharing.pop_fair(remaining)
             seq: Iterable = tournament()
         else:
-            heads.sort(key=lambda h: h[0])
+            heads.sort()  # by the first item alone: it ends with the queue key's unique sequence number
             seq = heads
         progress = False
         victims: dict[str, Entry] = {}

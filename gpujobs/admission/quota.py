@@ -30,7 +30,7 @@ EPS = 1e-9
 Key = tuple  # (-priority, timestamp, seq, id)
 FR = tuple   # (flavor, resource)
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """A workload in the engine: its queue node, priority, per-pod-set totals, queue key and
     state; while admitted, the usage it is charged for."""
