@@ -119,6 +119,7 @@ class Engine:
             self._tree.add_queue(spec)
             self._queues.map_local_queues(spec)
         self._tree.build(by_name)
+        self._strict = [cq for cq in self._cqs.values() if cq.spec.strategy == "StrictFIFO"]  # those that may hold
         self._preemptor = Preemptor(self.fs_strategies if self.fair_sharing else None)
         self._assigner = FlavorAssigner(self._preemptor, by_name, preemption_oracle, self.fair_sharing)
         self._order = 0
@@ -372,7 +373,7 @@ class Engine:
             key = e.key
             heads.append(((asg.borrow, key[0], key[1], key[2]), e, asg, targets))
         held: list = []  # (cq, usage) charged for this cycle only
-        for cq in self._cqs.values():
+        for cq in self._strict:
             if cq.hold and cq.stalled:  # a StrictFIFO head waiting without candidates
                 cq.charge(cq.hold, +1)
                 held.append((cq, cq.hold))
