@@ -7,7 +7,8 @@ read nothing else.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from copy import deepcopy
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .rank.wire import GpuSample
@@ -190,9 +191,23 @@ class JobStatus:
         return " · ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """What :func:`dataclasses.asdict` gives, plus ``terminal``; built field by field (the
+        scalar and tuple-of-str fields need no copy), as every status request and job list
+        encodes one per job and ``asdict``'s deep copy of each field was most of that."""
+        d: dict[str, Any] = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if name == "extra":
+                value = deepcopy(value) if value else {}
+            elif name in _NESTED and value:
+                value = asdict(value) if name == "progress" else tuple(asdict(v) for v in value)
+            d[name] = value
         d["terminal"] = self.terminal
         return d
+
+
+_FIELDS = tuple(f.name for f in fields(JobStatus))
+_NESTED = frozenset({"events", "metrics", "progress", "extra"})  # JobStatus.to_dict copies these
 
 
 def restarts_text(st: JobStatus) -> str:

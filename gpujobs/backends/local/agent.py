@@ -20,6 +20,7 @@ use the JobSpec.
 """
 from __future__ import annotations
 
+import json
 import os
 import queue as queue_mod
 import signal
@@ -48,11 +49,12 @@ from .liveness import GangWatcher, final_progress
 from .records import STOP_MESSAGES, Rec, agent_log, create_time, ended_during_grace, mark_restart
 from .server import AgentServer
 from .startup import not_started, note_after, startup_note
-from .store import Store
+from .store import Store, status_from_dict
 from .zygote import Zygote, start_zygote
 
 CANCEL_GRACE_S = 3.0
 ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
+LIST_SLICE = 500  # live jobs viewed per hold of the lock by jobs()
 MAX_LOOP_FAILURES = 50  # loop rounds failing in a row before the agent gives up (logged)
 
 
@@ -736,14 +738,17 @@ class Agent:
 
     def jobs(self, queue: str | None) -> list[JobStatus]:
         """Every job, newest first. The stored rows are read without the agent's lock (the
-        store has its own; hundreds of rows take a while), the live ones viewed under it."""
-        rows = self.store.all(queue)
-        with self.lock:
-            out = []
-            for jid, _, st, _, _ in rows:
-                rec = self.recs.get(jid)
-                out.append(self.view(rec) if rec is not None else st)
-        return out[::-1]
+        store has its own) and parsed only for jobs no longer live; the live ones are viewed
+        under the lock :data:`LIST_SLICE` at a time, so a status request waits for one slice,
+        not for the whole list (10,000 queued jobs held it ~0.25 s)."""
+        rows = self.store.status_rows(queue)
+        out: list[JobStatus | str] = []
+        for i in range(0, len(rows), LIST_SLICE):
+            with self.lock:
+                for jid, stored in rows[i:i + LIST_SLICE]:
+                    rec = self.recs.get(jid)
+                    out.append(self.view(rec) if rec is not None else stored)
+        return [status_from_dict(json.loads(x)) if isinstance(x, str) else x for x in reversed(out)]
 
     def busy(self) -> bool:
         """A job not finished, or a finished one whose processes are still being stopped (a

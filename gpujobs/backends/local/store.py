@@ -163,5 +163,15 @@ class Store:
         return [(r[0], r[1], status_from_dict(json.loads(r[2])), json.loads(r[3]), json.loads(r[4]))
                 for r in rows]
 
+    def status_rows(self, queue: str | None = None) -> list[tuple[str, str]]:
+        """``(id, status JSON)`` of every job in submit order, not parsed: a caller that holds
+        a fresher status for most of them (the agent's live records) parses only the rest."""
+        sql = "SELECT id, status FROM jobs"
+        args: tuple = ()
+        if queue is not None:
+            sql += " WHERE queue = ?"
+            args = (queue,)
+        return [(r[0], r[1]) for r in self._query(sql + " ORDER BY seq", args)]
+
     def max_seq(self) -> int:
         return self._query("SELECT coalesce(max(seq), 0) FROM jobs")[0][0]
