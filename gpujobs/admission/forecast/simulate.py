@@ -116,12 +116,20 @@ class _Sim:
                                             for ps in j.workload.podsets))
             eng.add(j.workload, check=shape not in checked)
             checked.add(shape)
+        if self.mode != "early":  # jobs expected to be submitted later (none in the early run)
+            for at, j in snap.arrivals:
+                if at > now and expected_runtime(j, snap.history, 0.0, self.mode)[0] is not None:
+                    jobs[j.id] = j  # one whose end nothing predicts would hold its quota for ever: left out
+                    push(at, "arrive", j.id)
+        arriving = {j.id for _, j in snap.arrivals}
         counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(SOURCES))
         starts: dict[str, float] = {}
         basis: dict[str, tuple] = {}
         preempts: dict[str, list[str]] = defaultdict(list)
         reasons: dict[str, Forecast] = {}
         targets = self.targets
+        if targets is None and arriving:  # the expected arrivals matter only until the last real start
+            targets = {j.id for j in self.pending}
         left = set(targets) if targets is not None else None
         first = True
         looped = None
@@ -166,6 +174,8 @@ class _Sim:
                 if wid not in starts:
                     starts[wid] = t
                     basis[wid] = tuple(counts[grp(j)])
+                    if wid in arriving:  # an expected arrival started ahead of those still waiting
+                        counts[grp(j)][SOURCES.index("arrival")] += 1
                     if left is not None:
                         left.discard(wid)
                 run_start[wid] = t
@@ -202,7 +212,9 @@ class _Sim:
                 if version.get(item[3]) == item[4]:
                     batch.append(item)
             for _, _, kind, wid, _ver in batch:
-                if kind == "end":
+                if kind == "arrive":
+                    eng.add(jobs[wid].workload, check=False)  # its shape came from a submitted job
+                elif kind == "end":
                     eng.finish(wid)
                     ended += 1
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
@@ -323,7 +335,8 @@ def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
     if len(keep) == len(set(groups.values())):
         return snap
     return dataclasses.replace(snap, running=[j for j in snap.running if groups.get(j.workload.queue) in keep],
-                               pending=[j for j in snap.pending if groups.get(j.workload.queue) in keep])
+                               pending=[j for j in snap.pending if groups.get(j.workload.queue) in keep],
+                               arrivals=[a for a in snap.arrivals if groups.get(a[1].workload.queue) in keep])
 
 
 def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,
