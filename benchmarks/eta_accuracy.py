@@ -215,6 +215,8 @@ def accuracy(n: int, seed: int) -> dict:
     res: dict = {"waited": len(probes), "forecasts": sum(len(v) for v in got.values()),
                  "replay_s": took,
                  "mean_wait": statistics.fmean(first[w] - arrive[w] for w in probes) if probes else 0.0}
+    byid = {j["id"]: j for j in trace}
+    res["pops"] = pops = {}  # (kind of population, value) -> [(forecast error, naive error, inside)] at submit
     for label, k in (("at submit", 0), ("halfway", 1)):
         fe, ne, unknown, inside, ranged, viol = [], [], 0, 0, 0, 0
         for wid, rows in got.items():
@@ -225,6 +227,11 @@ def accuracy(n: int, seed: int) -> dict:
                 unknown += 1
             else:
                 fe.append(abs(fc - first[wid]))
+                if k == 0:
+                    j = byid[wid]
+                    ins = None if rng_ is None else rng_[0] <= first[wid] <= rng_[1]
+                    for key in (("GPUs", j["gpus"]), ("priority", j["prio"])):
+                        pops.setdefault(key, []).append((abs(fc - first[wid]), abs(nv - first[wid]), ins))
             ne.append(abs(nv - first[wid]))
             if rng_ is not None:
                 ranged += 1
@@ -318,6 +325,7 @@ def main(argv=None) -> int:
     n = 200 if a.quick else a.jobs
     seeds = [0] if a.quick else [int(x) for x in a.seeds.split(",")]
     pooled = {"at submit": ([], [], 0), "halfway": ([], [], 0)}
+    pops: dict = {}
     cover = {"at submit": [0, 0, 0], "halfway": [0, 0, 0]}  # inside the range, with a range, bound violated
     for seed in seeds:
         r = accuracy(n, seed)
@@ -332,6 +340,15 @@ def main(argv=None) -> int:
             sm = summarize(x["fe"], x["ne"])
             line.append(f"{label} median {sm['f_med'] / 60:.1f} vs naive {sm['n_med'] / 60:.1f} min")
         print("; ".join(line))
+        for key, v in r["pops"].items():
+            pops.setdefault(key, []).extend(v)
+    for key in sorted(pops, key=str):
+        v = pops[key]
+        f, nv = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+        rg = [x[2] for x in v if x[2] is not None]
+        print(f"  at submit, {key[0]} {key[1]}: n={len(v)} forecast median {f / 60:.1f} min, naive "
+              f"{nv / 60:.1f} min, ratio {f / nv if nv else float('nan'):.2f}, inside the range "
+              f"{sum(rg)}/{len(rg)}")
     ok = True
     for label, (fe, ne, unk) in pooled.items():
         x = summarize(fe, ne)

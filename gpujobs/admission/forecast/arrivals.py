@@ -59,7 +59,7 @@ class Arrivals:
             w = j.workload
             classes.setdefault((w.queue, _shape(w), w.priority), []).append(j)
         out = []
-        for k, (key, jobs) in enumerate(classes.items()):
+        for k, jobs in enumerate(classes.values()):
             n, tmpl = len(jobs), jobs[-1]
             for i in range(1, n + 1):
                 at = now + i * span / n
