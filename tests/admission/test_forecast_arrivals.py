@@ -60,8 +60,9 @@ def test_only_the_last_arrivals_keep_count():
 def test_expected_higher_priority_arrivals_push_a_low_priority_forecast_later():
     # 4 GPUs, all held until +30 s; a low-priority 2-GPU job waits. Ten high-priority 2-GPU
     # jobs of 100 s came over the last 90 s: ten are expected over the next 90 s, at +9, +18,
-    # ... +90, and all go ahead of it, two at a time: at +30 (+9, +18), +130 (+27, +36), +230,
-    # +330, +430 (+81, +90); the low one starts at +530
+    # ... +90. Those that come before it would start without them (+30) go ahead: +9 and +18
+    # take the GPUs at +30 until +130, then +27 and the low one. (Letting the later ones in
+    # too would count them again: two at a time until +530; see test_only_the_arrivals_...)
     running = [job("r", 4, NOW - 100, limit=None, expected_end=NOW + 30, started=NOW - 20)]
     low = job("low", 2, NOW - 1, prio="low", limit=100.0)
     without = forecast(Snapshot(Q, running=running, pending=[low], now=NOW))["low"]
@@ -69,8 +70,8 @@ def test_expected_higher_priority_arrivals_push_a_low_priority_forecast_later():
     arrivals = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="high", limit=100.0).expected(NOW)
     assert [t - NOW for t, _ in arrivals] == [9.0 * i for i in range(1, 11)]
     fc = forecast(Snapshot(Q, running=running, pending=[low], now=NOW, arrivals=arrivals))["low"]
-    assert fc.expected_start == NOW + 530
-    assert "10 expected arrivals start first" in fc.basis
+    assert fc.expected_start == NOW + 130
+    assert "3 expected arrivals start first" in fc.basis
     # a normal-priority job is not passed by lower-priority arrivals of its shape
     lows = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="low", limit=100.0).expected(NOW)
     normal = job("normal", 2, NOW - 1, limit=100.0)
@@ -83,7 +84,8 @@ def test_smaller_arrivals_that_fit_first_pass_a_big_job_in_best_effort_fifo():
     # the last 45 s: expected at +4.5, +9, ... +45. Each fits before the big head does
     # (BestEffortFIFO): +4.5 and +9 take the free GPUs (to +34.5, +39), +13.5 and +18 take them
     # then (to +64.5, +69), +22.5 and +27 take r's at +50 (to +80), +31.5 and +36 at +64.5 and
-    # +69, +40.5 and +45 at +80 (to +110): the big job starts at +110, not +50
+    # +69, +40.5 and +45 at +80 (to +110): the big job starts at +110, not +50 (all ten came
+    # before +50)
     running = [job("r", 2, NOW - 100, limit=None, expected_end=NOW + 50, started=NOW - 10)]
     big = job("big", 4, NOW - 1, limit=100.0)
     base = forecast(Snapshot(Q, running=running, pending=[big], now=NOW))["big"]
@@ -110,7 +112,7 @@ def test_arrivals_whose_end_nothing_predicts_are_left_out():
     for _ in range(3):
         h.add("", "j", "q", 100.0)
     fc = forecast(Snapshot(Q, running=running, pending=[low], now=NOW, arrivals=arrivals, history=h))["low"]
-    assert fc.expected_start == NOW + 530  # as with their limits of 100 s (grace 0)
+    assert fc.expected_start == NOW + 130  # as with their limits of 100 s (grace 0)
 
 
 def test_plan_counts_the_expected_arrivals_too():
@@ -118,10 +120,27 @@ def test_plan_counts_the_expected_arrivals_too():
     arrivals = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="high", limit=100.0).expected(NOW)
     snap = Snapshot(Q, running=running, now=NOW, arrivals=arrivals)
     p = plan(snap, job("new", 2, NOW, prio="low", limit=100.0))
-    assert not p.admit_now and p.expected_start == NOW + 530  # as in the forecast above
+    assert not p.admit_now and p.expected_start == NOW + 130  # as in the forecast above
     # arrivals in a queue that shares no quota with the job change nothing
     other = [*Q, ClusterQueue("o", {"gpu": 4})]
     away = [(t, Job(wl(j.id, 2, t, "high", queue="o"), name="j", max_runtime_s=100.0, grace_period_s=0.0))
             for t, j in arrivals]
     p2 = plan(Snapshot(other, running=running, now=NOW, arrivals=away), job("new", 2, NOW, prio="low", limit=100.0))
     assert p2.expected_start == NOW + 30
+
+
+def test_only_the_arrivals_before_a_jobs_start_without_them_are_counted_for_it():
+    # two low jobs: one would start at +30, one at +130 without arrivals; high 2-GPU arrivals
+    # of 100 s every 9 s: the first gets the 3 that come before +30, the second the 10 before +130
+    running = [job("r", 4, NOW - 100, limit=None, expected_end=NOW + 30, started=NOW - 20)]
+    a = job("a", 4, NOW - 2, prio="low", limit=100.0)
+    b = job("b", 4, NOW - 1, prio="low", limit=100.0)
+    arrivals = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="high", limit=100.0).expected(NOW)
+    base = forecast(Snapshot(Q, running=running, pending=[a, b], now=NOW))
+    assert (base["a"].expected_start, base["b"].expected_start) == (NOW + 30, NOW + 130)
+    fc = forecast(Snapshot(Q, running=running, pending=[a, b], now=NOW, arrivals=arrivals))
+    # a: +9, +18 at +30 (to +130), +27 at +130 with ... it needs 4: +27 holds 2 until +230, so
+    # a starts at +230; b: all ten go first, two at a time from +30: +430 the last two (to
+    # +530), then a (4 GPUs) to +630, then b
+    assert fc["a"].expected_start == NOW + 230 and "3 expected arrivals start first" in fc["a"].basis
+    assert fc["b"].expected_start == NOW + 630 and "10 expected arrivals start first" in fc["b"].basis
