@@ -144,3 +144,16 @@ def test_only_the_arrivals_before_a_jobs_start_without_them_are_counted_for_it()
     # +530), then a (4 GPUs) to +630, then b
     assert fc["a"].expected_start == NOW + 230 and "3 expected arrivals start first" in fc["a"].basis
     assert fc["b"].expected_start == NOW + 630 and "10 expected arrivals start first" in fc["b"].basis
+
+
+def test_beyond_arrivals_state_max_pending_jobs_the_arrivals_are_not_simulated(monkeypatch):
+    from gpujobs.admission.forecast import simulate
+    running = [job("r", 4, NOW - 100, limit=None, expected_end=NOW + 30, started=NOW - 20)]
+    pending = [job("a", 4, NOW - 2, prio="low", limit=100.0), job("b", 4, NOW - 1, prio="low", limit=100.0)]
+    arrivals = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="high", limit=100.0).expected(NOW)
+    snap = Snapshot(Q, running=running, pending=pending, now=NOW, arrivals=arrivals)
+    monkeypatch.setattr(simulate, "ARRIVALS_STATE_MAX", 1)  # a large state: the cost stays one run
+    fc = forecast(snap)
+    assert (fc["a"].expected_start, fc["b"].expected_start) == (NOW + 30, NOW + 130)
+    plain = forecast(Snapshot(Q, running=running, pending=pending, now=NOW))
+    assert fc["b"].expected_start_range == plain["b"].expected_start_range  # nor the late run (no past errors)

@@ -406,6 +406,8 @@ def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float]
     if not starts:
         return None, None
     last = max((base or starts).get(w, s) or s for w, s in starts.items())
+    if len(pending) > ARRIVALS_STATE_MAX:
+        last = snap.now  # no arrivals there (see _with_arrivals)
     return (_Sim(snap, pending, "early", set(starts), False, None, horizon_s, max(starts.values())).run(),
             _Sim(snap, pending, "late", set(starts), False, None, horizon_s,
                  arrivals=list(snap.arrivals)[:_before(snap, last)]).run())
