@@ -34,8 +34,10 @@ Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
 
 Jobs not submitted yet: ``Snapshot.arrivals``, the arrivals the recent submissions make
-expected (:mod:`.arrivals`), are queued at their times in the point and late runs, so jobs
-that would go ahead (a higher priority; a smaller shape that fits first) push the start later.
+expected (:mod:`.arrivals`). A job's expected start counts those that come before it would
+start without them (one more run with them queued at their times; the engine decides which go
+ahead: a higher priority, a smaller shape that fits first); the late run counts them too, the
+early one does not.
 
 Modules: ``inputs`` (Job, History, Snapshot, Forecast, expected ends), ``simulate`` (the run,
 :func:`forecast`, :func:`plan`), ``reasons`` (why a workload waits, in words), ``runtimes``

@@ -9,9 +9,10 @@ bring its ``i``-th next job at ``now + i W / n`` (the expected time of the ``i``
 Poisson process of rate ``n / W``), ``i`` = 1..n: the next ``W`` seconds bring what the last
 ``W`` brought, evenly spread, and nothing after (the simulation does not assume the load lasts
 for ever). Each expected job is the class's latest submission again (its user, name, limit:
-its runtime is predicted as that job's). The simulation queues them at those times; the
-engine decides which go ahead (:mod:`.simulate`). Deterministic: the same recent jobs give the
-same arrivals.
+its runtime is predicted as that job's). A job's forecast queues, at those times, the ones
+that come before it would start without them; the engine decides which go ahead
+(:mod:`.simulate`, ``_with_arrivals``). Deterministic: the same recent jobs give the same
+arrivals.
 """
 from __future__ import annotations
 
