@@ -157,3 +157,12 @@ def test_beyond_arrivals_state_max_pending_jobs_the_arrivals_are_not_simulated(m
     assert (fc["a"].expected_start, fc["b"].expected_start) == (NOW + 30, NOW + 130)
     plain = forecast(Snapshot(Q, running=running, pending=pending, now=NOW))
     assert fc["b"].expected_start_range == plain["b"].expected_start_range  # nor the late run (no past errors)
+
+
+def test_arrivals_at_or_before_now_are_not_queued_and_do_not_take_a_later_ones_place():
+    running = [job("r", 4, NOW - 100, limit=None, expected_end=NOW + 30, started=NOW - 20)]
+    low = job("low", 2, NOW - 1, prio="low", limit=100.0)
+    arrivals = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="high", limit=100.0).expected(NOW)
+    stale = [(NOW - 5.0, job("(old)", 2, NOW - 5, "high", 100.0)), (NOW, job("(now)", 2, NOW, "high", 100.0))]
+    fc = forecast(Snapshot(Q, running=running, pending=[low], now=NOW, arrivals=stale + arrivals))["low"]
+    assert fc.expected_start == NOW + 130 and "3 expected arrivals start first" in fc.basis  # as without them

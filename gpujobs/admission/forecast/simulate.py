@@ -53,7 +53,7 @@ class _Sim:
                  reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S,
                  until: float | None = None, arrivals: Sequence[tuple[float, Job]] = ()):
         self.snap, self.pending, self.mode = snap, pending, mode
-        self.arrivals = arrivals  # (time, job) queued at that time (see simulate.with_arrivals)
+        self.arrivals = arrivals  # (time, job) queued at that time (see _with_arrivals)
         self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
         self.horizon_s = horizon_s
         self.until = until  # stop past this time (the early run: past the latest expected start)
@@ -364,9 +364,14 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
     return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s, cal)
 
 
-def _before(snap: Snapshot, t: float) -> int:
-    """How many of the expected arrivals (in time order) come after now and before ``t``."""
-    return sum(1 for at, _ in snap.arrivals if snap.now < at < t)
+def _future(snap: Snapshot) -> list[tuple[float, Job]]:
+    """The expected arrivals after now, in time order."""
+    return sorted((a for a in snap.arrivals if a[0] > snap.now), key=lambda a: a[0])
+
+
+def _before(snap: Snapshot, t: float) -> list[tuple[float, Job]]:
+    """The expected arrivals that come after now and before ``t``, in time order."""
+    return [a for a in _future(snap) if a[0] < t]
 
 
 def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Iterable[str],
@@ -379,7 +384,8 @@ def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Itera
     more than ``ARRIVALS_STATE_MAX`` pending jobs."""
     if not snap.arrivals or len(pending) > ARRIVALS_STATE_MAX:
         return run
-    count = {w: k for w in ids if (s := run.starts.get(w)) is not None and (k := _before(snap, s))}
+    future = _future(snap)
+    count = {w: k for w in ids if (s := run.starts.get(w)) is not None and (k := sum(1 for a in future if a[0] < s))}
     if not count:
         return run
     levels = sorted(set(count.values()))
@@ -390,7 +396,7 @@ def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Itera
         nxt = levels[i + 1] if i + 1 < len(levels) else None
         who = {w for w, c in count.items() if c >= k and (nxt is None or c < nxt)}
         got = _Sim(snap, pending, "point", who, False, None, horizon_s,
-                   arrivals=list(snap.arrivals)[:k]).run()
+                   arrivals=future[:k]).run()
         for w in who:
             if got.starts.get(w) is not None:
                 starts[w], basis[w] = got.starts[w], got.basis[w]
@@ -410,7 +416,7 @@ def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float]
         last = snap.now  # no arrivals there (see _with_arrivals)
     return (_Sim(snap, pending, "early", set(starts), False, None, horizon_s, max(starts.values())).run(),
             _Sim(snap, pending, "late", set(starts), False, None, horizon_s,
-                 arrivals=list(snap.arrivals)[:_before(snap, last)]).run())
+                 arrivals=_before(snap, last)).run())
 
 
 def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
