@@ -8,7 +8,8 @@
   (:mod:`~gpujobs_sim.changes` says what to look at again): Kueue (:mod:`~gpujobs_sim.kueue`),
   Volcano and the operators (:mod:`~gpujobs_sim.operators` dispatches to one module per operator:
   :mod:`~gpujobs_sim.mpi_operator`, :mod:`~gpujobs_sim.trainer`, :mod:`~gpujobs_sim.kuberay`,
-  :mod:`~gpujobs_sim.volcano`, :mod:`~gpujobs_sim.appwrapper`; with :mod:`~gpujobs_sim.pod_templates`
+  :mod:`~gpujobs_sim.volcano`, :mod:`~gpujobs_sim.appwrapper`, and the batch/v1 Job controller for users'
+  Jobs, :mod:`~gpujobs_sim.batch_job`; with :mod:`~gpujobs_sim.pod_templates`
   and :mod:`~gpujobs_sim.job_status`), the kubelet; :mod:`~gpujobs_sim.conditions` writes status
   conditions and suspend fields.
 - :mod:`gpujobs_sim.cluster`: :class:`SimCluster`, the one-call fixture.

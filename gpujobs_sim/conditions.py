@@ -34,7 +34,7 @@ def get_suspend(job: dict) -> bool:
     spec = job.get("spec") or {}
     if job["kind"] in ("MPIJob", "PyTorchJob"):
         return bool((spec.get("runPolicy") or {}).get("suspend"))
-    if job["kind"] == "Job":  # Volcano Job: no suspend field
+    if job["kind"] == "Job" and not _batch(job):  # Volcano Job: no suspend field
         return False
     return bool(spec.get("suspend"))
 
@@ -43,5 +43,10 @@ def set_suspend(job: dict, value: bool) -> None:
     spec = job.setdefault("spec", {})
     if job["kind"] in ("MPIJob", "PyTorchJob"):
         spec.setdefault("runPolicy", {})["suspend"] = value
-    elif job["kind"] != "Job":
+    elif job["kind"] != "Job" or _batch(job):
         spec["suspend"] = value
+
+
+def _batch(job: dict) -> bool:
+    """A batch/v1 Job (spec.suspend), not a Volcano Job (batch.volcano.sh, no suspend field)."""
+    return str(job.get("apiVersion", "")).startswith("batch/")

@@ -1,5 +1,5 @@
 """Simulated controllers: Kueue (kueue.py), Volcano, the job operators (MPI, Training, Trainer,
-KubeRay, Volcano Job, AppWrapper: operators.py and the operator modules it calls) and the kubelet,
+KubeRay, Volcano Job, AppWrapper, batch/v1 Job: operators.py and the modules it calls) and the kubelet,
 reconciling the fake apiserver's store in one thread driven by its events.
 
 Operators create pods (Pending -> Running -> Succeeded) and write each kind's status; Volcano
@@ -22,7 +22,8 @@ from .operators import operate
 from .store import ApiError, Event
 
 JOB_KINDS = {("kubeflow.org", "MPIJob"), ("kubeflow.org", "PyTorchJob"), ("trainer.kubeflow.org", "TrainJob"),
-             ("ray.io", "RayJob"), ("batch.volcano.sh", "Job"), ("workload.codeflare.dev", "AppWrapper")}
+             ("ray.io", "RayJob"), ("batch.volcano.sh", "Job"), ("workload.codeflare.dev", "AppWrapper"),
+             ("batch", "Job")}  # a user's batch/v1 Job (batch_job.py; the operators' own Jobs are theirs)
 
 
 def _group(obj: dict) -> str:
@@ -141,8 +142,10 @@ class SimControllers(Kueue):
         for ref in refs:
             self._for_job(ref, self._kueue_job, kueue=True)
         for ref in refs:
-            if ref[1] == "TrainJob":  # the Trainer sees a new TrainJob suspended (Suspended=True)
-                self._for_job(ref, self._operate_suspended)  # before Kueue's scheduler admits it
+            # the Trainer (the Job controller) sees a new TrainJob (batch/v1 Job) suspended
+            # (Suspended=True) before Kueue's scheduler admits it
+            if ref[1] == "TrainJob" or (ref[1] == "Job" and ref[0].startswith("batch/")):
+                self._for_job(ref, self._operate_suspended)
         self._fire_timers()
         self._schedule()
         self._finish_evictions()

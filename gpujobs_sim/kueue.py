@@ -41,7 +41,8 @@ WL_API = "kueue.x-k8s.io/v1beta2"
 # (kueue@ff69552 apis/config/v1beta2/configuration_types.go Integrations.Frameworks)
 FRAMEWORKS = {("kubeflow.org", "MPIJob"): "kubeflow.org/mpijob", ("kubeflow.org", "PyTorchJob"): "kubeflow.org/pytorchjob",
               ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob", ("ray.io", "RayJob"): "ray.io/rayjob",
-              ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper"}
+              ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper",
+              ("batch", "Job"): "batch/job"}
 KUEUE_KINDS = frozenset(FRAMEWORKS)  # the job kinds Kueue manages (a Volcano Job is not one)
 
 

@@ -1,5 +1,5 @@
 """Simulated job operators: ``operate`` reconciles one job of any kind (MPI Operator, Training
-Operator, Trainer, KubeRay, Volcano Job controller, AppWrapper) and the Volcano PodGroup controller:
+Operator, Trainer, KubeRay, Volcano Job controller, AppWrapper, the batch/v1 Job controller) and the Volcano PodGroup controller:
 pods from the job's pod templates (pod_templates.py), then each kind's own status written from the
 pods' phases (job_status.py). Each operator's own steps live in its module: mpi_operator.py,
 trainer.py, kuberay.py, volcano.py, appwrapper.py.
@@ -10,6 +10,8 @@ from typing import Any
 
 from . import mpi_operator
 from .appwrapper import _appwrapper
+from .batch_job import is_batch_job
+from .batch_job import operate as operate_batch_job
 from .conditions import get_suspend
 from .deadlines import enforce as enforce_deadline
 from .job_status import _write_status
@@ -28,6 +30,8 @@ def operate(ctrl: Any, job: dict) -> None:
         return
     if job["kind"] == "AppWrapper":
         return _appwrapper(ctrl, job)
+    if is_batch_job(job):  # a user's batch/v1 Job: the Job controller (batch_job.py)
+        return operate_batch_job(ctrl, job)
     if job["kind"] == "RayJob" and _ray_invalid(ctrl, job):
         return
     pods = ctrl._pods_of(job)

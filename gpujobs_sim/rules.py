@@ -145,8 +145,18 @@ FINISHED: dict[str, Callable[[dict], Outcome]] = {
 }
 
 
+def _batch_job(job: dict) -> Outcome:
+    # k8s.io/api@v0.37.2 batch/v1 types.go JobConditionType: Complete and Failed are the terminal
+    # conditions (Kueue's batch/job Finished reads them, kueue@ff69552 pkg/controller/jobs/job/job_controller.go)
+    return _by_conditions("Complete", "Failed")(job)
+
+
+def _is_batch(job: dict) -> bool:
+    return job.get("kind") == "Job" and str(job.get("apiVersion", "")).startswith("batch/")
+
+
 def outcome(job: dict) -> Outcome:
-    rule = FINISHED.get(job.get("kind", ""))
+    rule = _batch_job if _is_batch(job) else FINISHED.get(job.get("kind", ""))
     if rule is None:
         raise ValueError(f"the simulator has no finished rule for {job.get('apiVersion')}/{job.get('kind')}")
     return rule(job)
@@ -161,6 +171,11 @@ def pods_ready(job: dict, pods: list[dict], expected: int) -> bool:
     """Whether Kueue sets the Workload's PodsReady, per kind (each kind's Kueue integration, cited
     below)."""
     kind = job.get("kind")
+    if _is_batch(job):
+        # kueue@ff69552 pkg/controller/jobs/job/job_controller.go#L427-434: status.succeeded + status.ready
+        # (+ uncounted succeeded) >= the pod count
+        st = job.get("status") or {}
+        return int(st.get("succeeded") or 0) + int(st.get("ready") or 0) >= expected or outcome(job).finished
     if kind in ("MPIJob", "PyTorchJob"):
         # kueue@ff69552 mpijob_controller.go#L203-210, kubeflowjob_controller.go#L143-150: Running=True
         return is_true(job, "Running") or outcome(job).finished
@@ -222,6 +237,10 @@ def pod_sets(job: dict, lookup: Callable[[str, str, str], dict | None] | None = 
     """The Workload's podSets Kueue's integration builds for this job. ``lookup(apiVersion, kind, name)``
     reads cluster objects (a TrainJob's ClusterTrainingRuntime)."""
     kind, spec = job["kind"], job.get("spec") or {}
+    if _is_batch(job):
+        # kueue@ff69552 pkg/controller/jobs/job/job_controller.go#L253: one PodSet "main" of parallelism
+        # pods (parallelism defaults to 1, batch/v1 types.go)
+        return [SimPodSet("main", int(spec.get("parallelism", 1)), spec.get("template") or {})]
     if kind in REPLICA_ORDER:
         field, order = REPLICA_ORDER[kind]
         reps = spec.get(field) or {}

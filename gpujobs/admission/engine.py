@@ -51,6 +51,7 @@ from .quota import EPS, Entry, QueueNode, QuotaTree
 from .victims import Targets
 
 DEFAULT_PRIORITIES = {"low": 100, "normal": 500, "high": 1000}
+NO_HOLD: dict = {}  # a queue's hold when it reserves nothing (shared, never written)
 
 
 class Engine:
@@ -118,9 +119,11 @@ class Engine:
             self._tree.add_queue(spec)
             self._queues.map_local_queues(spec)
         self._tree.build(by_name)
+        self._strict = [cq for cq in self._cqs.values() if cq.spec.strategy == "StrictFIFO"]  # those that may hold
         self._preemptor = Preemptor(self.fs_strategies if self.fair_sharing else None)
         self._assigner = FlavorAssigner(self._preemptor, by_name, preemption_oracle, self.fair_sharing)
         self._order = 0
+        self._fit: set[tuple[str, int]] = set()  # (ClusterQueue, request shape) found to fit when all is idle
 
     # ------------------------------------------------------------ lookups
     def _prio_value(self, p: int | str | None) -> int:
@@ -229,15 +232,21 @@ class Engine:
             raise SpecError("id", f"workload {w.id!r} already exists", "use a new id")
         cq = self._cqs[self.cluster_queue_of(w.queue)]
         prio = self._prio_value(w.priority)
-        lacking, problems = self._never_fits(cq, w) if check else ([], [])
+        podsets = self._podset_totals(cq, w)
+        shape = self._queues.shape(w, podsets)
+        lacking: list[str] = []
+        problems: list[str] = []
+        if check and (cq.name, shape) not in self._fit:  # asked once per queue and request shape
+            lacking, problems = self._never_fits(cq, w)
+            if not problems:
+                self._fit.add((cq.name, shape))
         if problems:  # a plain sentence first; no id: nothing was created
             what = " and ".join(lacking) or "resources"
             raise QuotaError(
                 f"this job can never start in queue {w.queue!r}: it asks for more {what} than the "
                 f"queue has, even when nothing else runs. In detail: {' | '.join(problems)} (fix: ask "
                 f"for fewer ranks or less {what} per rank, or use a queue with more quota)")
-        podsets = self._podset_totals(cq, w)
-        e = Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=self._queues.shape(w, podsets),
+        e = Entry(w=w, cq=cq, prio=prio, podsets=podsets, shape=shape,
                   key=self._queues.key(prio, w.created, w.id), pspecs={ps.name: ps for ps in w.podsets})
         self._entries[w.id] = e
         self._queues.push(e)
@@ -308,6 +317,7 @@ class Engine:
         candidates any more) or put them back (+1): Kueue SimulateWorkloadRemoval."""
         for v in gone:
             v.cq.charge(v.usage, sign)
+            v.cq.root.admitted_version += 1
             if sign < 0:
                 v.cq.admitted.pop(v.w.id, None)
                 v.cq.admitted_prios[v.prio] -= 1
@@ -337,30 +347,33 @@ class Engine:
 
     def _cycle(self, out: Decisions) -> bool:
         self._cycle_no += 1
+        cycle_no = self._cycle_no
         heads = []
+        head_of = self._queues.head
         for cq in self._cqs.values():
             if cq.stalled or not cq.heaps or cq.inactive:
                 continue
-            e = self._queues.head(cq)
+            e = head_of(cq)
             if e is None:
                 cq.stalled = True
                 continue
-            cq.hold = {}
-            home = cq.root
-            if e.last is not None and e.cq.generation > e.last[1] and self._outdated(e):
-                e.last = None
-            scan_from = self._scan_from(e)
+            cq.hold = NO_HOLD
+            last = e.last
+            if last is not None and cq.generation > last[1] and self._outdated(e):
+                e.last = last = None
+            scan_from = None if last is None or not last[3] else self._scan_from(e)
+            version = cq.root.version
             cached = cq.nominated
-            if cached is not None and cached[0] is e and cached[1] == home.version and cached[4] == scan_from:
-                self._record(e, cached[2])
-                heads.append(((cached[2].borrow, e.key[0], e.key[1], e.key[2]), e, cached[2], cached[3]))
-                continue  # nothing changed in its cohort since it was nominated
-            asg, targets = self._nominate(e)
-            self._record(e, asg)
-            cq.nominated = (e, home.version, asg, targets, scan_from)
-            heads.append(((asg.borrow, e.key[0], e.key[1], e.key[2]), e, asg, targets))
+            if cached is not None and cached[0] is e and cached[1] == version and cached[4] == scan_from:
+                asg, targets = cached[2], cached[3]  # nothing changed in its cohort since it was nominated
+            else:
+                asg, targets = self._nominate(e)
+                cq.nominated = (e, version, asg, targets, scan_from)
+            e.last = (asg.tried, cq.generation, cycle_no, asg.left)  # Kueue recordAssignment (_record)
+            key = e.key
+            heads.append(((asg.borrow, key[0], key[1], key[2]), e, asg, targets))
         held: list = []  # (cq, usage) charged for this cycle only
-        for cq in self._cqs.values():
+        for cq in self._strict:
             if cq.hold and cq.stalled:  # a StrictFIFO head waiting without candidates
                 cq.charge(cq.hold, +1)
                 held.append((cq, cq.hold))
@@ -376,7 +389,7 @@ class Engine:
                     yield fairsharing.pop_fair(remaining)
             seq: Iterable = tournament()
         else:
-            heads.sort(key=lambda h: h[0])
+            heads.sort()  # by the first item alone: it ends with the queue key's unique sequence number
             seq = heads
         progress = False
         victims: dict[str, Entry] = {}
@@ -384,7 +397,7 @@ class Engine:
         for _, e, asg, targets in seq:
             cq = e.cq
             deferred = False
-            if self._recompute_overlap and any(t.w.id in victims for t in targets):
+            if targets and victims and self._recompute_overlap and any(t.w.id in victims for t in targets):
                 asg, targets = self._recompute(e, asg, victims)
                 deferred = asg.mode == FIT  # Kueue DeferredFit: it fits once those victims are gone
             pending_flavors = e.last is not None and e.last[3]
@@ -411,7 +424,7 @@ class Engine:
                 if cq.spec.strategy == "BestEffortFIFO":
                     cq.sticky = e
                 continue
-            if any(t.w.id in victims for t in targets):
+            if targets and victims and any(t.w.id in victims for t in targets):
                 self._skipped(e)
                 continue  # overlapping targets: wait for the next cycle
             gone = [v for v in victims.values()] + [t for t in targets if t.w.id not in victims]
@@ -486,6 +499,7 @@ class Engine:
         e.admission = Admission(e.w.id, cq.name, first, total, self._order, flavors)
         cq.admitted[e.w.id] = e
         cq.admitted_prios[e.prio] += 1
+        cq.root.admitted_version += 1
 
     def restore_admitted(self, w: Workload, flavor: str | Mapping | None = None,
                          reserved_at: float | None = None, check: bool = True) -> Admission:
@@ -536,6 +550,7 @@ class Engine:
         cq.admitted_prios[e.prio] -= 1
         if cq.admitted_prios[e.prio] <= 0:
             del cq.admitted_prios[e.prio]
+        cq.root.admitted_version += 1
         e.admission = None
         self._queues.unpark(cq)
 

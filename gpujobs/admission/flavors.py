@@ -17,7 +17,7 @@ NOFIT, NOCAND, PREEMPT, RECLAIM, FIT = range(5)
 Oracle = Callable[[str, tuple[str, str], float], tuple[str, int]]
 
 
-@dataclass
+@dataclass(slots=True)
 class Assignment:
     """A flavor assignment (Kueue flavorassigner.Assignment)."""
     mode: int = FIT                      # representative: NOFIT, PREEMPT or FIT
@@ -106,6 +106,19 @@ class FlavorAssigner:
     def assign(self, e: Entry) -> Assignment:
         """Kueue FlavorAssigner.Assign: per pod set and resource group, the flavors in order
         (from where the last scan stopped), chosen by the queue's ``flavorFungibility``."""
+        cq = e.cq
+        podsets = e.podsets
+        if len(podsets) == 1 and e.pin is None and self.flavors is None and (e.last is None or not e.last[3]):
+            ps_name, reqs = podsets[0]
+            if len(reqs) == 1:
+                for r in reqs:
+                    rg = cq.rg_of.get(r)
+                    if rg is not None and len(rg.flavors) == 1:
+                        return self._assign_one(e, ps_name, r, rg.flavors[0], reqs[r])
+        return self._assign_general(e)
+
+    def _assign_general(self, e: Entry) -> Assignment:
+        """:meth:`assign` in every case."""
         cq, spec = e.cq, e.cq.spec
         asg = Assignment()
         worst = FIT
@@ -169,6 +182,19 @@ class FlavorAssigner:
             asg.podsets.append((ps_name, flavors))
         asg.mode = worst
         return asg
+
+    def _assign_one(self, e: Entry, ps_name: str, r: str, f: str, amount: float) -> Assignment:
+        """:meth:`assign` of one pod set asking for one resource whose group has one flavor, no
+        scan to resume, nothing pinned, every flavor admitting every pod: the same answer
+        without the general loops (the common case: a queue of plain GPU quota)."""
+        fr = (f, r)
+        val = 0.0 + amount
+        mode, borrow = self._fits_quota(e, fr, val)
+        if mode == NOFIT:
+            return Assignment(NOFIT)
+        key = (ps_name, r)
+        return Assignment(FIT if mode == FIT else PREEMPT, [(ps_name, {r: f})], {fr: val},
+                          set() if mode == FIT else {fr}, max(0, borrow), {key: mode}, {key: -1}, False)
 
     def describe(self, e: Entry) -> dict:
         """The flavor assignment ``e`` would get now, as plain data: ``{"mode":

@@ -146,15 +146,18 @@ def _may_reclaim(cq: QueueNode, prio: int, policy: str) -> bool:
     finds no candidate: it is skipped)."""
     root = cq.root
     assert isinstance(root, CohortNode)
-    for other in root.all_cqs:
-        if other is cq or not other.admitted_prios:
-            continue
-        if policy == "Any":
-            return True
-        low = min(other.admitted_prios)
-        if low < prio or (low == prio and policy == "LowerOrNewerEqualPriority"):
-            return True
-    return False
+    lows = root.lows
+    if lows[0] != root.admitted_version:  # the tree admitted or let go since: look again
+        found = sorted(((min(q.admitted_prios), i), q) for i, q in enumerate(root.all_cqs) if q.admitted_prios)
+        root.lows = lows = (root.admitted_version, len(found), tuple((p, q) for (p, _), q in found[:2]))
+    n = lows[1] - (1 if cq.admitted_prios else 0)  # other queues with admitted workloads
+    if n <= 0:
+        return False
+    if policy == "Any":
+        return True
+    first, *second = lows[2]
+    low = first[0] if first[1] is not cq else second[0][0]  # the lowest of the other queues'
+    return low < prio or (low == prio and policy == "LowerOrNewerEqualPriority")
 
 
 def _subtree_cqs(root: CohortNode, skip: CohortNode | None, need: set) -> Iterator[tuple[QueueNode, CohortNode]]:

@@ -36,6 +36,7 @@ class Queues:
         self._entries = entries
         self._lq: dict[str, str] = {}
         self._seq = 0
+        self._shapes: dict[tuple, int] = {}  # request shape -> its number
 
     # ------------------------------------------------------- LocalQueues
     def map_local_queues(self, spec: ClusterQueue) -> None:
@@ -63,21 +64,28 @@ class Queues:
         self._seq += 1
         return (-prio, timestamp, self._seq, wid)
 
-    @staticmethod
-    def shape(w: Workload, podsets: list) -> tuple:
-        """The request shape (Kueue's equivalence hash): per pod set its totals, plus node
-        selectors and tolerations when any pod set has them (flavors may then differ)."""
-        shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
+    def shape(self, w: Workload, podsets: list) -> int:
+        """The request shape (Kueue's equivalence hash: per pod set its totals, plus node
+        selectors and tolerations when any pod set has them, as flavors may then differ), as a
+        number: equal shapes get the same one (a cheap key for the heaps and parking)."""
+        if len(podsets) == 1:
+            shape: tuple = (tuple(sorted(podsets[0][1].items())),)
+        else:
+            shape = tuple(tuple(sorted(reqs.items())) for _, reqs in podsets)
         if any(ps.node_selector or ps.tolerations for ps in w.podsets):
             shape += tuple((tuple(sorted((ps.node_selector or {}).items())), repr(ps.tolerations))
                            for ps in w.podsets)
-        return shape
+        n = self._shapes.get(shape)
+        if n is None:
+            n = self._shapes[shape] = len(self._shapes)
+        return n
 
     # ------------------------------------------------------- heaps
     def push(self, e: Entry) -> None:
         """Queue ``e`` (again): pending, with its current key."""
         e.state = "pending"
         e.version += 1
+        e.cq.tops = None
         heapq.heappush(e.cq.heaps.setdefault(e.shape, []), (e.key, e.version))
         insort(e.cq.sorted, e.key)
         e.cq.stalled = False
@@ -89,6 +97,7 @@ class Queues:
         if i < len(lst) and lst[i] == e.key:
             del lst[i]
         e.version += 1  # its heap item becomes stale
+        e.cq.tops = None
 
     def take(self, e: Entry) -> None:
         """``e`` leaves its queue to be admitted (its heap item popped when it is on top)."""
@@ -97,7 +106,7 @@ class Queues:
         if heap and heap[0][0] == e.key:
             heapq.heappop(heap)
 
-    def _shape_head(self, cq: QueueNode, shape: tuple) -> Entry | None:
+    def _shape_head(self, cq: QueueNode, shape: int) -> Entry | None:
         heap = cq.heaps.get(shape)
         while heap:
             key, version = heap[0]
@@ -119,8 +128,27 @@ class Queues:
             if st.state == "pending" and st.w.id in self._entries and cq.parked.get(st.shape) != st.key:
                 return st
             cq.sticky = None
-        best = best_any = None
-        entries, parked = self._entries, cq.parked
+        tops = cq.tops
+        if tops is None:
+            cq.tops = tops = self._tops(cq)
+        if not tops:
+            return None
+        best = None
+        parked = cq.parked
+        for key, shape, e in tops:
+            if parked and parked.get(shape) == key:
+                continue
+            best = e
+            break
+        if cq.spec.strategy == "StrictFIFO" and best is not tops[0][2]:
+            return None
+        return best
+
+    def _tops(self, cq: QueueNode) -> list:
+        """[(key, shape, entry)] of every shape's first pending workload, first key first (kept
+        on ``cq.tops`` until a heap of the queue changes)."""
+        tops = []
+        entries = self._entries
         for shape, heap in list(cq.heaps.items()):
             e = None
             if heap:  # the valid item on top, inline (the common case); else drop stale ones
@@ -131,15 +159,9 @@ class Queues:
                 if e is None:
                     continue
                 key = e.key
-            if best_any is None or key < best_any.key:
-                best_any = e
-            if parked and parked.get(shape) == key:
-                continue
-            if best is None or key < best.key:
-                best = e
-        if cq.spec.strategy == "StrictFIFO" and best_any is not None and best is not best_any:
-            return None
-        return best
+            tops.append((key, shape, e))
+        tops.sort(key=lambda t: t[0])
+        return tops
 
     @staticmethod
     def park(e: Entry) -> None:

@@ -30,7 +30,7 @@ EPS = 1e-9
 Key = tuple  # (-priority, timestamp, seq, id)
 FR = tuple   # (flavor, resource)
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """A workload in the engine: its queue node, priority, per-pod-set totals, queue key and
     state; while admitted, the usage it is charged for."""
@@ -38,7 +38,7 @@ class Entry:
     cq: "QueueNode"
     prio: int
     podsets: list  # [(name, {resource: total amount})]
-    shape: tuple
+    shape: int  # the request shape's number (Queues.shape)
     key: Key
     state: str = "pending"  # pending | admitted | evicting
     version: int = 0
@@ -107,11 +107,12 @@ class QueueNode:
         self.cohort: CohortNode | None = None  # the parent cohort
         self.root: QueueNode | CohortNode = self       # the root of its cohort tree (itself when alone)
         # the pending queue (read and written by queues.Queues; hold and sticky by the cycle too)
-        self.heaps: dict[tuple, list] = {}
+        self.heaps: dict[int, list] = {}
         self.sorted: list[Key] = []
+        self.tops: list | None = None  # [(key, shape, entry)] of the heaps' tops, first first (None: stale)
         self.admitted: dict[str, Entry] = {}
         self.admitted_prios: Counter = Counter()
-        self.parked: dict[tuple, Key] = {}  # shape -> key of the head that could not be admitted
+        self.parked: dict[int, Key] = {}  # shape -> key of the head that could not be admitted
         self.stalled = False                 # every head is parked: skip until something changes
         self.generation = 0                  # Kueue AllocatableResourceGeneration: +1 per release
         self.bwc = spec.borrow_within_cohort != "Never"
@@ -122,6 +123,7 @@ class QueueNode:
         self.weight = float(spec.fair_weight)
         self.nominated: tuple | None = None  # (head, cohort version, assignment, targets)
         self.version = 0  # bumped on every admission, release or eviction (when alone)
+        self.admitted_version = 0  # bumped whenever a queue of its tree admits or lets go (when alone)
 
     # ------------------------------------------------------------ arithmetic
     def available(self, fr: FR) -> float:
@@ -140,7 +142,8 @@ class QueueNode:
         bl = self.blimit[fr]
         if bl != INF:
             up = min(n - g - max(0.0, u - g) + bl, up)
-        return max(0.0, max(0.0, g - u) + up)
+        x = (g - u if g - u > 0.0 else 0.0) + up  # max(0.0, max(0.0, g - u) + up), without the calls
+        return x if x > 0.0 else 0.0
 
     def capacity(self, fr: FR) -> float:
         """The most this queue could ever use of ``fr`` (everything else idle)."""
@@ -154,20 +157,24 @@ class QueueNode:
     def charge(self, usage: Mapping[FR, float], sign: float) -> None:
         """Add (sign +1) or remove (-1) usage; what exceeds a node's guaranteed part is charged
         to its parent cohort, up to the root (Kueue addUsage/removeUsage)."""
+        own = self.usage
         for fr, a in usage.items():
-            if fr not in self.usage:
+            before = own.get(fr)
+            if before is None:
                 continue
-            before = self.usage[fr]
             after = before + sign * a
-            self.usage[fr] = after
+            own[fr] = after
             node, lq = self.cohort, self.guaranteed[fr]
             while node is not None:
-                d = max(0.0, after - lq) - max(0.0, before - lq)
+                # max(0.0, after - lq) - max(0.0, before - lq), without the calls
+                x, y = after - lq, before - lq
+                d = (x if x > 0.0 else 0.0) - (y if y > 0.0 else 0.0)
                 if d == 0.0:
                     break
-                before = node.usage[fr]
+                nu = node.usage
+                before = nu[fr]
                 after = before + d
-                node.usage[fr] = after
+                nu[fr] = after
                 lq = node.lq.get(fr, 0.0)
                 node = node.parent
 
@@ -245,6 +252,10 @@ class CohortNode:
         self.height = 1
         self.all_cqs: list[QueueNode] = []        # every ClusterQueue of the tree (on the root)
         self.version = 0  # bumped on every admission, release or eviction in the tree
+        # bumped whenever a queue of the tree admits or lets go of a workload (simulated ones
+        # too); the lowest admitted priorities of its queues are kept for it (``lows``)
+        self.admitted_version = 0
+        self.lows: tuple = (-1, 0, ())  # (admitted_version, queues with admitted, two lowest (prio, queue))
         self.weight = float(spec.fair_weight)
 
     def finish(self) -> None:

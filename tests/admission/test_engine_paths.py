@@ -1,8 +1,11 @@
 """The engine's cheaper paths decide what the straightforward ones decide: a queue's head read
-from the tops of its heaps inline, and the preemption walk up the cohort tree skipped when no
-other queue of the tree has a workload the policy lets the head preempt. Oracle: generated
-engine scenarios (every decision, position, usage and flavor assignment recorded) and forecasts,
-through both paths; the straightforward ones are kept here (the head as it was written before)."""
+from the tops of its heaps kept until a heap changes, the preemption walk up the cohort tree
+skipped when no other queue of the tree has a workload the policy lets the head preempt (the
+lowest admitted priorities kept per tree), the flavor assignment of one pod set asking for one
+resource of a one-flavor group without the general loops, quota arithmetic without max() calls.
+Oracle: generated engine scenarios (every decision, position, usage and flavor assignment
+recorded) and forecasts, through both paths; the straightforward ones are kept here (as they
+were written before)."""
 from __future__ import annotations
 
 import random
@@ -12,7 +15,10 @@ import pytest
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload, preemption
 from gpujobs.admission.forecast import Job, forecast, plan
 from gpujobs.admission.model import ResourceFlavor
+from gpujobs.admission.flavors import FlavorAssigner
+from gpujobs.admission.model import INF
 from gpujobs.admission.queues import Queues
+from gpujobs.admission.quota import QueueNode, available_above
 
 from .test_forecast_paths import state
 
@@ -40,9 +46,50 @@ def _reference_head(self, cq):
     return best
 
 
+def _reference_charge(self, usage, sign):
+    """QueueNode.charge as written before."""
+    for fr, a in usage.items():
+        if fr not in self.usage:
+            continue
+        before = self.usage[fr]
+        after = before + sign * a
+        self.usage[fr] = after
+        node, lq = self.cohort, self.guaranteed[fr]
+        while node is not None:
+            d = max(0.0, after - lq) - max(0.0, before - lq)
+            if d == 0.0:
+                break
+            before = node.usage[fr]
+            after = before + d
+            node.usage[fr] = after
+            lq = node.lq.get(fr, 0.0)
+            node = node.parent
+
+
+def _reference_available(self, fr):
+    """QueueNode.available as written before."""
+    n = self.nominal.get(fr)
+    if n is None:
+        return 0.0
+    coh = self.cohort
+    if coh is None:
+        return max(0.0, n - self.usage[fr])
+    if coh.parent is not None:
+        return max(0.0, available_above(self, fr))
+    u, g = self.usage[fr], self.guaranteed[fr]
+    up = coh.subtree.get(fr, 0.0) - coh.usage.get(fr, 0.0)
+    bl = self.blimit[fr]
+    if bl != INF:
+        up = min(n - g - max(0.0, u - g) + bl, up)
+    return max(0.0, max(0.0, g - u) + up)
+
+
 def _straightforward(monkeypatch):
     monkeypatch.setattr(Queues, "head", _reference_head)
     monkeypatch.setattr(preemption, "_may_reclaim", lambda cq, prio, policy: True)
+    monkeypatch.setattr(FlavorAssigner, "assign", FlavorAssigner._assign_general)
+    monkeypatch.setattr(QueueNode, "charge", _reference_charge)
+    monkeypatch.setattr(QueueNode, "available", _reference_available)
 
 
 def scenario(seed: int) -> list:

@@ -40,9 +40,14 @@ def state(seed: int) -> Snapshot:
 
 
 def _checked_every_add(monkeypatch):
+    """Every add asks whether the job can ever fit (the engine forgets the shapes it found to fit)."""
     from gpujobs.admission.engine import Engine
     real = Engine.add
-    monkeypatch.setattr(Engine, "add", lambda self, w, check=True: real(self, w, check=True))
+
+    def add(self, w, check=True):
+        self._fit.clear()
+        return real(self, w, check=True)
+    monkeypatch.setattr(Engine, "add", add)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -64,3 +69,15 @@ def test_a_job_that_can_never_fit_is_still_refused_when_its_shape_repeats():
     with pytest.raises(QuotaError):
         forecast(Snapshot(snap.queues, snap.cohorts, running=snap.running, pending=[*snap.pending, *too_big],
                           history=snap.history, now=NOW))
+
+
+def test_a_shape_that_fits_one_queue_is_still_refused_by_a_smaller_one():
+    """The engine remembers which (queue, request shape) fit when all is idle, per queue."""
+    from gpujobs.admission import Engine
+    from gpujobs.errors import QuotaError
+    eng = Engine([ClusterQueue("big", {"gpu": 8}), ClusterQueue("small", {"gpu": 2})])
+    eng.add(Workload("a", "big", [PodSet("r", 4, {"gpu": 1})]))
+    eng.add(Workload("b", "big", [PodSet("r", 4, {"gpu": 1})]))
+    with pytest.raises(QuotaError):
+        eng.add(Workload("c", "small", [PodSet("r", 4, {"gpu": 1})]))
+    assert "c" not in eng and eng.pending() == ["a", "b"]

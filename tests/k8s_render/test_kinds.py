@@ -151,8 +151,11 @@ def test_an_object_of_no_registered_kind_has_no_state_and_no_pod_sets():
     assert for_object(job) is None and kind_state(job) == KindState(None)
     with pytest.raises(ValueError, match="not a job kind"):
         pod_sets(job)
-    # the same .kind in another API group is not ours either
-    assert for_object({"apiVersion": "batch/v1", "kind": KINDS["VolcanoJob"].api_kind}) is None
+    # the same .kind in another API group is not ours either, and the group tells two of ours apart
+    assert for_object({"apiVersion": "example.com/v1", "kind": KINDS["VolcanoJob"].api_kind}) is None
+    assert KINDS["VolcanoJob"].api_kind == KINDS["BatchJob"].api_kind
+    assert for_object({"apiVersion": "batch/v1", "kind": "Job"}) is KINDS["BatchJob"]
+    assert for_object({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}) is KINDS["VolcanoJob"]
 
 
 # ------------------------------------------------------------------ every declared phase is reachable
@@ -186,6 +189,11 @@ STATES: dict[str, dict] = {  # kind -> {phase: (spec, status)}; a new kind adds 
                    "running": ({}, {"state": {"phase": "Running"}, "running": 2}),
                    "starting": ({}, {"state": {"phase": "Restarting"}}),
                    None: ({}, {"state": {"phase": "Pending"}})},
+    "BatchJob": {"succeeded": ({}, {"succeeded": 2, **_cond("SuccessCriteriaMet", "Complete")}),
+                 "failed": ({}, {"failed": 1, **_cond("FailureTarget", "Failed")}),
+                 "suspended": ({"suspend": True}, _cond("Suspended")),
+                 "running": ({}, {"active": 2, "ready": 2}),
+                 "starting": ({}, {"active": 2, "ready": 1}), None: ({}, {})},
     "AppWrapper": {"succeeded": ({}, {"phase": "Succeeded"}), "failed": ({}, {"phase": "Failed"}),
                    "suspended": ({"suspend": True}, {"phase": "Suspended"}),
                    "starting": ({"suspend": False}, {"phase": "Resuming"}),

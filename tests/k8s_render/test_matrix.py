@@ -47,7 +47,9 @@ VARIANTS = [
     ("mpi", "MPIJob", "none"), ("mpi", "MPIJob", "gang"),
     ("mpi", "VolcanoJob", "job"),  # mpi in an AppWrapper is refused (test_render_misc)
     ("ray", "RayJob", "none"), ("ray", "RayJob", "gang"),
+    ("ddp", "BatchJob", "none"),
 ]
+BUILT_IN = {"BatchJob"}  # a kind the apiserver serves itself: no CRD to check here (tests/realcp checks it)
 NODES = [1, 2, 4]
 GPUS = [0, 1, 8]  # GPUs per node
 OPTIONS = ["plain", "queue-priority", "mig", "env-secrets", "pvc", "topology", "placement"]
@@ -114,14 +116,16 @@ def test_render_matrix(case):
     spec = make_spec(fw, kind, mode, nodes, gpus, option)
     r = render_job(spec, opts=RenderOptions(namespace="ml"))
     assert r.kind == kind
-    runtime, key_secret, job = r.objects  # a small call travels inline: no payload Secret
+    runtime, key_secret, job = r.objects[:3]  # a small call travels inline: no payload Secret
+    assert r.objects[3:] == r.companions  # a several-node BatchJob's headless Service
     assert [o["kind"] for o in r.objects][:2] == ["ConfigMap", "Secret"]
     assert r.payload_secret is None and r.files.inline
 
     # --- schema: CRD openAPIV3Schema, its CEL rules, and nothing the apiserver would prune
-    assert crds.schema_errors(job) == []
-    assert crds.cel_errors(job) == []
-    assert crds.unknown_fields(job) == []
+    if kind not in BUILT_IN:
+        assert crds.schema_errors(job) == []
+        assert crds.cel_errors(job) == []
+        assert crds.unknown_fields(job) == []
     if kind == "AppWrapper":
         inner = job["spec"]["components"][0]["template"]
         assert inner["apiVersion"] == "batch.volcano.sh/v1alpha1"
@@ -153,7 +157,7 @@ def test_render_matrix(case):
         assert job["spec"]["queue"] == "vq"
 
     # --- suspend until Kueue admits (AppWrapper: its controller creates the inner job later)
-    if kind in ("TrainJob", "RayJob"):
+    if kind in ("TrainJob", "RayJob", "BatchJob"):
         assert job["spec"]["suspend"] is True
     if kind in ("PyTorchJob", "MPIJob"):
         assert job["spec"]["runPolicy"]["suspend"] is True

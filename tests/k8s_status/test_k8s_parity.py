@@ -250,6 +250,46 @@ def test_preemption_stays_visible_on_the_victim_once_it_runs_again(make_cluster)
     assert "[rank 0] step 0\n" in now
 
 
+def test_a_preempted_run_the_log_keeper_could_not_read_is_kept_from_the_last_status_read(make_cluster):
+    """The race behind the flaky story above, made certain: the log keeper follows the first run's
+    pods but its streams open only once they are gone (404: it keeps nothing); the status read's
+    tail keeps that run, once, and the last run's worker (deleted as the job ends) is not an
+    earlier run's."""
+    import threading
+
+    from gpujobs.backends.kubernetes.status import pod_metrics
+    from gpujobs.backends.kubernetes.status.results import job_pods
+    sim, be = make_cluster(gpus=1, priorities={"low": 100, "high": 1000})
+    low = _submit(be, _builder("MPIJob", counting, 300, 0.02).priority("low"))
+    wait_for(lambda: "step 10" in low.logs(), timeout=120)
+    low.status()  # a watcher (its log keeper starts with its first status read)
+    pod_metrics.for_backend(be).refresh(low.id, force=True)  # its status read of the pods' logs
+    ns, name = low.id.split("/")
+    first = job_pods(be.api_client, ns, name)
+    names, uids = {p["metadata"]["name"] for p in first}, {p["metadata"]["uid"] for p in first}
+    gone = threading.Event()
+    call_api = be.api_client.call_api
+
+    def late_follow(path, method, *a, **kw):
+        if ("follow", "true") in list(kw.get("query_params") or ()) and path.split("/")[-2] in names:
+            gone.wait(120)
+        return call_api(path, method, *a, **kw)
+
+    be.api_client.call_api = late_follow
+    be.state.log_keeper.follow(low.id, first, first)  # as on the Workload's Preempted condition
+    high = _submit(be, _builder("MPIJob", sleepy, 0.2, "high").priority("high"))
+    wait_for(lambda: not uids & {p["metadata"]["uid"] for p in job_pods(be.api_client, ns, name)}, timeout=120)
+    gone.set()
+    assert high.result(timeout=120) == "high"
+    wait_for(lambda: low.status().phase == "running", timeout=120)
+    low.result(timeout=180)
+    low.status()
+    head, _, now = low.logs().partition("--- gpujobs: the job ran again ---\n")
+    assert head.startswith("--- gpujobs: an earlier run of this job") and "[rank 0] step 0\n" in head
+    assert head.count("[rank 1] hello from") == 1 and head.count("[rank 0] step 0\n") == 1, head
+    assert "[rank 0] step 0\n" in now
+
+
 def test_an_earlier_runs_logs_are_shown_though_no_process_watched_it(make_cluster, tmp_path):
     """On a checkpoint claim (here the default one), the ranks keep their output there and the
     next run's pods carry it: a reader that never saw the first run's pods (a new process, its own

@@ -65,10 +65,11 @@ def _stories(sim, be):
                     gpujobs.job(_hello, 2).ddp(nodes=1, gpus_per_node=1).kubernetes(kind="PyTorchJob"),
                     gpujobs.job(_hello, 3).ddp(nodes=1, gpus_per_node=1).options(volcano="job"),
                     gpujobs.job(_hello, 4).ddp(nodes=1, gpus_per_node=1).options(volcano="appwrapper"),
-                    gpujobs.job(_hello, 5).mpi(ranks=1, gpus_per_rank=0).image(MPI_IMAGE)]
+                    gpujobs.job(_hello, 5).mpi(ranks=1, gpus_per_rank=0).image(MPI_IMAGE),
+                    gpujobs.job(_hello, 9).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")]
         for b in builders:
             job = Job(be.submit(b.queue("q").spec()), be)
-            assert job.result(timeout=120) in (1, 2, 3, 4, 5, [5])
+            assert job.result(timeout=120) in (1, 2, 3, 4, 5, [5], 9)
             assert "hello" in "".join(job.logs())
             job.status()
             job.cancel()
@@ -135,5 +136,6 @@ def test_the_requests_of_the_stories_are_exactly_what_the_role_grants(make_clust
     # answer); the simulator's injected faults answer before writing, so no story reaches it
     used.setdefault(("", "secrets"), set()).add("delete")
     used.setdefault(("", "persistentvolumeclaims"), set()).update({"get", "delete"})  # the same for the claim
+    used.setdefault(("", "services"), set()).update({"get", "delete"})  # and for a kind's companion Service
     unused = {k: sorted(v - used.get(k, set())) for k, v in role.items() if v - used.get(k, set())}
     assert unused == {}, f"docs/rbac.yaml grants what no story calls: {unused}"

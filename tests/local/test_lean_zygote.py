@@ -19,6 +19,7 @@ from tests.local import lean_fns
 from gpujobs.backends.local import agent_pids
 from gpujobs.backends.local.lean import call_needs_torch, gang_is_lean, shipped_imports
 from gpujobs.payload import seal
+from gpujobs.spec import JobSpec
 from gpujobs.payload.call import pack_call
 from gpujobs.rank.shipping import _pack_modules
 from tests.local.inproc import drive, submit
@@ -119,6 +120,75 @@ def test_a_lean_gang_forks_from_the_torch_zygote_while_there_is_no_lean_one(loca
         assert [jid in p for p in torch_z.spawned] == [True]
     finally:
         agent.zygote = None
+
+
+
+def test_a_deferred_zygote_starts_with_the_first_job_that_needs_it(local_agent, monkeypatch):
+    """The daemon defers the zygote the agent's first job does not need (either one)."""
+    agent = local_agent
+    started: list[str] = []
+
+    def start(lean: bool):
+        started.append("lean" if lean else "torch")
+        agent.use_zygote(FakeZygote(), time.monotonic(), lean=lean)
+
+    monkeypatch.setattr(agent, "_start_zygote", lambda: start(False))
+    monkeypatch.setattr(agent, "_start_lean_zygote", lambda: start(True))
+    agent.use_zygote(FakeZygote(), time.monotonic())
+    agent.lean_zygote_deferred = True  # what the daemon sets when its first job needs torch
+    try:
+        torch_ids = [submit(agent, gpujobs.job(uses_torch_inside).ddp(gpus=1))[0] for _ in range(2)]
+        assert started == []
+        lean_ids = [submit(agent, gpujobs.job(lean_fns.sleeps, 0, "lean").ddp(gpus=1))[0] for _ in range(2)]
+        assert started == ["lean"] and not agent.lean_zygote_deferred
+        drive(agent, lambda: all(agent.status(j).terminal for j in torch_ids + lean_ids))
+        assert sorted(j for j in lean_ids if any(j in p for p in agent.lean_zygote.spawned)) == sorted(lean_ids)
+        assert not any(j in p for j in lean_ids for p in agent.zygote.spawned)
+    finally:
+        agent.zygote = agent.lean_zygote = None
+
+
+class _StartedAgent:
+    """Stands for the agent in the daemon's main(): records the zygotes it is given."""
+    last: "_StartedAgent | None" = None
+
+    def __init__(self, home):
+        self.zygotes: dict[bool, object] = {}
+        _StartedAgent.last = self
+
+    def use_zygote(self, zygote, started, lean=False):
+        self.zygotes[lean] = zygote
+
+    def run(self):
+        pass
+
+
+@pytest.mark.parametrize("first, torch_z, lean_z", [
+    ("torch", True, False), ("lean", False, True), ("command", True, True), ("none", True, True)])
+def test_the_daemon_starts_the_zygote_its_first_job_needs(gpujobs_home, monkeypatch, first, torch_z, lean_z):
+    """Before: the lean zygote started with every agent, its imports competing with torch's
+    for the CPU when the first job needed torch."""
+    from gpujobs.backends.local import agent as agent_mod
+    from gpujobs.backends.local import daemon
+    from gpujobs.backends.local.jobdir import JobDir
+    started: list[bool] = []
+    monkeypatch.setattr(daemon, "start_zygote",
+                        lambda home, log, lean=False: (started.append(lean) or f"z-{lean}", 1.0))
+    monkeypatch.setattr(agent_mod, "Agent", _StartedAgent)
+    specs = {"torch": gpujobs.job(uses_torch_inside).ddp(gpus=1).spec(),
+             "lean": gpujobs.job(lean_fns.sleeps, 0, "lean").ddp(gpus=1).spec(),
+             "command": JobSpec(command=("true",))}
+    argv = ["--home", str(gpujobs_home)]
+    if first in specs:
+        spec = specs[first]
+        JobDir(gpujobs_home / "jobs" / f"first-{first}").create(spec.to_dict(), spec.payload())
+        argv += ["--for-job", f"first-{first}"]
+    assert daemon.main(argv) == 0
+    assert sorted(started) == sorted(lean for lean, want in ((False, torch_z), (True, lean_z)) if want)
+    agent = _StartedAgent.last
+    assert agent is not None and (agent.zygotes[False] is not None) == torch_z
+    assert (agent.zygotes[True] is not None) == lean_z
+    assert agent.torch_zygote_deferred == (not torch_z) and agent.lean_zygote_deferred == (not lean_z)
 
 
 # ------------------------------------------------------- in a rank (real processes)

@@ -112,13 +112,9 @@ class _Sim:
             if end is not None:
                 src_of[j.id] = src
                 push(end, "end", j.id)
-        checked: set[tuple] = set()  # (queue, pod sets): whether it can ever fit is asked once per shape
         for j in self.pending:
             jobs[j.id] = j
-            shape = (j.workload.queue, tuple((ps.count, tuple(sorted(ps.requests.items())))
-                                            for ps in j.workload.podsets))
-            eng.add(j.workload, check=shape not in checked)
-            checked.add(shape)
+            eng.add(j.workload)  # whether it can ever fit: asked once per queue and request shape
         if self.mode != "early":  # jobs expected to be submitted later (none in the early run)
             for at, j in self.arrivals:
                 if at > now and expected_runtime(j, snap.history, 0.0, self.mode)[0] is not None:

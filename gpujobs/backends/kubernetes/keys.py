@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def key_path(namespace: str, name: str, home: Path | None = None) -> Path:
 def write_private(path: Path, text: str) -> Path:
     """Write ``text`` with mode 0600 (folders 0700), atomically: a reader never sees a
     half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # a writer's own
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = os.open(tmp, flags, 0o600)

@@ -14,8 +14,32 @@ folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang`
 torch), ``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
 have not reached the job's function yet); ``stacks`` (live stacks).
 """
-from .backend import STOPPED_MARKER, LocalBackend
-from .client import agent_pids, stop_agent
-from .launchers import make_gang, register_launcher
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backend import STOPPED_MARKER, LocalBackend
+    from .client import agent_pids, stop_agent
+    from .launchers import make_gang, register_launcher
 
 __all__ = ["LocalBackend", "STOPPED_MARKER", "stop_agent", "agent_pids", "make_gang", "register_launcher"]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, imported when first read: the agent's daemon and its zygotes run
+    modules of this package (``python -m``), and this file is imported before them; a zygote
+    imports none of the client's modules before torch, on the agent's start-up path."""
+    if name in ("LocalBackend", "STOPPED_MARKER"):
+        from . import backend
+        value = getattr(backend, name)
+    elif name in ("stop_agent", "agent_pids"):
+        from . import client
+        value = getattr(client, name)
+    elif name in ("make_gang", "register_launcher"):
+        from . import launchers
+        value = getattr(launchers, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -89,6 +89,7 @@ class Agent:
         self.lean_zygote: Zygote | None = None  # forks lean gangs (.lean): no torch loaded
         self.lean_started = 0.0
         self.torch_zygote_deferred = False  # started by the first job that needs it (daemon)
+        self.lean_zygote_deferred = False  # the same for the lean one
         self.write_error: GpuJobsError | None = None  # the last failed state write, if any
         self.exit_reason = ""  # why run() ended: "stop", "idle", or the unexpected error
         self.seq = self.store.max_seq()
@@ -287,7 +288,9 @@ class Agent:
         self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
         self.engine.add(self.workload(rec))   # unknown priority / never fits -> errors
         self.recs[jid] = rec
-        if not self._lean(rec):
+        if self._lean(rec):
+            self._want_lean_zygote()
+        else:
             self._want_torch_zygote()
         self._update(rec, "submitted", f"{world} rank(s) × {per} slot(s) in queue {st.queue}")
         self._update(rec, "queued")
@@ -716,6 +719,12 @@ class Agent:
             self.torch_zygote_deferred = False
             self._start_zygote()
 
+    def _want_lean_zygote(self) -> None:
+        """A lean gang waits: start the lean zygote now if the daemon deferred it."""
+        if self.lean_zygote_deferred:
+            self.lean_zygote_deferred = False
+            self._start_lean_zygote()
+
     # --------------------------------------------------------------- queries
     def status(self, jid: str) -> JobStatus:
         rec = self.recs.get(jid)
@@ -745,13 +754,17 @@ class Agent:
     # ------------------------------------------------------------- process
     def run(self) -> None:
         """Serve the socket and run the loop until stopped or idle; then shut down."""
-        if self.lean_zygote is None:  # the daemon starts them first, before building the agent
+        # the daemon starts them first, before building the agent
+        if self.lean_zygote is None and not self.lean_zygote_deferred:
             self._start_lean_zygote()
         if self.zygote is None and not self.torch_zygote_deferred:
             self._start_zygote()
-        with self.lock:
-            if any(not r.status.terminal and not self._lean(r) for r in self.recs.values()):
-                self._want_torch_zygote()  # recovered jobs need it
+        with self.lock:  # recovered jobs need theirs
+            waiting = [r for r in self.recs.values() if not r.status.terminal]
+            if any(not self._lean(r) for r in waiting):
+                self._want_torch_zygote()
+            if any(self._lean(r) for r in waiting):
+                self._want_lean_zygote()
         server = AgentServer(self.home, self)
         server.start()
         self.forecasts.start()  # reasons and expected starts, off the hot path

@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", required=True)
     ap.add_argument("--daemonize", action="store_true")
     ap.add_argument("--for-job", help="the job whose submit starts this agent: when its call "
-                    "needs no torch (.lean) the torch zygote starts with the first job that does")
+                    "needs no torch (.lean) the torch zygote starts with the first job that does, "
+                    "when it needs torch the lean zygote with the first lean gang")
     args = ap.parse_args(argv)
     home = Path(args.home)
     try:
@@ -47,11 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         err.unlink()
     except OSError:
         pass
-    # The zygotes' imports overlap the agent's start; torch's (seconds of CPU) only when the
-    # job that starts the agent may need it (else with the first job that does).
-    lean = start_zygote(home, agent_log, lean=True)
-    defer = bool(args.for_job) and not _may_need_torch(home, args.for_job)
-    zygote, started = (None, 0.0) if defer else start_zygote(home, agent_log)
+    # The zygotes' imports overlap the agent's start. When the job that starts the agent tells
+    # which one it needs, only that one starts now, the other with the first job that needs it:
+    # torch's import takes seconds of CPU, and the lean one's would compete with it.
+    first = _first_job_needs_torch(home, args.for_job) if args.for_job else None
+    zygote, started = (None, 0.0) if first is False else start_zygote(home, agent_log)
+    lean = (None, 0.0) if first is True else start_zygote(home, agent_log, lean=True)
     try:
         from .agent import Agent
         agent = Agent(home)
@@ -69,19 +71,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     agent.use_zygote(*lean, lean=True)
     agent.use_zygote(zygote, started)
-    agent.torch_zygote_deferred = defer
+    agent.torch_zygote_deferred = first is False
+    agent.lean_zygote_deferred = first is True
     agent.run()
     return 0
 
 
-def _may_need_torch(home: Path, job_id: str) -> bool:
-    """Whether job ``job_id``'s call may need torch (:func:`.lean.payload_needs_torch`; True
-    for a job folder that is not there or not this home's)."""
+def _first_job_needs_torch(home: Path, job_id: str) -> bool | None:
+    """Whether job ``job_id``'s call may need torch (:func:`.lean.payload_needs_torch`); None
+    when that cannot be told: no such job folder in this home, or no call (a command job)."""
     try:
         folder = private.job_folder(home, job_id, None)
     except (GpuJobsError, OSError, ValueError):
-        return True
-    return payload_needs_torch(JobFolder(folder).payload_file)
+        return None
+    payload = JobFolder(folder).payload_file
+    try:
+        if not payload.stat().st_size:
+            return None
+    except OSError:
+        return None
+    return payload_needs_torch(payload)
 
 
 if __name__ == "__main__":

@@ -137,9 +137,10 @@ class LocalForecasts:
         ag = self.agent
         with self._refreshing:
             with ag.lock:
-                snap = self.snapshot()
+                copied = self._copy()
                 self._stale = self._asked = False
                 at = time.monotonic()
+            snap = self._build(*copied)  # outside the lock: status requests do not wait for it
             try:
                 cache = forecast(snap)
             except Exception:  # noqa: BLE001 - a forecast never breaks a status reply
@@ -183,41 +184,62 @@ class LocalForecasts:
 
     # ------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
+        """The agent's jobs as a forecast's input (called under the agent's lock)."""
+        return self._build(*self._copy())
+
+    def _copy(self) -> tuple:
+        """What a snapshot takes from the live records, under the agent's lock and cheap: per
+        record the engine holds (in submission order) its id, spec, status (replaced, never
+        changed, on every update), engine state and, when admitted, its flavor and stop facts;
+        the Jobs are built from these outside the lock (:meth:`_build`)."""
         ag = self.agent
         eng = ag.engine
         now = time.time()
         mono = time.monotonic()
         self._note_starts()
-        running, pending = [], []
+        rows = []
         for rec in sorted(ag.recs.values(), key=lambda r: r.seq):
             state = eng.state(rec.id)
             if state is None:
                 continue
             st = rec.status
-            job = Job(ag.workload(rec), user=st.user, name=st.name,
-                      max_runtime_s=rec.spec.max_runtime_s,
-                      grace_period_s=float(rec.spec.grace_period_s))
             if state == "pending":
                 if st.restarts and self._history is not None:  # requeued: how long it took to stop
                     _learn_stops(self._history, st, self._stops)
-                pending.append(job)
+                rows.append((rec.id, rec.spec, st, state, None, 0.0, None, None, None))
                 continue
             adm = eng.admission(rec.id)
-            job.flavor = adm.flavor if adm is not None else None
+            left = max(0.0, rec.deadline - mono) if rec.stopping else 0.0
+            rows.append((rec.id, rec.spec, st, state, adm.flavor if adm is not None else None, left,
+                         rec.stopping, rec.runtime.get("preempt_deadline"), rec.runtime.get("preempted_by")))
+        return now, rows, self.history, self.arrivals.expected(now)  # the expected arrivals: a copy
+
+    def _build(self, now: float, rows: list, history: History,
+               arrivals: list[tuple[float, Job]] | None = None) -> Snapshot:
+        """The Snapshot of :meth:`_copy`'s rows (needs no lock)."""
+        from types import SimpleNamespace
+        workload = self.agent.workload
+        running, pending = [], []
+        for jid, spec, st, state, flavor, left, stopping, deadline, by in rows:
+            job = Job(workload(SimpleNamespace(id=jid, spec=spec, status=st)), user=st.user, name=st.name,
+                      max_runtime_s=spec.max_runtime_s, grace_period_s=float(spec.grace_period_s))
+            if state == "pending":
+                pending.append(job)
+                continue
+            job.flavor = flavor
             job.started = st.started_at or now
             job.expected_end = progress_end(st)
-            left = max(0.0, rec.deadline - mono) if rec.stopping else 0.0
-            if rec.stopping == "preempt" or state == "evicting":
+            if stopping == "preempt" or state == "evicting":
                 # the agent records the preemptor and the (wall-clock) end of the grace period
-                job.stops_at = float(rec.runtime.get("preempt_deadline") or now + left)
-                job.preempted_by = rec.runtime.get("preempted_by")
-            elif rec.stopping:  # cancelled or stopping: its quota comes back by the deadline
+                job.stops_at = float(deadline or now + left)
+                job.preempted_by = by
+            elif stopping:  # cancelled or stopping: its quota comes back by the deadline
                 job.expected_end = now + left
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
-                        self.adm["default_priority"], running, pending, self.history, now,
+                        self.adm["default_priority"], running, pending, history, now,
                         kueue_version=self.adm.get("kueue_version"), start_errors=self.start_errors,
-                        arrivals=self.arrivals.expected(now))
+                        arrivals=arrivals or [])
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
@@ -243,7 +265,8 @@ class LocalForecasts:
             # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
             w = self.agent.workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
                                                      status=SimpleNamespace(submitted_at=now)))
-            snap = self.snapshot()
+            copied = self._copy()
+        snap = self._build(*copied)
         job = Job(w, user=user, name=name, max_runtime_s=spec.max_runtime_s,
                   grace_period_s=float(spec.grace_period_s))
         snap.now = now

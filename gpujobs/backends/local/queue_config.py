@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...admission.gates import kueue_version_of
 from ...config import Settings, settings
 from ...devices import local_cpus
 from ...errors import SpecError
@@ -20,7 +19,10 @@ def admission_config(slots: int, s: Settings | None = None, cpus: float | None =
     slots. A queue without ``cpus`` may use every CPU. GPU quotas (or explicit ``cpus``) adding up
     to more than the machine has are a SpecError.
     """
+    # late: the admission engine (~25 ms of imports) is for building the queues, not for every
+    # process that imports the local backend (a status query, the CLI)
     from ...admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort
+    from ...admission.gates import kueue_version_of
 
     s = settings() if s is None else s
     local = s.local

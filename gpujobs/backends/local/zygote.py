@@ -17,8 +17,8 @@ rank's CUDA_VISIBLE_DEVICES still applies.
 The agent runs two: this one with torch, and a lean one (``--lean``, :data:`LEAN_MODULES`) for
 the gangs :mod:`.lean` picks (one CPU rank whose call needs no torch, command jobs): forking
 and ending a copy of a ~600 MB torch image costs ~20 ms of kernel time, a lean one ~2 ms.
-The torch zygote starts with the agent, or (the daemon's ``--for-job`` names a lean first job)
-with the first job that needs it.
+Both start with the agent; when the daemon's ``--for-job`` names a first job whose call tells
+which one it needs, the other starts with the first job that needs it.
 """
 from __future__ import annotations
 

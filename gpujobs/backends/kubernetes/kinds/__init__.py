@@ -3,7 +3,8 @@ registry, which everything else loops over (docs/adding-a-kind.md).
 
 Modules: ``base`` (the Kind protocol, KindBase, what the kinds share), ``trainjob``,
 ``pytorchjob``, ``mpijob`` (``kubeflow_v1``: the operator conditions those two share), ``rayjob``,
-``volcanojob``, ``appwrapper``.
+``volcanojob``, ``appwrapper``, ``batchjob`` (a plain batch/v1 Job; docs/adding-a-kind.md's worked
+example).
 
 How a spec picks its kind: an explicit ``kind=``, else the kind whose ``volcano_mode`` is the
 spec's ``volcano=`` mode (a bare Volcano Job, or one inside CodeFlare's wrapper so a Kueue queue
@@ -13,14 +14,14 @@ from __future__ import annotations
 
 from ....errors import Fix, SpecError
 from ....spec import JobSpec
-from . import appwrapper, mpijob, pytorchjob, rayjob, trainjob, volcanojob
+from . import appwrapper, batchjob, mpijob, pytorchjob, rayjob, trainjob, volcanojob
 from .base import JOB_VERBS, Kind, KindState, PodSet, annotated_gang
 
 __all__ = ["KINDS", "Kind", "KindState", "PodSet", "DEFAULT_KIND", "KUEUE_KINDS", "JOB_VERBS", "check_kind",
            "for_object", "gang_size_of", "kind_state", "pod_sets", "resolve_kind"]
 
 KINDS: dict[str, Kind] = {k.name: k for k in (trainjob.KIND, pytorchjob.KIND, mpijob.KIND, rayjob.KIND,
-                                              volcanojob.KIND, appwrapper.KIND)}
+                                              volcanojob.KIND, appwrapper.KIND, batchjob.KIND)}
 """Every kind, by gpujobs' name, in the order help texts and errors list them."""
 DEFAULT_KIND: dict[str, str] = {fw: k.name for k in KINDS.values() for fw in k.default_for}
 KUEUE_KINDS = frozenset(k.name for k in KINDS.values() if k.kueue_integration)

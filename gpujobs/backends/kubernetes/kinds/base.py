@@ -137,6 +137,9 @@ class Kind(Protocol):
     def gang_pods(self, spec: JobSpec) -> int:
         """Pods that must all run for ``spec`` rendered as this kind to make progress."""
 
+    def companions(self, ctx: "RenderCtx", job: dict) -> list[dict]:
+        """Objects the job needs beside it (a headless Service), created after it and owned by it."""
+
     def pod_sets(self, job: dict) -> list[PodSet]:
         """The object's pod sets as Kueue derives them."""
 
@@ -195,6 +198,9 @@ class KindBase:
 
     def gang_pods(self, spec: JobSpec) -> int:
         return spec.nodes
+
+    def companions(self, ctx: "RenderCtx", job: dict) -> list[dict]:
+        return []
 
     def progress(self, job: dict) -> "Progress | None":
         return None

@@ -1,7 +1,7 @@
 """JobSpec -> the exact list of Kubernetes objects a submit into a fresh namespace creates.
 
 ``[runtime ConfigMap, key Secret, job]``, plus the per-job payload Secret when the call is
-too big to travel inline (see payload_objects). The first two are shared: submit creates
+too big to travel inline (see payload_objects) and the kind's companions (a headless Service). The first two are shared: submit creates
 them once per namespace, after preflight. Then it creates the job, then the payload Secret
 (if any) with an ownerReference to the job's uid; ``render`` output, made without a cluster,
 has no ownerReferences, so ``kubectl apply -f -`` of it works (delete that Secret by label
@@ -63,6 +63,9 @@ class Rendered:
     checkpoint_claim: dict | None = None
     """The default checkpoint claim submit creates after the job, owned by it
     (submit/checkpoint_claim.py), when the job mounts one."""
+    companions: list[dict] = field(default_factory=list)
+    """What the kind needs beside the job (Kind.companions: a headless Service), created after it
+    and owned by it."""
 
     @property
     def shared(self) -> list[dict]:
@@ -70,7 +73,8 @@ class Rendered:
 
     @property
     def objects(self) -> list[dict]:
-        return [*self.shared, self.job] + ([self.payload_secret] if self.payload_secret else [])
+        return [*self.shared, self.job] + ([self.payload_secret] if self.payload_secret else []) + \
+            self.companions
 
     @property
     def job_id(self) -> str:
@@ -190,7 +194,7 @@ def render_job(spec: JobSpec, kind: str | None = None, *, opts: RenderOptions | 
                     job=job, runtime=runtime, key_secret=secret, signing_key=signing,
                     payload_secret=None if files.inline else payload_secret(namespace, name, files,
                                                                             common),
-                    files=files, volcano=spec.volcano)
+                    files=files, volcano=spec.volcano, companions=KINDS[kind].companions(ctx, job))
 
 
 def owner_reference(job: dict, uid: str) -> dict:

@@ -111,7 +111,8 @@ def render_objects(spec: JobSpec, kind: str | None = None, *, save_key: bool = T
         notes.append(f"also needed in namespace {rendered.namespace}: {', '.join(also)} (shared by every "
                      f"gpujobs job there; `gpujobs submit` creates {them} once, or print {them} with "
                      "`gpujobs render` without --job-only)")
-    return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else [])
+    return [*shared, rendered.job] + ([rendered.payload_secret] if rendered.payload_secret else []) + \
+        rendered.companions
 
 
 def rendered_without_claim(spec: JobSpec, kb: "KubernetesBackend") -> bool:

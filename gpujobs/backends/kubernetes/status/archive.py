@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ MAX_JOBS = 500
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 
 _STATUS_FIELDS = {f.name for f in fields(JobStatus)}
+_WRITING = threading.Lock()
+"""One read-modify-write of an entry at a time in this process (the log keeper's threads, one per
+pod, and the status reads save into the same entry)."""
 
 
 def _root(home: Path) -> Path:
@@ -48,7 +52,12 @@ def save(home: Path, st: JobStatus, logs: str | None = None, outcomes: dict[int,
     """Archive ``st`` (an ended job) with its logs (the tail is kept) and outcome envelopes; an
     existing entry keeps the logs/outcomes this call does not give."""
     ns, name = naming.parse_job_id(st.job_id)
-    path = path_of(home, ns, name)
+    with _WRITING:
+        _save(path_of(home, ns, name), st, logs, outcomes)
+    _trim(home)
+
+
+def _save(path: Path, st: JobStatus, logs: str | None, outcomes: dict[int, bytes] | None) -> None:
     old = _read(path) or {}
     doc: dict[str, Any] = {"status": _status_dict(st)}
     text = logs if logs is not None else old.get("logs")
@@ -66,7 +75,6 @@ def save(home: Path, st: JobStatus, logs: str | None = None, outcomes: dict[int,
     if old.get("earlier_runs"):
         doc["earlier_runs"] = old["earlier_runs"]
     keys.write_private(path, json.dumps(doc))
-    _trim(home)
 
 
 def save_earlier_run(home: Path, job_id: str, text: str) -> None:
@@ -74,14 +82,15 @@ def save_earlier_run(home: Path, job_id: str, text: str) -> None:
     them) for ``logs``, before the job's current ones; the newest :data:`MAX_LOG_BYTES` kept."""
     ns, name = naming.parse_job_id(job_id)
     path = path_of(home, ns, name)
-    doc = _read(path) or {}
-    runs = (doc.get("earlier_runs") or "") + text
-    raw = runs.encode()
-    if len(raw) > MAX_LOG_BYTES:
-        cut = raw[-MAX_LOG_BYTES:]
-        runs = cut[cut.find(b"\n") + 1:].decode("utf-8", "replace")
-    doc["earlier_runs"] = runs
-    keys.write_private(path, json.dumps(doc))
+    with _WRITING:
+        doc = _read(path) or {}
+        runs = (doc.get("earlier_runs") or "") + text
+        raw = runs.encode()
+        if len(raw) > MAX_LOG_BYTES:
+            cut = raw[-MAX_LOG_BYTES:]
+            runs = cut[cut.find(b"\n") + 1:].decode("utf-8", "replace")
+        doc["earlier_runs"] = runs
+        keys.write_private(path, json.dumps(doc))
 
 
 def earlier_runs(home: Path, job_id: str) -> str:

@@ -19,7 +19,9 @@ A followed stream ends when the container stops; if the pod was deleted meanwhil
 ``gpujobs logs`` shows them, rank-prefixed) go to ``save`` (live._keep_deleted_logs: the archive's
 earlier runs while the job goes on, its final logs once it has ended), so ``logs()`` still shows
 them once the pods are gone. A pod that simply ended is left to the final
-archive (live.keep_ended). Costs: nothing for jobs that are not about to lose pods; one streaming
+archive (live.keep_ended). The status reads' last log tails (pod_metrics) are the other reader of
+a gone pod: :meth:`LogKeeper.keep_unless_kept` keeps each pod's lines once, the keeper's whole
+log when it kept one, else that tail (a pod gone before its stream opened keeps nothing here). Costs: nothing for jobs that are not about to lose pods; one streaming
 read per pod from the moment one of the above is seen.
 """
 from __future__ import annotations
@@ -88,6 +90,8 @@ class LogKeeper:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._following: set[str] = set()  # pod uids followed (or done)
+        self._ended: set[str] = set()  # pod uids whose follow has ended
+        self._fallback: dict[str, Callable[[], None]] = {}  # pod uid -> keep another reader's lines
         self.kept: set[str] = set()  # pod uids whose logs were saved
         self._armed: set[str] = set()  # "job id@deadline" already due
         self._due: list[tuple[float, str]] = []  # heap of (when to start following, job id)
@@ -150,10 +154,20 @@ class LogKeeper:
             return
         self.follow(job_id, pods, [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")])
 
-    def followed(self) -> set[str]:
-        """The pod uids followed (being followed, or done): their logs are this keeper's to keep."""
+    def keep_unless_kept(self, uid: str, keep: Callable[[], None]) -> None:
+        """A gone pod's lines as another reader last read them (pod_metrics' tail): ``keep()``
+        runs unless this keeper keeps the pod's whole log, so each pod's lines are kept once: at
+        once when the pod was not followed or its follow kept nothing (it was gone before the
+        stream opened, or the stream dropped), else when its follow ends having kept nothing."""
         with self._lock:
-            return set(self._following)
+            if uid in self.kept:
+                return
+            if uid in self._following and uid not in self._ended:
+                self._fallback[uid] = keep
+                return
+            self._following.add(uid)  # the pod is gone: never followed from now on
+            self._ended.add(uid)
+        keep()
 
     def stop(self) -> None:
         with self._wake:
@@ -176,6 +190,19 @@ class LogKeeper:
                              name=f"keep-logs-{p['metadata']['name']}").start()
 
     def _follow_one(self, job_id: str, pod: dict, rank: int) -> None:
+        uid = pod["metadata"].get("uid") or ""
+        kept = False
+        try:
+            kept = self._keep_log(job_id, pod, rank)
+        finally:
+            with self._lock:
+                self._ended.add(uid)
+                fallback = self._fallback.pop(uid, None)
+            if fallback is not None and not kept:
+                fallback()
+
+    def _keep_log(self, job_id: str, pod: dict, rank: int) -> bool:
+        """Follow the pod's log to its end; save it when the pod is gone or going. True if saved."""
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"].get("uid")
         container = main_container(pod)
         query = [("follow", "true")] + ([("container", container)] if container else [])
@@ -190,9 +217,9 @@ class LogKeeper:
                 if exc.status == 400:
                     time.sleep(0.5)
                     continue
-                return  # gone already (404) or not allowed: nothing to keep
+                return False  # gone already (404) or not allowed: nothing to keep
             except OSError:
-                return
+                return False
             buf = b""
             try:
                 for chunk in resp.stream(4096):
@@ -213,10 +240,12 @@ class LogKeeper:
                 if text is not None:
                     lines.append(_prefixed(text, rank)[1])
             break
-        if lines and self._deleted(job_id, uid):
-            with self._lock:
-                self.kept.add(uid or "")
-            self.save(job_id, "".join(lines))
+        if not lines or not self._deleted(job_id, uid):
+            return False
+        with self._lock:
+            self.kept.add(uid or "")
+        self.save(job_id, "".join(lines))
+        return True
 
     def _deleted(self, job_id: str, uid: str | None) -> bool:
         """Whether the pod is gone or going (so its log will be): read by listing the job's pods

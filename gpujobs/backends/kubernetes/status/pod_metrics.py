@@ -21,6 +21,7 @@ metrics (the hub makes no log reads); ``status()`` returns them.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -35,6 +36,7 @@ from ....rank.wire import (METRICS_MARKER, PHASE_MARKER, PROGRESS_MARKER, STACKS
 from ....status import GpuSample, JobStatus
 from .. import naming
 from ..cluster import Cluster
+from .objects import parse_time
 from .results import job_pods, main_container
 
 TAIL_LINES = 5000
@@ -51,6 +53,7 @@ class _JobSeries:
         self.stall = StallEvidence()
         self.phase: str | None = None  # the ranks' start-up phase (GPUJOBS-PHASE lines)
         self.tails: dict[str, tuple[int, str]] = {}  # pod uid -> (its node rank, log tail as last read)
+        self.born: dict[str, float | None] = {}  # pod uid -> its creationTimestamp (epoch s)
 
     def add_progress(self, rep: dict) -> None:
         key = (rep["rank"], rep["time"], rep["step"])
@@ -85,9 +88,12 @@ class PodMetrics:
         self.reads = 0  # pod log reads made (tests, diagnosis)
         self.on_run_gone: Callable[[str, str], None] | None = None
         """(job id, logs): the logs of an earlier run whose pods are gone, as last read."""
-        self.already_kept: Callable[[], set[str]] = set
-        """The pod uids whose logs the log keeper follows or followed (status/log_keeper.py): what it
-        keeps is not kept twice."""
+        self.keep_unless_kept: Callable[[str, Callable[[], None]], None] = lambda uid, keep: keep()
+        """(pod uid, keep): hands a gone pod's lines to the log keeper (status/log_keeper.py,
+        LogKeeper.keep_unless_kept), which runs ``keep`` unless it keeps that pod's whole log."""
+        self.requeued_at: Callable[[str], float | None] = lambda job_id: None
+        """(job id) -> when it last went back to the queue (its latest preempted/evicted/requeued
+        event), None if never: the pods made before then were an earlier run's."""
         self.locate: Callable[[str, list[int]], dict[int, str]] | None = None
         """(job id, ranks) -> rank -> the function it sits in (from its stack), for the stall flag."""
 
@@ -128,7 +134,7 @@ class PodMetrics:
             pods = job_pods(self.api, ns, name)
         except (ApiException, KubernetesError, OSError):  # metrics never fail a status call
             return
-        self._runs_gone(job_id, series, {p["metadata"].get("uid", "") for p in pods})
+        self._runs_gone(job_id, series, {p["metadata"].get("uid", "") for p in pods}, terminal)
         from .logs import pod_rank_order, user_pods
         ranks = {p["metadata"].get("uid", ""): r for r, p in enumerate(pod_rank_order(user_pods(pods)))}
         for pod in pods:
@@ -138,6 +144,7 @@ class PodMetrics:
             uid = pod["metadata"].get("uid", "")
             if text and uid in ranks:
                 series.tails[uid] = (ranks[uid], text)
+                series.born[uid] = parse_time(pod["metadata"].get("creationTimestamp"))
             for stamped in text.splitlines():
                 at, line = split_timestamp(stamped)
                 if METRICS_MARKER in line or PROGRESS_MARKER in line or PHASE_MARKER in line:
@@ -148,21 +155,19 @@ class PodMetrics:
         if terminal:
             series.final = True
 
-    def _runs_gone(self, job_id: str, series: _JobSeries, live: set[str]) -> None:
+    def _runs_gone(self, job_id: str, series: _JobSeries, live: set[str], terminal: bool = False) -> None:
         """Pods read before and gone now (a preempted run's: Kueue deleted them): their logs as
-        last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them."""
-        gone = [uid for uid in series.tails if uid not in live]
-        kept = self.already_kept()
-        for uid in [u for u in gone if u in kept]:  # the log keeper has the whole log already
-            series.tails.pop(uid, None)
-            gone.remove(uid)
-        if not gone or self.on_run_gone is None:
-            for uid in gone:
-                series.tails.pop(uid, None)
-            return
-        text = "".join(_visible_text(*series.tails.pop(uid)) for uid in gone)
-        if text:
-            self.on_run_gone(job_id, text)
+        last read go to ``on_run_gone`` (the archive), so the next run's logs do not replace them.
+        Once the job has ended, a pod made after its last requeue was its last run's (deleted as
+        the job ended: the MPI Operator's cleanPodPolicy): never an earlier run's."""
+        requeued = self.requeued_at(job_id) if terminal else None
+        for uid in [u for u in series.tails if u not in live]:
+            text = _visible_text(*series.tails.pop(uid))
+            born = series.born.pop(uid, None)
+            if terminal and (requeued is None or (born is not None and born > requeued)):
+                continue  # the last run's (an unknown birth is kept: better twice than lost)
+            if text and self.on_run_gone is not None:  # once: the keeper's whole log, or this tail
+                self.keep_unless_kept(uid, functools.partial(self.on_run_gone, job_id, text))
 
     def _tail(self, ns: str, pod: str, container: str | None = None) -> str:
         """The pod's log tail, naming gpujobs' container (a sidecar makes an unqualified read 400)."""
@@ -242,7 +247,6 @@ def split_timestamp(line: str) -> tuple[float | None, str]:
     runtime stamped it with, on the pod's node (None when the line has no stamp)."""
     head, sep, rest = line.partition(" ")
     if sep and len(head) >= 20 and head[4:5] == "-" and head[10:11] == "T":
-        from .objects import parse_time
         t = parse_time(head[:19] + "Z") if head.endswith("Z") else None
         if t is not None:
             frac = head[19:-1].lstrip(".")
@@ -304,8 +308,19 @@ def for_backend(backend: Cluster) -> PodMetrics:
             state.pod_metrics = PodMetrics(backend.api_client)
             state.pod_metrics.locate = lambda job_id, ranks: _locate(backend, job_id, ranks)
             state.pod_metrics.on_run_gone = lambda job_id, text: _keep_run(backend, job_id, text)
-            state.pod_metrics.already_kept = lambda: state.log_keeper.followed() if state.log_keeper else set()
+            state.pod_metrics.requeued_at = lambda job_id: _requeued_at(backend, job_id)
+            state.pod_metrics.keep_unless_kept = lambda uid, keep: (
+                state.log_keeper.keep_unless_kept(uid, keep) if state.log_keeper else keep())
         return state.pod_metrics
+
+
+def _requeued_at(backend: Cluster, job_id: str) -> float | None:
+    """When the job last went back to the queue, as its watch hub knows it (None: never, or no hub)."""
+    ns, name = naming.parse_job_id(job_id)
+    hub = backend.state.hubs.get(ns)
+    st = hub.status(name) if hub is not None else None
+    times = [e.time for e in (st.events if st is not None else ()) if e.kind in ("preempted", "evicted", "requeued")]
+    return max(times, default=None)
 
 
 def _locate(backend: Cluster, job_id: str, ranks: list[int]) -> dict[int, str]:

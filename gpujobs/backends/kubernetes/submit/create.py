@@ -47,7 +47,8 @@ class _Objects:
             return self.custom.create_namespaced_custom_object(i.group, i.version, ns, i.plural, body,
                                                                _request_timeout=self.t)
         fn = {"configmap": self.core.create_namespaced_config_map, "secret": self.core.create_namespaced_secret,
-              "claim": self.core.create_namespaced_persistent_volume_claim}[what]
+              "claim": self.core.create_namespaced_persistent_volume_claim,
+              "service": self.core.create_namespaced_service}[what]
         obj = fn(ns, body, _request_timeout=self.t)
         return self.core.api_client.sanitize_for_serialization(obj)
 
@@ -57,7 +58,8 @@ class _Objects:
             return self.custom.get_namespaced_custom_object(i.group, i.version, ns, i.plural, name,
                                                             _request_timeout=self.t)
         fn = {"configmap": self.core.read_namespaced_config_map, "secret": self.core.read_namespaced_secret,
-              "claim": self.core.read_namespaced_persistent_volume_claim}[what]
+              "claim": self.core.read_namespaced_persistent_volume_claim,
+              "service": self.core.read_namespaced_service}[what]
         return self.core.api_client.sanitize_for_serialization(fn(name, ns, _request_timeout=self.t))
 
     def delete(self, what: str, name: str) -> None:
@@ -70,6 +72,8 @@ class _Objects:
             self.core.delete_namespaced_config_map(name, ns, body=body, _request_timeout=self.t)
         elif what == "claim":
             self.core.delete_namespaced_persistent_volume_claim(name, ns, body=body, _request_timeout=self.t)
+        elif what == "service":
+            self.core.delete_namespaced_service(name, ns, body=body, _request_timeout=self.t)
         else:
             self.core.delete_namespaced_secret(name, ns, body=body, _request_timeout=self.t)
 
@@ -115,7 +119,7 @@ def _rollback(objs: _Objects, attempted: list[tuple[str, str]]) -> list[str]:
     return removed
 
 
-_KIND_OF = {"secret": "Secret", "claim": "PersistentVolumeClaim"}
+_KIND_OF = {"secret": "Secret", "claim": "PersistentVolumeClaim", "service": "Service"}
 
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpujobs-submit")
 
@@ -214,6 +218,12 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
         if r.checkpoint_claim is not None:  # the default checkpoint claim, deleted with the job
             step = "claim"
             body = copy.deepcopy(r.checkpoint_claim)
+            body["metadata"]["ownerReferences"] = [owner_reference(r.job, uid)]
+            attempted.append((step, body["metadata"]["name"]))
+            _create_once(objs, step, body)
+        for companion in r.companions:  # the kind's (a headless Service), deleted with the job
+            step = companion["kind"].lower()
+            body = copy.deepcopy(companion)
             body["metadata"]["ownerReferences"] = [owner_reference(r.job, uid)]
             attempted.append((step, body["metadata"]["name"]))
             _create_once(objs, step, body)

@@ -419,7 +419,8 @@ def _checks(backend: Cluster, cache: _Cache, r: Rendered) -> list[Callable[[], N
     if r.volcano == "gang":
         checks.append(lambda: check_volcano(backend, cache))
     info = KINDS[r.kind]
-    for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets")):
+    extra = tuple(("", c["kind"].lower() + "s") for c in r.companions)  # a Service: services
+    for group, resource in ((info.group, info.plural), ("", "configmaps"), ("", "secrets"), *extra):
         checks.append(functools.partial(check_access, backend, cache, r.namespace, group, resource))
     if KINDS[r.kind].kueue_integration:
         checks.append(lambda: check_kueue(backend, cache, r))

@@ -31,6 +31,8 @@ RULES: tuple[Rule, ...] = (
     # create: a checkpointing job's default claim (a dry run first: is there a default StorageClass?);
     # get, delete: a retried create's adoption and a failed submit's rollback (submit/checkpoint_claim.py)
     ("", ("persistentvolumeclaims",), ("create", "get", "delete")),
+    # a kind's companion (the headless Service of a several-node batch/v1 Job); get, delete: as for the claim
+    ("", ("services",), ("create", "get", "delete")),
     ("", ("pods",), ("list", "watch", "patch")),  # patch: job.stacks(), a request annotation, no exec
     ("", ("pods/log",), ("get",)),
     ("scheduling.volcano.sh", ("podgroups",), ("list", "watch")),

@@ -1,0 +1,110 @@
+"""kind='BatchJob' (a plain batch/v1 Indexed Job) end to end on the simulated cluster: Kueue's
+batch/job integration admits it, the simulated Job controller (gpujobs_sim/batch_job.py) makes
+one pod per index with JOB_COMPLETION_INDEX as the node rank, and gpujobs reads the Job's own
+conditions; one failed rank fails the gang."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from tests.support import wait_for
+
+import gpujobs
+from gpujobs.handle import Job
+
+pytestmark = pytest.mark.slow
+
+
+def _rank():
+    import os
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+
+def _fail_on_rank_1():
+    import os
+    import time
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank 1 broke")
+    time.sleep(60)
+
+
+def _sleepy():
+    import time
+    time.sleep(60)
+
+
+def _workload(sim, name):
+    wls = [w for w in sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", "default")
+           if w["metadata"]["ownerReferences"][0]["name"] == name]
+    return wls[0] if wls else None
+
+
+def _cond(obj, t):
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == t), {})
+
+
+def test_a_two_node_batch_job_is_admitted_runs_each_index_and_succeeds(make_cluster):
+    sim, be = make_cluster(gpus=2)
+    spec = gpujobs.job(_rank).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    name = job.id.split("/")[-1]
+    svc = sim.store.get("v1", "Service", name, "default")
+    assert svc is not None and svc["spec"]["clusterIP"] == "None"
+    assert svc["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    wait_for(lambda: _workload(sim, name) is not None, timeout=30)
+    wl = _workload(sim, name)
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("main", 2)]
+    assert job.result(timeout=120) == (0, 2)  # rank 0's value; WORLD_SIZE 2 in each rank
+    bjob = sim.store.get("batch/v1", "Job", name, "default")
+    order = [c["type"] for c in bjob["status"]["conditions"] if c["status"] == "True"]
+    assert order.index("SuccessCriteriaMet") < order.index("Complete")
+    assert _cond(bjob, "Suspended")["status"] == "False" and _cond(bjob, "Suspended")["reason"] == "JobResumed"
+    assert bjob["status"]["succeeded"] == 2 and bjob["status"]["completedIndexes"] == "0,1"
+    assert _cond(_workload(sim, name), "Admitted")["status"] == "True"
+    wait_for(lambda: _cond(_workload(sim, name), "Finished").get("status") == "True", timeout=30)
+    pods = [p for p in sim.store.list("v1", "Pod", "default")
+            if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name]
+    assert sorted(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods) == ["0", "1"]
+    assert {p["spec"]["hostname"] for p in pods} == {f"{name}-0", f"{name}-1"}
+    assert {p["spec"]["subdomain"] for p in pods} == {name}
+    st = job.status()
+    assert st.phase == "succeeded" and st.gang_size == 2
+
+
+def test_one_failed_rank_fails_the_batch_job_and_stops_the_other(make_cluster):
+    sim, be = make_cluster(gpus=2)
+    spec = gpujobs.job(_fail_on_rank_1).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q").spec()
+    job = Job(be.submit(spec), be)
+    name = job.id.split("/")[-1]
+    wait_for(lambda: job.status().phase == "failed", timeout=120)
+    bjob = sim.store.get("batch/v1", "Job", name, "default")
+    failed = _cond(bjob, "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "PodFailurePolicy"
+    assert re.fullmatch(rf"Container node for pod default/{name}-1-\w+ failed with exit code [1-9]\d* matching "
+                        "FailJob rule at index 0", failed["message"]), failed["message"]
+    assert _cond(bjob, "FailureTarget")["status"] == "True"
+    wait_for(lambda: not [p for p in sim.store.list("v1", "Pod", "default")
+                          if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name
+                          and p["status"].get("phase") in ("Pending", "Running")], timeout=60)
+    with pytest.raises(ValueError, match="rank 1 broke"):
+        job.result(timeout=30)
+
+
+def test_the_simulated_job_controller_creates_no_pods_while_suspended(make_cluster):
+    """Kueue holds the Job suspended while the quota is taken: the Job controller makes no pods."""
+    sim, be = make_cluster(gpus=2)
+    b = gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
+    first = Job(be.submit(b.spec()), be)
+    wait_for(lambda: first.status().phase == "running", timeout=90)
+    job = Job(be.submit(b.spec()), be)
+    name = job.id.split("/")[-1]
+    wait_for(lambda: _workload(sim, name) is not None, timeout=30)
+    wait_for(lambda: _cond(sim.store.get("batch/v1", "Job", name, "default"), "Suspended").get("status") == "True",
+             timeout=30)
+    bjob = sim.store.get("batch/v1", "Job", name, "default")
+    assert bjob["spec"]["suspend"] is True and _cond(bjob, "Suspended")["reason"] == "JobSuspended"
+    assert not [p for p in sim.store.list("v1", "Pod", "default")
+                if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name]
+    assert job.status().phase == "queued"
+    job.cancel()
+    first.cancel()
