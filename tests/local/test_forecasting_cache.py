@@ -254,6 +254,21 @@ def test_a_requeued_jobs_stop_times_are_learned_before_it_finishes_and_counted_o
     assert len(h._order[("stop", None, None)]) == 3  # its end does not count them again
 
 
+def test_submits_are_counted_as_arrivals_and_snapshots_expect_more_of_them(local_agent):
+    from gpujobs.admission.forecast.arrivals import ARRIVALS_MIN
+    queued(local_agent, ARRIVALS_MIN - 1)
+    with local_agent.lock:
+        assert local_agent.forecasts.snapshot().arrivals == []  # too few seen yet
+    queued(local_agent, 1)
+    with local_agent.lock:
+        snap = local_agent.forecasts.snapshot()
+    assert len(local_agent.forecasts.arrivals) == ARRIVALS_MIN
+    assert len(snap.arrivals) == ARRIVALS_MIN  # one class (queue, 1 slot, default priority)
+    assert all(t > snap.now and j.max_runtime_s == 600 and j.id not in local_agent.recs for t, j in snap.arrivals)
+    pending = {j.id for j in snap.pending}
+    assert len(pending) == ARRIVALS_MIN and not pending & {j.id for _, j in snap.arrivals}
+
+
 def test_a_refresh_builds_the_queued_jobs_outside_the_agents_lock(local_agent, monkeypatch):
     """Under the lock a refresh only copies each record's facts: behind a long queue, building
     its jobs there kept status requests waiting (0.2 s per refresh behind 10,000 queued)."""

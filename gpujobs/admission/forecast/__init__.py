@@ -33,10 +33,18 @@ quantiles (the late run: declared limits + grace, where declared).
 Entry points: :func:`forecast` (every pending workload) and :func:`plan` (a what-if for one
 more workload, nothing submitted). Both take a :class:`Snapshot`. See docs/forecast.md.
 
+Jobs not submitted yet: ``Snapshot.arrivals``, the arrivals the recent submissions make
+expected (:mod:`.arrivals`). A job's expected start counts those that come before it would
+start without them (one more run with them queued at their times; the engine decides which go
+ahead: a higher priority, a smaller shape that fits first); the late run counts them too, the
+early one does not.
+
 Modules: ``inputs`` (Job, History, Snapshot, Forecast, expected ends), ``simulate`` (the run,
 :func:`forecast`, :func:`plan`), ``reasons`` (why a workload waits, in words), ``runtimes``
-(expected runtimes), ``calibration`` (ranges from past forecasts' errors).
+(expected runtimes), ``calibration`` (ranges from past forecasts' errors), ``arrivals``
+(expected arrivals).
 """
+from .arrivals import ARRIVALS_KEEP, Arrivals
 from .calibration import RANGE_Q, StartErrors
 from .inputs import (AHEAD_SHOWN, BLOCKED_BY_MAX, EARLY_Q, HISTORY_KEEP, HORIZON_S, LATE_Q, MODES, RANGE_HORIZON_S, SOURCES,
                      Forecast, History, Job, Snapshot, expected_end, expected_runtime)
@@ -44,5 +52,5 @@ from .runtimes import PREDICTORS
 from .reasons import duration
 from .simulate import forecast, plan
 
-__all__ = ["Job", "History", "StartErrors", "Snapshot", "PREDICTORS", "RANGE_Q", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
+__all__ = ["Job", "History", "StartErrors", "Arrivals", "ARRIVALS_KEEP", "Snapshot", "PREDICTORS", "RANGE_Q", "Forecast", "forecast", "plan", "expected_runtime", "expected_end",
            "duration", "SOURCES", "MODES", "EARLY_Q", "LATE_Q", "RANGE_HORIZON_S", "HISTORY_KEEP", "AHEAD_SHOWN", "BLOCKED_BY_MAX", "HORIZON_S"]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .calibration import StartErrors
 
 # where an end (or, "stop", a preempted job's exit) comes from, in the order a basis names them
-SOURCES = ("progress", "history", "learned", "limit", "stop", "unknown")
+SOURCES = ("progress", "history", "learned", "limit", "stop", "arrival", "unknown")
 __all__ = ["SOURCES", "HISTORY_KEEP", "History", "Job", "Snapshot", "Forecast", "expected_runtime", "expected_end",
            "stop_after"]
 MODES = ("point", "early", "late")  # the expected start, and the two ends of its range
@@ -69,7 +69,9 @@ class Snapshot:
 
     ``running`` holds admitted workloads (stopping ones with ``stops_at``); ``pending`` the
     queued ones in the order they were queued (their ``created`` and priority decide the
-    engine's order, the list order only breaks ties)."""
+    engine's order, the list order only breaks ties); ``arrivals`` jobs not submitted yet,
+    expected at the times given (:class:`~.arrivals.Arrivals`): the point and late runs queue
+    them then, the early run leaves them out."""
     queues: Sequence[ClusterQueue]
     cohorts: Sequence[Cohort] = ()
     priorities: Mapping[str, int] | None = None
@@ -81,6 +83,7 @@ class Snapshot:
     flavors: Sequence | None = None  # ResourceFlavor objects, as given to Engine(flavors=...)
     kueue_version: str | None = None  # whose scheduler the simulation follows (gates.py; None: newest)
     start_errors: StartErrors | None = None  # past start forecasts' errors: the ranges (calibration.py)
+    arrivals: Sequence[tuple[float, Job]] = ()  # (time, job) expected to be submitted later (arrivals.py)
 
     def engine(self, clock: Callable[[], float] | None = None) -> Engine:
         kw: dict[str, Any] = {"flavors": self.flavors} if self.flavors is not None else {}

@@ -271,15 +271,18 @@ def basis_text(counts: tuple, start: float, now: float) -> str:
     names = {"progress": "progress rate", "history": "history of similar jobs",
              "learned": "declared limit x the user's usual share of it",
              "limit": "declared limit + grace", "stop": "victims' usual stop time"}
-    stops = ""
+    stops = arrivals = ""
     for src, n in zip(SOURCES, counts):
         if n and src == "stop":
             stops = names[src] + (f" ({n} jobs)" if n > 1 else "")
+        elif n and src == "arrival":
+            arrivals = f"{n} expected arrival{'s' if n > 1 else ''} start{'' if n > 1 else 's'} first"
         elif n and src in names:
             parts.append(f"{names[src]} ({n} jobs)" if n > 1 else names[src])
+    tail = "".join(f"; {x}" for x in (stops, arrivals) if x)
     if not parts:
-        return stops or "victims' grace periods"
-    return "expected ends from " + ", ".join(parts) + (f"; {stops}" if stops else "")
+        return (stops or "victims' grace periods") + (f"; {arrivals}" if arrivals else "")
+    return "expected ends from " + ", ".join(parts) + tail
 
 
 def _clock(t: float) -> str:

@@ -19,6 +19,8 @@ from .reasons import amount_text, basis_text, priority_rank, waiting_reasons, du
 #: started get no start and a basis saying so. The churn detection below keeps real runs far
 #: from it: it is there so that no future bug can make a forecast spin for ever.
 MAX_PASSES_AT_ONE_INSTANT = 200
+ARRIVAL_RUNS = 4  # runs with expected arrivals per forecast, at most (see _with_arrivals)
+ARRIVALS_STATE_MAX = 200  # expected arrivals are simulated only up to this many pending jobs
 
 
 # ------------------------------------------------------------- simulation
@@ -49,8 +51,9 @@ class _Sim:
     def __init__(self, snap: Snapshot, pending: Sequence[Job], mode: str,
                  targets: set[str] | None, want_reasons: bool,
                  reasons_for: set[str] | None = None, horizon_s: float = HORIZON_S,
-                 until: float | None = None):
+                 until: float | None = None, arrivals: Sequence[tuple[float, Job]] = ()):
         self.snap, self.pending, self.mode = snap, pending, mode
+        self.arrivals = arrivals  # (time, job) queued at that time (see _with_arrivals)
         self.targets, self.want_reasons, self.reasons_for = targets, want_reasons, reasons_for
         self.horizon_s = horizon_s
         self.until = until  # stop past this time (the early run: past the latest expected start)
@@ -112,12 +115,20 @@ class _Sim:
         for j in self.pending:
             jobs[j.id] = j
             eng.add(j.workload)  # whether it can ever fit: asked once per queue and request shape
+        if self.mode != "early":  # jobs expected to be submitted later (none in the early run)
+            for at, j in self.arrivals:
+                if at > now and expected_runtime(j, snap.history, 0.0, self.mode)[0] is not None:
+                    jobs[j.id] = j  # one whose end nothing predicts would hold its quota for ever: left out
+                    push(at, "arrive", j.id)
+        arriving = {j.id for _, j in self.arrivals}
         counts: dict[str, list[int]] = defaultdict(lambda: [0] * len(SOURCES))
         starts: dict[str, float] = {}
         basis: dict[str, tuple] = {}
         preempts: dict[str, list[str]] = defaultdict(list)
         reasons: dict[str, Forecast] = {}
         targets = self.targets
+        if targets is None and arriving:  # the expected arrivals matter only until the last real start
+            targets = {j.id for j in self.pending}
         left = set(targets) if targets is not None else None
         first = True
         looped = None
@@ -162,6 +173,8 @@ class _Sim:
                 if wid not in starts:
                     starts[wid] = t
                     basis[wid] = tuple(counts[grp(j)])
+                    if wid in arriving:  # an expected arrival started ahead of those still waiting
+                        counts[grp(j)][SOURCES.index("arrival")] += 1
                     if left is not None:
                         left.discard(wid)
                 run_start[wid] = t
@@ -198,7 +211,9 @@ class _Sim:
                 if version.get(item[3]) == item[4]:
                     batch.append(item)
             for _, _, kind, wid, _ver in batch:
-                if kind == "end":
+                if kind == "arrive":
+                    eng.add(jobs[wid].workload, check=False)  # its shape came from a submitted job
+                elif kind == "end":
                     eng.finish(wid)
                     ended += 1
                     counts[grp(jobs[wid])][SOURCES.index(src_of.get(wid, "unknown"))] += 1
@@ -319,7 +334,8 @@ def _restrict(snap: Snapshot, queues: Iterable[str]) -> Snapshot:
     if len(keep) == len(set(groups.values())):
         return snap
     return dataclasses.replace(snap, running=[j for j in snap.running if groups.get(j.workload.queue) in keep],
-                               pending=[j for j in snap.pending if groups.get(j.workload.queue) in keep])
+                               pending=[j for j in snap.pending if groups.get(j.workload.queue) in keep],
+                               arrivals=[a for a in snap.arrivals if groups.get(a[1].workload.queue) in keep])
 
 
 def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = True,
@@ -334,22 +350,69 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
     want = {j.id for j in pending} if ids is None else set(ids)
     pess = _Sim(snap, pending, "point", None if ids is None else want, reasons,
                 None if ids is None else want, horizon_s).run()
+    base = dict(pess.starts)
+    pess = _with_arrivals(snap, pending, pess, want, horizon_s)
     labels = _unknown_labels(snap, pess)
     cal = _calibrated(snap, (j for j in pending if j.id in want), pess.starts)
     early, late = _range_runs(snap, pending, {w: s for w in want if (s := pess.starts.get(w)) is not None
-                                              and s <= snap.now + RANGE_HORIZON_S and w not in cal}, horizon_s)
+                                              and s <= snap.now + RANGE_HORIZON_S and w not in cal}, horizon_s,
+                              base)
     return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s, cal)
 
 
+def _future(snap: Snapshot) -> list[tuple[float, Job]]:
+    """The expected arrivals after now, in time order."""
+    return sorted((a for a in snap.arrivals if a[0] > snap.now), key=lambda a: a[0])
+
+
+def _before(snap: Snapshot, t: float) -> list[tuple[float, Job]]:
+    """The expected arrivals that come after now and before ``t``, in time order."""
+    return [a for a in _future(snap) if a[0] < t]
+
+
+def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Iterable[str],
+                   horizon_s: float) -> _Run:
+    """``run`` (without arrivals) with the starts of ``ids`` moved by the expected arrivals that
+    come before each would start without them (those that can go ahead of it; the later ones
+    cannot, and letting them in too would count each arrival's delay again, for ever under a
+    full load). Jobs with the same number of such arrivals share one more run; at most
+    ``ARRIVAL_RUNS`` more runs (a job's count rounded down to the nearest run's), none with
+    more than ``ARRIVALS_STATE_MAX`` pending jobs."""
+    if not snap.arrivals or len(pending) > ARRIVALS_STATE_MAX:
+        return run
+    future = _future(snap)
+    count = {w: k for w in ids if (s := run.starts.get(w)) is not None and (k := sum(1 for a in future if a[0] < s))}
+    if not count:
+        return run
+    levels = sorted(set(count.values()))
+    if len(levels) > ARRIVAL_RUNS:  # evenly spread over the distinct counts, the largest kept
+        levels = sorted({levels[round(i * (len(levels) - 1) / (ARRIVAL_RUNS - 1))] for i in range(ARRIVAL_RUNS)})
+    starts, basis = dict(run.starts), dict(run.basis)
+    for i, k in enumerate(levels):
+        nxt = levels[i + 1] if i + 1 < len(levels) else None
+        who = {w for w, c in count.items() if c >= k and (nxt is None or c < nxt)}
+        got = _Sim(snap, pending, "point", who, False, None, horizon_s,
+                   arrivals=future[:k]).run()
+        for w in who:
+            if got.starts.get(w) is not None:
+                starts[w], basis[w] = got.starts[w], got.basis[w]
+    return dataclasses.replace(run, starts=starts, basis=basis)
+
+
 def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float],
-                horizon_s: float) -> tuple[_Run | None, _Run | None]:
+                horizon_s: float, base: dict[str, float] | None = None) -> tuple[_Run | None, _Run | None]:
     """The ``early`` and ``late`` runs for the ids that got an expected start (``starts``;
     none: no runs). The early run stops past the latest of those starts (an early end later
-    than the expected start is the expected start)."""
+    than the expected start is the expected start) and leaves the expected arrivals out; the
+    late one queues those that come before the latest start without them (``base``)."""
     if not starts:
         return None, None
+    last = max((base or starts).get(w, s) or s for w, s in starts.items())
+    if len(pending) > ARRIVALS_STATE_MAX:
+        last = snap.now  # no arrivals there (see _with_arrivals)
     return (_Sim(snap, pending, "early", set(starts), False, None, horizon_s, max(starts.values())).run(),
-            _Sim(snap, pending, "late", set(starts), False, None, horizon_s).run())
+            _Sim(snap, pending, "late", set(starts), False, None, horizon_s,
+                 arrivals=_before(snap, last)).run())
 
 
 def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
@@ -367,11 +430,13 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     snap = _restrict(snap, [job.workload.queue])
     pending = [*snap.pending, job]
     pess = _Sim(snap, pending, "point", {job.id}, True, {job.id}, horizon_s).run()
+    base = dict(pess.starts)
+    pess = _with_arrivals(snap, pending, pess, [job.id], horizon_s)
     labels = _unknown_labels(snap, pess, [job])
     start = pess.starts.get(job.id)
     cal = _calibrated(snap, [job], pess.starts)
     early, late = _range_runs(snap, pending, {job.id: start} if start is not None and job.id not in cal and
-                              snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s)
+                              snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s, base)
     fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s, cal)[job.id]
     if start is not None and start <= snap.now + 1e-9:
         fc.admit_now = True

@@ -303,6 +303,7 @@ class Agent:
             self.recs.pop(jid, None)
             self.dirty.discard(jid)
             raise
+        self.forecasts.note_submitted(rec)  # the expected arrivals of later forecasts
         self.wake.set()
         return {"ok": True, "id": jid, "cpu_ranks": not self.real}
 

@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import Any
 
-from ...admission.forecast import Forecast, History, Job, Snapshot, StartErrors, forecast, plan
+from ...admission.forecast import Arrivals, Forecast, History, Job, Snapshot, StartErrors, forecast, plan
 from ...admission.forecast.reasons import priority_rank
 from ...spec import JobSpec
 from ...status import JobStatus, Plan
@@ -51,6 +51,7 @@ class LocalForecasts:
         self.adm = admission_config
         self._history: History | None = None
         self.start_errors = StartErrors()  # first forecasts against actual starts: the ranges
+        self.arrivals = Arrivals()  # recent submissions: the jobs expected to come
         self._first: dict[str, tuple[float, float, float, int]] = {}  # id -> (at, expected, gpus, priority)
         self._stops: set[tuple[str, float]] = set()  # (id, requeued at) of stops already learned
         self._cache: dict[str, Forecast] = {}  # replaced whole by each refresh, never mutated
@@ -71,6 +72,14 @@ class LocalForecasts:
             self._stale = True
             if self._asked:
                 self._wake.set()
+
+    def note_submitted(self, rec: Any) -> None:
+        """A job was queued (under the agent's lock): it counts in the expected arrivals."""
+        st = rec.status
+        self.arrivals.add(st.submitted_at or time.time(),
+                          Job(self.agent.workload(rec), user=st.user, name=st.name,
+                              max_runtime_s=rec.spec.max_runtime_s,
+                              grace_period_s=float(rec.spec.grace_period_s)))
 
     def note_finished(self, st: JobStatus, limit_s: float | None = None) -> None:
         """A job ended: its run's runtime (and declared limit, grace period) joins the history."""
@@ -203,9 +212,10 @@ class LocalForecasts:
             left = max(0.0, rec.deadline - mono) if rec.stopping else 0.0
             rows.append((rec.id, rec.spec, st, state, adm.flavor if adm is not None else None, left,
                          rec.stopping, rec.runtime.get("preempt_deadline"), rec.runtime.get("preempted_by")))
-        return now, rows, self.history
+        return now, rows, self.history, self.arrivals.expected(now)  # the expected arrivals: a copy
 
-    def _build(self, now: float, rows: list, history: History) -> Snapshot:
+    def _build(self, now: float, rows: list, history: History,
+               arrivals: list[tuple[float, Job]] | None = None) -> Snapshot:
         """The Snapshot of :meth:`_copy`'s rows (needs no lock)."""
         from types import SimpleNamespace
         workload = self.agent.workload
@@ -228,7 +238,8 @@ class LocalForecasts:
             running.append(job)
         return Snapshot(self.adm["queues"], self.adm["cohorts"], self.adm["priorities"],
                         self.adm["default_priority"], running, pending, history, now,
-                        kueue_version=self.adm.get("kueue_version"), start_errors=self.start_errors)
+                        kueue_version=self.adm.get("kueue_version"), start_errors=self.start_errors,
+                        arrivals=arrivals or [])
 
     # --------------------------------------------------------------- views
     def fields(self, jid: str) -> dict[str, Any]:
