@@ -256,7 +256,8 @@ class Engine:
         admit what fits, issue preemptions for heads that fit once others are evicted. Victims
         keep their quota until :meth:`requeue`. A workload admitted earlier in the same call
         that becomes a victim is put back in its queue instead (it never started), so no id is
-        both admitted and preempted."""
+        both admitted and preempted; one admitted again after that is listed once, with the
+        admission the engine holds."""
         out = Decisions()
         self._queues.retry_strict()
         limit = 4 * len(self._entries) + 16 if cycles is None else cycles
@@ -266,7 +267,9 @@ class Engine:
             e = self._entries.get(a.id)
             if e is not None:
                 e.in_pass = False
-        out.admitted = [a for a in out.admitted if self.state(a.id) == "admitted"]
+        entries = self._entries
+        out.admitted = [a for a in out.admitted if (e := entries.get(a.id)) is not None
+                        and e.state == "admitted" and e.admission is a]  # its last admission only
         return out
 
     # ------------------------------------------------ flavor scan progress (LastAssignment)

@@ -209,3 +209,18 @@ def test_forecasts_and_plans_alike(seed, monkeypatch):
     fast = (forecast(snap), plan(snap, job))
     _straightforward(monkeypatch)
     assert (forecast(snap), plan(snap, job)) == fast
+
+
+def test_no_workload_is_admitted_twice_in_one_schedule_call():
+    """A workload admitted in one cycle, put back by a later cycle's preemption (it never
+    started) and admitted again must be listed once, with the admission the engine holds: the
+    local agent starts one gang per listed admission (two gangs of one job ran at once, and the
+    agent's slots drifted from the engine's quota until 8-GPU jobs never started)."""
+    seen = 0
+    for seed in range(120):
+        for item in scenario(seed):
+            if item[0] == "adm":
+                ids = [a[0] for a in item[1]]
+                assert len(ids) == len(set(ids)), (seed, ids)
+                seen += len(ids)
+    assert seen > 500  # the scenarios admit plenty

@@ -193,3 +193,23 @@ def test_a_cancel_while_the_gang_is_being_started_stops_it_before_it_runs(local_
     assert st.phase == "cancelled" and "started" not in [e.kind for e in st.events]
     assert not marker.exists() and alive(pids) == []
     assert agent.free == [0, 1]
+
+
+def test_a_job_admitted_again_while_its_gang_starts_or_runs_gets_no_second_gang(local_agent):
+    """An admission decision for a job whose gang is starting or running starts nothing: the
+    engine once listed a workload twice in one pass and the agent ran two gangs of one job."""
+    agent = local_agent
+    jid, jd = submit(agent, gpujobs.job(sleep_long).ddp(gpus=1))
+    with agent.lock:
+        agent.tick()
+        rec = agent.recs[jid]
+        assert [r.id for r, _ in agent.to_start] == [jid] and rec.starting
+        agent._admit(rec)  # listed again while its gang is starting
+        assert [r.id for r, _ in agent.to_start] == [jid] and agent.free == [1]
+    drive(agent, lambda: agent.status(jid).phase == "running")
+    with agent.lock:
+        pids = list(rec.gang.pids)
+        agent._admit(rec)  # and while it runs
+        assert agent.to_start == [] and agent.free == [1] and rec.gang.pids == pids
+        agent.cancel(jid)
+    drive(agent, lambda: agent.status(jid).terminal and agent.free == [0, 1] and rec.gang is None)

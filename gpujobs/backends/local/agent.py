@@ -610,7 +610,12 @@ class Agent:
 
     def _admit(self, rec: Rec) -> None:
         """Under the lock: give an admitted job its slots and its gang (not started yet: step()
-        starts it without the lock, then :meth:`_started` records it)."""
+        starts it without the lock, then :meth:`_started` records it). A job whose gang is
+        starting or running is never given a second one."""
+        if rec.starting or rec.gang is not None:
+            agent_log(f"scheduler decision for {rec.id}: admitted while its gang is "
+                      f"{'starting' if rec.starting else 'running'}; it is not started twice")
+            return
         world, per = self._need(rec.spec)
         if world * per > len(self.free):  # the engine and the slots disagree: do not overcommit
             self.engine.requeue(rec.id)
