@@ -72,7 +72,9 @@ def test_list_one_job_logs_cancel_and_auth(server, tmp_path):
     order = [r["job_id"] for r in call(server, "GET", "gpujobs/api/jobs")]
     assert order.index(waiting.id) < order.index(doomed.id)
 
-    stacks = call(server, "GET", f"gpujobs/api/jobs/{blocker.id}/stacks")
+    # "running" is the gang's start; its ranks reach the function a moment later
+    stacks = until(lambda: (lambda s: s if set(s) == {"0", "1"} and all("wait_for_file" in t for t in s.values())
+                            else None)(call(server, "GET", f"gpujobs/api/jobs/{blocker.id}/stacks")))
     assert set(stacks) == {"0", "1"} and all("wait_for_file" in t for t in stacks.values()), stacks
     with pytest.raises(urllib.error.HTTPError) as not_running:
         call(server, "GET", f"gpujobs/api/jobs/{waiting.id}/stacks")

@@ -47,13 +47,13 @@ def lock_is_free(agent) -> bool:
 def test_jobs_reads_the_store_without_the_agent_lock(local_agent, monkeypatch):
     jid, _ = submit(local_agent, gpujobs.job(nap, 60).ddp(gpus_per_node=1).name("listed"))
     free = []
-    real = local_agent.store.all
+    real = local_agent.store.status_rows
 
     def probing(queue=None):
         free.append(lock_is_free(local_agent))
         return real(queue)
 
-    monkeypatch.setattr(local_agent.store, "all", probing)
+    monkeypatch.setattr(local_agent.store, "status_rows", probing)
     reply = serve_one(local_agent, {"op": "jobs"})
     assert free == [True]
     assert [j["job_id"] for j in reply["jobs"]] == [jid]
