@@ -154,24 +154,20 @@ class Store:
         return status_from_dict(json.loads(rows[0][0])) if rows else None
 
     def all(self, queue: str | None = None) -> list[tuple[str, int, JobStatus, dict, dict]]:
-        sql = "SELECT id, seq, status, spec, runtime FROM jobs"
-        args: tuple = ()
-        if queue is not None:
-            sql += " WHERE queue = ?"
-            args = (queue,)
-        rows = self._query(sql + " ORDER BY seq", args)
+        rows = self._in_order("id, seq, status, spec, runtime", queue)
         return [(r[0], r[1], status_from_dict(json.loads(r[2])), json.loads(r[3]), json.loads(r[4]))
                 for r in rows]
 
     def status_rows(self, queue: str | None = None) -> list[tuple[str, str]]:
         """``(id, status JSON)`` of every job in submit order, not parsed: a caller that holds
         a fresher status for most of them (the agent's live records) parses only the rest."""
-        sql = "SELECT id, status FROM jobs"
-        args: tuple = ()
-        if queue is not None:
-            sql += " WHERE queue = ?"
-            args = (queue,)
-        return [(r[0], r[1]) for r in self._query(sql + " ORDER BY seq", args)]
+        return [(r[0], r[1]) for r in self._in_order("id, status", queue)]
+
+    def _in_order(self, columns: str, queue: str | None) -> list[tuple]:
+        """``columns`` of every job (of ``queue``), in submit order."""
+        if queue is None:
+            return self._query(f"SELECT {columns} FROM jobs ORDER BY seq")
+        return self._query(f"SELECT {columns} FROM jobs WHERE queue = ? ORDER BY seq", (queue,))
 
     def max_seq(self) -> int:
         return self._query("SELECT coalesce(max(seq), 0) FROM jobs")[0][0]
