@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,3 +201,27 @@ def cluster_maker(build: Callable[..., Any]) -> Iterator[Callable[..., tuple[Any
         assert not sim.controllers.errors, sim.controllers.errors
         alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert not alive, f"pod processes survived: {alive}"
+
+
+def interrupted_at_every_line(body: Callable[[], Any], handler: Callable[[], Any],
+                              timeout: float = 5.0) -> bool:
+    """Run ``body`` in a thread, calling ``handler`` at every line it executes (its callees'
+    too), as a signal handler could run between any two lines; True if it finished within
+    ``timeout``. A handler that takes a lock ``body`` holds (``threading.Event.set`` inside
+    ``Event.set`` or ``Event.clear``) deadlocks here, as it would on a real signal."""
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            handler()
+        return tracer
+
+    def run() -> None:
+        sys.settrace(tracer)
+        try:
+            body()
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=run, daemon=True)  # a deadlocked one is left behind
+    worker.start()
+    worker.join(timeout)
+    return not worker.is_alive()

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,10 @@ class JobContext:
     framework: str
     in_job: bool = True
     restarts: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    # a plain flag, not a threading.Event: request_stop runs in a SIGTERM handler, and a
+    # second SIGTERM arriving inside Event.set() (which holds the Event's lock) deadlocked the
+    # rank, so it never printed its traceback
+    _stop_requested: bool = field(default=False, repr=False)
     _progress: Any = field(default=None, repr=False)
 
     def progress(self, step: float, total: float | None = None, *, rank: int | None = 0,
@@ -51,10 +53,11 @@ class JobContext:
 
     def should_stop(self) -> bool:
         """True once preemption or cancellation is announced: save a checkpoint and return."""
-        return self._stop.is_set()
+        return self._stop_requested
 
     def request_stop(self) -> None:
-        self._stop.set()
+        """Announce the stop; safe in a signal handler, also one that interrupts itself."""
+        self._stop_requested = True
 
     # Small checkpoint helpers; torch users can torch.save into checkpoint_dir directly.
     def save(self, obj: Any, name: str = "state") -> Path:

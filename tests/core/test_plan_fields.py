@@ -59,7 +59,9 @@ def test_one_start_text_in_every_view(monkeypatch):
     from gpujobs.status import JobStatus, Plan, start_when
     from gpujobs.views.frames import jobs_frame
     from gpujobs.views.html import header_html
-    now = _t.time()
+    # local noon today: "now + 50 min" is the same day (near midnight the view adds the date,
+    # "not before Dec 03 00:20", and the test failed at 23:30)
+    now = _t.mktime(_t.localtime()[:3] + (12, 0, 0, 0, 0, -1))
     # the views read the clock themselves: hold it still, or a slow step says "in ~24 s" (seen
     # under load)
     monkeypatch.setattr(_t, "time", lambda: now)

@@ -274,3 +274,17 @@ def test_agent_exits_when_idle(gpujobs_home, monkeypatch):
     assert not any(_alive(p) for p in pids.values() if p)
     assert gpujobs.attach(job.id).result() == 1  # read from the state, no agent needed
     assert not agent_pids(gpujobs_home)
+
+
+def test_sigterm_to_the_agent_cancels_its_running_job_saying_so_and_the_agent_exits(agent, gpujobs_home):
+    job = gpujobs.submit(sleeper, 120, "never", gpus=1)
+    wait_phase(job, "running")
+    agent(job)
+    pid = agent_pids(gpujobs_home)["agent"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the agent did not exit after SIGTERM"
+        time.sleep(0.05)
+    st = job.status()  # read from the store (a new agent starts for it)
+    assert st.phase == "cancelled" and "SIGTERM" in (st.message or ""), (st.phase, st.message)

@@ -15,6 +15,7 @@ from gpujobs.backends.local.launch_mpi import job_processes
 from gpujobs.errors import JobNotFound
 from gpujobs.payload import open_envelope
 from tests.local.inproc import drive, submit
+from tests.support import interrupted_at_every_line
 from tests.ray_mpi.helpers import alive
 
 pytestmark = pytest.mark.slow
@@ -213,3 +214,19 @@ def test_a_job_admitted_again_while_its_gang_starts_or_runs_gets_no_second_gang(
         assert agent.to_start == [] and agent.free == [1] and rec.gang.pids == pids
         agent.cancel(jid)
     drive(agent, lambda: agent.status(jid).terminal and agent.free == [0, 1] and rec.gang is None)
+
+
+def test_sigterm_between_any_two_lines_of_the_loops_wait_stops_the_agent(local_agent):
+    """The SIGTERM handler may run while the main thread holds the wake Event's lock (in
+    ``wait``'s reacquire or in ``clear``): setting the Event there deadlocked the agent."""
+    import signal
+    agent = local_agent
+
+    def loop_wait():
+        agent.wake.set()
+        agent.wake.wait(0.01)
+        agent.wake.clear()
+
+    assert interrupted_at_every_line(loop_wait, lambda: agent._on_sigterm(signal.SIGTERM, None)), \
+        "the SIGTERM handler deadlocked on the wake Event"
+    assert agent.stopping and agent.exit_reason == "sigterm"

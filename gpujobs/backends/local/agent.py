@@ -782,7 +782,7 @@ class Agent:
             private.write_private(self.home / "agent.pid", str(os.getpid()))
         except OSError as exc:  # a full disk: only `gpujobs agent stop` without an agent uses it
             agent_log(f"cannot write {self.home / 'agent.pid'}: {exc}")
-        signal.signal(signal.SIGTERM, lambda *_: self.request_stop("sigterm"))
+        signal.signal(signal.SIGTERM, self._on_sigterm)
         failures = 0
         try:
             while not self.stopping:
@@ -834,6 +834,13 @@ class Agent:
         self.exit_reason = why
         self.stopping = True
         self.wake.set()
+
+    def _on_sigterm(self, *_: object) -> None:
+        """SIGTERM: stop as asked. Flags only: the handler runs between any two lines of the
+        main thread, which may hold ``self.wake``'s lock (in its wait or clear), so setting
+        the Event here could deadlock; the loop sees ``stopping`` within its 0.5 s wait."""
+        self.exit_reason = "sigterm"
+        self.stopping = True
 
     def _shutdown(self) -> None:
         """End the self. Asked to stop (``gpujobs agent stop``, SIGTERM): running jobs are
