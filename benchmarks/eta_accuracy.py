@@ -52,6 +52,7 @@ try:  # expected arrivals (issue 30, eta5); absent from older trees this script 
 except ImportError:  # pragma: no cover - an older tree
     Arrivals = None
 ARRIVALS = Arrivals is not None  # --no-arrivals: forecasts without them (as before)
+ORACLE: set[str] = set()  # --oracle: what the forecast is told that no forecast can know
 
 SLOTS = 16
 QUEUES = [ClusterQueue("team-a", {"gpu": 8}, cohort="lab"),
@@ -191,12 +192,42 @@ def _predict(eng, jobs, wid, now, started, left, stopping, pending, history, fin
                     start_errors=errors)
     if arrivals is not None:
         snap.arrivals = arrivals.expected(now)
+    if ORACLE:
+        snap = _oracle(snap, jobs, now, started, left, stopping)
     fc = forecast(snap, ids=[wid], reasons=False)[wid]
     pos = eng.position(wid) or 1
     mean_rt = statistics.fmean(finished_rt) if finished_rt else 1800.0
     mean_gpus = statistics.fmean(k[3] for k in KINDS)
     naive = now + pos * mean_rt / (SLOTS / mean_gpus)
     return fc.expected_start, naive, fc.expected_start_range, fc.not_before
+
+
+def _oracle(snap: Snapshot, jobs: dict, now: float, started: dict, left: dict, stopping: dict) -> Snapshot:
+    """``snap`` with what only the trace knows (``--oracle``): ``runtimes``, every job's true
+    remaining runtime (running: its end as a progress rate; queued: its limit with no grace and
+    no history, so the limit predictor gives it); ``arrivals``, the trace's real next
+    submissions (24 h of them, true runtimes) instead of the expected ones. What is left of the
+    error then comes from the other unknown, and from the forecast's own rules (the arrivals
+    that come before a job's start without them, ``_with_arrivals``)."""
+    import dataclasses as dc
+    true = "runtimes" in ORACLE
+
+    def told(job: Job, remaining: float) -> Job:
+        return dc.replace(job, max_runtime_s=remaining, grace_period_s=0.0) if true else job
+
+    running = []
+    for job in snap.running:
+        if true and job.id not in stopping:
+            job = dc.replace(job, expected_end=started[job.id] + left[job.id], max_runtime_s=None)
+        running.append(job)
+    pending = [told(job, max(left[job.id], 1e-3)) for job in snap.pending]
+    arrivals = snap.arrivals
+    if "arrivals" in ORACLE:
+        arrivals = [(j["arrive"], told(_job(j, j["id"]), j["actual"])) for j in jobs.values()
+                    if now < j["arrive"] <= now + 86400]
+        arrivals.sort(key=lambda a: a[0])
+    return dc.replace(snap, running=running, pending=pending, arrivals=arrivals,
+                      history=History() if true else snap.history)
 
 
 def accuracy(n: int, seed: int) -> dict:
@@ -321,9 +352,14 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one 200-job trace, one speed round")
     ap.add_argument("--no-arrivals", action="store_true", help="forecasts without expected arrivals")
     ap.add_argument("--no-speed", action="store_true", help="accuracy only")
+    ap.add_argument("--oracle", choices=("runtimes", "arrivals", "both"),
+                    help="tell the forecast the trace's true runtimes and/or its real next arrivals "
+                         "(what is left of the error comes from the rest)")
     a = ap.parse_args(argv)
     global ARRIVALS
     ARRIVALS = ARRIVALS and not a.no_arrivals
+    if a.oracle:
+        ORACLE.update(("runtimes", "arrivals") if a.oracle == "both" else (a.oracle,))
     n = 200 if a.quick else a.jobs
     seeds = [0] if a.quick else [int(x) for x in a.seeds.split(",")]
     pooled = {"at submit": ([], [], 0), "halfway": ([], [], 0)}

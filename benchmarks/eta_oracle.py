@@ -1,0 +1,255 @@
+"""Where the real agent's start-forecast error comes from: dumps of ``benchmarks/eta_replay.py``
+replayed offline, told what no forecast can know.
+
+    .venv/bin/python benchmarks/eta_oracle.py DUMP.json [DUMP.json ...]
+
+For every measured job that waited (queued when its first forecast was read), the first start
+it got (its "started" event) against four estimates made at the same moment:
+
+- **recorded**: the agent's own forecast, as eta_replay read it;
+- **runtimes known**: :func:`gpujobs.admission.forecast.forecast` on the queue as it was at that
+  moment (who ran since when, who waited, who was stopping: rebuilt from the jobs' events),
+  every job told its true remaining run time (the sum of its runs' lengths from the events;
+  no history, no expected arrivals);
+- **all known**: the scenario replayed through the admission engine with the true
+  submissions and run times, preempted runs stopping after the dump's median stop time: what
+  a forecast that knew everything (runtimes, arrivals) would say. Its error is the floor the
+  agent itself leaves (its scheduling passes, process spawn, events' timing);
+- **naive** (as eta_replay computed it: position x mean runtime / slots).
+
+Printed per scenario, size and priority: the median absolute error of each against the
+naive one's (the ratio eta_replay reports). The offline part takes seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
+from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
+
+GRACE = 2.0  # eta_replay's grace period
+RUN_ENDS = ("preempted", "finished", "cancelled")  # what ends a run's work (a preempted one stops)
+SIZES = (1, 2, 4, 8)
+MODES = {"predicted": set(), "running_known": {"running"}, "queued_known": {"queued"},
+         "runtimes_known": {"running", "queued"}}  # column -> whose true runtimes forecast_at is told
+PRIOS = ("low", "normal", "high")
+
+
+def queues(slots: int) -> list[ClusterQueue]:
+    """eta_replay's CONFIG: two queues of half the slots sharing a cohort."""
+    return [ClusterQueue(q, {"gpu": float(slots // 2)}, cohort="lab", within_queue="LowerPriority",
+                         reclaim_within_cohort="Any") for q in ("qa", "qb")]
+
+
+def runs(row: dict) -> list[tuple[float, float, float | None]]:
+    """(start, end of its work, when its quota came back) of each run, from the events (a
+    preempted run's work ends at "preempted", its quota at "requeued")."""
+    out, start, ended = [], None, None
+    for t, kind in row["events"]:
+        if kind == "started":
+            start = t
+        elif kind in RUN_ENDS and start is not None:
+            if kind == "preempted":
+                ended = t
+                continue
+            out.append((start, t, t))
+            start = None
+        elif kind == "requeued" and start is not None:
+            out.append((start, ended if ended is not None else t, t))
+            start, ended = None, None
+    return out
+
+
+def workload(row: dict) -> Workload:
+    return Workload(row["id"], row["kind"]["queue"], [PodSet("ranks", row["gpus"], {"gpu": 1})],
+                    priority=row["prio"], created=row["submitted"])
+
+
+def state_at(row: dict, t: float) -> str:
+    """"pending", "running", "stopping" or "gone" (not submitted yet, or ended) at ``t``."""
+    if row["submitted"] > t:
+        return "gone"
+    state = "pending"
+    for when, kind in row["events"]:
+        if when > t:
+            break
+        state = {"admitted": "running", "started": "running", "preempted": "stopping",
+                 "requeued": "pending", "queued": "pending", "finished": "gone",
+                 "cancelled": "gone"}.get(kind, state)
+    return state
+
+
+def work_left(row: dict, t: float) -> float:
+    """Run time still to come after ``t`` (its runs' work, the part after ``t``)."""
+    return sum(max(0.0, end - max(start, t)) for start, end, _ in runs(row))
+
+
+def history_at(every: list[dict], t: float) -> History:
+    """The runs of the dump's jobs that ended before ``t`` (the final run of each: its length
+    and declared limit), as the agent's history would hold them (less the warm-up's)."""
+    h = History()
+    done = []
+    for r in every:
+        rr = runs(r)
+        if rr and rr[-1][2] is not None and rr[-1][2] <= t and r["final"] in ("succeeded", "failed"):
+            done.append((rr[-1][2], r, rr[-1][2] - rr[-1][0]))
+    for _, r, length in sorted(done, key=lambda x: x[0]):
+        h.add(r["kind"]["user"], r["kind"]["name"], r["kind"]["queue"], length, r["limit"], GRACE)
+    return h
+
+
+def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict]) -> float | None:
+    """forecast() at the row's moment (the queue rebuilt from the events, no expected
+    arrivals); the jobs in ``known`` ("running", "queued") are told their true remaining run
+    time, the others are predicted from ``history_at`` and their declared limits."""
+    t = row["at"]
+    running, pending = [], []
+    for r in rows:
+        st = state_at(r, t)
+        if st == "gone":
+            continue
+        job = Job(workload(r), user=r["kind"]["user"], name=r["kind"]["name"],
+                  max_runtime_s=r["limit"], grace_period_s=GRACE)
+        if st == "pending":
+            if "queued" in known:  # the limit predictor says it (grace 0, and no history: see below)
+                job.max_runtime_s, job.grace_period_s = max(1e-3, work_left(r, t)), 0.0
+            pending.append(job)
+            continue
+        current = [x for x in runs(r) if x[0] <= t] or [(t, t, t)]
+        start, _end, back = current[-1]
+        job.started = start
+        if st == "stopping":
+            job.stops_at = back if back is not None else t
+            job.grace_period_s = 0.0  # the stop comes at stops_at (it did)
+        elif "running" in known:
+            job.expected_end, job.max_runtime_s = t + work_left(r, t), None
+        running.append(job)
+    history = History() if "queued" in known else history_at(every, t)
+    if "queued" in known and "running" not in known:  # the running ones still need a history
+        history = history_at(every, t)
+        for job in pending:  # a limit of exactly the work left, and no other predictor for it
+            job.user = f"(told) {job.user}"
+    snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, history, t)
+    return forecast(snap, ids=[row["id"]], reasons=False)[row["id"]].expected_start
+
+
+def all_known(rows: list[dict], slots: int, stop_s: float) -> dict[str, float]:
+    """First admission of each job in an engine replay of the scenario with the true
+    submissions and run lengths; a preempted run stops ``stop_s`` after its preemption."""
+    eng = Engine(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES)
+    by = {r["id"]: r for r in rows}
+    left = {r["id"]: sum(end - start for start, end, _ in runs(r)) for r in rows}
+    ev: list = []
+    seq = 0
+
+    def push(when: float, kind: str, wid: str, ver: int = 0) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(ev, (when, seq, kind, wid, ver))
+
+    for r in rows:
+        push(r["submitted"], "arrive", r["id"])
+    first: dict[str, float] = {}
+    started: dict[str, float] = {}
+    ver: dict[str, int] = {}
+    stopping: set[str] = set()
+    while ev:
+        t, _, kind, wid, v = heapq.heappop(ev)
+        if kind == "arrive":
+            eng.add(workload(by[wid]))
+        elif kind == "end":
+            if ver.get(wid) != v:
+                continue
+            eng.finish(wid)
+        elif kind == "stop":
+            eng.requeue(wid)
+            stopping.discard(wid)
+        d = eng.schedule()
+        for vic, _by in d.preempted:
+            if vic in stopping:
+                continue
+            stopping.add(vic)
+            left[vic] = max(0.0, left[vic] - (t - started[vic]))
+            ver[vic] = ver.get(vic, 0) + 1  # its end is void
+            push(t + stop_s, "stop", vic)
+        for adm in d.admitted:
+            a = adm.id
+            first.setdefault(a, t)
+            started[a] = t
+            ver[a] = ver.get(a, 0) + 1
+            push(t + left[a], "end", a, ver[a])
+    return first
+
+
+def _stop_time(rows: list[dict]) -> float:
+    """The median time from "preempted" to "requeued" in the dump (2 s, the grace, without any)."""
+    gaps = []
+    for r in rows:
+        last = None
+        for t, kind in r["events"]:
+            if kind == "preempted":
+                last = t
+            elif kind == "requeued" and last is not None:
+                gaps.append(t - last)
+                last = None
+    return statistics.median(gaps) if gaps else 2.0
+
+
+def line(label: str, rows: list[dict]) -> str:
+    got = [r for r in rows if r["naive"] is not None and r["expected"] is not None]
+    if not got:
+        return f"| {label} | 0 |" + " |" * (len(COLUMNS) + 1)
+    med = {k: statistics.median(abs(r[k] - r["actual"]) for r in got if r[k] is not None)
+           for k in ("naive", *COLUMNS)}
+    n = med["naive"]
+    return (f"| {label} | {len(got)} | {n:.1f} | " + " | ".join(
+        f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
+
+
+COLUMNS = ("expected", "predicted", "running_known", "queued_known", "runtimes_known", "all_known")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dumps", nargs="+", help="files written by eta_replay.py --dump")
+    ap.add_argument("--slots", type=int, default=8, help="as given to eta_replay.py")
+    a = ap.parse_args(argv)
+    print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | running "
+          "jobs' ends known | queued jobs' runtimes known | both known | all known |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+    for path in a.dumps:
+        rows = json.loads(Path(path).read_text())
+        for i, r in enumerate(rows):
+            r.setdefault("id", f"j{i}")
+        stop_s = _stop_time(rows)
+        waited = []
+        for sc in dict.fromkeys(r["scenario"] for r in rows):
+            scen = [r for r in rows if r["scenario"] == sc and r["submitted"] is not None]
+            first = all_known(scen, a.slots, stop_s)
+            for r in scen:
+                if r["phase"] != "queued" or r["actual"] is None:
+                    continue
+                done_before = [x for x in rows if x["scenario"] != sc] + scen
+                for key, known in MODES.items():
+                    r[key] = forecast_at(scen, r, a.slots, known, done_before)
+                r["all_known"] = first.get(r["id"])
+                waited.append(r)
+        print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) | | | | | | | | |")
+        for sc in dict.fromkeys(r["scenario"] for r in waited):
+            print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc]))
+        for g in SIZES:
+            print(line(f"{g} GPU{'s' if g > 1 else ''}", [r for r in waited if r["gpus"] == g]))
+        for p in PRIOS:
+            print(line(f"priority {p}", [r for r in waited if r["prio"] == p]))
+        print(line("all", waited))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
