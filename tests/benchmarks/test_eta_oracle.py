@@ -1,0 +1,70 @@
+"""benchmarks/eta_oracle.py: the queue at a forecast's moment is rebuilt from the jobs' events,
+and told the true runtimes the forecast gives the start the job really got."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def eta_oracle():
+    spec = importlib.util.spec_from_file_location("eta_oracle", ROOT / "benchmarks" / "eta_oracle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def row(i: str, queue: str, submitted: float, events: list, *, gpus: int = 1, at: float | None = None,
+        expected: float | None = None, limit: float | None = 60.0) -> dict:
+    return {"id": i, "scenario": "s", "kind": {"user": "u", "name": f"u-{i}", "queue": queue},
+            "gpus": gpus, "prio": "normal", "limit": limit, "submitted": submitted, "events": events,
+            "final": "succeeded", "phase": "queued" if at is not None else "running", "at": at,
+            "expected": expected, "naive": (expected or 0) + 5, "actual": next(
+                (t for t, k in events if k == "started"), None)}
+
+
+def scenario() -> list[dict]:
+    """Two slots (a queue of one each, sharing a cohort). a (qa) runs 0-10 s, c (qb) 0-20 s; b
+    (qa) comes at 1 s and waits for a's slot (c's is taken too, so it cannot borrow)."""
+    a = row("a", "qa", 0.0, [(0.0, "submitted"), (0.05, "admitted"), (0.1, "started"), (10.1, "finished")])
+    c = row("c", "qb", 0.0, [(0.0, "submitted"), (0.05, "admitted"), (0.1, "started"), (20.0, "finished")])
+    b = row("b", "qa", 1.0, [(1.0, "submitted"), (1.0, "queued"), (10.15, "admitted"), (10.2, "started"),
+                             (15.0, "finished")], at=1.2, expected=13.0)
+    return [a, c, b]
+
+
+def test_runs_split_a_preempted_run_at_its_preemption_and_its_quota_at_the_requeue(eta_oracle):
+    d = row("d", "qa", 0.0, [(0.0, "submitted"), (2.0, "started"), (3.0, "preempted"), (3.4, "requeued"),
+                             (12.0, "started"), (14.0, "finished")])
+    assert eta_oracle.runs(d) == [(2.0, 3.0, 3.4), (12.0, 14.0, 14.0)]
+    assert eta_oracle.work_left(d, 2.5) == pytest.approx(0.5 + 2.0)
+    assert [eta_oracle.state_at(d, t) for t in (1.0, 2.5, 3.2, 5.0, 13.0, 15.0)] == \
+        ["pending", "running", "stopping", "pending", "running", "gone"]
+
+
+def test_told_the_true_runtimes_the_forecast_is_the_start_the_engine_gives(eta_oracle):
+    rows = scenario()
+    b = rows[2]
+    known = eta_oracle.forecast_at(rows, b, 2, {"running", "queued"}, rows)
+    assert known == pytest.approx(10.1)  # a's slot comes back at 10.1
+    # the engine replay admits at the submission and runs a's 10 s of work: 10.0 (the agent's
+    # 0.1 s from submit to start is part of the floor it reports)
+    assert eta_oracle.all_known(rows, 2, 0.1)["b"] == pytest.approx(10.0)
+    # from history and limits alone (no run finished before 1.2 s): a's end is its limit + grace
+    assert eta_oracle.forecast_at(rows, b, 2, set(), rows) == pytest.approx(0.1 + 60.0 + eta_oracle.GRACE)
+
+
+def test_the_report_has_a_line_per_population(eta_oracle, tmp_path, capsys):
+    dump = tmp_path / "d.json"
+    dump.write_text(json.dumps(scenario()))
+    assert eta_oracle.main([str(dump), "--slots", "2"]) == 0
+    out = capsys.readouterr().out
+    all_line = next(ln for ln in out.splitlines() if ln.startswith("| all |"))
+    cells = [c.strip() for c in all_line.strip("|").split("|")]
+    assert cells[1] == "1"  # b waited
+    assert cells[-2].startswith("0.1 ") and cells[-1].startswith("0.2 ")  # |10.1 - 10.2|, |10.0 - 10.2|
