@@ -170,6 +170,28 @@ def test_history_of_a_running_job_uses_only_longer_runs():
     assert forecast(snap)["w"].expected_start == NOW + 600
 
 
+def test_a_run_longer_than_every_similar_one_ends_by_their_fitted_lognormal_not_at_its_limit():
+    """Before: no similar run was longer, so history had no number and the end fell to the
+    declared limit + grace (eta_replay's dumps: 23 such ends, 24 s late at the median)."""
+    from gpujobs.admission.forecast.runtimes import History as H
+    h = H()
+    for rt in (80, 100, 125):
+        h.add("u", "n", "q", rt)
+    snap = Snapshot([ClusterQueue("q", {"gpu": 1})],
+                    running=[Job(wl("r", "q", 1), user="u", name="n", started=NOW - 130, max_runtime_s=3600)],
+                    pending=[queued("w", "q", 1, t=NOW - 1)], history=h, now=NOW)
+    fc = forecast(snap)["w"]
+    # log-normal of the three runs (median 100 s, sd of logs ~0.18), given 130 s run so far:
+    # its conditional median is ~143 s, so it ends ~13 s from now (not 3,600 + 30 - 130 s)
+    assert NOW + 5 < fc.expected_start < NOW + 25, fc.expected_start - NOW
+    assert "history of similar jobs" in fc.basis
+    # quantiles keep their order, all after what it ran
+    assert 130 < h.runtime("u", "n", "q", 130, 0.1) < h.runtime("u", "n", "q", 130) < h.runtime("u", "n", "q", 130, 0.9)
+    one = H()
+    one.add("u", "n", "q", 100)
+    assert one.runtime("u", "n", "q", 130) is None  # one run fits no spread: as before
+
+
 def test_cohort_lending_counts_in_free_and_forecast():
     snap = Snapshot(TWO, running=[running("a1", "team-a", 4, ran=0, limit=1000)],
                     pending=[queued("more", "team-a", 2, t=NOW - 1, limit=50)], now=NOW)

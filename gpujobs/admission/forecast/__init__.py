@@ -11,7 +11,8 @@ Expected ends, in the order they are trusted (``basis``):
 
 - ``progress``: the running job's own ``expected_end`` (from its reported progress rate);
 - ``history``: the median runtime of finished runs of the same user/name/queue (for a
-  running job: of those that ran longer than it has so far), capped at its limit + grace;
+  running job: of those that ran longer than it has so far; longer than all of them, the
+  median of a log-normal fitted to them, given how long it ran), capped at its limit + grace;
 - ``learned``: its declared limit times the median share of their limits this user's runs
   used (Tsafrir, Etsion, Feitelson: system-generated predictions beat user estimates);
 - ``limit``: its declared ``max_runtime_s`` plus ``grace_period_s`` (SIGKILL comes that long
