@@ -7,10 +7,14 @@ For every measured job that waited (queued when its first forecast was read), th
 it got (its "started" event) against four estimates made at the same moment:
 
 - **recorded**: the agent's own forecast, as eta_replay read it;
-- **runtimes known**: :func:`gpujobs.admission.forecast.forecast` on the queue as it was at that
-  moment (who ran since when, who waited, who was stopping: rebuilt from the jobs' events),
-  every job told its true remaining run time (the sum of its runs' lengths from the events;
-  no history, no expected arrivals);
+- **rebuilt, predicted**: :func:`gpujobs.admission.forecast.forecast` on the queue as it was
+  at that moment (who ran since when, who waited, who was stopping: rebuilt from the jobs'
+  events) with a history of the dump's runs that ended before it (the warm-up's are not in the
+  dump; no progress rates, no expected arrivals): the baseline of the columns below;
+- **kinds' typical runs known**: the same, every job told its kind's true typical run time
+  (a running one: the median given how long it has run), nothing about its own run;
+- **running jobs' ends known**, **queued jobs' runtimes known**, **both known**: the same,
+  those jobs told their true remaining run time (the sum of its runs' lengths from the events);
 - **all known**: the scenario replayed through the admission engine with the true
   submissions and run times, preempted runs stopping after the dump's median stop time: what
   a forecast that knew everything (runtimes, arrivals) would say. Its error is the floor the
@@ -25,8 +29,10 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import math
 import statistics
 import sys
+from statistics import NormalDist
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,10 +40,11 @@ from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, 
 from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
 
 GRACE = 2.0  # eta_replay's grace period
+RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typical one (log-normal)
 RUN_ENDS = ("preempted", "finished", "cancelled")  # what ends a run's work (a preempted one stops)
 SIZES = (1, 2, 4, 8)
-MODES = {"predicted": set(), "running_known": {"running"}, "queued_known": {"queued"},
-         "runtimes_known": {"running", "queued"}}  # column -> whose true runtimes forecast_at is told
+MODES = {"predicted": set(), "typical_known": {"typical"}, "running_known": {"running"},
+         "queued_known": {"queued"}, "runtimes_known": {"running", "queued"}}  # column -> whose true runtimes forecast_at is told
 PRIOS = ("low", "normal", "high")
 
 
@@ -104,6 +111,14 @@ def history_at(every: list[dict], t: float) -> History:
     return h
 
 
+def typical_given(typical: float, elapsed: float) -> float:
+    """The median run of a kind whose runs are log-normal around ``typical`` (eta_replay's
+    sigma), given it has run ``elapsed``."""
+    dist = NormalDist(math.log(typical), RUN_SIGMA)
+    p = dist.cdf(math.log(max(elapsed, 1e-3)))
+    return max(elapsed, math.exp(dist.inv_cdf(min(p + (1.0 - p) / 2, 1.0 - 1e-12))))
+
+
 def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict]) -> float | None:
     """forecast() at the row's moment (the queue rebuilt from the events, no expected
     arrivals); the jobs in ``known`` ("running", "queued") are told their true remaining run
@@ -116,8 +131,12 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
             continue
         job = Job(workload(r), user=r["kind"]["user"], name=r["kind"]["name"],
                   max_runtime_s=r["limit"], grace_period_s=GRACE)
+        if "typical" in known:  # the kind's true typical run, nothing of this run
+            job.user, job.grace_period_s, job.max_runtime_s = "(told)", 0.0, None
         if st == "pending":
-            if "queued" in known:  # the limit predictor says it (grace 0, and no history: see below)
+            if "typical" in known:
+                job.max_runtime_s = r["kind"]["typical"]
+            elif "queued" in known:  # the limit predictor says it (grace 0, and no history: see below)
                 job.max_runtime_s, job.grace_period_s = max(1e-3, work_left(r, t)), 0.0
             pending.append(job)
             continue
@@ -129,8 +148,10 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
             job.grace_period_s = 0.0  # the stop comes at stops_at (it did)
         elif "running" in known:
             job.expected_end, job.max_runtime_s = t + work_left(r, t), None
+        elif "typical" in known:
+            job.expected_end = start + typical_given(r["kind"]["typical"], t - start)
         running.append(job)
-    history = History() if "queued" in known else history_at(every, t)
+    history = History() if known & {"queued", "typical"} else history_at(every, t)
     if "queued" in known and "running" not in known:  # the running ones still need a history
         history = history_at(every, t)
         for job in pending:  # a limit of exactly the work left, and no other predictor for it
@@ -212,7 +233,7 @@ def line(label: str, rows: list[dict]) -> str:
         f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
 
 
-COLUMNS = ("expected", "predicted", "running_known", "queued_known", "runtimes_known", "all_known")
+COLUMNS = ("expected", "predicted", "typical_known", "running_known", "queued_known", "runtimes_known", "all_known")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dumps", nargs="+", help="files written by eta_replay.py --dump")
     ap.add_argument("--slots", type=int, default=8, help="as given to eta_replay.py")
     a = ap.parse_args(argv)
-    print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | running "
-          "jobs' ends known | queued jobs' runtimes known | both known | all known |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+    print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | kinds' "
+          "typical runs known | running jobs' ends known | queued jobs' runtimes known | both known | "
+          "all known |\n|---|---|---|---|---|---|---|---|---|---|")
     for path in a.dumps:
         rows = json.loads(Path(path).read_text())
         for i, r in enumerate(rows):
@@ -240,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                     r[key] = forecast_at(scen, r, a.slots, known, done_before)
                 r["all_known"] = first.get(r["id"])
                 waited.append(r)
-        print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) | | | | | | | | |")
+        print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) |" + " |" * (len(COLUMNS) + 2))
         for sc in dict.fromkeys(r["scenario"] for r in waited):
             print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc]))
         for g in SIZES:

@@ -21,7 +21,7 @@ def eta_oracle():
 
 def row(i: str, queue: str, submitted: float, events: list, *, gpus: int = 1, at: float | None = None,
         expected: float | None = None, limit: float | None = 60.0) -> dict:
-    return {"id": i, "scenario": "s", "kind": {"user": "u", "name": f"u-{i}", "queue": queue},
+    return {"id": i, "scenario": "s", "kind": {"user": "u", "name": f"u-{i}", "queue": queue, "typical": 8.0},
             "gpus": gpus, "prio": "normal", "limit": limit, "submitted": submitted, "events": events,
             "final": "succeeded", "phase": "queued" if at is not None else "running", "at": at,
             "expected": expected, "naive": (expected or 0) + 5, "actual": next(
