@@ -225,3 +225,14 @@ def interrupted_at_every_line(body: Callable[[], Any], handler: Callable[[], Any
     worker.start()
     worker.join(timeout)
     return not worker.is_alive()
+
+
+def benchmark_module(name: str) -> Any:
+    """``benchmarks/<name>.py`` loaded as a module (benchmarks/ is not a package)."""
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

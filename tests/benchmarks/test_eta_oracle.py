@@ -2,21 +2,17 @@
 and told the true runtimes the forecast gives the start the job really got."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import benchmark_module
+
 
 
 @pytest.fixture
 def eta_oracle():
-    spec = importlib.util.spec_from_file_location("eta_oracle", ROOT / "benchmarks" / "eta_oracle.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("eta_oracle")
 
 
 def row(i: str, queue: str, submitted: float, events: list, *, gpus: int = 1, at: float | None = None,

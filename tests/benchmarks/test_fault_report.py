@@ -3,22 +3,20 @@
 repository root on the path: gpujobs_sim is not in the package)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import benchmark_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def fault_report():
-    spec = importlib.util.spec_from_file_location("fault_report", ROOT / "benchmarks" / "fault_report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("fault_report")
 
 
 def test_a_crashing_scenario_is_reported_as_crashed_and_fails_the_report(fault_report, monkeypatch,
