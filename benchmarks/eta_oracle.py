@@ -157,7 +157,8 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         for job in pending:  # a limit of exactly the work left, and no other predictor for it
             job.user = f"(told) {job.user}"
     snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, history, t)
-    return forecast(snap, ids=[row["id"]], reasons=False)[row["id"]].expected_start
+    fc = forecast(snap, ids=[row["id"]], reasons=False).get(row["id"])
+    return None if fc is None else fc.expected_start  # None: its events say it had left the queue
 
 
 def all_known(rows: list[dict], slots: int, stop_s: float) -> dict[str, float]:
