@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
 from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
+from gpujobs.admission.forecast.inputs import expected_end  # noqa: E402
 
 GRACE = 2.0  # eta_replay's grace period
 RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typical one (log-normal)
@@ -237,10 +238,38 @@ def line(label: str, rows: list[dict]) -> str:
 COLUMNS = ("expected", "predicted", "typical_known", "running_known", "queued_known", "runtimes_known", "all_known")
 
 
+def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
+    """For every running job at every waiting job's forecast moment: its predicted end (from
+    ``history_at``, as the rebuilt forecast predicts it) minus its real one, by (source, whether
+    it had already run longer than every similar run)."""
+    out: dict[tuple[str, bool], list[float]] = {}
+    for row in rows:
+        if row["phase"] != "queued":
+            continue
+        t = row["at"]
+        scen = [r for r in rows if r["scenario"] == row["scenario"]]
+        history = history_at([r for r in rows if r["scenario"] != row["scenario"]] + scen, t)
+        for r in scen:
+            current = [x for x in runs(r) if x[0] <= t]
+            if state_at(r, t) != "running" or not current:
+                continue
+            start, _end, back = current[-1]
+            job = Job(workload(r), user=r["kind"]["user"], name=r["kind"]["name"], max_runtime_s=r["limit"],
+                      grace_period_s=GRACE, started=start)
+            end, src = expected_end(job, history, t)
+            if end is None or back is None:
+                continue
+            similar = history.runtime(r["kind"]["user"], r["kind"]["name"], r["kind"]["queue"], 0.0, 1.0)
+            out.setdefault((src, similar is not None and t - start > similar), []).append(end - back)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("dumps", nargs="+", help="files written by eta_replay.py --dump")
     ap.add_argument("--slots", type=int, default=8, help="as given to eta_replay.py")
+    ap.add_argument("--ends", action="store_true",
+                    help="also the running jobs' predicted ends against their real ones, by source")
     a = ap.parse_args(argv)
     print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | kinds' "
           "typical runs known | running jobs' ends known | queued jobs' runtimes known | both known | "
@@ -270,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         for p in PRIOS:
             print(line(f"priority {p}", [r for r in waited if r["prio"] == p]))
         print(line("all", waited))
+        if a.ends:
+            for (src, past), errs in sorted(end_errors(rows).items()):
+                print(f"  running jobs' ends from {src}{' (ran longer than every similar run)' if past else ''}: "
+                      f"n={len(errs)}, predicted - real: median {statistics.median(errs):+.1f} s")
     return 0
 
 
