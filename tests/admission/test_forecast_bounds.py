@@ -177,3 +177,27 @@ def test_a_stopping_victim_does_not_cut_the_simulation_short():
     fcs = forecast(Snapshot(Q, running=[victim, long], pending=[hi, after], now=NOW))
     assert fcs["hi"].expected_start == NOW + 2
     assert fcs["after"].expected_start == NOW + 2 + 60 + 30  # when hi ends (before v, low, runs again)
+
+
+def test_a_job_of_a_size_without_its_own_record_gets_the_simulated_range_too():
+    """Pooled errors (other sizes' forecasts) said too little of a rare big job: on eta_replay
+    8-GPU jobs started inside such a range 1 of 9 and 5 of 10 times. Without a record of its own
+    size, the range is the pooled one widened by the early and late runs."""
+    from gpujobs.admission.forecast import StartErrors
+    errs = StartErrors()
+    for _ in range(10):  # ten 1-GPU forecasts, each right: the pooled range is the point itself
+        errs.add(1, 0, 10.0, 10.0)
+    running = [Job(wl("r", 4), name="r", started=NOW - 100, max_runtime_s=170, grace_period_s=30)]
+    snap = Snapshot(Q, running=running, pending=[Job(wl("w", 4, NOW - 1), name="w", max_runtime_s=60)],
+                    now=NOW, start_errors=errs)
+    fc = forecast(snap)["w"]
+    assert fc.expected_start == NOW + 100  # r's limit + grace
+    # early run: r may end now; late run: at its limit + grace
+    assert fc.expected_start_range == (NOW, NOW + 100)
+    assert "range from the errors of 10 past forecasts of other sizes, and the early and late runs" in fc.basis
+    p = plan(snap, Job(wl("p", 4, NOW), name="p", max_runtime_s=60))
+    # after w: early, r and w may both end now; late, r at +100 and w its 60 s + 30 s grace after
+    assert p.expected_start == NOW + 190 and p.expected_start_range == (NOW, NOW + 190)
+    for _ in range(20):  # its own size's record: that one alone
+        errs.add(4, 0, 100.0, 100.0)
+    assert forecast(snap)["w"].expected_start_range == (NOW + 100, NOW + 100)

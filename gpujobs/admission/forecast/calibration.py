@@ -76,9 +76,13 @@ class StartErrors:
                 self._cache[key] = (c, quantile(ratios, RANGE_Q[0]), quantile(ratios, RANGE_Q[1]), len(pairs))
         return self._cache[key]
 
-    def range(self, gpus: float, priority: int, now: float, expected: float) -> tuple[float, float, int] | None:
-        """(early, late, pairs it rests on) around ``expected`` (epoch s) forecast at ``now``, from
-        the most specific population with enough pairs; None when none has."""
+    def range(self, gpus: float, priority: int, now: float,
+              expected: float) -> tuple[float, float, int, bool] | None:
+        """(early, late, pairs it rests on, whether they are of its own size) around
+        ``expected`` (epoch s) forecast at ``now``, from the most specific population with
+        enough pairs; None when none has. Pairs of all sizes (the last population) say little of
+        a rare size's error (eta_replay's 8-GPU jobs started inside such ranges 1 of 9 and 5
+        of 10 times): the forecast widens those ranges (``simulate._calibrated``)."""
         for key in self.keys(gpus, priority):
             qs = self._quantiles(key)
             if qs is None:
@@ -87,5 +91,5 @@ class StartErrors:
             e = max(0.0, expected - now)
             early = now + max(0.0, (e + c) * lo - c)
             late = now + max(0.0, (e + c) * hi - c)
-            return min(early, expected), max(late, expected), n
+            return min(early, expected), max(late, expected), n, key != ()
         return None

@@ -248,8 +248,10 @@ def _groups(snap: Snapshot) -> dict[str, str]:
 
 
 def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -> dict[str, tuple]:
-    """(early, late, pairs) from past forecasts' errors (:mod:`.calibration`) for the jobs with an
-    expected start within ``RANGE_HORIZON_S`` whose population has enough of them."""
+    """(early, late, pairs, own size) from past forecasts' errors (:mod:`.calibration`) for the
+    jobs with an expected start within ``RANGE_HORIZON_S`` whose population has enough of them.
+    A job whose size has too few (``own size`` False) also gets the early and late runs, and its
+    range is both together (:func:`_finish`)."""
     errs = snap.start_errors
     out: dict[str, tuple] = {}
     if errs is None or not len(errs):
@@ -261,6 +263,11 @@ def _calibrated(snap: Snapshot, jobs: Iterable[Job], starts: dict[str, float]) -
             if r is not None:
                 out[j.id] = r
     return out
+
+
+def _own(calibrated: dict[str, tuple], wid: str) -> bool:
+    """Whether ``wid``'s range comes from its own size's past errors alone (no range runs)."""
+    return wid in calibrated and calibrated[wid][3]
 
 
 def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, ids: Iterable[str],
@@ -277,13 +284,17 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         if start is not None:
             fc.expected_start = start
             fc.basis = basis_text(pess.basis.get(wid, ()), start, now)
-            if wid in calibrated:
-                lo, hi, n = calibrated[wid]
+            if wid in calibrated and calibrated[wid][3]:
+                lo, hi, n, _ = calibrated[wid]
                 fc.expected_start_range = (lo, hi)
                 fc.basis += f"; range from the errors of {n} past forecasts"
             elif start <= now + RANGE_HORIZON_S:
                 lo = early.starts.get(wid, start) if early is not None else start
                 hi = late.starts.get(wid, edge) if late is not None else start
+                if wid in calibrated:  # other sizes' errors, and the runs
+                    lo, hi = min(lo, calibrated[wid][0]), max(hi, calibrated[wid][1])
+                    fc.basis += (f"; range from the errors of {calibrated[wid][2]} past forecasts of "
+                                 "other sizes, and the early and late runs")
                 fc.expected_start_range = (min(lo, start), max(hi, start))
             else:
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
@@ -355,7 +366,7 @@ def forecast(snap: Snapshot, ids: Iterable[str] | None = None, reasons: bool = T
     labels = _unknown_labels(snap, pess)
     cal = _calibrated(snap, (j for j in pending if j.id in want), pess.starts)
     early, late = _range_runs(snap, pending, {w: s for w in want if (s := pess.starts.get(w)) is not None
-                                              and s <= snap.now + RANGE_HORIZON_S and w not in cal}, horizon_s,
+                                              and s <= snap.now + RANGE_HORIZON_S and not _own(cal, w)}, horizon_s,
                               base)
     return _finish(snap, pess, early, late, [j.id for j in pending if j.id in want], labels, horizon_s, cal)
 
@@ -435,7 +446,7 @@ def plan(snap: Snapshot, job: Job, horizon_s: float = HORIZON_S) -> Forecast:
     labels = _unknown_labels(snap, pess, [job])
     start = pess.starts.get(job.id)
     cal = _calibrated(snap, [job], pess.starts)
-    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and job.id not in cal and
+    early, late = _range_runs(snap, pending, {job.id: start} if start is not None and not _own(cal, job.id) and
                               snap.now + 1e-9 < start <= snap.now + RANGE_HORIZON_S else {}, horizon_s, base)
     fc = _finish(snap, pess, early, late, [job.id], labels, horizon_s, cal)[job.id]
     if start is not None and start <= snap.now + 1e-9:
