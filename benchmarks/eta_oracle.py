@@ -32,13 +32,13 @@ import json
 import math
 import statistics
 import sys
-from statistics import NormalDist
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
 from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
 from gpujobs.admission.forecast.inputs import expected_end  # noqa: E402
+from gpujobs.admission.forecast.runtimes import lognormal_given  # noqa: E402
 
 GRACE = 2.0  # eta_replay's grace period
 RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typical one (log-normal)
@@ -115,9 +115,7 @@ def history_at(every: list[dict], t: float) -> History:
 def typical_given(typical: float, elapsed: float) -> float:
     """The median run of a kind whose runs are log-normal around ``typical`` (eta_replay's
     sigma), given it has run ``elapsed``."""
-    dist = NormalDist(math.log(typical), RUN_SIGMA)
-    p = dist.cdf(math.log(max(elapsed, 1e-3)))
-    return max(elapsed, math.exp(dist.inv_cdf(min(p + (1.0 - p) / 2, 1.0 - 1e-12))))
+    return lognormal_given(math.log(typical), RUN_SIGMA, elapsed)
 
 
 def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict]) -> float | None:
@@ -137,8 +135,8 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         if st == "pending":
             if "typical" in known:
                 job.max_runtime_s = r["kind"]["typical"]
-            elif "queued" in known:  # the limit predictor says it (grace 0, and no history: see below)
-                job.max_runtime_s, job.grace_period_s = max(1e-3, work_left(r, t)), 0.0
+            elif "queued" in known:  # the limit predictor says it: grace 0, no history for "(told)"
+                job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, work_left(r, t)), 0.0
             pending.append(job)
             continue
         current = [x for x in runs(r) if x[0] <= t] or [(t, t, t)]
@@ -152,11 +150,9 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         elif "typical" in known:
             job.expected_end = start + typical_given(r["kind"]["typical"], t - start)
         running.append(job)
-    history = History() if known & {"queued", "typical"} else history_at(every, t)
-    if "queued" in known and "running" not in known:  # the running ones still need a history
-        history = history_at(every, t)
-        for job in pending:  # a limit of exactly the work left, and no other predictor for it
-            job.user = f"(told) {job.user}"
+    # told everything of every job, no history: a run the simulation preempts must not fall back
+    # to it either
+    history = History() if "typical" in known or {"running", "queued"} <= known else history_at(every, t)
     snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, history, t)
     fc = forecast(snap, ids=[row["id"]], reasons=False).get(row["id"])
     return None if fc is None else fc.expected_start  # None: its events say it had left the queue

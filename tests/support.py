@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -229,7 +230,6 @@ def interrupted_at_every_line(body: Callable[[], Any], handler: Callable[[], Any
 
 def benchmark_module(name: str) -> Any:
     """``benchmarks/<name>.py`` loaded as a module (benchmarks/ is not a package)."""
-    import importlib.util
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

@@ -173,8 +173,7 @@ def test_history_of_a_running_job_uses_only_longer_runs():
 def test_a_run_longer_than_every_similar_one_ends_by_their_fitted_lognormal_not_at_its_limit():
     """Before: no similar run was longer, so history had no number and the end fell to the
     declared limit + grace (eta_replay's dumps: 23 such ends, 24 s late at the median)."""
-    from gpujobs.admission.forecast.runtimes import History as H
-    h = H()
+    h = History()
     for rt in (80, 100, 125):
         h.add("u", "n", "q", rt)
     snap = Snapshot([ClusterQueue("q", {"gpu": 1})],
@@ -187,7 +186,7 @@ def test_a_run_longer_than_every_similar_one_ends_by_their_fitted_lognormal_not_
     assert "history of similar jobs" in fc.basis
     # quantiles keep their order, all after what it ran
     assert 130 < h.runtime("u", "n", "q", 130, 0.1) < h.runtime("u", "n", "q", 130) < h.runtime("u", "n", "q", 130, 0.9)
-    one = H()
+    one = History()
     one.add("u", "n", "q", 100)
     assert one.runtime("u", "n", "q", 130) is None  # one run fits no spread: as before
 

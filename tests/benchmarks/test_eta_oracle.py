@@ -9,7 +9,6 @@ import pytest
 from tests.support import benchmark_module
 
 
-
 @pytest.fixture
 def eta_oracle():
     return benchmark_module("eta_oracle")

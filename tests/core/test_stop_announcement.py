@@ -25,4 +25,3 @@ def test_a_stop_announced_inside_an_announcement_does_not_hang():
     assert interrupted_at_every_line(ctx.request_stop, ctx.request_stop), \
         "request_stop deadlocked when a second SIGTERM interrupted it"
     assert ctx.should_stop()
-

@@ -15,8 +15,8 @@ from gpujobs.backends.local.launch_mpi import job_processes
 from gpujobs.errors import JobNotFound
 from gpujobs.payload import open_envelope
 from tests.local.inproc import drive, submit
-from tests.support import interrupted_at_every_line
 from tests.ray_mpi.helpers import alive
+from tests.support import interrupted_at_every_line
 
 pytestmark = pytest.mark.slow
 

@@ -48,8 +48,12 @@ def beyond(srt: Sequence[float], elapsed: float, q: float = 0.5) -> float | None
         return None
     logs = [math.log(max(v, 1e-3)) for v in srt]
     mu, sd = statistics.fmean(logs), statistics.pstdev(logs)
-    if sd <= 0:
-        return None
+    return lognormal_given(mu, sd, elapsed, q) if sd > 0 else None
+
+
+def lognormal_given(mu: float, sd: float, elapsed: float, q: float = 0.5) -> float:
+    """The ``q`` quantile of a log-normal run length (``mu``, ``sd`` of its log) given that
+    the run has lasted ``elapsed`` s (never less than that)."""
     dist = NormalDist(mu, sd)
     p = dist.cdf(math.log(max(elapsed, 1e-3)))
     return max(elapsed, math.exp(dist.inv_cdf(min(p + (1.0 - p) * q, 1.0 - 1e-12))))

@@ -284,7 +284,7 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         if start is not None:
             fc.expected_start = start
             fc.basis = basis_text(pess.basis.get(wid, ()), start, now)
-            if wid in calibrated and calibrated[wid][3]:
+            if _own(calibrated, wid):
                 lo, hi, n, _ = calibrated[wid]
                 fc.expected_start_range = (lo, hi)
                 fc.basis += f"; range from the errors of {n} past forecasts"
@@ -292,9 +292,9 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                 lo = early.starts.get(wid, start) if early is not None else start
                 hi = late.starts.get(wid, edge) if late is not None else start
                 if wid in calibrated:  # other sizes' errors, and the runs
-                    lo, hi = min(lo, calibrated[wid][0]), max(hi, calibrated[wid][1])
-                    fc.basis += (f"; range from the errors of {calibrated[wid][2]} past forecasts of "
-                                 "other sizes, and the early and late runs")
+                    cal_lo, cal_hi, n, _ = calibrated[wid]
+                    lo, hi = min(lo, cal_lo), max(hi, cal_hi)
+                    fc.basis += f"; range from the errors of {n} past forecasts of other sizes, and the early and late runs"
                 fc.expected_start_range = (min(lo, start), max(hi, start))
             else:
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
