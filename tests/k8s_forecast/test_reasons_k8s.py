@@ -33,9 +33,11 @@ def submit(be, name, q, gpus, limit=None, prio=None):
 
 
 def queued(job, pred=lambda s: True, timeout=30):
-    """The job's status once queued with a forecast reason that ``pred`` accepts."""
-    return wait_for(lambda: (s := job.status()).phase == "queued" and s.extra.get("kueue_reason")
-                    and pred(s) and s, timeout=timeout)
+    """The job's status once queued, with the Workload Kueue made for it (before, a loaded run
+    read "waiting for Kueue to create its Workload": the job's own Suspended reason), and a
+    forecast reason that ``pred`` accepts."""
+    return wait_for(lambda: (s := job.status()).phase == "queued" and s.extra.get("workload")
+                    and s.extra.get("kueue_reason") and pred(s) and s, timeout=timeout)
 
 
 def two_teams_one_queue(t0, max_s=600):
