@@ -191,3 +191,55 @@ def test_progress_rate_beats_the_declared_limit(agent):
     assert st.expected_start_basis == "expected ends from progress rate", st
     assert st.expected_start == pytest.approx(end, abs=5)
     assert st.expected_start < agent.recs[r].status.started_at + 600  # not the 3600 s limit
+
+
+def torch_nap(seconds):
+    import time as _t
+    import torch  # noqa: F401 - a gang that needs the torch zygote
+    _t.sleep(seconds)
+
+
+class WarmingZygote:
+    """A zygote still importing (never ready here): the agent holds admissions for it."""
+
+    lean = False
+
+    def ready(self, timeout: float = 0.0) -> bool:
+        return False
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_job_held_for_a_loading_zygote_says_so_and_its_range_covers_the_wait(agent, lean):
+    """Seen in eta_replay: the first job after the torch zygote was started waited 2-3 s with
+    free quota while its status said "starts any moment (was due ...)" and gave no reason."""
+    z = WarmingZygote()
+    z.lean = lean
+    if lean:
+        agent.lean_zygote, agent.lean_started = z, time.monotonic() - 1.0
+    else:
+        agent.zygote, agent.zygote_started = z, time.monotonic() - 1.0
+    try:
+        fn = nap if lean else torch_nap
+        mine, _ = submit(agent, gpujobs.job(fn, 120).ddp(gpus_per_node=1).queue("solo").name("mine"))
+        assert agent._lean(agent.recs[mine]) is lean
+        agent.step()
+        st = status(agent, mine)
+        assert st.phase == "queued"
+        what = "its Python runtime" if lean else "torch"
+        assert st.reason.startswith(f"quota free; the agent is still loading {what} for its ranks "
+                                    "(1 s so far; admissions wait for it up to 9 s more)"), st.reason
+        assert f"admissions wait for the agent to load {what}" in st.expected_start_basis
+        now = time.time()
+        assert st.expected_start is not None and st.expected_start <= now  # it may be ready any moment
+        assert st.not_before is not None and st.not_before <= now  # still a true lower bound
+        assert st.expected_start_range[1] >= now + 8.5  # admissions wait at most ZYGOTE_WAIT_S
+    finally:
+        agent.zygote = agent.lean_zygote = None
+    agent.step()
+    assert status(agent, mine).phase in ("admitted", "running")

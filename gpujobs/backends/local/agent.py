@@ -125,11 +125,34 @@ class Agent:
         """A live record's status as clients see it (queue position, forecasts, start-up note)."""
         st = rec.status
         if st.phase == "queued":
+            fields = self.forecasts.fields(rec.id)
             return st.with_(queue_position=self.engine.position(rec.id),
-                            **self.forecasts.fields(rec.id))
+                            **self._held_for_zygote(fields))
         if st.phase == "running":
             return self._with_startup_note(rec, st)
         return st
+
+    def _held_for_zygote(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """A queued job's forecast ``fields``, told when admissions wait for a loading zygote
+        (:meth:`_zygote_warming`) and the job would start now: the reason says so and the
+        range reaches the end of that wait (the start itself may come any moment)."""
+        start, now = fields.get("expected_start"), time.time()
+        if start is None or start > now + 1.0 or all(z is None or z.ready(0) for z in (self.zygote, self.lean_zygote)):
+            return fields  # the common case: nothing warms, or the job waits for quota anyway
+        warming = self._warming_zygote()
+        if warming is None:
+            return fields
+        z, started = warming
+        so_far = time.monotonic() - started
+        left = max(0.0, ZYGOTE_WAIT_S - so_far)
+        what = "its Python runtime" if getattr(z, "lean", False) else "torch"
+        lo, hi = fields.get("expected_start_range") or (start, start)
+        return {**fields,
+                "reason": f"quota free; the agent is still loading {what} for its ranks ({so_far:.0f} s so far; "
+                          f"admissions wait for it up to {left:.0f} s more)",
+                "expected_start_basis": "; ".join(b for b in (fields.get("expected_start_basis"),
+                                                           f"admissions wait for the agent to load {what}") if b),
+                "expected_start_range": (lo, max(hi, now + left))}
 
     def _with_startup_note(self, rec: Rec, st: JobStatus) -> JobStatus:
         """A gang whose ranks take long to reach the job's function says which (.startup)."""
