@@ -13,6 +13,10 @@ it got (its "started" event) against four estimates made at the same moment:
   dump; no progress rates, no expected arrivals): the baseline of the columns below;
 - **kinds' typical runs known**: the same, every job told its kind's true typical run time
   (a running one: the median given how long it has run), nothing about its own run;
+- **exact progress rates**: the same, every running job that reports progress (eta_replay's
+  ``report``, 30 %) told the end a perfect rate gives once it has reported for
+  ``RATE_AFTER_S``: its true end, or for a run that fails the end of its full run (a rate
+  cannot see the failure coming); the others predicted;
 - **running jobs' ends known**, **queued jobs' runtimes known**, **both known**: the same,
   those jobs told their true remaining run time (the sum of its runs' lengths from the events);
 - **all known**: the scenario replayed through the admission engine with the true
@@ -41,10 +45,11 @@ from gpujobs.admission.forecast.inputs import expected_end  # noqa: E402
 from gpujobs.admission.forecast.runtimes import lognormal_given  # noqa: E402
 
 GRACE = 2.0  # eta_replay's grace period
+RATE_AFTER_S = 2.0  # s of reports (20 of eta_replay's 0.1 s steps: progress.RATE_WINDOW) before a rate is known
 RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typical one (log-normal)
 RUN_ENDS = ("preempted", "finished", "cancelled")  # what ends a run's work (a preempted one stops)
 SIZES = (1, 2, 4, 8)
-MODES = {"predicted": set(), "typical_known": {"typical"}, "running_known": {"running"},
+MODES = {"predicted": set(), "typical_known": {"typical"}, "rates_known": {"rates"}, "running_known": {"running"},
          "queued_known": {"queued"}, "runtimes_known": {"running", "queued"}}  # column -> whose true runtimes forecast_at is told
 PRIOS = ("low", "normal", "high")
 
@@ -147,6 +152,8 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
             job.grace_period_s = 0.0  # the stop comes at stops_at (it did)
         elif "running" in known:
             job.expected_end, job.max_runtime_s = t + work_left(r, t), None
+        elif "rates" in known and r["report"] and t - start >= RATE_AFTER_S:
+            job.expected_end = t + work_left(r, t) + (r["run"] * (1 - r["fail"]) if r["fail"] else 0.0)
         elif "typical" in known:
             job.expected_end = start + typical_given(r["kind"]["typical"], t - start)
         running.append(job)
@@ -231,7 +238,7 @@ def line(label: str, rows: list[dict]) -> str:
         f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
 
 
-COLUMNS = ("expected", "predicted", "typical_known", "running_known", "queued_known", "runtimes_known", "all_known")
+COLUMNS = ("expected", "predicted", "typical_known", "rates_known", "running_known", "queued_known", "runtimes_known", "all_known")
 
 
 def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
@@ -268,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also the running jobs' predicted ends against their real ones, by source")
     a = ap.parse_args(argv)
     print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | kinds' "
-          "typical runs known | running jobs' ends known | queued jobs' runtimes known | both known | "
-          "all known |\n|---|---|---|---|---|---|---|---|---|---|")
+          "typical runs known | exact progress rates | running jobs' ends known | queued jobs' runtimes known | "
+          "both known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for path in a.dumps:
         rows = json.loads(Path(path).read_text())
         for i, r in enumerate(rows):

@@ -15,9 +15,10 @@ def eta_oracle():
 
 
 def row(i: str, queue: str, submitted: float, events: list, *, gpus: int = 1, at: float | None = None,
-        expected: float | None = None, limit: float | None = 60.0) -> dict:
+        expected: float | None = None, limit: float | None = 60.0, report: bool = False,
+        run: float = 10.0, fail: float | None = None) -> dict:
     return {"id": i, "scenario": "s", "kind": {"user": "u", "name": f"u-{i}", "queue": queue, "typical": 8.0},
-            "gpus": gpus, "prio": "normal", "limit": limit, "submitted": submitted, "events": events,
+            "gpus": gpus, "prio": "normal", "report": report, "run": run, "fail": fail, "limit": limit, "submitted": submitted, "events": events,
             "final": "succeeded", "phase": "queued" if at is not None else "running", "at": at,
             "expected": expected, "naive": (expected or 0) + 5, "actual": next(
                 (t for t, k in events if k == "started"), None)}
@@ -52,6 +53,19 @@ def test_told_the_true_runtimes_the_forecast_is_the_start_the_engine_gives(eta_o
     assert eta_oracle.all_known(rows, 2, 0.1)["b"] == pytest.approx(10.0)
     # from history and limits alone (no run finished before 1.2 s): a's end is its limit + grace
     assert eta_oracle.forecast_at(rows, b, 2, set(), rows) == pytest.approx(0.1 + 60.0 + eta_oracle.GRACE)
+
+
+@pytest.mark.parametrize("fail, end", [(None, 10.1), (0.5, 20.1)])
+def test_an_exact_rate_gives_a_reporting_run_its_end_and_a_failing_one_its_full_runs(eta_oracle, fail, end):
+    """"exact progress rates": a's rate (it reports) says when its 10 s run ends; when it fails
+    halfway (its work ended at 10.1), the rate still says the full 20 s run's end."""
+    rows = scenario()
+    rows[0].update(report=True, run=10.0 if fail is None else 20.0, fail=fail)
+    b = rows[2]
+    b["at"] = 3.0  # a has reported for 2.9 s: a rate is known (RATE_AFTER_S)
+    assert eta_oracle.forecast_at(rows, b, 2, {"rates"}, rows) == pytest.approx(end)
+    b["at"] = 1.2  # too early for a rate: a's end is its limit + grace, as predicted
+    assert eta_oracle.forecast_at(rows, b, 2, {"rates"}, rows) == pytest.approx(0.1 + 60.0 + eta_oracle.GRACE)
 
 
 def test_the_report_has_a_line_per_population(eta_oracle, tmp_path, capsys):
