@@ -25,7 +25,8 @@ Each job's first forecast (expected_start, its range, not_before, queue position
 one for it (it refreshes off the hot path; at most ``FORECAST_WAIT_S``) or the job has left the
 queue, in a thread beside the submitting loop (the trace keeps its pace). ``--dump FILE`` writes
 every measured job (forecast, range, basis, naive, actual start, events) as JSON;
-``--scenarios`` picks scenarios. Naive: position x mean runtime of finished jobs / (slots / mean
+``--scenarios`` picks scenarios; ``--pool DUMP...`` runs nothing and reports over several
+dumps' jobs together (a population of one run is 10-45 jobs). Naive: position x mean runtime of finished jobs / (slots / mean
 GPUs per job; no number before a job has finished). Reported per scenario, per size and per priority, over the jobs that waited
 (queued when forecast): median and p90 absolute error of the forecast and of naive, their
 ratio, the share of actual starts inside the stated range (+-1 s for the agent's scheduling
@@ -239,7 +240,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured runs of each kind first (history)")
     ap.add_argument("--scenarios", default="steady,heavy,sweeps", help="which scenarios, in this order")
     ap.add_argument("--dump", help="write every measured job (forecast, actual, basis) to this JSON file")
+    ap.add_argument("--pool", nargs="+", metavar="DUMP",
+                    help="run nothing: report over these dumps' jobs together (populations of several runs)")
     a = ap.parse_args()
+    if a.pool:
+        import json
+        print_report([r for path in a.pool for r in json.loads(Path(path).read_text())], pooled=len(a.pool))
+        return
     home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
     (home / "config.toml").write_text(CONFIG.format(half=a.slots // 2))
     os.environ.update(GPUJOBS_HOME=str(home), GPUJOBS_LOCAL_GPUS=str(a.slots), GPUJOBS_AGENT_IDLE_S="120")
@@ -252,8 +259,6 @@ def main() -> None:
     finished = Finished()
     gpus_seen: list[int] = []
     allrows: list[dict] = []
-    head = ("| population | waited | no number | forecast median / p90 (s) | naive median / p90 (s) | "
-            "median ratio | starts inside range | lower-bound violations |\n|---|---|---|---|---|---|---|---|")
     try:
         t_start = time.time()
         if a.warmup:  # history exists on a machine in use: each kind ran a.warmup times before
@@ -275,6 +280,15 @@ def main() -> None:
         import json
         keep = [{k: v for k, v in r.items() if k != "handle"} for r in allrows]
         Path(a.dump).write_text(json.dumps(keep, default=str, indent=1))
+    print_report(allrows)
+
+
+def print_report(allrows: list[dict], pooled: int = 0) -> None:
+    """The table (per scenario, size, priority and all), the status() latency and the bases."""
+    head = ("| population | waited | no number | forecast median / p90 (s) | naive median / p90 (s) | "
+            "median ratio | starts inside range | lower-bound violations |\n|---|---|---|---|---|---|---|---|")
+    if pooled:
+        print(f"{pooled} runs pooled: {len(allrows)} jobs")
     print(head)
     for sc in ("steady", "heavy", "sweeps"):
         print(report(f"scenario {sc}", [r for r in allrows if r["scenario"] == sc]))
@@ -285,7 +299,8 @@ def main() -> None:
     print(report("**all**", allrows))
     lat = sorted(r["latency"] for r in allrows)
     print(f"status() right after submit (a cached forecast, or none yet): p50 {1000 * _q(lat, 0.5):.0f} ms, "
-          f"p99 {1000 * _q(lat, 0.99):.0f} ms over {len(lat)} calls; load average {os.getloadavg()[0]:.1f}")
+          f"p99 {1000 * _q(lat, 0.99):.0f} ms over {len(lat)} calls"
+          + ("" if pooled else f"; load average {os.getloadavg()[0]:.1f}"))
     srcs: dict[str, int] = {}
     for r in allrows:
         if r["phase"] == "queued":
