@@ -203,12 +203,13 @@ class WarmingZygote:
     """A zygote still importing (never ready here): the agent holds admissions for it."""
 
     lean = False
+    dead = False
 
     def ready(self, timeout: float = 0.0) -> bool:
         return False
 
     def alive(self) -> bool:
-        return True
+        return not self.dead
 
     def close(self):
         pass
@@ -243,3 +244,16 @@ def test_a_job_held_for_a_loading_zygote_says_so_and_its_range_covers_the_wait(a
         agent.zygote = agent.lean_zygote = None
     agent.step()
     assert status(agent, mine).phase in ("admitted", "running")
+
+
+def test_a_zygote_that_died_while_loading_holds_no_admission(agent):
+    """Its ranks start as fresh interpreters: before, admissions waited out ZYGOTE_WAIT_S for a
+    zygote that would never be ready."""
+    agent.zygote, agent.zygote_started = WarmingZygote(), time.monotonic()
+    agent.zygote.dead = True
+    try:
+        mine, _ = submit(agent, gpujobs.job(torch_nap, 0).ddp(gpus_per_node=1).queue("solo").name("mine"))
+        agent.step()
+        assert agent.recs[mine].status.phase in ("admitted", "running")
+    finally:
+        agent.zygote = None

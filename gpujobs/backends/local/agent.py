@@ -398,7 +398,7 @@ class Agent:
     def _zygote_warming(self) -> bool:
         """A zygote a queued job will fork from is still importing, for at most ZYGOTE_WAIT_S
         after it was started: admissions wait for it (ranks it forks start fast and leave exit
-        files)."""
+        files). One that died meanwhile holds nothing (its ranks start as fresh interpreters)."""
         return self._warming_zygote() is not None
 
     def _warming_zygote(self) -> tuple[Any, float] | None:
@@ -407,7 +407,7 @@ class Agent:
         warming = [(z, started, lean) for z, started, lean in
                    ((self.zygote, self.zygote_started, False),
                     (self.lean_zygote, self.lean_started, True))
-                   if z is not None and not z.ready(0) and now - started < ZYGOTE_WAIT_S]
+                   if z is not None and not z.ready(0) and z.alive() and now - started < ZYGOTE_WAIT_S]
         if not warming:
             return None
         pending = self.engine.pending()
