@@ -223,6 +223,9 @@ class WarmingZygote:
             time.sleep(min(timeout, 0.05))
         return self.is_ready
 
+    def alive(self) -> bool:
+        return True
+
     def spawn(self, **kw):
         raise OSError("a test zygote forks nothing")  # ranks fall back to fresh interpreters
 
