@@ -36,6 +36,7 @@ not_before). Also the latency of those ``status()`` calls (p50/p99).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
@@ -244,7 +245,6 @@ def main() -> None:
                     help="run nothing: report over these dumps' jobs together (populations of several runs)")
     a = ap.parse_args()
     if a.pool:
-        import json
         print_report([r for path in a.pool for r in json.loads(Path(path).read_text())], pooled=len(a.pool))
         return
     home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
@@ -277,7 +277,6 @@ def main() -> None:
         finished.stop()
         stop_agent()
     if a.dump:
-        import json
         keep = [{k: v for k, v in r.items() if k != "handle"} for r in allrows]
         Path(a.dump).write_text(json.dumps(keep, default=str, indent=1))
     print_report(allrows)

@@ -125,9 +125,8 @@ class Agent:
         """A live record's status as clients see it (queue position, forecasts, start-up note)."""
         st = rec.status
         if st.phase == "queued":
-            fields = self.forecasts.fields(rec.id)
             return st.with_(queue_position=self.engine.position(rec.id),
-                            **self._held_for_zygote(fields))
+                            **self._held_for_zygote(self.forecasts.fields(rec.id)))
         if st.phase == "running":
             return self._with_startup_note(rec, st)
         return st
@@ -137,15 +136,15 @@ class Agent:
         (:meth:`_zygote_warming`) and the job would start now: the reason says so and the
         range reaches the end of that wait (the start itself may come any moment)."""
         start, now = fields.get("expected_start"), time.time()
-        if start is None or start > now + 1.0 or all(z is None or z.ready(0) for z in (self.zygote, self.lean_zygote)):
-            return fields  # the common case: nothing warms, or the job waits for quota anyway
-        warming = self._warming_zygote()
+        if start is None or start > now + 1.0:
+            return fields  # it waits for quota anyway
+        warming = self._warming_zygote()  # None at once when no zygote warms (the common case)
         if warming is None:
             return fields
-        z, started = warming
+        _, started, lean = warming
         so_far = time.monotonic() - started
         left = max(0.0, ZYGOTE_WAIT_S - so_far)
-        what = "its Python runtime" if getattr(z, "lean", False) else "torch"
+        what = "its Python runtime" if lean else "torch"
         lo, hi = fields.get("expected_start_range") or (start, start)
         return {**fields,
                 "reason": f"quota free; the agent is still loading {what} for its ranks ({so_far:.0f} s so far; "
@@ -392,7 +391,7 @@ class Agent:
         with self.lock:
             warming = self._warming_zygote()
         if warming is not None:
-            z, started = warming
+            z, started, _ = warming
             z.ready(min(ZYGOTE_WAIT_S - (time.monotonic() - started), 0.5))
 
     def _zygote_warming(self) -> bool:
@@ -401,8 +400,9 @@ class Agent:
         files). One that died meanwhile holds nothing (its ranks start as fresh interpreters)."""
         return self._warming_zygote() is not None
 
-    def _warming_zygote(self) -> tuple[Any, float] | None:
-        """The zygote (and its start) that queued jobs wait for, if one is warming."""
+    def _warming_zygote(self) -> tuple[Any, float, bool] | None:
+        """The zygote (its start, whether it is the lean one) that queued jobs wait for, if one
+        is warming."""
         now = time.monotonic()
         warming = [(z, started, lean) for z, started, lean in
                    ((self.zygote, self.zygote_started, False),
@@ -414,7 +414,7 @@ class Agent:
         needed = {self._lean(self.recs[j]) for j in pending if j in self.recs}
         for z, started, lean in warming:
             if lean in needed:
-                return z, started
+                return z, started, lean
         return None
 
     def tick(self) -> list[Rec]:
