@@ -425,8 +425,12 @@ class Kubelet:
         """The driver ended: the Ray job's status (what KubeRay reads from the dashboard) is
         terminal now, while the submitter's `ray job logs --follow` is still printing."""
         md = pod["metadata"]
-        self.store.patch("v1", "Pod", md["name"], md["namespace"], {"metadata": {"annotations": {
-            ANN_RAY_JOB_STATUS: "SUCCEEDED" if code == 0 else "FAILED"}}})
+
+        def mark(o: dict) -> None:  # the pod may be gone (deleted with its RayJob) meanwhile
+            if o["metadata"].get("uid") == md["uid"]:
+                o["metadata"].setdefault("annotations", {})[ANN_RAY_JOB_STATUS] = \
+                    "SUCCEEDED" if code == 0 else "FAILED"
+        self.store.mutate("v1", "Pod", md["name"], md["namespace"], mark)
 
     def _exec(self, ns: str, name: str, cmd: list[str], env: dict[str, str], uid: str | None = None,
               lag: float = 0.0, on_exit: Any = None) -> int:

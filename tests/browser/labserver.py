@@ -87,7 +87,8 @@ def install_panel(config_dir: Path, data_dir: Path) -> None:
 
 def start_lab(workdir: Path, env_extra: dict[str, str], timeout: float = 60.0, panel: bool = False,
               app: str = "lab") -> Lab:
-    """``jupyter lab`` (or ``app="server"``) with private dirs; ``panel``: with the GPU jobs panel."""
+    """``jupyter lab`` (or ``app="server"``) with private dirs; ``panel``: with the GPU jobs panel.
+    JupyterLab exposes ``window.jupyterapp`` so a test can read which kernel the page uses."""
     dirs = {name: workdir / name for name in ("config", "data", "runtime", "settings", "workspaces",
                                                "ipython", "root")}
     for d in dirs.values():
@@ -110,7 +111,7 @@ def start_lab(workdir: Path, env_extra: dict[str, str], timeout: float = 60.0, p
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", app, "--no-browser", "--allow-root", "--ip=127.0.0.1",
          f"--port={port}", f"--ServerApp.token={token}", f"--ServerApp.root_dir={dirs['root']}",
-         "--ServerApp.open_browser=False"],
+         "--ServerApp.open_browser=False"] + (["--LabApp.expose_app_in_browser=True"] if app == "lab" else []),
         env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=dirs["root"])
     lab = Lab(dirs["root"], port, token, proc, log)
     deadline = time.monotonic() + timeout

@@ -70,6 +70,31 @@ def test_a_follow_that_keeps_nothing_leaves_the_tail_read_to_be_kept(tmp_path):
     assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] step 0\n[rank 0] step 10\n"
 
 
+def test_an_api_server_gone_while_the_keeper_opens_its_follow_ends_the_follow_quietly(tmp_path, monkeypatch):
+    """The CI run of stop 43: the API server stopped while a follow was opening, urllib3 raised
+    MaxRetryError (not an OSError) and the keeper's thread died with it. The follow keeps
+    nothing and ends; the run's lines still come from the tail read, once."""
+    import urllib3
+
+    died: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    api, keeper, pm, by_keeper = _setup(tmp_path, follow_finds_pod=True)
+    plain = api.call_api
+
+    def unreachable(path, method, query_params=(), **kw):
+        if ("follow", "true") in query_params:
+            raise urllib3.exceptions.MaxRetryError(None, path, reason=ConnectionRefusedError(111, "refused"))
+        return plain(path, method, query_params, **kw)
+    api.call_api = unreachable
+    keeper.follow(JOB, [POD], [POD])
+    _keeper_done()
+    api.pods = []
+    pm.refresh(JOB, force=True)
+    assert died == []
+    assert by_keeper == []
+    assert archive.earlier_runs(tmp_path, JOB) == "[rank 0] step 0\n[rank 0] step 10\n"
+
+
 def test_a_follow_that_kept_nothing_before_the_status_read_leaves_the_tail_read_to_be_kept(tmp_path):
     api, keeper, pm, by_keeper = _setup(tmp_path, follow_finds_pod=False)
     keeper.follow(JOB, [POD], [POD])

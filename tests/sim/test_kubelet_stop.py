@@ -50,3 +50,26 @@ def test_a_pod_whose_volume_source_vanished_waits_instead_of_failing():
                 {"key": "missing", "path": "x"}]}}, lambda kind, name: {"data": {"other": "1"}})
     finally:
         kubelet.stop()
+
+
+def test_a_ray_driver_that_ends_after_its_pod_was_deleted_marks_nothing():
+    """The CI run of stop 43: the RayJob (and its submitter pod) went while the driver was still
+    printing; its end patched the gone pod and the kubelet's thread died with NotFound."""
+    from gpujobs_sim.kubelet import ANN_RAY_JOB_STATUS
+
+    server = FakeApiServer()
+    kubelet = Kubelet(server)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sub", "namespace": "ns"},
+           "spec": {"containers": [{"name": "c", "command": ["true"]}]}, "status": {"phase": "Running"}}
+    try:
+        created = server.store.create(pod)
+        server.store.delete("v1", "Pod", "sub", "ns", now=True)
+        kubelet._ray_job_ended(created, 0)  # no error: the pod is gone
+        again = server.store.create(pod)  # a new pod of the same name is not the old one's
+        kubelet._ray_job_ended(created, 0)
+        assert ANN_RAY_JOB_STATUS not in (server.store.get("v1", "Pod", "sub", "ns")["metadata"]
+                                          .get("annotations") or {})
+        kubelet._ray_job_ended(again, 1)
+        assert server.store.get("v1", "Pod", "sub", "ns")["metadata"]["annotations"][ANN_RAY_JOB_STATUS] == "FAILED"
+    finally:
+        kubelet.stop()

@@ -34,6 +34,7 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
+from ..retry import is_transient
 from .logs import _prefixed, _visible, pod_rank_order, user_pods
 from .objects import parse_time
 from .results import job_pods, main_container
@@ -150,7 +151,9 @@ class LogKeeper:
         ns, _, name = job_id.partition("/")
         try:
             pods = job_pods(self.api, ns, name)
-        except (ApiException, KubernetesError, OSError):
+        except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
+            if not _unreadable(exc):
+                raise
             return
         self.follow(job_id, pods, [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")])
 
@@ -218,8 +221,10 @@ class LogKeeper:
                     time.sleep(0.5)
                     continue
                 return False  # gone already (404) or not allowed: nothing to keep
-            except OSError:
-                return False
+            except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
+                if not _unreadable(exc):
+                    raise
+                return False  # the API server is unreachable (urllib3's MaxRetryError): nothing kept
             buf = b""
             try:
                 for chunk in resp.stream(4096):
@@ -254,7 +259,9 @@ class LogKeeper:
         for _ in range(20):
             try:
                 cur = next((p for p in job_pods(self.api, ns, name) if p["metadata"].get("uid") == uid), None)
-            except (ApiException, KubernetesError, OSError):
+            except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
+                if not _unreadable(exc):
+                    raise
                 return False
             if cur is None or cur["metadata"].get("deletionTimestamp"):
                 return True
@@ -263,3 +270,9 @@ class LogKeeper:
                 continue
             return False
         return False
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """The API answered no (gone, not allowed) or could not be reached (refused, dropped, timed
+    out: urllib3's errors are not OSErrors): the keeper keeps nothing more and its thread ends."""
+    return isinstance(exc, (ApiException, KubernetesError)) or is_transient(exc)
