@@ -246,6 +246,46 @@ def test_a_job_held_for_a_loading_zygote_says_so_and_its_range_covers_the_wait(a
     assert status(agent, mine).phase in ("admitted", "running")
 
 
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_job_held_for_a_loading_zygote_is_forecast_when_its_last_load_says(agent, lean):
+    """An earlier agent's zygote took 4 s to load: 1 s into this one's load, the job is due in
+    about 3 s (not "any moment"), the reason and basis say where that comes from; the range and
+    the lower bound stay as without it. Past that time the start is any moment again."""
+    from gpujobs.backends.local.zygote import LOAD_TIMES, load_times, record_load_time
+
+    record_load_time(agent.home / LOAD_TIMES, lean, 4.0)
+    agent.zygote_load_s = load_times(agent.home)  # as a new agent of this home reads it
+    z = WarmingZygote()
+    z.lean = lean
+    if lean:
+        agent.lean_zygote, agent.lean_started = z, time.monotonic() - 1.0
+    else:
+        agent.zygote, agent.zygote_started = z, time.monotonic() - 1.0
+    try:
+        mine, _ = submit(agent, gpujobs.job(nap if lean else torch_nap, 120).ddp(gpus_per_node=1)
+                         .queue("solo").name("mine"))
+        agent.step()
+        st = status(agent, mine)
+        now = time.time()
+        what = "its Python runtime" if lean else "torch"
+        assert st.reason.startswith(f"quota free; the agent is still loading {what} for its ranks "
+                                    "(1 s so far, 4 s last time; admissions wait for it up to 9 s more)"), st.reason
+        assert f"admissions wait for the agent to load {what} (its last load took 4.0 s)" in st.expected_start_basis
+        assert now + 2.0 <= st.expected_start <= now + 3.5
+        assert st.expected_start_range[0] <= st.expected_start <= st.expected_start_range[1]
+        assert st.expected_start_range[1] >= now + 8.5
+        assert st.not_before is not None and st.not_before <= now
+        if lean:
+            agent.lean_started -= 4.0
+        else:
+            agent.zygote_started -= 4.0  # 5 s into the load now: longer than last time
+        st = status(agent, mine)
+        assert st.expected_start <= time.time()
+        assert "(5 s so far, 4 s last time;" in st.reason
+    finally:
+        agent.zygote = agent.lean_zygote = None
+
+
 def test_a_zygote_that_died_while_loading_holds_no_admission(agent):
     """Its ranks start as fresh interpreters: before, admissions waited out ZYGOTE_WAIT_S for a
     zygote that would never be ready."""

@@ -50,7 +50,7 @@ from .records import STOP_MESSAGES, Rec, agent_log, create_time, ended_during_gr
 from .server import AgentServer
 from .startup import not_started, note_after, startup_note
 from .store import Store, status_from_dict
-from .zygote import Zygote, start_zygote
+from .zygote import Zygote, load_times, start_zygote
 
 CANCEL_GRACE_S = 3.0
 ZYGOTE_WAIT_S = 10.0  # a fresh agent holds admissions this long at most for its zygote
@@ -90,6 +90,7 @@ class Agent:
         self.zygote_started = 0.0
         self.lean_zygote: Zygote | None = None  # forks lean gangs (.lean): no torch loaded
         self.lean_started = 0.0
+        self.zygote_load_s = load_times(home)  # each zygote's last load (this home's earlier agents)
         self.torch_zygote_deferred = False  # started by the first job that needs it (daemon)
         self.lean_zygote_deferred = False  # the same for the lean one
         self.write_error: GpuJobsError | None = None  # the last failed state write, if any
@@ -133,8 +134,9 @@ class Agent:
 
     def _held_for_zygote(self, fields: dict[str, Any]) -> dict[str, Any]:
         """A queued job's forecast ``fields``, told when admissions wait for a loading zygote
-        (:meth:`_zygote_warming`) and the job would start now: the reason says so and the
-        range reaches the end of that wait (the start itself may come any moment)."""
+        (:meth:`_zygote_warming`) and the job would start now: the reason says so, the start
+        is when the zygote's last load (an earlier agent's) says it will be ready (any moment
+        when none is known or that time has passed), and the range reaches the end of the wait."""
         start, now = fields.get("expected_start"), time.time()
         if start is None or start > now + 1.0:
             return fields  # it waits for quota anyway
@@ -145,12 +147,17 @@ class Agent:
         so_far = time.monotonic() - started
         left = max(0.0, ZYGOTE_WAIT_S - so_far)
         what = "its Python runtime" if lean else "torch"
+        last = self.zygote_load_s.get(lean)
         lo, hi = fields.get("expected_start_range") or (start, start)
+        due = now + min(left, last - so_far) if last is not None and last > so_far else start
         return {**fields,
-                "reason": f"quota free; the agent is still loading {what} for its ranks ({so_far:.0f} s so far; "
+                "expected_start": max(start, due),
+                "reason": f"quota free; the agent is still loading {what} for its ranks ({so_far:.0f} s so far"
+                          f"{f', {last:.0f} s last time' if last is not None else ''}; "
                           f"admissions wait for it up to {left:.0f} s more)",
-                "expected_start_basis": "; ".join(b for b in (fields.get("expected_start_basis"),
-                                                           f"admissions wait for the agent to load {what}") if b),
+                "expected_start_basis": "; ".join(b for b in (
+                    fields.get("expected_start_basis"), f"admissions wait for the agent to load {what}"
+                    + (f" (its last load took {last:.1f} s)" if last is not None else "")) if b),
                 "expected_start_range": (lo, max(hi, now + left))}
 
     def _with_startup_note(self, rec: Rec, st: JobStatus) -> JobStatus:

@@ -249,8 +249,11 @@ class Zygote:
     #: how long spawn() waits for a fork (a loaded machine can be slow to answer)
     SPAWN_TIMEOUT_S = 30.0
 
-    def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None, lean: bool = False):
+    def __init__(self, log_path: Path, on_exit: Callable[[], Any] | None = None, lean: bool = False,
+                 load_file: Path | None = None):
         self.lean = lean
+        self.load_file = load_file  # where the time to ready is recorded (:func:`load_times`)
+        self._t0 = time.monotonic()
         self._log = open_private(log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "gpujobs.backends.local.zygote",
                                       *(["--lean"] if lean else [])],
@@ -281,6 +284,8 @@ class Zygote:
             except ValueError:
                 continue
             if msg.get("ready"):
+                if self.load_file is not None:
+                    record_load_time(self.load_file, self.lean, time.monotonic() - self._t0)
                 self._ready.set()
             elif "exit" in msg:
                 with self._lock:
@@ -357,10 +362,41 @@ def start_zygote(home: Path, log: Callable[[str], None],
     seconds) overlap the agent's start."""
     started = time.monotonic()
     try:
-        return Zygote(home / ("zygote-lean.log" if lean else "zygote.log"), lean=lean), started
+        return Zygote(home / ("zygote-lean.log" if lean else "zygote.log"), lean=lean,
+                      load_file=home / LOAD_TIMES), started
     except Exception:  # noqa: BLE001 - ranks fall back to fresh interpreters
         log(traceback.format_exc())
         return None, started
+
+
+LOAD_TIMES = "zygote-load.json"  # in the home: each zygote's last time from start to ready
+
+
+def _load_key(lean: bool) -> str:
+    return "lean" if lean else "torch"
+
+
+def load_times(home: Path) -> dict[bool, float]:
+    """The home's last time from start to ready of each zygote (by ``lean``), as the zygotes
+    recorded it; empty when none was recorded (or the file cannot be read)."""
+    try:
+        data = json.loads((home / LOAD_TIMES).read_text())
+        return {lean: float(data[_load_key(lean)]) for lean in (False, True) if _load_key(lean) in data}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def record_load_time(path: Path, lean: bool, seconds: float) -> None:
+    """Note that this home's zygote (``lean`` or the torch one) took ``seconds`` to be ready:
+    the next agent's forecasts of jobs held for it count on as long (best effort)."""
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data[_load_key(lean)] = round(seconds, 2)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except (OSError, ValueError, TypeError):
+        pass
 
 
 if __name__ == "__main__":
