@@ -38,3 +38,22 @@ def test_a_real_lean_zygote_records_its_load_before_it_says_ready(tmp_path):
     finally:
         z.close()
         z.proc.wait(30)
+
+
+def test_both_zygotes_recording_at_once_keep_both_times(tmp_path):
+    """The torch and the lean zygote's reader threads may be ready together."""
+    import threading
+
+    for _ in range(20):
+        (tmp_path / LOAD_TIMES).unlink(missing_ok=True)
+        go = threading.Barrier(2)
+
+        def rec(lean: bool) -> None:
+            go.wait()
+            record_load_time(tmp_path / LOAD_TIMES, lean, 2.0 if lean else 5.0)
+        ts = [threading.Thread(target=rec, args=(lean,)) for lean in (False, True)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(10)
+        assert load_times(tmp_path) == {False: 5.0, True: 2.0}

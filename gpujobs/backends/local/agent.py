@@ -153,7 +153,7 @@ class Agent:
         return {**fields,
                 "expected_start": max(start, due),
                 "reason": f"quota free; the agent is still loading {what} for its ranks ({so_far:.0f} s so far"
-                          f"{f', {last:.0f} s last time' if last is not None else ''}; "
+                          f"{f', {last:.{0 if last >= 2 else 1}f} s last time' if last is not None else ''}; "
                           f"admissions wait for it up to {left:.0f} s more)",
                 "expected_start_basis": "; ".join(b for b in (
                     fields.get("expected_start_basis"), f"admissions wait for the agent to load {what}"

@@ -370,6 +370,7 @@ def start_zygote(home: Path, log: Callable[[str], None],
 
 
 LOAD_TIMES = "zygote-load.json"  # in the home: each zygote's last time from start to ready
+_LOAD_LOCK = threading.Lock()  # the two zygotes' reader threads may record at once
 
 
 def _load_key(lean: bool) -> str:
@@ -389,14 +390,15 @@ def load_times(home: Path) -> dict[bool, float]:
 def record_load_time(path: Path, lean: bool, seconds: float) -> None:
     """Note that this home's zygote (``lean`` or the torch one) took ``seconds`` to be ready:
     the next agent's forecasts of jobs held for it count on as long (best effort)."""
-    try:
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data[_load_key(lean)] = round(seconds, 2)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
-    except (OSError, ValueError, TypeError):
-        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with _LOAD_LOCK:
+        try:
+            data = json.loads(path.read_text()) if path.exists() else {}
+            data[_load_key(lean)] = round(seconds, 2)
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
+        except (OSError, ValueError, TypeError):
+            tmp.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
