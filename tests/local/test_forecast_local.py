@@ -215,21 +215,28 @@ class WarmingZygote:
         pass
 
 
+def hold_for_zygote(agent, lean: bool, loading_for: float = 1.0) -> str:
+    """A zygote (``lean`` or torch) that has been loading for ``loading_for`` s, and a job of
+    the solo queue that needs it, submitted and given a scheduling pass; returns its id."""
+    z = WarmingZygote()
+    z.lean = lean
+    if lean:
+        agent.lean_zygote, agent.lean_started = z, time.monotonic() - loading_for
+    else:
+        agent.zygote, agent.zygote_started = z, time.monotonic() - loading_for
+    mine, _ = submit(agent, gpujobs.job(nap if lean else torch_nap, 120).ddp(gpus_per_node=1)
+                     .queue("solo").name("mine"))
+    assert agent._lean(agent.recs[mine]) is lean
+    agent.step()
+    return mine
+
+
 @pytest.mark.parametrize("lean", [False, True])
 def test_a_job_held_for_a_loading_zygote_says_so_and_its_range_covers_the_wait(agent, lean):
     """Seen in eta_replay: the first job after the torch zygote was started waited 2-3 s with
     free quota while its status said "starts any moment (was due ...)" and gave no reason."""
-    z = WarmingZygote()
-    z.lean = lean
-    if lean:
-        agent.lean_zygote, agent.lean_started = z, time.monotonic() - 1.0
-    else:
-        agent.zygote, agent.zygote_started = z, time.monotonic() - 1.0
     try:
-        fn = nap if lean else torch_nap
-        mine, _ = submit(agent, gpujobs.job(fn, 120).ddp(gpus_per_node=1).queue("solo").name("mine"))
-        assert agent._lean(agent.recs[mine]) is lean
-        agent.step()
+        mine = hold_for_zygote(agent, lean)
         st = status(agent, mine)
         assert st.phase == "queued"
         what = "its Python runtime" if lean else "torch"
@@ -255,16 +262,8 @@ def test_a_job_held_for_a_loading_zygote_is_forecast_when_its_last_load_says(age
 
     record_load_time(agent.home / LOAD_TIMES, lean, 4.0)
     agent.zygote_load_s = load_times(agent.home)  # as a new agent of this home reads it
-    z = WarmingZygote()
-    z.lean = lean
-    if lean:
-        agent.lean_zygote, agent.lean_started = z, time.monotonic() - 1.0
-    else:
-        agent.zygote, agent.zygote_started = z, time.monotonic() - 1.0
     try:
-        mine, _ = submit(agent, gpujobs.job(nap if lean else torch_nap, 120).ddp(gpus_per_node=1)
-                         .queue("solo").name("mine"))
-        agent.step()
+        mine = hold_for_zygote(agent, lean)
         st = status(agent, mine)
         now = time.time()
         what = "its Python runtime" if lean else "torch"
