@@ -251,7 +251,7 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
             proc = psutil.Process(pid)
             if any(m in " ".join(proc.cmdline()) for m in (AGENT_MODULE, OLD_AGENT_MODULE)):
                 proc.terminate()
-                proc.wait(timeout)
+                exited(proc, timeout)
                 return True
         except (OSError, ValueError, psutil.Error):
             pass
@@ -264,15 +264,32 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
     for maybe_pid in (pids.get("agent"), pids.get("zygote"), pids.get("lean_zygote")):
         if not maybe_pid:
             continue
-        pid = maybe_pid
         try:
-            proc = psutil.Process(pid)
-            proc.wait(max(0.1, deadline - time.monotonic()))
+            proc = psutil.Process(maybe_pid)
+            if not exited(proc, max(0.1, deadline - time.monotonic())):
+                proc.kill()
         except psutil.NoSuchProcess:
             pass
-        except psutil.TimeoutExpired:
-            proc.kill()
     return True
+
+
+def exited(proc: Any, timeout: float) -> bool:
+    """Wait up to ``timeout`` s until the psutil ``proc`` has exited; True if it has. A zombie
+    counts: the detached agent and its zygotes are children of PID 1, which reaps them when it
+    likes (a container's PID 1 may never), and ``proc.wait()`` would wait for that reap."""
+    import psutil
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _kill_recorded_ranks(home: Path) -> bool:
