@@ -8,11 +8,16 @@ RETRY_STATUS = (429, 500, 502, 503, 504)
 ATTEMPTS = 4
 
 
-def is_transient(exc: BaseException) -> bool:
-    """A timeout or dropped connection (worth the same request again)."""
+def transient_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a timeout or dropped connection (urllib3's are not OSErrors)."""
     import urllib3
 
-    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError))
+    return (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A timeout or dropped connection (worth the same request again)."""
+    return isinstance(exc, transient_errors())
 
 
 def retry_after_s(exc: Any) -> float | None:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
-from ..retry import is_transient
+from ..retry import transient_errors
 from .logs import _prefixed, _visible, pod_rank_order, user_pods
 from .objects import parse_time
 from .results import job_pods, main_container
@@ -81,6 +81,11 @@ def deadlines(job: dict, wl: dict | None) -> list[float]:
 def about_to_go(wl: dict | None) -> bool:
     """Whether Kueue is stopping the job: evicted, preempted or deactivated (its pods go next)."""
     return any(_true(wl, t) for t in _STOPPING) or ((wl or {}).get("spec") or {}).get("active") is False
+
+
+# The API answered no (gone, not allowed) or could not be reached (refused, dropped, timed out):
+# the keeper keeps nothing more and its thread ends.
+UNREADABLE = (ApiException, KubernetesError, *transient_errors())
 
 
 class LogKeeper:
@@ -151,9 +156,7 @@ class LogKeeper:
         ns, _, name = job_id.partition("/")
         try:
             pods = job_pods(self.api, ns, name)
-        except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
-            if not _unreadable(exc):
-                raise
+        except UNREADABLE:
             return
         self.follow(job_id, pods, [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")])
 
@@ -221,9 +224,7 @@ class LogKeeper:
                     time.sleep(0.5)
                     continue
                 return False  # gone already (404) or not allowed: nothing to keep
-            except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
-                if not _unreadable(exc):
-                    raise
+            except UNREADABLE:
                 return False  # the API server is unreachable (urllib3's MaxRetryError): nothing kept
             buf = b""
             try:
@@ -259,9 +260,7 @@ class LogKeeper:
         for _ in range(20):
             try:
                 cur = next((p for p in job_pods(self.api, ns, name) if p["metadata"].get("uid") == uid), None)
-            except Exception as exc:  # noqa: BLE001 - only an unreadable API is expected
-                if not _unreadable(exc):
-                    raise
+            except UNREADABLE:
                 return False
             if cur is None or cur["metadata"].get("deletionTimestamp"):
                 return True
@@ -271,8 +270,3 @@ class LogKeeper:
             return False
         return False
 
-
-def _unreadable(exc: BaseException) -> bool:
-    """The API answered no (gone, not allowed) or could not be reached (refused, dropped, timed
-    out: urllib3's errors are not OSErrors): the keeper keeps nothing more and its thread ends."""
-    return isinstance(exc, (ApiException, KubernetesError)) or is_transient(exc)
