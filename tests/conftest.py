@@ -85,6 +85,18 @@ def pytest_sessionfinish(session, exitstatus):
                 sys.stderr.write(f"\ncould not stop a backend's watches: {exc!r}\n")
 
 
+def _process_pool_prefixes() -> tuple[str, ...]:
+    """The thread names of the package's module-level pools: idle workers that live as long as
+    the process by design (submit's preflight reads and creates), no test's leftover."""
+    import sys
+    prefixes = []
+    for module in ("gpujobs.backends.kubernetes.submit.preflight", "gpujobs.backends.kubernetes.submit.create"):
+        pool = getattr(sys.modules.get(module), "_POOL", None)
+        if pool is not None:
+            prefixes.append(pool._thread_name_prefix)
+    return tuple(prefixes)
+
+
 def pytest_unconfigure(config):
     """The run has ended; the interpreter's shutdown is still to come. Name the threads still
     alive (each a test's leftover: its owner should stop it) and keep a fatal-error handler on
@@ -93,7 +105,9 @@ def pytest_unconfigure(config):
     import faulthandler
     import sys
     import threading
-    alive = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    pools = _process_pool_prefixes()
+    alive = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.name.startswith(pools)]
     if alive:
         names = ", ".join(sorted(f"{t.name}{' (daemon)' if t.daemon else ''}" for t in alive))
         sys.stderr.write(f"\nthreads alive after the tests: {names}\n")

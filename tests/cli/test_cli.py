@@ -87,6 +87,9 @@ def test_kubernetes_unreachable_is_3(cli, tmp_path):
         r = cli("queue", "--backend", "kubernetes", env={"KUBECONFIG": kc}, timeout=60)
         assert r.returncode == 3, r
         one_clean_line(r.stderr)
+    # the server is named, not a watch that "did not sync within 10 s" (the wait ends at the
+    # refused connects)
+    assert "the Kubernetes API server at https://127.0.0.1:9 cannot be reached" in r.stderr, r.stderr
 
 
 def test_render_sbatch_json_parses_back(cli):

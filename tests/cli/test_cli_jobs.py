@@ -28,8 +28,9 @@ def boom():
 '''
 
 
-def survivors(home) -> list[psutil.Process]:
-    """Processes (other than this one) whose environment points into this test's GPUJOBS_HOME."""
+def survivors(home, job_id: str | None = None) -> list[psutil.Process]:
+    """Processes (other than this one) whose environment points into this test's GPUJOBS_HOME;
+    with ``job_id``, only that job's ranks (titled "gpujobs JOB rank R"), not the agent or its zygotes."""
     out = []
     for p in psutil.process_iter():
         if p.pid == os.getpid():
@@ -38,9 +39,19 @@ def survivors(home) -> list[psutil.Process]:
             env = p.environ()
         except (psutil.Error, OSError):
             continue
+        if job_id is not None and not _titled_rank_of(p, job_id):
+            continue
         if any(str(home) in v for v in env.values()):
             out.append(p)
     return out
+
+
+def _titled_rank_of(p: psutil.Process, job_id: str) -> bool:
+    """A rank forked by a zygote keeps the zygote's /proc environ; its title names the job."""
+    try:
+        return " ".join(p.cmdline()).startswith(f"gpujobs {job_id} rank ")
+    except (psutil.Error, OSError):
+        return False
 
 
 @pytest.fixture
@@ -139,12 +150,14 @@ def test_ctrl_c_while_waiting_exits_130_and_cancel_stops_the_job(jobs_cli):
         for p in survivors(cli.home):
             p.kill()
         pytest.skip("cancel from another process needs the local agent")
+    assert survivors(cli.home, job_id), "the job's rank is not running (or not found) before the cancel"
     r = cli("cancel", job_id)
     assert r.returncode == 0, r.stderr
     assert json.loads(cli("status", job_id, "-o", "json").stdout)["phase"] == "cancelled"
-    deadline = time.time() + 30  # the agent kills the rank; the fixture then checks survivors
-    while survivors(cli.home) and time.time() < deadline:
-        time.sleep(0.5)
+    deadline = time.time() + 30  # the agent ends the rank; the fixture then checks the rest
+    while (ranks := survivors(cli.home, job_id)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not ranks, f"the cancelled job's ranks still run: {[p.pid for p in ranks]}"
 
 
 TYPED = '''

@@ -222,9 +222,12 @@ class ControlPlane:
         for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+        # Nothing of this control plane outlives it (etcd's data is in a fresh temporary folder):
+        # 3 s for all to exit, then SIGKILL (kube-apiserver drains its watches for ~11 s).
+        deadline = time.monotonic() + 3
         for p in reversed(list(self.procs.values())):
             try:
-                p.wait(timeout=15)
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)

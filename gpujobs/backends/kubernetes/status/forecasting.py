@@ -37,13 +37,14 @@ from typing import Any, Callable
 
 from ....admission.forecast import Forecast, Job, plan
 from ....admission.model import Workload
-from ....errors import BackendUnavailable, Fix, KubernetesError, SpecError
+from ....errors import BackendUnavailable, Fix, SpecError
 from ....status import JobStatus, Plan
 from . import mapping as status_map
 from ..cluster import Cluster
 from .kueue_model import NOT_ALL, clean_forecast, forecasts, podsets, \
     sharing_quota_with, translate
 from .kueue_read import FORBIDDEN, KINDS_READ, KueueObjects, http_lister, read_cluster
+from .informer import wait_synced
 
 __all__ = ["KubeForecasts", "for_backend", "NO_READ", "NOT_ALL", "forecasts", "read_cluster"]
 
@@ -83,10 +84,7 @@ class KubeForecasts:
         the first list, a read costs no request); namespaced fallbacks are list calls."""
         hub = self._hub()
         infs = self._informers()
-        deadline = time.monotonic() + timeout
-        for inf in infs.values():
-            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
-                raise KubernetesError(f"watch of {inf.path} did not sync within {timeout:.0f} s")
+        wait_synced(infs.values(), timeout)
         http = http_lister(self.backend.api_client, self.backend.http_timeout)
 
         def lst(plural: str, namespace: str | None = None) -> list[dict] | str:

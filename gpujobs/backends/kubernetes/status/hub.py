@@ -15,12 +15,11 @@ from typing import Any, Callable, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
-from ....errors import KubernetesError
 from ....status import JobStatus
 from . import mapping
 from ..kinds import KINDS
 from ..naming import LABEL_JOB as JOB_LABEL
-from .informer import Indexer, Informer
+from .informer import Indexer, Informer, wait_synced
 from .trainer_status import with_trainer_status
 
 WL = ("kueue.x-k8s.io", "v1beta2", "workloads")
@@ -120,10 +119,8 @@ class StatusHub:
                               label_selector=JOB_LABEL)
 
     def wait_synced(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        for inf in list(self._informers.values()):
-            if not inf.synced.wait(max(0.0, deadline - time.monotonic())):
-                raise KubernetesError(f"watch of {inf.path} did not sync within {timeout} s")
+        """Wait until every watch has listed once (see :func:`.informer.wait_synced`)."""
+        wait_synced(list(self._informers.values()), timeout)
 
     def stop(self) -> None:
         self._stop.set()

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
-from ..retry import retry_after_s
+from ....errors import KubernetesError
+from ..retry import ATTEMPTS, connect_failed, retry_after_s, unreachable
 
 
 def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
@@ -55,6 +57,10 @@ class Informer:
         self.missing = False  # the resource is not served (CRD not installed)
         self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
+        self.error: BaseException | None = None  # the last failed list or watch (None after a list)
+        self.unreachable = False  # ATTEMPTS dropped connections before the first list: no server
+        self._settled = threading.Event()  # synced, or known unreachable: a waiter can stop waiting
+        self._failures = 0
         self._stop = threading.Event()
         self._watch: kwatch.Watch | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"informer-{plural}")
@@ -94,8 +100,19 @@ class Informer:
         items = {o["metadata"]["name"]: o for o in data.get("items") or []}
         with self.lock:
             self._apply_list(items)
+        self.error, self.unreachable, self._failures = None, False, 0
         self.synced.set()
+        self._settled.set()
         return data["metadata"]["resourceVersion"]
+
+    def _failed(self, exc: BaseException) -> None:
+        """Note a failed list or watch; before the first list, ATTEMPTS failed connects in a row
+        (as many as :func:`..retry.retrying` allows a call) mark the server unreachable."""
+        self.error = exc
+        self._failures = self._failures + 1 if connect_failed(exc) else 0
+        if not self.synced.is_set() and self._failures >= ATTEMPTS:
+            self.unreachable = True
+            self._settled.set()
 
     def indexed(self, index: str, key: str) -> list[dict]:
         """The cached objects whose ``index`` keys include ``key``, in cache order."""
@@ -182,18 +199,38 @@ class Informer:
                 if exc.status == 403 and rv is None:  # the list itself is refused
                     self.forbidden = True
                     self.synced.set()
+                    self._settled.set()
                     self._stop.wait(30.0)
                     continue
                 if exc.status == 404:
                     self.missing = True
                     self.synced.set()
+                    self._settled.set()
                     rv = None
                     self._stop.wait(5.0)
                     continue
-                delay = backoff
-                delay = max(delay, retry_after_s(exc) or 0.0)
+                self._failed(exc)
+                delay = max(backoff, retry_after_s(exc) or 0.0)
                 self._stop.wait(delay + random.uniform(0, delay / 4))
                 backoff = min(backoff * 2, 5.0)
-            except Exception:  # dropped connection, protocol error, timeout: resume from rv
+            except Exception as exc:  # dropped connection, protocol error, timeout: resume from rv
+                self._failed(exc)
                 self._stop.wait(backoff + random.uniform(0, backoff / 4))
                 backoff = min(backoff * 2, 5.0)
+
+
+def wait_synced(informers: Iterable[Informer], timeout: float) -> None:
+    """Wait until each informer has listed once. Raises BackendUnavailable as soon as one finds
+    no API server (ATTEMPTS failed connects in a row), KubernetesError with the last error when
+    ``timeout`` s pass first."""
+    deadline = time.monotonic() + timeout
+    for inf in informers:
+        inf._settled.wait(max(0.0, deadline - time.monotonic()))
+        if inf.synced.is_set():
+            continue
+        host = getattr(getattr(inf.api, "configuration", None), "host", "?")
+        if inf.unreachable:
+            raise unreachable(inf.error, host) from inf.error  # type: ignore[arg-type]
+        last = f": last error: {' '.join(str(inf.error).split())[:200]}" if inf.error is not None else ""
+        raise KubernetesError(f"watch of {inf.path} at {host} did not sync within {timeout:.0f} s{last}")
+

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from ....errors import KubernetesError
+from ....errors import BackendUnavailable, KubernetesError
 from ..retry import transient_errors
 from .logs import _prefixed, _visible, pod_rank_order, user_pods
 from .objects import parse_time
@@ -85,7 +85,7 @@ def about_to_go(wl: dict | None) -> bool:
 
 # The API answered no (gone, not allowed) or could not be reached (refused, dropped, timed out):
 # the keeper keeps nothing more and its thread ends.
-UNREADABLE = (ApiException, KubernetesError, *transient_errors())
+UNREADABLE = (ApiException, KubernetesError, BackendUnavailable, *transient_errors())
 
 
 class LogKeeper:
