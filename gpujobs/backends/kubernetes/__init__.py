@@ -11,8 +11,9 @@ Modules: ``backend`` (KubernetesBackend) over three stages, the packages ``rende
 objects, no cluster), ``submit`` (checks, then all-or-nothing creation) and ``status`` (what a
 job is doing), with ``control`` (cancel, stacks: acting on a job); shared by them: ``naming``
 (ids, labels, annotations), ``keys`` (the key store: job keys and submit records), ``kinds``
-(one module per job kind, each a Kind, and their registry), ``retry`` and ``cluster`` (Cluster: what the stages use of the backend;
-ClusterState: its hubs and caches).
+(one module per job kind, each a Kind, and their registry), ``retry``, ``access`` (the API
+server's refusals: unreachable, 401, 403, each with its fix) and ``cluster`` (Cluster: what the
+stages use of the backend; ClusterState: its hubs and caches).
 """
 from __future__ import annotations
 

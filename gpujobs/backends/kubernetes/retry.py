@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ...errors import BackendUnavailable
+from .access import connect_failed, unauthorized, unreachable
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
 ATTEMPTS = 4
@@ -22,28 +22,6 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, transient_errors())
 
 
-def connect_failed(exc: BaseException) -> bool:
-    """No connection could be made (refused, no route, unknown host, connect timeout): there is
-    no API server at the address, as opposed to a connection that dropped or a slow answer."""
-    import urllib3
-
-    reason = getattr(exc, "reason", None) if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
-    return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError,
-                               ConnectionRefusedError))
-
-
-def unreachable(exc: BaseException, host: str | None = None) -> BackendUnavailable:
-    """The error for an API server that cannot be reached, with the connection's own reason."""
-    pool = getattr(exc, "pool", None)
-    if host is None and pool is not None:
-        host = f"{pool.scheme}://{pool.host}:{pool.port}"
-    reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
-    return BackendUnavailable(
-        f"the Kubernetes API server{f' at {host}' if host else ''} cannot be reached ({reason[:200]}); "
-        "fix: start the cluster or point KUBECONFIG at a running one, then check it with: "
-        "kubectl cluster-info")
-
-
 def retry_after_s(exc: Any) -> float | None:
     """The Retry-After of an ApiException in seconds (None when absent or an HTTP date)."""
     value = (getattr(exc, "headers", None) or {}).get("Retry-After")
@@ -55,7 +33,8 @@ def retry_after_s(exc: Any) -> float | None:
 
 def retrying(call: Callable[[], Any]) -> Any:
     """``call()``, retried up to ATTEMPTS times on RETRY_STATUS answers and transient errors;
-    BackendUnavailable when no connection could be made at all."""
+    BackendUnavailable when no connection could be made at all, KubernetesError (401) when the
+    server refuses the credentials (:mod:`.access`)."""
     from kubernetes.client.exceptions import ApiException
 
     delay = 0.2
@@ -63,6 +42,8 @@ def retrying(call: Callable[[], Any]) -> Any:
         try:
             return call()
         except ApiException as exc:
+            if exc.status == 401:
+                raise unauthorized(exc) from exc
             if exc.status not in RETRY_STATUS or attempt == ATTEMPTS - 1:
                 raise
             after = retry_after_s(exc)

@@ -19,6 +19,7 @@ from ....status import JobStatus
 from . import mapping
 from ..kinds import KINDS
 from ..naming import LABEL_JOB as JOB_LABEL
+from ..access import forbidden
 from .informer import Indexer, Informer, wait_synced
 from .trainer_status import with_trainer_status
 
@@ -119,8 +120,14 @@ class StatusHub:
                               label_selector=JOB_LABEL)
 
     def wait_synced(self, timeout: float = 10.0) -> None:
-        """Wait until every watch has listed once (see :func:`.informer.wait_synced`)."""
-        wait_synced(list(self._informers.values()), timeout)
+        """Wait until every watch has listed once (see :func:`.informer.wait_synced`). A list of
+        this namespace refused (403) is an error naming the Role's fix: gpujobs' Role grants each
+        of them (an empty queue would be a lie); cluster-wide reads are optional."""
+        infs = list(self._informers.values())
+        wait_synced(infs, timeout)
+        refused = next((i for i in infs if i.forbidden and i.namespace is not None), None)
+        if refused is not None:
+            raise forbidden(refused.resource[2], self.namespace)
 
     def stop(self) -> None:
         self._stop.set()

@@ -19,7 +19,8 @@ from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
 from ....errors import KubernetesError
-from ..retry import ATTEMPTS, connect_failed, retry_after_s, unreachable
+from ..access import connect_failed, unauthorized, unreachable
+from ..retry import ATTEMPTS, retry_after_s
 
 
 def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
@@ -44,6 +45,7 @@ class Informer:
                  watch_timeout: int = 240, lock: Any = None, indexers: dict[str, Indexer] | None = None):
         self.lock = lock or threading.RLock()
         self.api, self.path = api_client, _path(group, version, plural, namespace)
+        self.namespace = namespace
         self.resource = (group, version, plural)
         self.label_selector, self.watch_timeout = label_selector, watch_timeout
         self.on_change = on_change
@@ -58,7 +60,8 @@ class Informer:
         self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
         self.error: BaseException | None = None  # the last failed list or watch (None after a list)
-        self.unreachable = False  # ATTEMPTS dropped connections before the first list: no server
+        self.unreachable = False  # ATTEMPTS failed connects before the first list: no server
+        self.unauthorized = False  # the server refused the credentials (401) before the first list
         self._settled = threading.Event()  # synced, or known unreachable: a waiter can stop waiting
         self._failures = 0
         self._stop = threading.Event()
@@ -100,7 +103,7 @@ class Informer:
         items = {o["metadata"]["name"]: o for o in data.get("items") or []}
         with self.lock:
             self._apply_list(items)
-        self.error, self.unreachable, self._failures = None, False, 0
+        self.error, self.unreachable, self.unauthorized, self._failures = None, False, False, 0
         self.synced.set()
         self._settled.set()
         return data["metadata"]["resourceVersion"]
@@ -196,6 +199,11 @@ class Informer:
                 if exc.status == 410:  # Gone: relist and diff
                     rv = None
                     continue
+                if exc.status == 401 and rv is None:  # credentials refused: say so, keep trying
+                    self.error, self.unauthorized = exc, True
+                    self._settled.set()
+                    self._stop.wait(5.0)
+                    continue
                 if exc.status == 403 and rv is None:  # the list itself is refused
                     self.forbidden = True
                     self.synced.set()
@@ -221,8 +229,8 @@ class Informer:
 
 def wait_synced(informers: Iterable[Informer], timeout: float) -> None:
     """Wait until each informer has listed once. Raises BackendUnavailable as soon as one finds
-    no API server (ATTEMPTS failed connects in a row), KubernetesError with the last error when
-    ``timeout`` s pass first."""
+    no API server (ATTEMPTS failed connects in a row), KubernetesError (401) as soon as one has
+    its credentials refused, KubernetesError with the last error when ``timeout`` s pass first."""
     deadline = time.monotonic() + timeout
     for inf in informers:
         inf._settled.wait(max(0.0, deadline - time.monotonic()))
@@ -231,6 +239,8 @@ def wait_synced(informers: Iterable[Informer], timeout: float) -> None:
         host = getattr(getattr(inf.api, "configuration", None), "host", "?")
         if inf.unreachable:
             raise unreachable(inf.error, host) from inf.error  # type: ignore[arg-type]
+        if inf.unauthorized:
+            raise unauthorized(inf.error, host) from None  # type: ignore[arg-type]
         last = f": last error: {' '.join(str(inf.error).split())[:200]}" if inf.error is not None else ""
         raise KubernetesError(f"watch of {inf.path} at {host} did not sync within {timeout:.0f} s{last}")
 

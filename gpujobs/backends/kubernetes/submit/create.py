@@ -25,7 +25,8 @@ from ....errors import GpuJobsError, PreflightError, SubmitError
 from .. import keys, naming
 from ..cluster import Cluster
 from ..kinds import KINDS
-from .preflight import RBAC_FIX, _Cache, preflight
+from ..access import RBAC_FIX
+from .preflight import _Cache, preflight
 from ..render.job import Rendered, owner_reference
 from ..retry import retrying
 
@@ -238,7 +239,6 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
         if isinstance(exc, ApiException):
             hint = ""
             if exc.status == 403:
-                from .preflight import RBAC_FIX
                 hint = f" (RBAC: {RBAC_FIX.format(ns=r.namespace)})"
             raise SubmitError(f"creating {what} failed: HTTP {exc.status} {exc.reason}{hint}"
                               f"{cleaned}") from None

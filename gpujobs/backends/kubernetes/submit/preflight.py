@@ -27,11 +27,8 @@ from ..cluster import Cluster
 from ..kinds import KINDS
 from ..render.podsets import pod_sets, total_requests
 from ..render.job import Rendered
+from ..access import RBAC_FIX
 from ..retry import retrying
-
-RBAC_FIX = ("ask a cluster admin to run `gpujobs admin rbac -n {ns} --user NAME | kubectl apply -f -`, "
-            "NAME being your Kubernetes user (`kubectl auth whoami`): the gpujobs Role and a RoleBinding "
-            "of it to you")
 
 
 class _Miss(Exception):
