@@ -146,3 +146,43 @@ def test_plan_with_the_forecast_reader_cluster_role(controlplane, alice, gpujobs
         never = be.plan(spec_of("PyTorchJob", gpus=8))
     assert fits.admit_now and fits.position is None, fits
     assert not never.admit_now and never.expected_start is None, never
+
+
+def test_a_user_without_the_role_reading_the_queue_is_told_the_fix_not_shown_an_empty_queue(
+        controlplane, gpujobs_home):
+    """The real authorizer's 403 on the namespace's Workloads: an error with `gpujobs admin rbac`
+    (before: `gpujobs queue` printed an empty table and exited 0)."""
+    from gpujobs.errors import KubernetesError
+    be = _backend(controlplane.user_kubeconfig("mallory"), gpujobs_home)
+    try:
+        with pytest.raises(KubernetesError) as e:
+            be.jobs()
+    finally:
+        be.state.stop_watches()
+    assert (e.value.status, e.value.reason) == (403, "Forbidden")
+    assert f"you may not list workloads in namespace '{NS}'" in str(e.value)
+    assert f"gpujobs admin rbac -n {NS} --user NAME" in str(e.value)
+
+
+def test_a_token_the_server_does_not_know_is_a_401_with_the_login_fix(controlplane, gpujobs_home, tmp_path):
+    """The real authenticator's 401, for a status read and a submit alike."""
+    from gpujobs.errors import KubernetesError
+    kc = tmp_path / "kubeconfig-stale"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": controlplane.server,
+                                               "certificate-authority": str(controlplane.pki["ca"])}}],
+        "users": [{"name": "u", "user": {"token": "expired-or-never-issued"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}]}))
+    be = _backend(kc, gpujobs_home)
+    errors = []
+    try:
+        for call in (be.jobs, lambda: be.submit(spec_of("PyTorchJob"))):
+            with pytest.raises(KubernetesError) as e:
+                call()
+            errors.append(e.value)
+    finally:
+        be.state.stop_watches()
+    for err in errors:
+        assert (err.status, err.reason) == (401, "Unauthorized"), err
+        assert "does not accept your credentials" in str(err) and "kubectl auth whoami" in str(err)
