@@ -273,6 +273,25 @@ def test_failed_payload_secret_create_removes_the_job(server, backend):
     assert len(local_records(backend)) == 1  # the first job's record (and key) only
 
 
+def test_credentials_refused_mid_submit_remove_the_job_and_say_so(server, backend):
+    """A 401 on the payload Secret's create (a token that expired mid-submit) is the access error
+    (its login fix) and still says what the rollback removed (before the access errors, a
+    GpuJobsError re-raised as is dropped the "removed TrainJob" part)."""
+    from gpujobs.backends.kubernetes.render.payload_objects import INLINE_LIMIT
+
+    backend.submit(ddp().spec())  # the shared objects exist now
+    before = set(namespaced_objects(server))
+    server.inject(401, count=1, verb="create", path="/secrets$")
+    with pytest.raises(SubmitError) as ei:
+        backend.submit(gpujobs.job(double, b"x" * INLINE_LIMIT).ddp(nodes=1, gpus_per_node=1)
+                       .queue("team-a").spec())
+    msg = str(ei.value)
+    assert "does not accept your credentials" in msg and "kubectl auth whoami" in msg
+    assert "removed TrainJob" in msg
+    assert set(namespaced_objects(server)) == before
+    assert len(local_records(backend)) == 1
+
+
 @pytest.mark.parametrize("fail_on", ["configmaps", "secrets", "trainjobs"])
 def test_failed_create_leaves_no_job(server, backend, fail_on):
     server.inject(500, count=ATTEMPTS, verb="create", path=f"/{fail_on}$")

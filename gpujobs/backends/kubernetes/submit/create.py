@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
-from ....errors import GpuJobsError, PreflightError, SubmitError
+from ....errors import BackendError, GpuJobsError, PreflightError, SubmitError
 from .. import keys, naming
 from ..cluster import Cluster
 from ..kinds import KINDS
@@ -232,10 +232,12 @@ def submit_rendered(backend: Cluster, r: Rendered) -> str:
         removed = _rollback(objs, attempted) if not isinstance(exc, PreflightError) or step != "job" \
             else []
         keys.forget(r.namespace, r.name, backend.home, restore=replaced)  # an earlier job's stays
-        if isinstance(exc, GpuJobsError):
-            raise
         what = f"{_KIND_OF.get(step, r.job['kind'])} {r.namespace}/{dict(attempted)[step]}"
         cleaned = f"; removed {', '.join(removed)}" if removed else "; nothing was left behind"
+        if isinstance(exc, BackendError) and removed:  # the server went (or refused) mid-way: say what is left
+            raise SubmitError(f"creating {what} failed: {exc}{cleaned}") from exc
+        if isinstance(exc, GpuJobsError):
+            raise
         if isinstance(exc, ApiException):
             hint = ""
             if exc.status == 403:
