@@ -5,7 +5,9 @@ client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After`
 410 Gone, diffing the fresh list against its cache so no transition is lost and none is
 duplicated; a 404 (the resource is not served: CRD not installed) marks it ``missing`` and it
 tries again later, a 403 on the list marks it ``forbidden`` (retried every 30 s); ``namespace``
-None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key. It knows nothing of gpujobs:
+None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key.
+:func:`wait_synced` waits for the first lists, and ends at once with the access error
+(:mod:`..access`) when the server cannot be reached or refuses the credentials. It knows nothing of gpujobs:
 :mod:`.hub` builds the status of jobs on top of it (after client-go's SharedIndexInformer).
 """
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Informer:
         self.error: BaseException | None = None  # the last failed list or watch (None after a list)
         self.unreachable = False  # ATTEMPTS failed connects before the first list: no server
         self.unauthorized = False  # the server refused the credentials (401) before the first list
-        self._settled = threading.Event()  # synced, or known unreachable: a waiter can stop waiting
+        self._settled = threading.Event()  # listed, or refused (unreachable, 401, 403, 404): waiting is over
         self._failures = 0
         self._stop = threading.Event()
         self._watch: kwatch.Watch | None = None
