@@ -7,7 +7,7 @@ duplicated; a 404 (the resource is not served: CRD not installed) marks it ``mis
 tries again later, a 403 on the list marks it ``forbidden`` (retried every 30 s); ``namespace``
 None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key.
 :func:`wait_synced` waits for the first lists, and ends at once with the access error
-(:mod:`..access`) when the server cannot be reached or refuses the credentials. It knows nothing of gpujobs:
+(:mod:`..access`) when the server cannot be reached or refuses the credentials. It knows nothing of jobs:
 :mod:`.hub` builds the status of jobs on top of it (after client-go's SharedIndexInformer).
 """
 from __future__ import annotations
