@@ -9,7 +9,7 @@ import sys
 
 import psutil
 
-from gpujobs.backends.local.client import exited
+from gpujobs.backends.local.procs import exited
 
 # A parent that never reaps its child: the child's zombie stays while the parent sleeps.
 NO_REAP = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'pass']); " \

@@ -15,6 +15,7 @@ from ...rank.contract import EXIT, FAILURE, OUTCOME, PROCESS, JobFolder, launch_
 from ...errors import GpuJobsError
 from ...spec import JobSpec
 from .gang import GangExit, failed_rank_message, first_failed, write_launch
+from .procs import running
 from .records import Rec, agent_log
 from .store import Store
 
@@ -50,14 +51,7 @@ class Adopted:
         return [p.pid for p in self.procs.values()]
 
     def _alive(self) -> bool:
-        import psutil
-        for p in self.procs.values():
-            try:
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    return True
-            except psutil.NoSuchProcess:
-                pass
-        return False
+        return any(running(p) for p in self.procs.values())
 
     def all_exited(self) -> bool:
         return not self._alive()

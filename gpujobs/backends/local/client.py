@@ -14,6 +14,7 @@ from typing import Any
 from ...config import gpujobs_home
 from ...errors import BackendUnavailable, StateError
 from . import private, protocol
+from .procs import exited
 
 START_TIMEOUT_S = 30.0
 CONNECT_DEADLINE_S = 30.0  # a busy agent (full listen queue) is retried this long
@@ -271,25 +272,6 @@ def stop_agent(home: Path | None = None, timeout: float = 15.0) -> bool:
         except psutil.NoSuchProcess:
             pass
     return True
-
-
-def exited(proc: Any, timeout: float) -> bool:
-    """Wait up to ``timeout`` s until the psutil ``proc`` has exited; True if it has. A zombie
-    counts: the detached agent and its zygotes are children of PID 1, which reaps them when it
-    likes (a container's PID 1 may never), and ``proc.wait()`` would wait for that reap."""
-    import psutil
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def _kill_recorded_ranks(home: Path) -> bool:

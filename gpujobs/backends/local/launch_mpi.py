@@ -22,6 +22,7 @@ import psutil
 from ...errors import PreflightError
 from ...spec import JobSpec
 from .gang import Gang, GangExit, failed_rank_message
+from .procs import running
 from ...rank import contract
 
 MPI_INSTALL_HINT = ("install Open MPI and mpi4py: `apt-get install openmpi-bin libopenmpi-dev` "
@@ -79,12 +80,12 @@ def kill_tree(root_pid: int | None, job_id: str, sig: int = signal.SIGKILL) -> N
         # No wait() here: it would reap our own children and hide exit codes from their Popen.
         pending = victims
         while pending and time.monotonic() < deadline:
-            pending = [p for p in pending if _running(p)]
+            pending = [p for p in pending if running(p)]
             if pending:
                 time.sleep(0.01)
         if not victims or time.monotonic() >= deadline:
             return
-        if not any(_running(p) for p in _tree(root_pid, job_id)):
+        if not any(running(p) for p in _tree(root_pid, job_id)):
             return
 
 
@@ -98,14 +99,7 @@ def _tree(root_pid: int | None, job_id: str) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     victims.update({p.pid: p for p in job_processes(job_id)})
-    return [p for p in victims.values() if _running(p)]
-
-
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return False
+    return [p for p in victims.values() if running(p)]
 
 
 def descendants(pid: int | None) -> list[int]:
