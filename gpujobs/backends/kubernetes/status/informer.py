@@ -62,10 +62,8 @@ class Informer:
         self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
         self.error: BaseException | None = None  # the last failed list or watch (None after a list)
-        self.unreachable = False  # ATTEMPTS failed connects before the first list: no server
-        self.unauthorized = False  # the server refused the credentials (401) before the first list
         self._settled = threading.Event()  # listed, or refused (unreachable, 401, 403, 404): waiting is over
-        self._failures = 0
+        self._failures = 0  # failed connects in a row
         self._stop = threading.Event()
         self._watch: kwatch.Watch | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"informer-{plural}")
@@ -105,18 +103,27 @@ class Informer:
         items = {o["metadata"]["name"]: o for o in data.get("items") or []}
         with self.lock:
             self._apply_list(items)
-        self.error, self.unreachable, self.unauthorized, self._failures = None, False, False, 0
+        self.error, self._failures = None, 0
         self.synced.set()
         self._settled.set()
         return data["metadata"]["resourceVersion"]
 
+    @property
+    def unreachable(self) -> bool:
+        """No first list yet, after ATTEMPTS failed connects in a row (as many as
+        :func:`..retry.retrying` allows a call): no API server at the address."""
+        return not self.synced.is_set() and self._failures >= ATTEMPTS
+
+    @property
+    def unauthorized(self) -> bool:
+        """No first list yet, and the server refused the credentials (401)."""
+        return not self.synced.is_set() and getattr(self.error, "status", None) == 401
+
     def _failed(self, exc: BaseException) -> None:
-        """Note a failed list or watch; before the first list, ATTEMPTS failed connects in a row
-        (as many as :func:`..retry.retrying` allows a call) mark the server unreachable."""
+        """Note a failed list or watch; a waiter stops waiting once it is unreachable or unauthorized."""
         self.error = exc
         self._failures = self._failures + 1 if connect_failed(exc) else 0
-        if not self.synced.is_set() and self._failures >= ATTEMPTS:
-            self.unreachable = True
+        if self.unreachable or self.unauthorized:
             self._settled.set()
 
     def indexed(self, index: str, key: str) -> list[dict]:
@@ -202,8 +209,7 @@ class Informer:
                     rv = None
                     continue
                 if exc.status == 401 and rv is None:  # credentials refused: say so, keep trying
-                    self.error, self.unauthorized = exc, True
-                    self._settled.set()
+                    self._failed(exc)
                     self._stop.wait(5.0)
                     continue
                 if exc.status == 403 and rv is None:  # the list itself is refused
