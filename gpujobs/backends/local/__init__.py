@@ -12,7 +12,8 @@ from the typed settings); ``records`` (a job's record), ``store`` (SQLite), ``jo
 folder), ``private`` (0700 state), ``diskspace`` (which device is full); ``gang``, ``zygote`` and
 ``lean`` (which fork server a gang's ranks come from: the torch zygote or the lean one without
 torch), ``launchers`` (the gang factory), ``launch_ray`` and ``launch_mpi``; ``startup`` (ranks that
-have not reached the job's function yet); ``stacks`` (live stacks).
+have not reached the job's function yet); ``stacks`` (live stacks); ``procs`` (whether a
+process still runs, a zombie counting as ended).
 """
 from __future__ import annotations
 
