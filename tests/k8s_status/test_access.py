@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 
 import pytest
 from kubernetes import client
+from tests.support import free_port
 
 from gpujobs.backends.kubernetes.retry import retrying
 from gpujobs.backends.kubernetes.status.informer import Informer, wait_synced
@@ -19,10 +19,8 @@ from gpujobs.errors import BackendUnavailable, KubernetesError
 
 @pytest.fixture
 def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed: connects are refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on (free now: connects are refused)."""
+    return free_port()
 
 
 def api_at(host: str) -> client.ApiClient:
