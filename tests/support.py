@@ -18,6 +18,25 @@ MPI_IMAGE = "gpujobs-mpi:py%d%d" % sys.version_info[:2]
 jobs on a cluster name with .image(...) (the default pytorch image has none of these)."""
 
 
+@contextmanager
+def ipython_shell(monkeypatch: Any, ipython_dir: Path) -> Iterator[Any]:
+    """A fresh IPython InteractiveShell with the gpujobs magic loaded; its history off (no sqlite
+    file, no history thread left running), its profile in ``ipython_dir``; cleared afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+    monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
+    InteractiveShell.clear_instance()
+    cfg = Config()
+    cfg.HistoryManager.enabled = False
+    sh = InteractiveShell.instance(config=cfg, colors="nocolor")
+    sh.run_line_magic("load_ext", "gpujobs_magic")
+    try:
+        yield sh
+    finally:
+        sh.run_line_magic("unload_ext", "gpujobs_magic")
+        InteractiveShell.clear_instance()
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (servers the tests start bind to loopback only)."""
     with socket.socket() as s:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from tests.support import ipython_shell
 
 import gpujobs
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SpecError
@@ -101,7 +102,7 @@ CASES: list[Case] = [
     Case("builder-command-and-fn", "api", lambda: B(train).options(command=("ls",)).submit(), SpecError, ("command",), ("one of them",)),
     Case("payload-unpicklable-arg", "api", lambda: B(train, threading.Lock()).submit(), PayloadError, ("args[0]", "lock"), ("inside the function",)),
     Case("payload-generator-kwarg", "api", lambda: B(train, x=(i for i in range(3))).submit(), PayloadError, ("kwargs['x']", "generator"), ("inside the function",)),
-    Case("payload-over-builder-limit", "api", lambda: B(train, b"x" * 5000).options(max_payload_bytes=1000).submit(), PayloadError, ("payload", "args[0]"), ("max_payload_bytes",)),
+    Case("payload-over-builder-limit", "api", lambda: B(train, b"x" * 50_000).options(max_payload_bytes=1000).submit(), PayloadError, ("payload", "args[0]"), ("max_payload_bytes",)),
     Case("attach-unknown-local", "api", lambda: gpujobs.attach("nope-123"), SpecError, ("job_id", "nope-123"), ("gpujobs.jobs()",)),
     Case("attach-k8s-bad-id", "api", lambda: gpujobs.attach("noslash", backend="kubernetes"), SpecError, ("job_id", "noslash"), ("<namespace>/<name>",)),
     # ---------------------------------------------------------------- Kubernetes submit (fake apiserver)
@@ -174,12 +175,10 @@ _RECORD: collections.Counter = collections.Counter()
 
 
 @pytest.fixture(scope="module")
-def shell():
-    from IPython.core.interactiveshell import InteractiveShell
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "gpujobs_magic")
-    sh.user_ns["lock"] = threading.Lock()
-    yield sh
+def shell(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp, ipython_shell(mp, tmp_path_factory.mktemp("ipython")) as sh:
+        sh.user_ns["lock"] = threading.Lock()
+        yield sh
 
 
 def _message_ok(text: str, case: Case) -> None:

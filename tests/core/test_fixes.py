@@ -8,6 +8,7 @@ import json
 import shlex
 
 import pytest
+from tests.support import ipython_shell
 
 import gpujobs
 from gpujobs.backends.local import protocol
@@ -71,13 +72,9 @@ def test_the_cli_shows_its_own_words(tmp_path, monkeypatch, capsys):
 
 
 @pytest.fixture
-def shell():
-    from IPython.core.interactiveshell import InteractiveShell
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance(colors="nocolor")
-    sh.run_line_magic("load_ext", "gpujobs_magic")
-    yield sh
-    InteractiveShell.clear_instance()
+def shell(tmp_path, monkeypatch):
+    with ipython_shell(monkeypatch, tmp_path / "ipython") as sh:
+        yield sh
 
 
 def test_the_magic_shows_its_own_words(shell):

@@ -6,6 +6,7 @@ and the Kubernetes kind resolver share."""
 from __future__ import annotations
 
 import pytest
+from tests.support import ipython_shell
 
 import gpujobs
 from gpujobs.builder import JobBuilder
@@ -44,24 +45,14 @@ def no_submit(monkeypatch):
 @pytest.fixture
 def magic(no_submit, tmp_path, monkeypatch):
     from IPython.core.error import UsageError
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    cfg = Config()
-    cfg.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=cfg, colors="nocolor")
-    sh.run_line_magic("load_ext", "gpujobs_magic")
-
-    def run(fw: str, gpus: int, nodes: int) -> object:
-        try:
-            return fields(sh.run_cell_magic("gpujob", f"--gpus {gpus} --nodes {nodes} --framework {fw}",
-                                            "x = 1"))
-        except UsageError:
-            return REFUSED
-    yield run
-    sh.run_line_magic("unload_ext", "gpujobs_magic")
-    InteractiveShell.clear_instance()
+    with ipython_shell(monkeypatch, tmp_path / "ipython") as sh:
+        def run(fw: str, gpus: int, nodes: int) -> object:
+            try:
+                return fields(sh.run_cell_magic("gpujob", f"--gpus {gpus} --nodes {nodes} --framework {fw}",
+                                                "x = 1"))
+            except UsageError:
+                return REFUSED
+        yield run
 
 
 def sbatch_text(fw: str, gpus: int, nodes: int) -> str:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 
 import gpujobs
 from gpujobs.backends.kubernetes.render.payload_objects import RUNTIME_DIR, lib_zip
@@ -92,7 +92,9 @@ def run_bootstrap(tmp_path, procs, extra_env, block=()):
             for a, b in repl.items():
                 v = v.replace(a, b)
             env[e["name"]] = v
-    env.update(GPUJOBS_DEVICE="cpu", **extra_env)
+    # a pod has a network namespace of its own; here the rendezvous takes a free port of this
+    # machine, not the default 29500 another test may hold
+    env.update(GPUJOBS_DEVICE="cpu", MASTER_PORT=str(free_port()), **extra_env)
     if block:  # an image without these packages: their import fails
         blocker = tmp_path / "blocker"
         blocker.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -14,13 +15,14 @@ from gpujobs.errors import SpecError, StateError
 
 
 @pytest.fixture
-def runtime(tmp_path, monkeypatch):
-    """A temp dir of the test's own, no XDG_RUNTIME_DIR."""
-    t = tmp_path / "tmp"
-    t.mkdir()
+def runtime(monkeypatch):
+    """A temp dir of the test's own, no XDG_RUNTIME_DIR. Short, as /tmp is: pytest's tmp_path
+    (longer under xdist's per-worker folders) would push a socket path past the AF_UNIX limit."""
+    t = Path(tempfile.mkdtemp(prefix="gj-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(t))
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    return t
+    yield t
+    shutil.rmtree(t, ignore_errors=True)
 
 
 def test_short_private_home_holds_the_socket(tmp_path, runtime):

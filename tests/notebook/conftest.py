@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.notebook.nbscript import RecordingComm
+from tests.support import ipython_shell
 
 
 @pytest.fixture
@@ -17,17 +18,8 @@ def nb_env(gpujobs_home, monkeypatch):
 
 @pytest.fixture
 def shell(nb_env, tmp_path, monkeypatch):
-    from IPython.core.interactiveshell import InteractiveShell
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    from traitlets.config import Config
-    cfg = Config()
-    cfg.HistoryManager.enabled = False  # no sqlite file left behind (or written at exit)
-    sh = InteractiveShell.instance(config=cfg, colors="nocolor")
-    sh.run_line_magic("load_ext", "gpujobs_magic")
-    yield sh
-    sh.run_line_magic("unload_ext", "gpujobs_magic")
-    InteractiveShell.clear_instance()
+    with ipython_shell(monkeypatch, tmp_path / "ipython") as sh:
+        yield sh
 
 
 @pytest.fixture
