@@ -57,11 +57,18 @@ check: $(VENV)/.dev
 controlplane:
 	bash tools/controlplane/build.sh
 
+# The suite runs on TEST_WORKERS pytest-xdist workers. Most of it waits on real processes (ranks,
+# Ray, the simulated and the real control plane), one core busy on average: two workers on two
+# cores take about 15 min instead of 24. Tests that share a session fixture (the real control
+# plane, the wheel, Chromium) stay on one worker (tests/conftest.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadgroup
+
 test: check controlplane
-	$(PY) -m pytest -q -rs --durations=15 $(PYTEST_ARGS)
+	$(PYTEST) --durations=15 $(PYTEST_ARGS)
 
 test-fast: check
-	$(PY) -m pytest -q -rs -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) benchmarks/local_launch.py

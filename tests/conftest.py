@@ -67,6 +67,20 @@ def no_leftovers():
     return check
 
 
+#: folders whose tests share one expensive session fixture (the real control plane, the wheel) or
+#: machine-wide resource (Chromium with JupyterLab): under ``pytest -n`` (xdist, ``--dist
+#: loadgroup``) each runs on one worker, so the fixture starts once
+SHARED_SESSION = ("realcp", "browser", "packaging")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(__file__)
+    for item in items:
+        folder = os.path.relpath(str(item.fspath), here).split(os.sep)[0]
+        if folder in SHARED_SESSION:
+            item.add_marker(pytest.mark.xdist_group(folder))
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Stop the watches of every Kubernetes backend a test made and left running (a backend made
     outside the make_cluster fixtures: the CLI in-process, a second reader): their informer and
