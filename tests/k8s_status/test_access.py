@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 
 import pytest
 from kubernetes import client
@@ -145,3 +146,39 @@ def test_a_namespaced_list_the_role_lacks_is_an_error_not_an_empty_queue(tmp_pat
     assert (err.value.status, err.value.reason) == (403, "Forbidden")
     assert "you may not list workloads in namespace 'team-a'" in str(err.value)
     assert "gpujobs admin rbac -n team-a --user NAME | kubectl apply -f -" in str(err.value)
+
+
+def sleepy(seconds, value):
+    import time as _t
+    _t.sleep(seconds)
+    return value
+
+
+@pytest.mark.slow
+def test_a_long_lived_view_says_its_status_is_not_current_while_the_cluster_refuses_and_recovers(make_cluster):
+    """Credentials that expire after the watches synced: before, every status and the widget kept
+    the last state with nothing said (the watches retried out of sight)."""
+    import gpujobs
+    from gpujobs.handle import Job
+    from tests.support import wait_for
+
+    sim, be = make_cluster(gpus=1)
+    job = Job(be.submit(gpujobs.job(sleepy, 120, "a").queue("q").spec()), be)
+    wait_for(lambda: job.status().phase == "running", timeout=60)
+    be.state.hubs["default"].stale_after_s = 0.5
+    pushed: list = []
+    be.subscribe(job.id, pushed.append)
+    sim.server.drop_watches()  # a dropped connection, at once resumed: current all along
+    time.sleep(2.0)
+    assert "stale_since" not in job.status().extra and not any("not current" in s.message for s in pushed)
+    sim.server.inject(401, count=10**6, path="/namespaces/default/")  # the token expired
+    sim.server.drop_watches()
+    st = wait_for(lambda: (s := job.status()).extra.get("stale_since") and s, timeout=30)
+    assert st.phase == "running"
+    assert st.message.startswith("not current: no news from the cluster since ")
+    assert "does not accept your credentials" in st.message and "kubectl auth whoami" in st.message
+    wait_for(lambda: any("not current" in s.message for s in pushed))  # what the widget is told
+    sim.server.clear_faults()  # logged in again
+    st = wait_for(lambda: "stale_since" not in (s := job.status()).extra and s, timeout=30)
+    assert st.phase == "running" and "not current" not in st.message
+    job.cancel()

@@ -2,7 +2,7 @@
 (BackendUnavailable), credentials refused (401), a verb the user's Role lacks (403)."""
 from __future__ import annotations
 
-from ...errors import BackendUnavailable, KubernetesError
+from ...errors import BackendError, BackendUnavailable, KubernetesError
 
 RBAC_FIX = ("ask a cluster admin to run `gpujobs admin rbac -n {ns} --user NAME | kubectl apply -f -`, "
             "NAME being your Kubernetes user (`kubectl auth whoami`): the gpujobs Role and a RoleBinding "
@@ -44,3 +44,18 @@ def forbidden(plural: str, namespace: str, verb: str = "list") -> KubernetesErro
     """The error for a read of the user's own namespace that gpujobs' Role grants but theirs lacks."""
     return KubernetesError(f"you may not {verb} {plural} in namespace {namespace!r} (HTTP 403 Forbidden); "
                            f"fix: {RBAC_FIX.format(ns=namespace)}", 403, "Forbidden")
+
+
+def failure(exc: BaseException, host: str, plural: str, namespace: str | None) -> BackendError:
+    """What a failing read of ``plural`` means to the user: one of the refusals above, with its
+    fix, else the call's own error."""
+    status = getattr(exc, "status", None)
+    if connect_failed(exc):
+        return unreachable(exc, host)
+    if status == 401:
+        return unauthorized(exc, host)
+    if status == 403 and namespace:
+        return forbidden(plural, namespace, "watch")
+    reason = " ".join(str(getattr(exc, "reason", None) or exc).split())[:200]
+    return KubernetesError(f"reading {plural} from the Kubernetes API server at {host} fails: {reason}",
+                           status, getattr(exc, "reason", None) if status else None)

@@ -6,9 +6,14 @@ concerns (owner uid, job label), recomputes those jobs' JobStatus (coalesced: on
 job per flush, with :mod:`.mapping`) and calls subscribers; queue positions come from Kueue's
 visibility API, fetched once per LocalQueue per flush (v1beta2, else v1beta1; 404 -> "position
 unavailable"). Requests do not grow with the number of jobs.
+
+When a watch has failed for ``stale_after_s`` (the server gone, credentials refused after they
+expired, a Role taken away), every job's status says so in its ``message``, with the time its
+cache stopped being current and the fix, and ``extra["stale_since"]``, until the watch works again.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -19,7 +24,7 @@ from ....status import JobStatus
 from . import mapping
 from ..kinds import KINDS
 from ..naming import LABEL_JOB as JOB_LABEL
-from ..access import forbidden
+from ..access import failure, forbidden
 from .informer import Indexer, Informer, wait_synced
 from .trainer_status import with_trainer_status
 
@@ -48,9 +53,11 @@ class StatusHub:
     """Event-driven JobStatus for every gpujobs job of one namespace."""
 
     def __init__(self, api_client: Any, namespace: str, flush_interval: float = 0.05,
-                 position_interval: float = 0.5):
+                 position_interval: float = 0.5, stale_after_s: float = 10.0):
         self.api, self.namespace = api_client, namespace
         self.flush_interval, self.position_interval = flush_interval, position_interval
+        self.stale_after_s = stale_after_s  # a watch failing this long: statuses say they are not current
+        self._stale: tuple[float, str] | None = None  # (since, what and the fix) while one is
         self._lock = threading.RLock()
         self._informers: dict[tuple, Informer] = {}
         self._jobs: dict[str, dict] = {}  # name -> job object (any kind)
@@ -202,7 +209,25 @@ class StatusHub:
             pos = positions.get(wl_name) if positions is not None and wl_name else None
             st = mapping.job_status(f"{self.namespace}/{name}", job, workload=wl, podgroup=pg, pods=pods,
                                        position=pos, position_available=self._visibility_version is not None)
-            return with_trainer_status(st, job)  # [progress] the kind's own report (Trainer v2: status.trainerStatus)
+            st = with_trainer_status(st, job)  # [progress] the kind's own report (Trainer v2: status.trainerStatus)
+            if self._stale is not None and not st.terminal:
+                since, why = self._stale
+                note = f"not current: no news from the cluster since {time.strftime('%H:%M:%S', time.localtime(since))} ({why})"
+                st = dataclasses.replace(st, message=f"{note} · {st.message}" if st.message else note,
+                                         extra={**st.extra, "stale_since": since})
+            return st
+
+    def stale(self) -> tuple[float, str] | None:
+        """(since when, what it means and its fix) when one of this namespace's watches has failed
+        for ``stale_after_s`` or longer, else None. Cluster-wide reads are optional (forecasts)."""
+        now = time.time()
+        for inf in list(self._informers.values()):
+            since, error = inf.failing_since, inf.error
+            if inf.namespace is None or since is None or error is None or now - since < self.stale_after_s:
+                continue
+            host = getattr(getattr(self.api, "configuration", None), "host", "?")
+            return since, str(failure(error, host, inf.resource[2], inf.namespace))
+        return None
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
@@ -250,6 +275,11 @@ class StatusHub:
         if self._stop.is_set():
             return
         time.sleep(self.flush_interval)  # coalesce bursts
+        stale = self.stale()
+        if stale != self._stale:  # every job's status says it (or no longer)
+            with self._lock:
+                self._stale = stale
+                self._dirty |= set(self._jobs)
         now = time.monotonic()
         with self._lock:
             queues = set(self._dirty_queues) if now - self._last_positions >= self.position_interval else set()

@@ -61,7 +61,8 @@ class Informer:
         self.missing = False  # the resource is not served (CRD not installed)
         self.forbidden = False  # this user may not list it (403): retried every 30 s
         self.relists = 0
-        self.error: BaseException | None = None  # the last failed list or watch (None after a list)
+        self.error: BaseException | None = None  # the last failed list or watch (None once one works)
+        self.failing_since: float | None = None  # epoch s of the first failure since one worked
         self._settled = threading.Event()  # listed, or refused (unreachable, 401, 403, 404): waiting is over
         self._failures = 0  # failed connects in a row
         self._stop = threading.Event()
@@ -103,7 +104,7 @@ class Informer:
         items = {o["metadata"]["name"]: o for o in data.get("items") or []}
         with self.lock:
             self._apply_list(items)
-        self.error, self._failures = None, 0
+        self._working()
         self.synced.set()
         self._settled.set()
         return data["metadata"]["resourceVersion"]
@@ -119,9 +120,21 @@ class Informer:
         """No first list yet, and the server refused the credentials (401)."""
         return not self.synced.is_set() and getattr(self.error, "status", None) == 401
 
+    def _working(self) -> None:
+        """A list answered, or a watch was accepted (its 200): the cache is current again."""
+        self.error, self._failures, self.failing_since = None, 0, None
+
+    def _open_watch(self, **kw: Any) -> Any:
+        """The watch request for :class:`kwatch.Watch`; its answer arrives before any event."""
+        response = self._call(**kw)
+        self._working()
+        return response
+
     def _failed(self, exc: BaseException) -> None:
         """Note a failed list or watch; a waiter stops waiting once it is unreachable or unauthorized."""
         self.error = exc
+        if self.failing_since is None:
+            self.failing_since = time.time()
         self._failures = self._failures + 1 if connect_failed(exc) else 0
         if self.unreachable or self.unauthorized:
             self._settled.set()
@@ -189,7 +202,7 @@ class Informer:
                     self.relists += 1
                     self.missing = self.forbidden = False
                 self._watch = w = kwatch.Watch(return_type="object")
-                for ev in w.stream(self._call, resource_version=rv, timeout_seconds=self.watch_timeout):
+                for ev in w.stream(self._open_watch, resource_version=rv, timeout_seconds=self.watch_timeout):
                     obj = ev["raw_object"]
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if ev["type"] == "BOOKMARK":
