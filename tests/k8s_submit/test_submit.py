@@ -292,6 +292,17 @@ def test_credentials_refused_mid_submit_remove_the_job_and_say_so(server, backen
     assert len(local_records(backend)) == 1
 
 
+def test_a_cluster_that_refuses_api_discovery_says_so_with_the_binding_that_grants_it(server, backend):
+    """Before: "API discovery of trainer.kubeflow.org/v1alpha1 failed: HTTP 403 Forbidden: {...}"."""
+    server.inject(403, count=10, verb="get", path="^/apis/trainer.kubeflow.org/v1alpha1$")
+    with pytest.raises(PreflightError) as ei:
+        backend.submit(ddp().spec())
+    msg = str(ei.value)
+    assert msg.startswith("API discovery of trainer.kubeflow.org/v1alpha1: this cluster refuses API discovery")
+    assert "kubectl create clusterrolebinding gpujobs-discovery --clusterrole=system:discovery" in msg
+    assert namespaced_objects(server) == {}  # nothing created
+
+
 @pytest.mark.parametrize("fail_on", ["configmaps", "secrets", "trainjobs"])
 def test_failed_create_leaves_no_job(server, backend, fail_on):
     server.inject(500, count=ATTEMPTS, verb="create", path=f"/{fail_on}$")

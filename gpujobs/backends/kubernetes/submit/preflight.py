@@ -161,6 +161,14 @@ def _served(backend: Cluster, cache: _Cache, api_version: str) -> set[str] | Non
         except _api_exc() as exc:
             if exc.status == 404:
                 return None
+            if exc.status == 403:  # Kubernetes grants discovery to every user (system:discovery)
+                raise PreflightError(
+                    f"API discovery of {api_version}",
+                    "this cluster refuses API discovery to your user (HTTP 403 Forbidden), which "
+                    "Kubernetes' default ClusterRoleBinding system:discovery grants to every "
+                    "authenticated user",
+                    Fix.say("ask a cluster admin to grant it back: kubectl create clusterrolebinding "
+                            "gpujobs-discovery --clusterrole=system:discovery --group=system:authenticated")) from None
             raise _wrap(exc, f"API discovery of {api_version}") from None
         return {r.get("name") for r in (data or {}).get("resources", [])}
 
