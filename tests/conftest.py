@@ -67,10 +67,10 @@ def no_leftovers():
     return check
 
 
-#: folders whose tests share one expensive session fixture (the real control plane, the wheel) or
-#: machine-wide resource (Chromium with JupyterLab): under ``pytest -n`` (xdist, ``--dist
-#: loadgroup``) each runs on one worker, so the fixture starts once
-SHARED_SESSION = ("realcp", "browser", "packaging")
+#: folders whose tests share one expensive session fixture (the real control plane, the wheel), a
+#: machine-wide resource (Chromium with JupyterLab) or a file they rewrite (the fault report):
+#: under ``pytest -n`` (xdist, ``--dist loadgroup``) each runs on one worker
+SHARED_SESSION = ("realcp", "browser", "packaging", "faults")
 
 
 def pytest_collection_modifyitems(config, items):

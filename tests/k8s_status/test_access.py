@@ -11,7 +11,7 @@ import time
 
 import pytest
 from kubernetes import client
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 from gpujobs.backends.kubernetes.retry import retrying
 from gpujobs.backends.kubernetes.status.informer import Informer, wait_synced
@@ -160,16 +160,16 @@ def test_a_long_lived_view_says_its_status_is_not_current_while_the_cluster_refu
     the last state with nothing said (the watches retried out of sight)."""
     import gpujobs
     from gpujobs.handle import Job
-    from tests.support import wait_for
 
     sim, be = make_cluster(gpus=1)
     job = Job(be.submit(gpujobs.job(sleepy, 120, "a").queue("q").spec()), be)
     wait_for(lambda: job.status().phase == "running", timeout=60)
-    be.state.hubs["default"].stale_after_s = 0.5
+    from gpujobs.backends.kubernetes.status.informer import HELD_S
+    be.state.hubs["default"].stale_after_s = HELD_S + 1.0
     pushed: list = []
     be.subscribe(job.id, pushed.append)
     sim.server.drop_watches()  # a dropped connection, at once resumed: current all along
-    time.sleep(2.0)
+    time.sleep(HELD_S + 2.0)
     assert "stale_since" not in job.status().extra and not any("not current" in s.message for s in pushed)
     sim.server.inject(401, count=10**6, path="/namespaces/default/")  # the token expired
     sim.server.drop_watches()
@@ -182,3 +182,109 @@ def test_a_long_lived_view_says_its_status_is_not_current_while_the_cluster_refu
     st = wait_for(lambda: "stale_since" not in (s := job.status()).extra and s, timeout=30)
     assert st.phase == "running" and "not current" not in st.message
     job.cancel()
+
+
+class _Stream:
+    """A watch response: quiet for ``hold_s`` (or until ``released``), then ``events``, then the end."""
+
+    released = threading.Event()
+
+    def __init__(self, *events: dict, hold_s: float = 0.0):
+        self.lines, self.hold_s = [json.dumps(e) for e in events], hold_s
+
+    def stream(self, amt=None, decode_content=False):
+        self.released.wait(self.hold_s)
+        for line in self.lines:
+            yield (line + "\n").encode()
+
+    def close(self):
+        pass
+
+    def release_conn(self):
+        pass
+
+
+class _Api:
+    """An api_client whose lists answer ``on_list(path)`` and whose watches answer ``on_watch(path)``."""
+
+    class configuration:  # noqa: N801 - the client's attribute name
+        host = "https://k8s.example"
+
+    def __init__(self, on_list, on_watch):
+        self.on_list, self.on_watch = on_list, on_watch
+
+    def call_api(self, path, method, query_params=(), **kw):
+        return (self.on_watch if dict(query_params).get("watch") else self.on_list)(path)
+
+
+def _empty_list(path):
+    return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+
+def test_a_watch_accepted_then_failing_at_once_stays_failing_from_its_first_failure():
+    """A 200 and then at once an ERROR event (an etcd timeout, a failing conversion webhook): the
+    acceptance alone does not count as working (before, each retry restarted the clock, and with
+    backoff under 6.25 s a status never said it was not current)."""
+    error = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "reason": "InternalError",
+                                         "message": "etcdserver: request timed out"}}
+    inf = Informer(_Api(_empty_list, lambda p: _Stream(error)), "g", "v1", "things", "ns",
+                   lambda *a: None).start()
+    try:
+        wait_synced([inf], timeout=10)
+        time.sleep(3.0)  # retries after 0.2, 0.4, 0.8, 1.6 s
+        failing = inf.failing
+        assert failing is not None and time.time() - failing[0] >= 2.5, failing
+    finally:
+        inf.stop()
+
+
+def test_a_quiet_watch_held_open_after_a_failure_is_current_again_and_a_later_failure_starts_anew():
+    calls = []
+
+    def watch(path):
+        calls.append(1)
+        if len(calls) in (1, 3):
+            raise client.ApiException(status=500, reason="InternalError")
+        return _Stream(hold_s=30)  # accepted; a quiet resource sends nothing
+
+    inf = Informer(_Api(_empty_list, watch), "g", "v1", "things", "ns", lambda *a: None).start()
+    try:
+        wait_synced([inf], timeout=10)
+        wait_for(lambda: len(calls) == 2)
+        assert inf.failing is not None  # accepted only just now
+        wait_for(lambda: inf.failing is None, timeout=5)
+        current = time.time()
+        _Stream.released.set()  # the quiet watch ends; the next one fails
+        wait_for(lambda: len(calls) >= 3)
+        _Stream.released.clear()
+        failing = inf.failing
+        assert failing is not None and failing[0] >= current  # not since the first failure
+    finally:
+        inf.stop(wait_s=0)
+        _Stream.released.set()  # the held watch ends; the thread with it
+        inf.join(5)
+        _Stream.released.clear()
+
+
+def test_a_resource_that_failed_once_and_then_is_not_served_does_not_make_statuses_stale():
+    """A blip on the first list of PodGroups, then 404 (Volcano not installed): the server
+    answered, so nothing is stale (before: 'not current' on every running job, for good)."""
+    from gpujobs.backends.kubernetes.status.hub import StatusHub
+
+    pg_lists = []
+
+    def lists(path):
+        if "podgroups" in path:
+            pg_lists.append(1)
+            raise client.ApiException(status=503 if len(pg_lists) == 1 else 404)
+        return _empty_list(path)
+
+    hub = StatusHub(_Api(lists, lambda p: _Stream(hold_s=0.5)), "default", stale_after_s=0.5).start()
+    try:
+        hub.wait_synced(10)
+        time.sleep(1.5)
+        assert hub.stale() is None
+    finally:
+        hub.stop()
+        for inf in hub._informers.values():
+            inf.join(5)

@@ -56,7 +56,9 @@ class StatusHub:
                  position_interval: float = 0.5, stale_after_s: float = 10.0):
         self.api, self.namespace = api_client, namespace
         self.flush_interval, self.position_interval = flush_interval, position_interval
-        self.stale_after_s = stale_after_s  # a watch failing this long: statuses say they are not current
+        # a watch failing this long: statuses say they are not current (more than informer.HELD_S,
+        # or a dropped watch resumed at once would be called stale)
+        self.stale_after_s = stale_after_s
         self._stale: tuple[float, str] | None = None  # (since, what and the fix) while one is
         self._lock = threading.RLock()
         self._informers: dict[tuple, Informer] = {}
@@ -222,9 +224,10 @@ class StatusHub:
         for ``stale_after_s`` or longer, else None. Cluster-wide reads are optional (forecasts)."""
         now = time.time()
         for inf in list(self._informers.values()):
-            since, error = inf.failing_since, inf.error
-            if inf.namespace is None or since is None or error is None or now - since < self.stale_after_s:
+            failing = inf.failing
+            if inf.namespace is None or failing is None or now - failing[0] < self.stale_after_s:
                 continue
+            since, error = failing
             host = getattr(getattr(self.api, "configuration", None), "host", "?")
             return since, str(failure(error, host, inf.resource[2], inf.namespace))
         return None
@@ -295,7 +298,8 @@ class StatusHub:
             # a queued job Kueue made no Workload for: nothing changes, but after a while its
             # status says the Kueue integration may be off (hints.integration_hint)
             dirty |= {n for n, s in self._status.items() if s.phase == "queued"
-                      and not s.message.startswith("no Kueue Workload") and not (s.extra or {}).get("workload")}
+                      and not s.message.startswith("no Kueue Workload") and not (s.extra or {}).get("workload")
+                      and not (s.extra or {}).get("stale_since")}
         for name in dirty:
             st = self.compute(name)
             if st is None:

@@ -24,6 +24,9 @@ from ....errors import KubernetesError
 from ..access import connect_failed, unauthorized, unreachable
 from ..retry import ATTEMPTS, retry_after_s
 
+#: a watch accepted and still open this long after a failure counts as working again, events or not
+HELD_S = 2.0
+
 
 def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
     """The collection's path; ``namespace`` None: cluster-wide (all namespaces, or cluster-scoped)."""
@@ -63,6 +66,7 @@ class Informer:
         self.relists = 0
         self.error: BaseException | None = None  # the last failed list or watch (None once one works)
         self.failing_since: float | None = None  # epoch s of the first failure since one worked
+        self._accepted: float | None = None  # epoch s the open watch was accepted (its 200)
         self._settled = threading.Event()  # listed, or refused (unreachable, 401, 403, 404): waiting is over
         self._failures = 0  # failed connects in a row
         self._stop = threading.Event()
@@ -121,20 +125,33 @@ class Informer:
         return not self.synced.is_set() and getattr(self.error, "status", None) == 401
 
     def _working(self) -> None:
-        """A list answered, or a watch was accepted (its 200): the cache is current again."""
+        """A list answered, or a watch sent an event: the cache is current again."""
         self.error, self._failures, self.failing_since = None, 0, None
 
     def _open_watch(self, **kw: Any) -> Any:
-        """The watch request for :class:`kwatch.Watch`; its answer arrives before any event."""
+        """The watch request for :class:`kwatch.Watch` (its 200 arrives before any event, and an
+        ERROR event may follow at once: accepted is not yet working, see :attr:`failing`)."""
         response = self._call(**kw)
-        self._working()
+        self._accepted = time.time()
         return response
+
+    @property
+    def failing(self) -> tuple[float, BaseException] | None:
+        """(since when, the last error) while this resource's reads fail; None once a list has
+        answered, a watch has sent an event, or a watch has stayed open ``HELD_S`` since it was
+        accepted (a quiet resource sends none)."""
+        since, error, accepted = self.failing_since, self.error, self._accepted
+        if since is None or error is None:
+            return None
+        if accepted is not None and accepted >= since and time.time() - accepted >= HELD_S:
+            return None
+        return since, error
 
     def _failed(self, exc: BaseException) -> None:
         """Note a failed list or watch; a waiter stops waiting once it is unreachable or unauthorized."""
-        self.error = exc
-        if self.failing_since is None:
+        if self.failing is None:  # working until now (or held open since the last failure)
             self.failing_since = time.time()
+        self.error, self._accepted = exc, None
         self._failures = self._failures + 1 if connect_failed(exc) else 0
         if self.unreachable or self.unauthorized:
             self._settled.set()
@@ -205,6 +222,8 @@ class Informer:
                 for ev in w.stream(self._open_watch, resource_version=rv, timeout_seconds=self.watch_timeout):
                     obj = ev["raw_object"]
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if self.failing_since is not None:
+                        self._working()
                     if ev["type"] == "BOOKMARK":
                         continue
                     name = obj["metadata"]["name"]
@@ -226,12 +245,14 @@ class Informer:
                     self._stop.wait(5.0)
                     continue
                 if exc.status == 403 and rv is None:  # the list itself is refused
+                    self._failed(exc)
                     self.forbidden = True
                     self.synced.set()
                     self._settled.set()
                     self._stop.wait(30.0)
                     continue
                 if exc.status == 404:
+                    self._working()  # answered: the resource is not served, which is current news
                     self.missing = True
                     self.synced.set()
                     self._settled.set()
