@@ -161,6 +161,14 @@ class JobStatus:
     def with_(self, **changes: Any) -> "JobStatus":
         return replace(self, **changes)
 
+    def not_current(self, since: float, why: str, source: str = "the cluster") -> "JobStatus":
+        """This status marked as possibly out of date: its message starts with "not current: no
+        news from SOURCE since HH:MM:SS (WHY)" and ``extra["stale_since"]`` is ``since``. Read by
+        the widgets, the CLI and the lab panel like any message; the next fresh status drops it."""
+        note = f"not current: no news from {source} since {time.strftime('%H:%M:%S', time.localtime(since))} ({why})"
+        return replace(self, message=f"{note} · {self.message}" if self.message else note,
+                       extra={**self.extra, "stale_since": since})
+
     def position_text(self) -> str:
         """'2nd in team-a', 'position unavailable', or ''."""
         if self.phase != "queued":

@@ -1,5 +1,8 @@
 """The live updater: feeds any view from a job's events, throttled, stopping at a terminal phase.
 
+When reading the status fails (the agent or the API server gone), the view keeps the last status,
+marked ``not current`` with the error, and the updater polls on.
+
 No ipywidgets here, so the widget-less HTML view uses it too.
 """
 from __future__ import annotations
@@ -44,6 +47,7 @@ def _resend(widget: Any) -> None:
     for child in getattr(widget, "children", ()) or ():
         _resend(child)
 LOGS_EVERY_S = 2.0
+_SOURCE = {"local": "the local agent", "kubernetes": "the cluster"}  # who a failed status() read asks
 
 
 _RANK = re.compile(r"^\[rank (\d+)\] ")
@@ -161,9 +165,13 @@ class JobUpdater:
         return st
 
     def _run(self) -> None:
+        """Render the latest status; while ``status()`` raises, the last one marked not current
+        (once per distinct error), polling on until a read works again."""
         last_render = -1e9
         last_logs = -1e9
         current: JobStatus | None = None
+        good: JobStatus | None = None  # the latest status read or told, unmarked
+        failing: tuple[float, str] | None = None  # (since, why) while status() raises
         try:
             while not self._stop.is_set():
                 woke = self._wake.wait(self.poll_s if current is not None else 0)
@@ -172,10 +180,15 @@ class JobUpdater:
                 if st is None and (not woke or current is None):
                     try:
                         st = self.job.status()
-                    except Exception:
-                        st = None
+                    except Exception as exc:  # noqa: BLE001 (any failure is shown, then polled again)
+                        why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                        if good is not None and (failing is None or failing[1] != why):
+                            failing = (time.time() if failing is None else failing[0], why)
+                            st = good.not_current(failing[0], why, _SOURCE.get(good.backend, "the backend"))
                 if st is None:
                     continue
+                if "stale_since" not in st.extra or failing is None:
+                    good, failing = st, None
                 delay = last_render + self.min_interval - self.clock()
                 if delay > 0:
                     self._stop.wait(delay)

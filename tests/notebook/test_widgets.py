@@ -251,3 +251,36 @@ def test_log_tail_interleaves_every_rank_and_ends_with_the_newest_lines(recordin
     for r, newest in ((0, 40), (1, 34), (2, 31)):
         assert f"[rank {r}] step {newest}/{newest}" in tail, (r, tail)
     assert "step 40/40" in w.last_line.value  # the compact view's newest line
+
+
+def test_updater_says_when_the_status_cannot_be_read_and_recovers(recording_comm):
+    from gpujobs.errors import BackendUnavailable
+    job = ScriptedJob([status("running", gang_ready=2, message="epoch 1")])
+    job.subscribe = lambda cb: (_ for _ in ()).throw(RuntimeError("no events here"))
+    real_status, broken = job.status, threading.Event()
+
+    def status_or_error():
+        if broken.is_set():
+            job.polls += 1
+            raise BackendUnavailable("local agent at /tmp/x/agent.sock is not answering")
+        return real_status()
+    job.status = status_or_error
+    w = JobWidget(job.current)
+    up = JobUpdater(job, w, min_interval=0.0, poll_s=0.05).start()
+    time.sleep(0.2)
+    broken.set()
+    deadline = time.time() + 3
+    while "not current" not in w.status.message and time.time() < deadline:
+        time.sleep(0.02)
+    st = w.status
+    assert st.message.startswith("not current: no news from the local agent since ")
+    assert "BackendUnavailable: local agent at /tmp/x/agent.sock is not answering" in st.message
+    assert st.message.endswith(" · epoch 1") and st.phase == "running" and "stale_since" in st.extra
+    assert "not current" in w.header.value
+    polls, renders = job.polls, w.renders
+    time.sleep(0.3)
+    assert job.polls > polls + 2 and w.renders == renders  # polls on, shows the same error once
+    broken.clear()
+    job.current = status("succeeded", gang_ready=2, finished_at=9.0)
+    assert up.join(timeout=3)
+    assert w.status.phase == "succeeded" and "not current" not in w.status.message

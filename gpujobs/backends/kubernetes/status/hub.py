@@ -13,7 +13,6 @@ cache stopped being current and the fix, and ``extra["stale_since"]``, until the
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -213,10 +212,7 @@ class StatusHub:
                                        position=pos, position_available=self._visibility_version is not None)
             st = with_trainer_status(st, job)  # [progress] the kind's own report (Trainer v2: status.trainerStatus)
             if self._stale is not None and not st.terminal:
-                since, why = self._stale
-                note = f"not current: no news from the cluster since {time.strftime('%H:%M:%S', time.localtime(since))} ({why})"
-                st = dataclasses.replace(st, message=f"{note} · {st.message}" if st.message else note,
-                                         extra={**st.extra, "stale_since": since})
+                st = st.not_current(*self._stale)
             return st
 
     def stale(self) -> tuple[float, str] | None:
