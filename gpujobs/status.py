@@ -161,6 +161,11 @@ class JobStatus:
     def with_(self, **changes: Any) -> "JobStatus":
         return replace(self, **changes)
 
+    @property
+    def stale_note(self) -> str:
+        """The "not current: …" part of the message (see :meth:`not_current`), or ''."""
+        return self.message.split(" · ")[0] if self.extra.get("stale_since") is not None else ""
+
     def not_current(self, since: float, why: str, source: str = "the cluster") -> "JobStatus":
         """This status marked as possibly out of date: its message starts with "not current: no
         news from SOURCE since HH:MM:SS (WHY)" and ``extra["stale_since"]`` is ``since``. Read by

@@ -98,7 +98,7 @@ class ProgressDisplay:
         total = p.total
         extra = " · ".join(x for x in (
             ", ".join(f"{k}={_short(v)}" for k, v in list(p.metrics.items())[:4]), _left(st),
-            st.extra.get("stall") if st.stalled_since is not None else "") if x)
+            st.extra.get("stall") if st.stalled_since is not None else "", st.stale_note) if x)
         if self._bar is None:
             self._open_bar(st, total)
         total = _whole(total)

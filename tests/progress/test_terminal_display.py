@@ -124,3 +124,17 @@ def test_bar_counts_are_whole_numbers_and_an_ended_job_has_no_time_left():
     ended = JobStatus(job_id="j", name="exp", phase="succeeded",
                       progress=Progress(step=30, total=30, rate=1.0, expected_end=now + 20, updated=now))
     assert "100%" in ended.summary() and "left" not in ended.summary(), ended.summary()
+
+
+def test_a_bar_says_when_the_status_is_not_current():
+    now = time.time()
+    out = io.StringIO()
+    disp = ProgressDisplay(stream=out, live=True, prefer="rich")
+    st = JobStatus(job_id="j", name="exp", phase="running",
+                   progress=Progress(step=10, total=100, rate=2.0, updated=now, metrics={}))
+    disp.update(st)
+    assert "not current" not in out.getvalue()
+    disp.update(st.not_current(now - 12, "HTTP 401 Unauthorized: log in again"))
+    disp.close()
+    assert "not current: no news from the cluster since" in out.getvalue()
+    assert st.not_current(now, "x").stale_note.startswith("not current") and st.stale_note == ""
