@@ -3,8 +3,10 @@
 ====  =========================================================================
 0     success (for ``--wait``: the job succeeded)
 1     the job failed, was cancelled or its result could not be read
-2     usage or spec error: bad arguments, bad script/table, a job that can never fit
-3     backend unavailable: local agent / API server unreachable, backend not installed
+2     something to fix first: bad arguments, bad script/table, a job that can never fit,
+      credentials or permissions the cluster refuses (HTTP 401 / 403, as submit's RBAC checks)
+3     backend unavailable, try again later: local agent / API server unreachable or failing,
+      backend not installed
 4     not found: no such job
 130   interrupted (Ctrl-C); a job being waited for keeps running
 ====  =========================================================================
@@ -33,6 +35,8 @@ def exit_code_for(exc: BaseException) -> int:
         return NOT_FOUND
     if isinstance(exc, (SpecError, SubmitError)):
         return USAGE
+    if isinstance(exc, BackendAPIError) and exc.status in (401, 403):
+        return USAGE  # refused: fix the login or the Role first, as submit's preflight says
     if isinstance(exc, (BackendUnavailable, ImportError, ConnectionError)):
         return BACKEND_UNAVAILABLE
     if isinstance(exc, (JobError, ResultAuthError, WaitTimeout)):

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from gpujobs.cli import exitcodes, output
-from gpujobs.errors import (BackendAPIError, BackendUnavailable, JobFailedError, KubernetesError, QuotaError,
-                            SpecError, StateError)
+from gpujobs.errors import (BackendAPIError, BackendUnavailable, JobFailedError, KubernetesError, PreflightError,
+                            QuotaError, SpecError, StateError)
 from gpujobs.status import JobStatus
 
 
@@ -18,6 +18,10 @@ from gpujobs.status import JobStatus
     (BackendAPIError("any backend's API: gone", status=404), 4), (BackendAPIError("boom", status=503), 3),
     (SpecError("gpus", "bad"), 2), (QuotaError("never fits"), 2), (BackendUnavailable("down"), 3),
     (ImportError("no kubernetes"), 3), (JobFailedError("rank 1 died"), 1), (StateError("corrupt"), 3),
+    # refused: as submit's RBAC preflight (PreflightError, 2), not "try again later"
+    (KubernetesError("you may not list workloads", status=403), 2),
+    (KubernetesError("does not accept your credentials", status=401), 2),
+    (PreflightError("rbac", "you may not create pytorchjobs"), 2),
 ])
 def test_exit_codes(exc, code):
     assert exitcodes.exit_code_for(exc) == code
