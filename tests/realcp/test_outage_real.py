@@ -17,10 +17,10 @@ import warnings
 
 import pytest
 
-from gpujobs.backends.kubernetes import KubernetesBackend
+from gpujobs.backends.kubernetes import KubernetesBackend, naming
 
 from .conftest import NS, QUEUE, write_kubeconfig
-from .kube import spec_of, wait_for
+from .kube import spec_of, wait_for, workload_of
 
 
 
@@ -118,17 +118,19 @@ def relay(controlplane):
 
 
 def test_a_cut_cluster_makes_statuses_not_current_and_nothing_done_meanwhile_is_lost(
-        controlplane, relay, backend, gpujobs_home, tmp_path):
+        controlplane, relay, backend, admin_api, gpujobs_home, tmp_path):
     controlplane.require_kueue()
     pki = controlplane.run / "pki"
     kc = write_kubeconfig(tmp_path / "kubeconfig-relay", f"https://127.0.0.1:{relay.port}",
                           controlplane.pki["ca"], controlplane.pki["admin"], pki / "admin.key", NS)
     be = KubernetesBackend(kubeconfig=str(kc), namespace=NS, home=gpujobs_home,
                            default_queue=QUEUE, request_timeout=20.0)
+    made: list[str] = []  # cancelled at the end: the queue is the session's, shared with later tests
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             first = be.submit(spec_of("PyTorchJob"))
+            made.append(first)
         st = wait_for(lambda: (s := be.status(first)).phase != "queued" and s, 60, "the first job admitted")
         assert "not current" not in st.message and "stale_since" not in st.extra
 
@@ -144,6 +146,7 @@ def test_a_cut_cluster_makes_statuses_not_current_and_nothing_done_meanwhile_is_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             second = backend.submit(spec_of("PyTorchJob"))
+            made.append(second)
         assert "stale_since" in be.status(first).extra  # still cut: still the old news, marked
 
         relay.restore()
@@ -161,6 +164,11 @@ def test_a_cut_cluster_makes_statuses_not_current_and_nothing_done_meanwhile_is_
         print(f"the note went {time.monotonic() - back:.1f} s after the relay was restored")
         assert "not current" not in seen.message
     finally:
+        for j in made:
+            backend.cancel(j)
+        for j in made:
+            wait_for(lambda j=j: workload_of(admin_api, "PyTorchJob", naming.parse_job_id(j)[1]) is None,
+                     60, "cleanup")
         be.state.stop_watches()
         if be._api_client is not None:
             be._api_client.close()
