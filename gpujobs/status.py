@@ -171,7 +171,8 @@ class JobStatus:
         news from SOURCE since HH:MM:SS (WHY)" and ``extra["stale_since"]`` is ``since``. Read by
         the widgets, the CLI and the lab panel like any message; the next fresh status drops it."""
         note = f"not current: no news from {source} since {time.strftime('%H:%M:%S', time.localtime(since))} ({why})"
-        return replace(self, message=f"{note} · {self.message}" if self.message else note,
+        rest = self.message.removeprefix(self.stale_note).removeprefix(" · ")  # one note, the newest
+        return replace(self, message=f"{note} · {rest}" if rest else note,
                        extra={**self.extra, "stale_since": since})
 
     def position_text(self) -> str:

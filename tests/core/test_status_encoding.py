@@ -37,3 +37,16 @@ def test_to_dict_shares_no_mutable_part_with_the_status():
         assert "new" not in st.extra
         assert st.extra.get("kueue", {"admitted": ["x"]})["admitted"] == ["x"]
         assert st.progress is None or st.progress.metrics["loss"] == [1.0, 0.5]
+
+
+def test_a_status_marked_not_current_twice_carries_one_note_the_newest():
+    from gpujobs.status import JobStatus
+    st = JobStatus("ml/a", "running", backend="kubernetes", message="epoch 3")
+    once = st.not_current(1000.0, "HTTP 401 Unauthorized")
+    assert once.message.startswith("not current: no news from the cluster since ") and once.message.endswith(
+        "(HTTP 401 Unauthorized) · epoch 3")
+    assert once.extra["stale_since"] == 1000.0 and st.extra == {}  # the original is untouched
+    twice = once.not_current(1000.0, "BackendUnavailable: gone", source="the local agent")
+    assert twice.message.count("not current") == 1 and "BackendUnavailable: gone) · epoch 3" in twice.message
+    bare = JobStatus("a", "queued").not_current(5.0, "x")
+    assert bare.message == bare.stale_note and bare.message.endswith("(x)") and " · " not in bare.message
