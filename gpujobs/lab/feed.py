@@ -52,7 +52,7 @@ def job_row(st: gpujobs.JobStatus) -> dict[str, Any]:
         "expected_start_range": list(st.expected_start_range) if st.expected_start_range else None,
         "start": start_words(st),
         "progress": progress, "gang_ready": st.gang_ready, "gang_size": st.gang_size,
-        "stalled": st.stalled_since is not None, "message": st.message, "gpus": st.gpus,
+        "stalled": st.stalled_since is not None, "stale": st.stale_note, "message": st.message, "gpus": st.gpus,
         "cpu_ranks": st.cpu_ranks, "submitted_at": st.submitted_at, "started_at": st.started_at,
         "finished_at": st.finished_at,
     }

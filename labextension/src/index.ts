@@ -44,6 +44,7 @@ export interface IJobRow {
   gang_ready: number;
   gang_size: number;
   stalled: boolean;
+  stale: string; // 'not current: no news from the cluster since …' while the backend cannot be read, else ''
   util: number[]; // recent mean utilisation points (percent), oldest first
   util_kind: string; // 'GPU', 'CPU' (ranks on CPU) or ''
   message: string;
@@ -410,6 +411,12 @@ class JobsPanel extends Widget {
       stalled.className = 'gpujobs-row-stalled';
       stalled.textContent = 'stalled';
       el.append(stalled);
+    }
+    if (row.stale) {
+      const stale = document.createElement('div');
+      stale.className = 'gpujobs-row-stale';
+      stale.textContent = row.stale;
+      el.append(stale);
     }
     if (row.progress && row.progress.fraction !== null) {
       const bar = document.createElement('div');

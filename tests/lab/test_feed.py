@@ -65,6 +65,14 @@ def test_job_row_carries_progress_and_gang():
     assert done["progress"]["text"] == "100%"  # no "0 s left" once it has ended
 
 
+def test_a_row_says_when_its_status_is_not_current():
+    st = JobStatus(job_id="ml/a", phase="running", backend="kubernetes", message="epoch 2")
+    assert job_row(st)["stale"] == ""
+    row = job_row(st.not_current(1000.0, "you may not list workloads in namespace 'ml' (HTTP 403 Forbidden)"))
+    assert row["stale"].startswith("not current: no news from the cluster since ")
+    assert row["stale"].endswith("(HTTP 403 Forbidden))") and "epoch 2" not in row["stale"]
+
+
 def test_a_queued_row_says_when_it_starts_and_its_range():
     import time
     now = time.time()
