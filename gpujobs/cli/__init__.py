@@ -18,7 +18,7 @@ from . import exitcodes
 from ..rank import contract
 from ..errors import Spelling
 
-EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage or spec error · 3 backend unavailable · "
+EPILOG = ("exit codes: 0 ok · 1 job failed · 2 usage, spec or permission error · 3 backend unavailable · "
           "4 not found · 130 interrupted.  GPUJOBS_DEBUG=1 shows tracebacks.")
 
 
