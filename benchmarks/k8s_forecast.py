@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gpujobs  # noqa: E402
 from gpujobs.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
-from gpujobs.backends.kubernetes.status import forecasting  # noqa: E402
+from gpujobs.backends.kubernetes.status import forecasting, live  # noqa: E402
 from gpujobs_sim.apiserver import FakeApiServer  # noqa: E402
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         be = KubernetesBackend(api_client=client.ApiClient(server.configuration()), namespace=NS)
         spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).image(MPI_IMAGE).queue("q7").priority("low") \
             .max_runtime(3600).spec()
-        f = forecasting.for_backend(be, NS)
+        f = live.forecasts_for(be, NS)
         t = time.perf_counter()
         p = be.plan(spec)  # starts the cluster-wide watches: their first list is paid here, once
         first = time.perf_counter() - t
