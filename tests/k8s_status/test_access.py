@@ -184,6 +184,42 @@ def test_a_long_lived_view_says_its_status_is_not_current_while_the_cluster_refu
     job.cancel()
 
 
+@pytest.mark.slow
+def test_a_wait_ends_with_the_refusal_once_the_cluster_has_refused_for_a_while_but_not_for_an_outage(make_cluster):
+    """Before, ``job.wait()`` / ``job.result()`` with expired credentials waited for ever and said
+    nothing (the watches retried out of sight). Now a 401 or 403 that lasts the hub's
+    ``refused_after_s`` ends the wait with that error and its fix; the job keeps running. A server
+    that fails (5xx) may come back by itself: it is waited for, as before."""
+    import gpujobs
+    from gpujobs.errors import KubernetesError, WaitTimeout
+    from gpujobs.handle import Job
+
+    sim, be = make_cluster(gpus=1)
+    job = Job(be.submit(gpujobs.job(sleepy, 120, "a").queue("q").spec()), be)
+    wait_for(lambda: job.status().phase == "running", timeout=60)
+    hub = be.state.hubs["default"]
+    hub.refused_after_s = 2.0
+    sim.server.inject(503, count=10**6, path="/namespaces/default/")  # failing, not refusing
+    sim.server.drop_watches()
+    with pytest.raises(WaitTimeout):
+        job.wait(timeout=5.0)
+    sim.server.clear_faults()
+    wait_for(lambda: hub.refused() is None and hub.stale() is None, timeout=30)
+    sim.server.inject(401, count=10**6, path="/namespaces/default/")  # the token expired
+    sim.server.drop_watches()
+    t0 = time.monotonic()
+    with pytest.raises(KubernetesError) as e:
+        job.result(timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert e.value.status == 401 and "does not accept your credentials" in str(e.value)
+    assert "kubectl auth whoami" in str(e.value)
+    sim.server.clear_faults()  # logged in again: the job ran on meanwhile, and is waited for again
+    wait_for(lambda: hub.refused() is None, timeout=30)  # once the watches have retried (at most ~6 s)
+    assert job.status().phase == "running"
+    job.cancel()
+    assert job.wait(timeout=60).phase == "cancelled"
+
+
 class _Stream:
     """A watch response: quiet for ``hold_s`` (or until ``released``), then ``events``, then the end."""
 

@@ -10,6 +10,8 @@ unavailable"). Requests do not grow with the number of jobs.
 When a watch has failed for ``stale_after_s`` (the server gone, credentials refused after they
 expired, a Role taken away), every job's status says so in its ``message``, with the time its
 cache stopped being current and the fix, and ``extra["stale_since"]``, until the watch works again.
+A refusal (401, or 403 in this namespace) that lasts ``refused_after_s`` ends waits (:meth:`refused`):
+it needs a new login or Role first, where an unreachable or failing server may come back by itself.
 """
 from __future__ import annotations
 
@@ -52,12 +54,13 @@ class StatusHub:
     """Event-driven JobStatus for every gpujobs job of one namespace."""
 
     def __init__(self, api_client: Any, namespace: str, flush_interval: float = 0.05,
-                 position_interval: float = 0.5, stale_after_s: float = 10.0):
+                 position_interval: float = 0.5, stale_after_s: float = 10.0, refused_after_s: float = 60.0):
         self.api, self.namespace = api_client, namespace
         self.flush_interval, self.position_interval = flush_interval, position_interval
         # a watch failing this long: statuses say they are not current (more than informer.HELD_S,
         # or a dropped watch resumed at once would be called stale)
         self.stale_after_s = stale_after_s
+        self.refused_after_s = refused_after_s  # refused this long: waits end (refused())
         self._stale: tuple[float, str] | None = None  # (since, what and the fix) while one is
         self._lock = threading.RLock()
         self._informers: dict[tuple, Informer] = {}
@@ -218,15 +221,27 @@ class StatusHub:
     def stale(self) -> tuple[float, str] | None:
         """(since when, what it means and its fix) when one of this namespace's watches has failed
         for ``stale_after_s`` or longer, else None. Cluster-wide reads are optional (forecasts)."""
+        for since, error in self._failing(self.stale_after_s):
+            return since, str(error)
+        return None
+
+    def refused(self) -> Exception | None:
+        """The error to end a wait with once the cluster has refused one of this namespace's watches
+        (HTTP 401, or 403) for ``refused_after_s`` or longer; None otherwise (and while the server
+        cannot be reached or fails: it may come back by itself)."""
+        for _, error in self._failing(self.refused_after_s):
+            if getattr(error, "status", None) in (401, 403):
+                return error
+        return None
+
+    def _failing(self, for_s: float) -> Iterable[tuple[float, Exception]]:
+        """(since, what it means: access.failure) of each namespaced watch failing ``for_s`` or longer."""
         now = time.time()
+        host = getattr(getattr(self.api, "configuration", None), "host", "?")
         for inf in list(self._informers.values()):
             failing = inf.failing
-            if inf.namespace is None or failing is None or now - failing[0] < self.stale_after_s:
-                continue
-            since, error = failing
-            host = getattr(getattr(self.api, "configuration", None), "host", "?")
-            return since, str(failure(error, host, inf.resource[2], inf.namespace))
-        return None
+            if inf.namespace is not None and failing is not None and now - failing[0] >= for_s:
+                yield failing[0], failure(failing[1], host, inf.resource[2], inf.namespace)
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:

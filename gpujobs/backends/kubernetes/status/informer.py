@@ -26,6 +26,7 @@ from ..retry import ATTEMPTS, retry_after_s
 
 #: a watch accepted and still open this long after a failure counts as working again, events or not
 HELD_S = 2.0
+RETRY_MAX_S = 5.0  # the longest wait between a watch's retries (plus up to a quarter of it, jitter)
 
 
 def _path(group: str, version: str, plural: str, namespace: str | None) -> str:
@@ -262,11 +263,11 @@ class Informer:
                 self._failed(exc)
                 delay = max(backoff, retry_after_s(exc) or 0.0)
                 self._stop.wait(delay + random.uniform(0, delay / 4))
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RETRY_MAX_S)
             except Exception as exc:  # dropped connection, protocol error, timeout: resume from rv
                 self._failed(exc)
                 self._stop.wait(backoff + random.uniform(0, backoff / 4))
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RETRY_MAX_S)
 
 
 def wait_synced(informers: Iterable[Informer], timeout: float) -> None:

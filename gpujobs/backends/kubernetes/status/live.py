@@ -10,6 +10,7 @@ short-lived CLI call would otherwise exit first).
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 
@@ -208,10 +209,29 @@ def wait(backend: Cluster, job_id: str, timeout: float | None = None) -> JobStat
     elif not hub.known(name) and kind_of(backend, *naming.parse_job_id(job_id)) is None:
         raise not_found(job_id)  # nothing to wait for: it would wait for ever
     else:
-        st = _final(backend, job_id, hub.wait(name, timeout, lambda s: s.terminal))
+        st = _final(backend, job_id, _wait_unless_refused(hub, name, timeout))
     if st is None:
         raise not_found(job_id)
     return pod_metrics.for_backend(backend).with_metrics(st)
+
+
+def _wait_unless_refused(hub: StatusHub, name: str, timeout: float | None) -> JobStatus | None:
+    """The hub's wait for the end, cut short by the cluster's refusal (:meth:`StatusHub.refused`):
+    a wait with expired credentials or a Role taken away would otherwise never end, and say nothing.
+    The job keeps running; the error's fix says what to do, then wait again (the CLI's and the
+    progress bar's one-second waits end the same way). Once fixed, the watches retry within
+    ``informer.RETRY_MAX_S``: a wait begun sooner can still end with the old refusal."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        st = hub.wait(name, 1.0 if left is None else max(0.0, min(1.0, left)), lambda s: s.terminal)
+        if st is not None and st.terminal:
+            return st
+        refused = hub.refused()
+        if refused is not None:
+            raise refused
+        if left is not None and left <= 1.0:
+            return st
 
 
 def metrics_history(backend: Cluster, job_id: str) -> list:
