@@ -133,6 +133,67 @@ def test_refused_credentials_end_a_wait_and_a_submit_at_once_with_a_401_and_the_
     assert f"at {host}" in str(err.value)
 
 
+def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_path):
+    """A long-lived process (a notebook) holds its client: before, a token renewed in the
+    kubeconfig after a 401 was never read again, so "log in again" did not help until a restart.
+    A broken file (half-written) keeps the credentials it had."""
+    import http.server
+    import os
+
+    import yaml
+
+    from gpujobs.backends.kubernetes import KubernetesBackend
+
+    seen: list[str | None] = []
+
+    class Checking(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            seen.append(self.headers.get("Authorization"))
+            ok = seen[-1] == "Bearer new"
+            body = json.dumps({"kind": "NamespaceList", "apiVersion": "v1", "items": [],
+                               "metadata": {"resourceVersion": "1"}} if ok else
+                              {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 401,
+                               "reason": "Unauthorized", "message": "refused"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Checking)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    kc = tmp_path / "kubeconfig"
+    stamp = [time.time()]
+
+    def login(token: str | None) -> None:
+        kc.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{srv.server_address[1]}"}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}) if token else "{broken")
+        stamp[0] += 2
+        os.utime(kc, (stamp[0], stamp[0]))  # a new modification time, however fast the writes
+    try:
+        login("old")
+        core = client.CoreV1Api(KubernetesBackend(kubeconfig=str(kc), namespace="default", home=tmp_path).api_client)
+        with pytest.raises(client.ApiException) as e:
+            core.list_namespace()
+        assert e.value.status == 401 and seen == ["Bearer old"]
+        login("new")
+        core.list_namespace()
+        login(None)  # broken: the new token stays
+        core.list_namespace()
+        assert seen == ["Bearer old", "Bearer new", "Bearer new"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
 def test_a_namespaced_list_the_role_lacks_is_an_error_not_an_empty_queue(tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
 

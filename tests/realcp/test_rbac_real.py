@@ -186,3 +186,63 @@ def test_a_token_the_server_does_not_know_is_a_401_with_the_login_fix(controlpla
     for err in errors:
         assert (err.status, err.reason) == (401, "Unauthorized"), err
         assert "does not accept your credentials" in str(err) and "kubectl auth whoami" in str(err)
+
+
+def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(controlplane, gpujobs_home, admin_api,
+                                                                       backend, tmp_path):
+    """The real authenticator: a backend whose token the server does not know is refused (401); a
+    token the server issues (TokenRequest, for a ServiceAccount bound to docs/rbac.yaml's Role)
+    written into the same kubeconfig is used by that same backend, with no restart."""
+    controlplane.require_kueue()
+    import os
+    import time as _time
+
+    from kubernetes import client
+    from gpujobs.errors import KubernetesError
+
+    core = client.CoreV1Api(admin_api)
+    core.create_namespaced_service_account(NS, {"metadata": {"name": "carol"}})
+    docs = _docs_for("carol", ("Role", "RoleBinding"))
+    for d in docs:
+        if d["kind"] == "RoleBinding":
+            d["subjects"] = [{"kind": "ServiceAccount", "name": "carol", "namespace": NS}]
+    _apply(admin_api, docs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        job_id = backend.submit(spec_of("PyTorchJob"))
+    kc = tmp_path / "kubeconfig-carol"
+    stamp = [_time.time()]
+
+    def login(token: str) -> None:
+        kc.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": controlplane.server,
+                                                   "certificate-authority": str(controlplane.pki["ca"])}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}]}))
+        stamp[0] += 2
+        os.utime(kc, (stamp[0], stamp[0]))
+    login("expired-or-never-issued")
+    be = _backend(kc, gpujobs_home)
+    try:
+        with pytest.raises(KubernetesError) as e:
+            be.status(job_id)
+        assert e.value.status == 401
+        token = core.create_namespaced_service_account_token(
+            "carol", NS, {"spec": {"expirationSeconds": 600}}).status.token
+        login(token)  # what `kubectl login`-like commands do: a new token in the same file
+        st = wait_for(lambda: _status_or_none(be, job_id), 60, "the same backend to read the job with the new token")
+        assert st.job_id == job_id and not st.terminal
+    finally:
+        be.state.stop_watches()
+        backend.cancel(job_id)
+        wait_for(lambda: workload_of(admin_api, "PyTorchJob", naming.parse_job_id(job_id)[1]) is None, 60, "cleanup")
+        core.delete_namespaced_service_account("carol", NS)
+
+
+def _status_or_none(be, job_id):
+    from gpujobs.errors import KubernetesError
+    try:
+        return be.status(job_id)
+    except KubernetesError:
+        return None

@@ -127,6 +127,8 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
             if any(os.path.exists(p) for p in path.split(os.pathsep)):
                 kconfig.load_kube_config(config_file=path if os.pathsep not in path else None,
                                          context=self._context, client_configuration=cfg)
+                if os.pathsep not in path:
+                    reload_when_changed(cfg, path, self._context)
             elif os.environ.get("KUBERNETES_SERVICE_HOST"):
                 kconfig.load_incluster_config(client_configuration=cfg)
             else:
@@ -350,6 +352,40 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
     def subscribe(self, job_id: str, callback: Callable[[JobStatus], Any]) -> Callable[[], None]:
         from .status import live
         return live.subscribe(self, job_id, callback)
+
+
+def reload_when_changed(cfg: Any, path: str, context: str | None) -> None:
+    """A new login written to the kubeconfig (a fresh token, another user) reaches this running
+    client, as each kubectl call reads the file anew: before each request (the client's
+    ``refresh_api_key_hook``) a kubeconfig whose modification time changed is loaded again into
+    ``cfg``. Tokens take effect at once; a client certificate is bound to the connection pool
+    when the client is built, so a new one needs a new backend (a new kernel, or
+    ``KubernetesBackend(...)``)."""
+    from kubernetes import config as kconfig
+
+    def mtime() -> float | None:
+        try:
+            return os.stat(path).st_mtime_ns
+        except OSError:
+            return None
+    seen = [mtime()]
+    inner = [cfg.refresh_api_key_hook]  # the client's own (an exec plugin's expiring token)
+
+    def hook(c: Any) -> None:
+        now = mtime()
+        if now is not None and now != seen[0]:
+            seen[0] = now
+            c.refresh_api_key_hook = None
+            try:
+                kconfig.load_kube_config(config_file=path, context=context, client_configuration=c)
+            except Exception:  # noqa: BLE001 - half-written or broken: the old credentials stay
+                pass
+            else:
+                inner[0] = c.refresh_api_key_hook  # the new file's own, or None
+        if inner[0] is not None:
+            inner[0](c)
+        c.refresh_api_key_hook = hook  # the client's hook puts itself back on each call
+    cfg.refresh_api_key_hook = hook
 
 
 def warn_checkpoints_lost(spec: JobSpec, configured: bool, job_id: str, why: str = "") -> None:
