@@ -44,28 +44,34 @@ def test_a_watch_of_a_refused_address_ends_the_wait_with_backend_unavailable(clo
     assert inf.unreachable and not inf.synced.is_set()
 
 
+def refusal(code: int) -> tuple[int, dict]:
+    """An HTTP status and the Kubernetes Status body that goes with it."""
+    return code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                  "reason": {401: "Unauthorized", 403: "Forbidden"}.get(code, "ServiceUnavailable"),
+                  "message": "refused"}
+
+
 @contextlib.contextmanager
-def answering(code: int):
-    """A loopback HTTP server answering every request with ``code`` and a Kubernetes Status."""
+def serving(respond):
+    """A loopback HTTP server answering each request with ``respond(handler)``: (code, JSON body)."""
     import http.server
 
-    class Refusing(http.server.BaseHTTPRequestHandler):
+    class Answering(http.server.BaseHTTPRequestHandler):
         def _answer(self):
-            body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-                               "reason": {401: "Unauthorized", 403: "Forbidden"}.get(code, "ServiceUnavailable"),
-                               "message": "refused"}).encode()
+            code, body = respond(self)
+            data = json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
 
         do_GET = do_POST = _answer  # noqa: N815 - the stdlib's names
 
         def log_message(self, *a):
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answering)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     try:
@@ -74,6 +80,11 @@ def answering(code: int):
         srv.shutdown()
         srv.server_close()
         t.join(5)
+
+
+def answering(code: int):
+    """A loopback HTTP server answering every request with ``code`` and a Kubernetes Status."""
+    return serving(lambda handler: refusal(code))
 
 
 def test_a_server_that_answers_with_errors_is_waited_for_and_the_timeout_says_the_last_error():
@@ -137,7 +148,6 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
     """A long-lived process (a notebook) holds its client: before, a token renewed in the
     kubeconfig after a 401 was never read again, so "log in again" did not help until a restart.
     A broken file (half-written) keeps the credentials it had."""
-    import http.server
     import os
 
     import yaml
@@ -146,38 +156,23 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
 
     seen: list[str | None] = []
 
-    class Checking(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the stdlib's name
-            seen.append(self.headers.get("Authorization"))
-            ok = seen[-1] == "Bearer new"
-            body = json.dumps({"kind": "NamespaceList", "apiVersion": "v1", "items": [],
-                               "metadata": {"resourceVersion": "1"}} if ok else
-                              {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 401,
-                               "reason": "Unauthorized", "message": "refused"}).encode()
-            self.send_response(200 if ok else 401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Checking)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+    def respond(handler):
+        seen.append(handler.headers.get("Authorization"))
+        if seen[-1] != "Bearer new":
+            return refusal(401)
+        return 200, {"kind": "NamespaceList", "apiVersion": "v1", "items": [], "metadata": {"resourceVersion": "1"}}
     kc = tmp_path / "kubeconfig"
     stamp = [time.time()]
 
     def login(token: str | None) -> None:
         kc.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{srv.server_address[1]}"}}],
+            "clusters": [{"name": "c", "cluster": {"server": host}}],
             "users": [{"name": "u", "user": {"token": token}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}) if token else "{broken")
         stamp[0] += 2
         os.utime(kc, (stamp[0], stamp[0]))  # a new modification time, however fast the writes
-    try:
+    with serving(respond) as host:
         login("old")
         core = client.CoreV1Api(KubernetesBackend(kubeconfig=str(kc), namespace="default", home=tmp_path).api_client)
         with pytest.raises(client.ApiException) as e:
@@ -187,11 +182,7 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
         core.list_namespace()
         login(None)  # broken: the new token stays
         core.list_namespace()
-        assert seen == ["Bearer old", "Bearer new", "Bearer new"]
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
+    assert seen == ["Bearer old", "Bearer new", "Bearer new"]
 
 
 def test_a_namespaced_list_the_role_lacks_is_an_error_not_an_empty_queue(tmp_path):
