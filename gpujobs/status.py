@@ -306,10 +306,16 @@ class Plan:
     queue: str = ""
     expected_start_range: tuple[float, float] | None = None
 
+    @property
+    def never(self) -> bool:
+        """It can never fit its queue (submit would refuse it: QuotaError)."""
+        return not self.admit_now and self.position is None and self.expected_start is None and \
+            self.basis.startswith("never")
+
     def summary(self) -> str:
         if self.admit_now:
             head = "would be admitted now"
-        elif self.position is None and self.expected_start is None and self.basis.startswith("never"):
+        elif self.never:
             head = "can never start"
         else:
             head = (f"would wait {ordinal(self.position)} in {self.queue}" if self.position

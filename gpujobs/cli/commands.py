@@ -205,7 +205,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         for spec, p in zip(specs, plans):
             print(output.plan_lines(spec.display_name, p))
-    return exitcodes.OK
+    # a job that can never fit: the plan is printed, and the exit is submit's refusal's (2)
+    return exitcodes.USAGE if any(p.never for p in plans) else exitcodes.OK
 
 
 def cmd_queue(args: argparse.Namespace) -> int:

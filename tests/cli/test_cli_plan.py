@@ -63,7 +63,8 @@ def test_plan_lines_and_summary():
     assert text.startswith("train: would wait 3rd in team-a, starts in ~12 min")
     assert "Blocked by: exp-7" in text and "Basis:" in text
     never = Plan(False, None, (), None, "workload x can never be admitted", basis="never: …")
-    assert never.summary().startswith("can never start")
+    assert never.summary().startswith("can never start") and never.never
+    assert not p.never and not Plan(True, None, (), now, "fits now").never
     assert Plan(True, None, (), now, "fits now").summary() == "would be admitted now: fits now"
 
 
@@ -75,6 +76,8 @@ def test_cli_plan_and_queue_start(jobs_cli):
     first = cli("plan", "nap.py:nap", "--gpus", "2", "--time", "600", "-o", "json", env=env)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["admit_now"] is True
+    never = cli("plan", "nap.py:nap", "--gpus", "64", env=env)  # before: exit 0 ("Start: never")
+    assert never.returncode == 2 and "nap: can never start" in never.stdout, never
     r = cli("submit", "nap.py:nap", "--gpus", "2", "--time", "600", "--name", "holder", env=env)
     assert r.returncode == 0, r.stderr
     deadline = time.monotonic() + 120
