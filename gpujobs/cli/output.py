@@ -169,7 +169,7 @@ def plan_lines(name: str, p: Plan) -> str:
     rows = [("Admit now", "yes" if p.admit_now else "no"),
             ("Position", str(p.position) if p.position else "-"),
             ("Preempts", ", ".join(p.preempts) or "-"),
-            ("Start", "never" if p.basis.startswith("never") else
+            ("Start", "never" if p.never else
              start_text(p.expected_start, now, p.not_before)),
             ("Range", range_text(p.expected_start_range, now) if p.expected_start_range else "-"),
             ("Basis", p.basis or "-"), ("Reason", p.reason or "-")]
