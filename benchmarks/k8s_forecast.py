@@ -96,6 +96,13 @@ def main(argv=None) -> int:
         print(f"seeded {a.pending:,} pending Workloads in {time.perf_counter() - t:.1f} s")
         from kubernetes import client
         be = KubernetesBackend(api_client=client.ApiClient(server.configuration()), namespace=NS)
+        return _measure(be, a)
+    finally:
+        server.stop()
+
+
+def _measure(be: KubernetesBackend, a: argparse.Namespace) -> int:
+    try:
         spec = gpujobs.job(nap, 1).mpi(ranks=1, gpus_per_rank=4).image(MPI_IMAGE).queue("q7").priority("low") \
             .max_runtime(3600).spec()
         f = live.forecasts_for(be, NS)
@@ -124,9 +131,8 @@ def main(argv=None) -> int:
         print(f"kubernetes forecast refresh of every queued job ({len(fcs):,}; {known:,} get a start): best "
               f"{min(total):.3f} s, worst {max(total):.3f} s (target < 2 s); reading {min(reads):.3f} s, "
               f"translation + simulation {min(sims):.3f} s")
-        be.state.stop_watches()
     finally:
-        server.stop()
+        be.state.stop_watches()
     return 0
 
 

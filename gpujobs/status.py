@@ -163,17 +163,19 @@ class JobStatus:
 
     @property
     def stale_note(self) -> str:
-        """The "not current: …" part of the message (see :meth:`not_current`), or ''."""
-        return self.message.split(" · ")[0] if self.extra.get("stale_since") is not None else ""
+        """The "not current: …" note of the message (see :meth:`not_current`), or ''."""
+        return str(self.extra.get("stale_note") or "")
 
     def not_current(self, since: float, why: str, source: str = "the cluster") -> "JobStatus":
         """This status marked as possibly out of date: its message starts with "not current: no
-        news from SOURCE since HH:MM:SS (WHY)" and ``extra["stale_since"]`` is ``since``. Read by
-        the widgets, the CLI and the lab panel like any message; the next fresh status drops it."""
+        news from SOURCE since HH:MM:SS (WHY)", ``extra["stale_since"]`` is ``since`` and
+        ``extra["stale_note"]`` the note. Read by the widgets, the CLI and the lab panel like any
+        message; the next fresh status drops it."""
         note = f"not current: no news from {source} since {time.strftime('%H:%M:%S', time.localtime(since))} ({why})"
-        rest = self.message.removeprefix(self.stale_note).removeprefix(" · ")  # one note, the newest
-        return replace(self, message=f"{note} · {rest}" if rest else note,
-                       extra={**self.extra, "stale_since": since})
+        old = self.stale_note
+        rest = self.message.replace(f"{old} · ", "", 1).replace(old, "", 1) if old else self.message
+        return replace(self, message=f"{note} · {rest}" if rest else note,  # one note, the newest
+                       extra={**self.extra, "stale_since": since, "stale_note": note})
 
     def position_text(self) -> str:
         """'2nd in team-a', 'position unavailable', or ''."""

@@ -183,7 +183,9 @@ class JobUpdater:
                     except Exception as exc:  # noqa: BLE001 (any failure is shown, then polled again)
                         why = f"{type(exc).__name__}: {exc}".splitlines()[0]
                         if good is not None and (failing is None or failing[1] != why):
-                            failing = (time.time() if failing is None else failing[0], why)
+                            now = time.time()  # or since the hub said so, if earlier
+                            failing = (min(good.extra.get("stale_since") or now, now) if failing is None
+                                       else failing[0], why)
                             st = good.not_current(failing[0], why, _SOURCE.get(good.backend, "the backend"))
                 if st is None:
                     continue

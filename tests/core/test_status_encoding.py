@@ -48,5 +48,10 @@ def test_a_status_marked_not_current_twice_carries_one_note_the_newest():
     assert once.extra["stale_since"] == 1000.0 and st.extra == {}  # the original is untouched
     twice = once.not_current(1000.0, "BackendUnavailable: gone", source="the local agent")
     assert twice.message.count("not current") == 1 and "BackendUnavailable: gone) · epoch 3" in twice.message
+    # a view that puts words before the note (the ranks' start-up phase) keeps it whole
+    prefixed = once.with_(message=f"pulling image; {once.message}")
+    again = prefixed.not_current(1000.0, "y · z")
+    assert again.message.count("not current") == 1 and again.stale_note.endswith("(y · z)")
+    assert again.message.endswith("pulling image; epoch 3") and prefixed.stale_note == once.stale_note
     bare = JobStatus("a", "queued").not_current(5.0, "x")
     assert bare.message == bare.stale_note and bare.message.endswith("(x)") and " · " not in bare.message

@@ -185,6 +185,52 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
     assert seen == ["Bearer old", "Bearer new", "Bearer new"]
 
 
+def test_kubeconfig_reloads_under_many_threads_keep_one_hook_and_end_on_the_last_token(tmp_path):
+    """Informer, hub and widget threads all ask for the token: a reload in one thread must not
+    leave the hook replaced (the client's own hook re-installs itself on the config it is given:
+    before, an interleaving left the hook calling itself, RecursionError on every request)."""
+    import os
+
+    import yaml
+
+    from gpujobs.backends.kubernetes import KubernetesBackend
+
+    kc = tmp_path / "kubeconfig"
+
+    def login(token: str, at: float) -> None:
+        kc.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+        os.utime(kc, (at, at))
+    now = time.time()
+    login("t0", now)
+    cfg = KubernetesBackend(kubeconfig=str(kc), namespace="default", home=tmp_path).api_client.configuration
+    hook = cfg.refresh_api_key_hook
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def ask():
+        while not stop.is_set():
+            try:
+                assert cfg.get_api_key_with_prefix("authorization").startswith("Bearer t")
+            except BaseException as exc:  # noqa: BLE001 - collected for the assert below
+                errors.append(exc)
+                return
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for i in range(1, 200):
+        login(f"t{i}", now + 2 * i)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert not errors, errors[:3]
+    assert cfg.refresh_api_key_hook is hook
+    assert cfg.get_api_key_with_prefix("authorization") == "Bearer t199"
+
+
 def test_a_namespaced_list_the_role_lacks_is_an_error_not_an_empty_queue(tmp_path):
     from gpujobs.backends.kubernetes import KubernetesBackend
 
@@ -266,10 +312,25 @@ def test_a_wait_ends_with_the_refusal_once_the_cluster_has_refused_for_a_while_b
     assert e.value.status == 401 and "does not accept your credentials" in str(e.value)
     assert "kubectl auth whoami" in str(e.value)
     sim.server.clear_faults()  # logged in again: the job ran on meanwhile, and is waited for again
-    wait_for(lambda: hub.refused() is None, timeout=30)  # once the watches have retried (at most ~6 s)
-    assert job.status().phase == "running"
+    assert hub.refused() is not None  # the watches have not retried yet: the old refusal stands
     job.cancel()
-    assert job.wait(timeout=60).phase == "cancelled"
+    assert job.wait(timeout=60).phase == "cancelled"  # a wait begun now is not ended by it
+
+
+def test_a_refusal_is_timed_from_the_first_refusal_not_from_an_outage_before_it():
+    """A minute of 503s and then one 401 is a refusal of a moment, not of a minute (before, the
+    time since the first failure of any kind ended waits at the first 401)."""
+    inf = Informer(_Api(_empty_list, lambda p: _Stream()), "g", "v1", "things", "ns", lambda *a: None)
+    inf._failed(client.ApiException(status=503))
+    assert inf.failing_since is not None and inf.refused_since is None
+    inf.failing_since -= 60  # an outage of a minute
+    inf._failed(client.ApiException(status=401))
+    first = inf.refused_since
+    assert first is not None and first - inf.failing_since >= 60
+    inf._failed(client.ApiException(status=403))
+    assert inf.refused_since == first  # refused all along
+    inf._failed(client.ApiException(status=500))
+    assert inf.refused_since is None and inf.failed_at is not None
 
 
 class _Stream:

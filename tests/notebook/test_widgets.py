@@ -270,8 +270,9 @@ def test_updater_says_when_the_status_cannot_be_read_and_recovers(recording_comm
     time.sleep(0.2)
     broken.set()
     deadline = time.time() + 3
-    while "not current" not in w.status.message and time.time() < deadline:
+    while "not current" not in w.header.value and time.time() < deadline:
         time.sleep(0.02)
+    time.sleep(0.1)  # the render that set the header has returned (renders counted last)
     st = w.status
     assert st.message.startswith("not current: no news from the local agent since ")
     assert "BackendUnavailable: local agent at /tmp/x/agent.sock is not answering" in st.message

@@ -201,15 +201,10 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
     from gpujobs.errors import KubernetesError
 
     core = client.CoreV1Api(admin_api)
-    core.create_namespaced_service_account(NS, {"metadata": {"name": "carol"}})
     docs = _docs_for("carol", ("Role", "RoleBinding"))
     for d in docs:
         if d["kind"] == "RoleBinding":
             d["subjects"] = [{"kind": "ServiceAccount", "name": "carol", "namespace": NS}]
-    _apply(admin_api, docs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        job_id = backend.submit(spec_of("PyTorchJob"))
     kc = tmp_path / "kubeconfig-carol"
     stamp = [_time.time()]
 
@@ -224,7 +219,13 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
         os.utime(kc, (stamp[0], stamp[0]))
     login("expired-or-never-issued")
     be = _backend(kc, gpujobs_home)
+    job_id = None
     try:
+        core.create_namespaced_service_account(NS, {"metadata": {"name": "carol"}})
+        _apply(admin_api, docs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            job_id = backend.submit(spec_of("PyTorchJob"))
         with pytest.raises(KubernetesError) as e:
             be.status(job_id)
         assert e.value.status == 401
@@ -235,8 +236,16 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
         assert st.job_id == job_id and not st.terminal
     finally:
         be.state.stop_watches()
-        backend.cancel(job_id)
-        wait_for(lambda: workload_of(admin_api, "PyTorchJob", naming.parse_job_id(job_id)[1]) is None, 60, "cleanup")
+        if be._api_client is not None:
+            be._api_client.close()
+        if job_id is not None:
+            backend.cancel(job_id)
+            wait_for(lambda: workload_of(admin_api, "PyTorchJob", naming.parse_job_id(job_id)[1]) is None, 60,
+                     "cleanup")
+        rbac_api = client.RbacAuthorizationV1Api(admin_api)
+        for d in docs:
+            delete = rbac_api.delete_namespaced_role if d["kind"] == "Role" else rbac_api.delete_namespaced_role_binding
+            delete(d["metadata"]["name"], NS)
         core.delete_namespaced_service_account("carol", NS)
 
 

@@ -355,36 +355,44 @@ class KubernetesBackend(Backend, Renders, Plans, ChecksQueues, HasStacks, HasMet
 
 
 def reload_when_changed(cfg: Any, path: str, context: str | None) -> None:
-    """A new login written to the kubeconfig (a fresh token, another user) reaches this running
-    client, as each kubectl call reads the file anew: before each request (the client's
-    ``refresh_api_key_hook``) a kubeconfig whose modification time changed is loaded again into
-    ``cfg``. Tokens take effect at once; a client certificate is bound to the connection pool
-    when the client is built, so a new one needs a new backend (a new kernel, or
-    ``KubernetesBackend(...)``)."""
-    from kubernetes import config as kconfig
+    """A new token written to the kubeconfig (a new login) reaches this running client, as each
+    kubectl call reads the file anew. The client asks ``cfg.refresh_api_key_hook`` before each
+    request that carries a token; this hook loads a kubeconfig that changed (modification time,
+    size or inode) into a configuration of its own and takes its token, and runs the client's own
+    refresh (an exec plugin's expiring token) on that configuration too, never on ``cfg``, so no
+    other thread sees the hook replaced. A broken or half-written file is read again at the next
+    request. Only tokens: a client certificate is bound to the connection pool when the client
+    is built (a new one needs a new backend: a new kernel, or ``KubernetesBackend(...)``)."""
+    import threading
 
-    def mtime() -> float | None:
+    from kubernetes import client, config as kconfig
+
+    def signature() -> tuple[int, int, int] | None:
         try:
-            return os.stat(path).st_mtime_ns
+            st = os.stat(path)
         except OSError:
             return None
-    seen = [mtime()]
-    inner = [cfg.refresh_api_key_hook]  # the client's own (an exec plugin's expiring token)
+        return st.st_mtime_ns, st.st_size, st.st_ino
+    lock = threading.Lock()
+    mine = client.Configuration()  # what the loaders write into
+    state: dict[str, Any] = {"seen": signature(), "refresh": cfg.refresh_api_key_hook}
 
     def hook(c: Any) -> None:
-        now = mtime()
-        if now is not None and now != seen[0]:
-            seen[0] = now
-            c.refresh_api_key_hook = None
-            try:
-                kconfig.load_kube_config(config_file=path, context=context, client_configuration=c)
-            except Exception:  # noqa: BLE001 - half-written or broken: the old credentials stay
-                pass
-            else:
-                inner[0] = c.refresh_api_key_hook  # the new file's own, or None
-        if inner[0] is not None:
-            inner[0](c)
-        c.refresh_api_key_hook = hook  # the client's hook puts itself back on each call
+        with lock:
+            now = signature()
+            if now is not None and now != state["seen"]:
+                fresh = client.Configuration()
+                try:
+                    kconfig.load_kube_config(config_file=path, context=context, client_configuration=fresh)
+                except Exception:  # noqa: BLE001 - broken or half-written: the old token stays for now
+                    return
+                state["seen"], state["refresh"] = now, fresh.refresh_api_key_hook
+                mine.api_key, mine.api_key_prefix = dict(fresh.api_key), dict(fresh.api_key_prefix)
+                c.api_key, c.api_key_prefix = dict(fresh.api_key), dict(fresh.api_key_prefix)
+            refresh = state["refresh"]
+            if refresh is not None:
+                refresh(mine)  # sets mine's token (and mine's hook, not c's)
+                c.api_key, c.api_key_prefix = dict(mine.api_key), dict(mine.api_key_prefix)
     cfg.refresh_api_key_hook = hook
 
 

@@ -221,27 +221,27 @@ class StatusHub:
     def stale(self) -> tuple[float, str] | None:
         """(since when, what it means and its fix) when one of this namespace's watches has failed
         for ``stale_after_s`` or longer, else None. Cluster-wide reads are optional (forecasts)."""
-        for since, error in self._failing(self.stale_after_s):
-            return since, str(error)
-        return None
-
-    def refused(self) -> Exception | None:
-        """The error to end a wait with once the cluster has refused one of this namespace's watches
-        (HTTP 401, or 403) for ``refused_after_s`` or longer; None otherwise (and while the server
-        cannot be reached or fails: it may come back by itself)."""
-        for _, error in self._failing(self.refused_after_s):
-            if getattr(error, "status", None) in (401, 403):
-                return error
-        return None
-
-    def _failing(self, for_s: float) -> Iterable[tuple[float, Exception]]:
-        """(since, what it means: access.failure) of each namespaced watch failing ``for_s`` or longer."""
         now = time.time()
         host = getattr(getattr(self.api, "configuration", None), "host", "?")
         for inf in list(self._informers.values()):
             failing = inf.failing
-            if inf.namespace is not None and failing is not None and now - failing[0] >= for_s:
-                yield failing[0], failure(failing[1], host, inf.resource[2], inf.namespace)
+            if inf.namespace is not None and failing is not None and now - failing[0] >= self.stale_after_s:
+                return failing[0], str(failure(failing[1], host, inf.resource[2], inf.namespace))
+        return None
+
+    def refused(self, seen_after: float = 0.0) -> Exception | None:
+        """The error to end a wait with once every retry of one of this namespace's watches has been
+        refused (HTTP 401, or 403) for ``refused_after_s`` or longer, the last of them at or after
+        ``seen_after`` (epoch s: a refusal from before a new login or Role is not news); None
+        otherwise, and while the server cannot be reached or fails (it may come back by itself)."""
+        now = time.time()
+        host = getattr(getattr(self.api, "configuration", None), "host", "?")
+        for inf in list(self._informers.values()):
+            since, failing = inf.refused_since, inf.failing
+            if inf.namespace is not None and failing is not None and since is not None and \
+                    now - since >= self.refused_after_s and (inf.failed_at or 0.0) >= seen_after:
+                return failure(failing[1], host, inf.resource[2], inf.namespace)
+        return None
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:

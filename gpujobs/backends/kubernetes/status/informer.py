@@ -67,6 +67,8 @@ class Informer:
         self.relists = 0
         self.error: BaseException | None = None  # the last failed list or watch (None once one works)
         self.failing_since: float | None = None  # epoch s of the first failure since one worked
+        self.refused_since: float | None = None  # epoch s since every failure has been a refusal (401/403)
+        self.failed_at: float | None = None  # epoch s of the last failure
         self._accepted: float | None = None  # epoch s the open watch was accepted (its 200)
         self._settled = threading.Event()  # listed, or refused (unreachable, 401, 403, 404): waiting is over
         self._failures = 0  # failed connects in a row
@@ -127,7 +129,7 @@ class Informer:
 
     def _working(self) -> None:
         """A list answered, or a watch sent an event: the cache is current again."""
-        self.error, self._failures, self.failing_since = None, 0, None
+        self.error, self._failures, self.failing_since, self.refused_since = None, 0, None, None
 
     def _open_watch(self, **kw: Any) -> Any:
         """The watch request for :class:`kwatch.Watch` (its 200 arrives before any event, and an
@@ -150,9 +152,15 @@ class Informer:
 
     def _failed(self, exc: BaseException) -> None:
         """Note a failed list or watch; a waiter stops waiting once it is unreachable or unauthorized."""
+        now = time.time()
         if self.failing is None:  # working until now (or held open since the last failure)
-            self.failing_since = time.time()
-        self.error, self._accepted = exc, None
+            self.failing_since, self.refused_since = now, None
+        refused = getattr(exc, "status", None) in (401, 403)
+        if not refused:
+            self.refused_since = None
+        elif self.refused_since is None:
+            self.refused_since = now
+        self.error, self._accepted, self.failed_at = exc, None, now
         self._failures = self._failures + 1 if connect_failed(exc) else 0
         if self.unreachable or self.unauthorized:
             self._settled.set()

@@ -218,16 +218,17 @@ def wait(backend: Cluster, job_id: str, timeout: float | None = None) -> JobStat
 def _wait_unless_refused(hub: StatusHub, name: str, timeout: float | None) -> JobStatus | None:
     """The hub's wait for the end, cut short by the cluster's refusal (:meth:`StatusHub.refused`):
     a wait with expired credentials or a Role taken away would otherwise never end, and say nothing.
-    The job keeps running; the error's fix says what to do, then wait again (the CLI's and the
-    progress bar's one-second waits end the same way). Once fixed, the watches retry within
-    ``informer.RETRY_MAX_S``: a wait begun sooner can still end with the old refusal."""
+    The job keeps running; the error's fix says what to do, then wait again: only a refusal
+    answered to a retry made during this wait ends it (the CLI's and the progress bar's
+    one-second waits end once a retry falls inside one)."""
+    began = time.time()  # refusals from before this wait (a new login since?) do not end it
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         left = None if deadline is None else deadline - time.monotonic()
         st = hub.wait(name, 1.0 if left is None else max(0.0, min(1.0, left)), lambda s: s.terminal)
         if st is not None and st.terminal:
             return st
-        refused = hub.refused()
+        refused = hub.refused(seen_after=began)
         if refused is not None:
             raise refused
         if left is not None and left <= 1.0:
