@@ -11,7 +11,7 @@ import time
 
 import pytest
 from kubernetes import client
-from tests.support import free_port, wait_for
+from tests.support import free_port, token_kubeconfig, wait_for
 
 from gpujobs.backends.kubernetes.retry import retrying
 from gpujobs.backends.kubernetes.status.informer import Informer, wait_synced
@@ -148,10 +148,6 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
     """A long-lived process (a notebook) holds its client: before, a token renewed in the
     kubeconfig after a 401 was never read again, so "log in again" did not help until a restart.
     A broken file (half-written) keeps the credentials it had."""
-    import os
-
-    import yaml
-
     from gpujobs.backends.kubernetes import KubernetesBackend
 
     seen: list[str | None] = []
@@ -161,26 +157,19 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_the_running_backend(tmp_p
         if seen[-1] != "Bearer new":
             return refusal(401)
         return 200, {"kind": "NamespaceList", "apiVersion": "v1", "items": [], "metadata": {"resourceVersion": "1"}}
-    kc = tmp_path / "kubeconfig"
-    stamp = [time.time()]
+    kc, now = tmp_path / "kubeconfig", time.time()
 
-    def login(token: str | None) -> None:
-        kc.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": host}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}) if token else "{broken")
-        stamp[0] += 2
-        os.utime(kc, (stamp[0], stamp[0]))  # a new modification time, however fast the writes
+    def login(token: str | None, at: float) -> None:
+        token_kubeconfig(kc, host, token, at)
     with serving(respond) as host:
-        login("old")
+        login("old", now)
         core = client.CoreV1Api(KubernetesBackend(kubeconfig=str(kc), namespace="default", home=tmp_path).api_client)
         with pytest.raises(client.ApiException) as e:
             core.list_namespace()
         assert e.value.status == 401 and seen == ["Bearer old"]
-        login("new")
+        login("new", now + 2)
         core.list_namespace()
-        login(None)  # broken: the new token stays
+        login(None, now + 4)  # broken: the new token stays
         core.list_namespace()
     assert seen == ["Bearer old", "Bearer new", "Bearer new"]
 
@@ -189,21 +178,12 @@ def test_kubeconfig_reloads_under_many_threads_keep_one_hook_and_end_on_the_last
     """Informer, hub and widget threads all ask for the token: a reload in one thread must not
     leave the hook replaced (the client's own hook re-installs itself on the config it is given:
     before, an interleaving left the hook calling itself, RecursionError on every request)."""
-    import os
-
-    import yaml
-
     from gpujobs.backends.kubernetes import KubernetesBackend
 
     kc = tmp_path / "kubeconfig"
 
     def login(token: str, at: float) -> None:
-        kc.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-        os.utime(kc, (at, at))
+        token_kubeconfig(kc, "http://127.0.0.1:9", token, at)
     now = time.time()
     login("t0", now)
     cfg = KubernetesBackend(kubeconfig=str(kc), namespace="default", home=tmp_path).api_client.configuration

@@ -17,6 +17,7 @@ from gpujobs.errors import GpuJobsError
 
 from .conftest import NS, QUEUE, _apply
 from .kube import spec_of, wait_for, workload_of, is_true
+from tests.support import token_kubeconfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 
@@ -194,7 +195,6 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
     token the server issues (TokenRequest, for a ServiceAccount bound to docs/rbac.yaml's Role)
     written into the same kubeconfig is used by that same backend, with no restart."""
     controlplane.require_kueue()
-    import os
     import time as _time
 
     from kubernetes import client
@@ -205,19 +205,11 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
     for d in docs:
         if d["kind"] == "RoleBinding":
             d["subjects"] = [{"kind": "ServiceAccount", "name": "carol", "namespace": NS}]
-    kc = tmp_path / "kubeconfig-carol"
-    stamp = [_time.time()]
+    kc, now = tmp_path / "kubeconfig-carol", _time.time()
 
-    def login(token: str) -> None:
-        kc.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": controlplane.server,
-                                                   "certificate-authority": str(controlplane.pki["ca"])}}],
-            "users": [{"name": "u", "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}]}))
-        stamp[0] += 2
-        os.utime(kc, (stamp[0], stamp[0]))
-    login("expired-or-never-issued")
+    def login(token: str, at: float) -> None:
+        token_kubeconfig(kc, controlplane.server, token, at, ca=controlplane.pki["ca"], namespace=NS)
+    login("expired-or-never-issued", now)
     be = _backend(kc, gpujobs_home)
     job_id = None
     try:
@@ -231,7 +223,7 @@ def test_a_new_login_written_to_the_kubeconfig_reaches_a_running_backend(control
         assert e.value.status == 401
         token = core.create_namespaced_service_account_token(
             "carol", NS, {"spec": {"expirationSeconds": 600}}).status.token
-        login(token)  # what `kubectl login`-like commands do: a new token in the same file
+        login(token, now + 2)  # what `kubectl login`-like commands do: a new token in the same file
         st = wait_for(lambda: _status_or_none(be, job_id), 60, "the same backend to read the job with the new token")
         assert st.job_id == job_id and not st.terminal
     finally:

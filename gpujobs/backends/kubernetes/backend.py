@@ -387,12 +387,12 @@ def reload_when_changed(cfg: Any, path: str, context: str | None) -> None:
                 except Exception:  # noqa: BLE001 - broken or half-written: the old token stays for now
                     return
                 state["seen"], state["refresh"] = now, fresh.refresh_api_key_hook
-                mine.api_key, mine.api_key_prefix = dict(fresh.api_key), dict(fresh.api_key_prefix)
-                c.api_key, c.api_key_prefix = dict(fresh.api_key), dict(fresh.api_key_prefix)
-            refresh = state["refresh"]
-            if refresh is not None:
-                refresh(mine)  # sets mine's token (and mine's hook, not c's)
-                c.api_key, c.api_key_prefix = dict(mine.api_key), dict(mine.api_key_prefix)
+                mine.api_key, mine.api_key_prefix = fresh.api_key, fresh.api_key_prefix
+            elif state["refresh"] is None:
+                return  # nothing new, nothing to refresh: c keeps its token
+            if state["refresh"] is not None:
+                state["refresh"](mine)  # sets mine's token (and mine's hook, not c's)
+            c.api_key, c.api_key_prefix = dict(mine.api_key), dict(mine.api_key_prefix)
     cfg.refresh_api_key_hook = hook
 
 

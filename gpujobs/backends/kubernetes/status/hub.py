@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
@@ -222,11 +222,9 @@ class StatusHub:
         """(since when, what it means and its fix) when one of this namespace's watches has failed
         for ``stale_after_s`` or longer, else None. Cluster-wide reads are optional (forecasts)."""
         now = time.time()
-        host = getattr(getattr(self.api, "configuration", None), "host", "?")
-        for inf in list(self._informers.values()):
-            failing = inf.failing
-            if inf.namespace is not None and failing is not None and now - failing[0] >= self.stale_after_s:
-                return failing[0], str(failure(failing[1], host, inf.resource[2], inf.namespace))
+        for inf, since, error in self._failing():
+            if now - since >= self.stale_after_s:
+                return since, str(self._meaning(inf, error))
         return None
 
     def refused(self, seen_after: float = 0.0) -> Exception | None:
@@ -235,13 +233,24 @@ class StatusHub:
         ``seen_after`` (epoch s: a refusal from before a new login or Role is not news); None
         otherwise, and while the server cannot be reached or fails (it may come back by itself)."""
         now = time.time()
-        host = getattr(getattr(self.api, "configuration", None), "host", "?")
-        for inf in list(self._informers.values()):
-            since, failing = inf.refused_since, inf.failing
-            if inf.namespace is not None and failing is not None and since is not None and \
-                    now - since >= self.refused_after_s and (inf.failed_at or 0.0) >= seen_after:
-                return failure(failing[1], host, inf.resource[2], inf.namespace)
+        for inf, _, error in self._failing():
+            since = inf.refused_since
+            if since is not None and now - since >= self.refused_after_s and (inf.failed_at or 0.0) >= seen_after:
+                return self._meaning(inf, error)
         return None
+
+    def _failing(self) -> Iterator[tuple[Informer, float, BaseException]]:
+        """(informer, failing since, its last error) of each of this namespace's watches that is
+        failing. Cluster-wide reads are optional (forecasts): left out."""
+        for inf in list(self._informers.values()):
+            failing = inf.failing
+            if inf.namespace is not None and failing is not None:
+                yield inf, failing[0], failing[1]
+
+    def _meaning(self, inf: Informer, error: BaseException) -> Exception:
+        """What ``inf``'s failing read means to the user, with its fix (:func:`..access.failure`)."""
+        host = getattr(getattr(self.api, "configuration", None), "host", "?")
+        return failure(error, host, inf.resource[2], inf.namespace)
 
     def _fetch_positions(self, queues: set[str]) -> None:
         if self._visibility_version is None and time.monotonic() < self._visibility_retry_at:
