@@ -124,6 +124,8 @@ def test_queue_position_with_the_role_alone(controlplane, alice, gpujobs_home, a
             warnings.simplefilter("ignore")
             for _ in range(2):
                 made.append(be.submit(spec_of("PyTorchJob", gpus=4)))
+        # the first holds all 8 GPUs once Kueue admits it: until then both are pending, the second 2nd
+        wait_for(lambda: be.status(made[0]).phase != "queued", 60, "alice's first job admitted")
         st = wait_for(lambda: (s := be.status(made[1])).queue_position and s, 60,
                       "a queue position for alice's second job")
         assert (st.phase, st.queue_position, st.position_available) == ("queued", 1, True)
