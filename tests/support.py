@@ -255,24 +255,3 @@ def benchmark_module(name: str) -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def token_kubeconfig(path: Path, server: str, token: str | None, at: float, ca: Path | None = None,
-                     namespace: str | None = None) -> Path:
-    """A kubeconfig at ``path`` whose user is ``token`` (None: a broken, half-written file), its
-    modification time set to ``at``: a new login, seen as a change however fast the writes come."""
-    import os
-
-    import yaml
-    cluster: dict[str, str] = {"server": server}
-    if ca is not None:
-        cluster["certificate-authority"] = str(ca)
-    context: dict[str, str] = {"cluster": "c", "user": "u"}
-    if namespace is not None:
-        context["namespace"] = namespace
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": context}]}) if token else "{broken")
-    os.utime(path, (at, at))
-    return path

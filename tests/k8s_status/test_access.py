@@ -11,7 +11,8 @@ import time
 
 import pytest
 from kubernetes import client
-from tests.support import free_port, token_kubeconfig, wait_for
+from tests.kubeconfig import token_kubeconfig
+from tests.support import free_port, wait_for
 
 from gpujobs.backends.kubernetes.retry import retrying
 from gpujobs.backends.kubernetes.status.informer import Informer, wait_synced

@@ -17,7 +17,7 @@ from gpujobs.errors import GpuJobsError
 
 from .conftest import NS, QUEUE, _apply
 from .kube import spec_of, wait_for, workload_of, is_true
-from tests.support import token_kubeconfig
+from tests.kubeconfig import token_kubeconfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 
