@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .rank import contract
-from .rank.wire import parse_progress_line
+from .rank.wire import GpuSample, parse_progress_line
 from .status import Progress
 
 RATE_WINDOW = 20  # reports the rate is measured over
@@ -56,6 +56,23 @@ def summarize(reports: Iterable[dict], since: float | None = None) -> Progress |
 DEFAULT_STALL_FLOOR_S = 60.0
 DEFAULT_STALL_FACTOR = 5.0
 BUSY_PCT = 5.0  # CPU (% of one core) or GPU use above this is a sign of life
+WAITING_SM_PCT = 25.0
+"""A GPU that NVML calls busy with fewer SMs than this busy (percent) only waits: a kernel
+resident that spins, as NCCL's do while a collective waits for a peer, and the host spins
+with it in a synchronize. On an H200 such a kernel read 0.8 % of SMs and matrix products 96 %
+(benchmarks/RESULTS.md); NCCL's kernels use one block per channel, up to 32 channels, so a
+wait across 32 channels of a 132-SM GPU reads about 24 %."""
+
+
+def gpu_activity(sample: GpuSample) -> str:
+    """What one GPU sample says of its rank: ``"busy"`` (it computes), ``"waiting"`` (a
+    kernel resident but few SMs busy: see :data:`WAITING_SM_PCT`) or ``"idle"``. Without
+    SM readings (no GPM, a CPU sample) NVML's utilisation alone decides."""
+    if (sample.util or 0) <= BUSY_PCT:
+        return "idle"
+    if sample.sm_util is not None and not sample.is_cpu and sample.sm_util < WAITING_SM_PCT:
+        return "waiting"
+    return "busy"
 
 
 def _setting(name: str, env: dict[str, str], default: float) -> float:
@@ -104,17 +121,22 @@ def innermost_frame(dump: str) -> str:
     return ""
 
 
-def stall_message(stalled: dict[int, float], limit: float, where: dict[int, str]) -> str:
+def stall_message(stalled: dict[int, float], limit: float, where: dict[int, str],
+                  waiting: Iterable[int] = ()) -> str:
     """The stall flag's text on both backends (the local agent's event and status, the
     Kubernetes status().message): the quiet ranks (rank -> their last sign of life, epoch s),
-    the threshold and the function each sits in (``where``: rank -> frame). The same text for
-    as long as the same ranks sit in the same places (no running count)."""
+    the threshold, the function each sits in (``where``: rank -> frame) and the ranks whose
+    GPUs only wait (``waiting``). The same text for as long as the same ranks sit in the same
+    places (no running count)."""
     ranks = sorted(stalled)
     last = max(stalled.values())  # the stalled ranks' last sign of life
     head = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
     sits = "; ".join(f"rank {r} in {where[r]}" for r in ranks if where.get(r))
+    idle = ("GPU waiting (a kernel resident, under "
+            f"{WAITING_SM_PCT:g} % of SMs busy: a collective waiting for a peer?)"
+            if set(waiting) & set(ranks) else "CPU/GPU idle")
     return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
-            f" (no progress, no output, CPU/GPU idle for over {limit:.3g} s)"
+            f" (no progress, no output, {idle} for over {limit:.3g} s)"
             + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")
 
 

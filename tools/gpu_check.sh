@@ -8,7 +8,12 @@
 #    the local backend and prints the NVML samples the widget model (JobStatus.metrics)
 #    received while it ran;
 # 3. runs the same training loop under plain torchrun and compares step throughput
-#    (target: gpujobs / torchrun >= 0.99).
+#    (target: gpujobs / torchrun >= 0.99);
+# 4. tools/gpu_signals.py: what NVML reads while the GPU idles, computes and waits in a
+#    spinning kernel (and two NCCL ranks on one GPU, where NCCL allows it);
+# 5. the stall flag: a rank waiting in a spinning kernel is flagged, one computing without
+#    reports is not.
+# GPU_CHECK_PARTS=signals,throughput,stall picks the parts (all by default).
 # Exit codes: 0 all checks passed, 1 a check failed, 3 no NVIDIA GPU / NVML here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +28,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     exit 3
 fi
 
-PY="${GPU_CHECK_PYTHON:-.venv/bin/python}"
-if [ ! -x "$PY" ]; then
+PY="$(command -v "${GPU_CHECK_PYTHON:-.venv/bin/python}" || true)"  # a path, or a name on PATH
+if [ -z "$PY" ]; then
     echo "gpu_check: creating .venv (pip install -e .[dev]) ..." >&2
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
@@ -163,7 +168,7 @@ for s in sorted(samples, key=lambda s: (s.time, s.rank, s.device))[-8:]:
     print(f"  t={s.time:.1f} rank {s.rank} gpu {s.device} {s.source}: busy {s.util}% "
           f"mem {s.mem_used / 2**30:.1f}/{s.mem_total / 2**30:.1f} GiB "
           f"proc {None if s.proc_mem is None else round(s.proc_mem / 2**30, 1)} GiB "
-          f"power {s.power_w} W temp {s.temp_c} C")
+          f"power {s.power_w} W temp {s.temp_c} C SMs busy {s.sm_util}%")
 if frame is not None:
     print(f"job.metrics(): {len(frame)} rows, sources {sorted(set(frame['source']))}")
 if not samples or any(s.source != "nvml" for s in samples):
@@ -181,4 +186,104 @@ print("gpu_check: " + ("PASS" if not failures else "FAIL: " + "; ".join(failures
 sys.exit(1 if failures else 0)
 EOF
 
-"$PY" "$WORK/gpu_check_driver.py" "$@"
+cat >"$WORK/gpu_check_stall.py" <<'EOF'
+"""The stall flag on a GPU: a rank that waits in a spinning kernel (the shape of a rank blocked
+in an NCCL collective: NVML calls the GPU busy) must be flagged; a rank that computes without
+reporting must not be."""
+import os
+import sys
+import time
+
+os.environ.setdefault("GPUJOBS_METRICS_INTERVAL", "1")
+import gpujobs  # noqa: E402
+
+
+def waiting_in_a_gpu_kernel(seconds):
+    import pynvml
+    import torch
+    pynvml.nvmlInit()
+    mhz = pynvml.nvmlDeviceGetMaxClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM)
+    torch.cuda._sleep(int(seconds * mhz * 1e6))
+    torch.cuda.synchronize()
+
+
+def computing_without_reports(seconds):
+    import torch
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+
+
+def quiet_on_gpu(spin_s, compute_s):
+    import time as t
+    import gpujobs as g
+    ctx = g.context()
+    for i in range(5):
+        ctx.progress(i, total=10)
+        t.sleep(0.3)
+    marks = {"spin_start": t.time()}
+    waiting_in_a_gpu_kernel(spin_s)
+    marks["spin_end"] = t.time()
+    computing_without_reports(compute_s)
+    marks["compute_end"] = t.time()
+    for i in range(5, 10):
+        ctx.progress(i, total=10)
+        t.sleep(0.3)
+    return marks
+
+
+floor = 6.0
+job = (gpujobs.job(quiet_on_gpu, 30.0, 20.0).ddp(nodes=1, gpus_per_node=1).name("gpu-stall")
+       .env(GPUJOBS_STALL_FLOOR_S=str(floor), GPUJOBS_STALL_FACTOR="1", GPUJOBS_PROGRESS_INTERVAL="0.2")
+       .submit())
+seen = []  # (time, flagged, message, max NVML util of the round's samples)
+while not job.done():
+    st = job.status()
+    utils = [s.util for s in st.metrics if s.source == "nvml" and s.util is not None]
+    sms = [s.sm_util for s in st.metrics if s.sm_util is not None]
+    seen.append((time.time(), st.stalled_since is not None, st.extra.get("stall", ""), max(utils, default=None),
+                 max(sms, default=None)))
+    time.sleep(0.5)
+marks = job.result()
+failures = []
+
+
+def during(a, b):
+    return [x for x in seen if a <= x[0] <= b]
+
+
+spin = during(marks["spin_start"] + floor + 4, marks["spin_end"])
+comp = during(marks["spin_end"] + 4, marks["compute_end"])
+print(f"stall phase: {len(spin)} polls while the rank waited in a spinning kernel, "
+      f"{sum(x[1] for x in spin)} flagged; NVML util seen {sorted(set(x[3] for x in spin if x[3] is not None))}, "
+      f"SMs busy {sorted(set(x[4] for x in spin if x[4] is not None))}")
+print(f"compute phase: {len(comp)} polls while it computed without reports, {sum(x[1] for x in comp)} flagged; "
+      f"SMs busy {sorted(set(round(x[4]) for x in comp if x[4] is not None))}")
+msgs = sorted({x[2] for x in seen if x[1]})
+print("stall messages:", msgs)
+print("events:", [(e.kind, e.message[:100]) for e in job.status().events if e.kind in ("stalled", "moving")])
+if not any(x[1] for x in spin):
+    failures.append("a rank waiting in a spinning GPU kernel was never flagged")
+elif not any("waiting_in_a_gpu_kernel" in m for m in msgs):
+    failures.append("the stall message does not name waiting_in_a_gpu_kernel")
+if any(x[1] for x in comp):
+    failures.append("a rank computing on the GPU without reports was flagged")
+print("gpu_check stall: " + ("PASS" if not failures else "FAIL: " + "; ".join(failures)))
+sys.exit(1 if failures else 0)
+EOF
+
+PARTS="${GPU_CHECK_PARTS:-signals,throughput,stall}"
+rc=0
+if [[ ",$PARTS," == *",signals,"* ]]; then
+    "$PY" tools/gpu_signals.py || rc=1
+fi
+if [[ ",$PARTS," == *",throughput,"* ]]; then
+    "$PY" "$WORK/gpu_check_driver.py" "$@" || rc=1
+fi
+if [[ ",$PARTS," == *",stall,"* ]]; then
+    "$PY" "$WORK/gpu_check_stall.py" || rc=1
+fi
+exit $rc

@@ -2,7 +2,9 @@
 
 Counters (dcgm-exporter ``etc/default-counters.csv``): DCGM_FI_DEV_GPU_UTIL (%),
 DCGM_FI_DEV_FB_USED / _FREE / _RESERVED (MiB), DCGM_FI_DEV_POWER_USAGE (W),
-DCGM_FI_DEV_GPU_TEMP (°C). Labels: ``gpu`` (index), ``UUID``, ``hostname``
+DCGM_FI_DEV_GPU_TEMP (°C), and where the exporter profiles (its
+``dcp-metrics-included.csv``) DCGM_FI_PROF_SM_ACTIVE (the ratio of cycles an SM has a warp,
+0-1; ``sm_util`` in percent, which tells a GPU that computes from one that waits). Labels: ``gpu`` (index), ``UUID``, ``hostname``
 (``Hostname`` before dcgm-exporter PR #655), and the pod that holds the GPU as
 ``pod``/``namespace`` or, behind a ServiceMonitor with honorLabels false,
 ``exported_pod``/``exported_namespace``: both spellings are accepted, the
@@ -29,7 +31,8 @@ FB_FREE = "DCGM_FI_DEV_FB_FREE"
 FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 TEMP = "DCGM_FI_DEV_GPU_TEMP"
-COUNTERS = (UTIL, FB_USED, FB_FREE, FB_RESERVED, POWER, TEMP)
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+COUNTERS = (UTIL, FB_USED, FB_FREE, FB_RESERVED, POWER, TEMP, SM_ACTIVE)
 
 Series = tuple[str, dict[str, str], float, float | None]  # name, labels, value, timestamp (s)
 
@@ -152,11 +155,13 @@ def samples_from_series(series: Iterable[Series], ranks: Mapping[str, int] | Non
         parts = [g.get(FB_USED), g.get(FB_FREE)]
         total = sum(p for p in parts if p is not None) + g.get(FB_RESERVED, 0.0) if None not in parts else None
         t = g["t"] if g["t"] is not None else now
+        sm = g.get(SM_ACTIVE)
         out.append(GpuSample(
             time=float(t if t is not None else 0.0), rank=rank, device=gpu, util=g.get(UTIL),
             mem_used=None if used is None else used * MIB,
             mem_total=None if total is None else total * MIB,
-            power_w=g.get(POWER), temp_c=g.get(TEMP), source="dcgm", host=host or pod))
+            power_w=g.get(POWER), temp_c=g.get(TEMP), source="dcgm", host=host or pod,
+            sm_util=None if sm is None else 100.0 * sm))
     return out
 
 

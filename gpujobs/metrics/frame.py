@@ -68,7 +68,7 @@ def metrics_frame(samples: Iterable[GpuSample]) -> MetricsFrame:
     rows = [asdict(s) for s in samples]
     df = pd.DataFrame(rows, columns=COLUMNS)
     df["time"] = pd.to_datetime(df["time"].astype(float), unit="s", utc=True)
-    for col in ("util", "mem_used", "mem_total", "power_w", "temp_c", "proc_mem"):
+    for col in ("util", "mem_used", "mem_total", "power_w", "temp_c", "proc_mem", "sm_util"):
         df[col] = df[col].astype(float)
     df = df.sort_values(["time", "rank", "device"], kind="stable").reset_index(drop=True)
     return MetricsFrame(df)

@@ -71,6 +71,7 @@ class GpuSample:
     source: str = "nvml"
     host: str = ""
     proc_mem: float | None = None  # bytes this rank's processes hold on the device (NVML)
+    sm_util: float | None = None  # percent of SMs busy over the round (NVML GPM, DCGM SM_ACTIVE)
 
     @property
     def is_cpu(self) -> bool:
@@ -121,7 +122,7 @@ def parse_progress_line(line: str) -> dict | None:
 
 # ------------------------------------------------------------------- metrics lines
 _FIELDS = (("u", "util"), ("mu", "mem_used"), ("mt", "mem_total"), ("p", "power_w"),
-           ("c", "temp_c"), ("pm", "proc_mem"))
+           ("c", "temp_c"), ("pm", "proc_mem"), ("sm", "sm_util"))
 
 
 def _num(x: float) -> float | int:
@@ -188,7 +189,7 @@ def parse_metrics_line(line: str) -> list[GpuSample] | None:
             out.append(GpuSample(
                 time=float(doc["t"]), rank=int(g["r"]), device=int(g["d"]),
                 util=num(g, "u"), mem_used=num(g, "mu"), mem_total=num(g, "mt"),
-                power_w=num(g, "p"), temp_c=num(g, "c"), proc_mem=num(g, "pm"),
+                power_w=num(g, "p"), temp_c=num(g, "c"), proc_mem=num(g, "pm"), sm_util=num(g, "sm"),
                 source=g.get("s", doc.get("s", "nvml")), host=g.get("h", doc.get("h", ""))))
     except (KeyError, TypeError, ValueError):
         return None

@@ -3,7 +3,9 @@
 Each GPU's utilisation/memory/power/temperature comes from a function of how
 many times it was read, so values change between rounds. A GPU can be made to
 vanish after some reads (NVMLError_GpuIsLost), and nvmlInit can be made to
-fail (NVMLError_LibraryNotFound), as on a machine without a driver.
+fail (NVMLError_LibraryNotFound), as on a machine without a driver. A GPU with ``sm_util``
+set has GPM (Hopper and later): its samples, taken by nvmlGpmSampleGet, read that SM
+utilisation between two of them; the module counts the GPM samples still allocated.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ class FakeGpu:
     power_supported: bool = True
     procs: dict[int, int | None] = field(default_factory=dict)  # pid -> bytes
     reads: int = 0
+    sm_util: float | None = None  # None: no GPM on this GPU
+    util: int | None = None  # fixed utilisation (None: varies with the reads)
 
 
 def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleType:
@@ -101,7 +105,8 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
     def nvmlDeviceGetUtilizationRates(h):
         g = _gpu(h)
         g.reads += 1
-        return types.SimpleNamespace(gpu=(10 * g.index + 7 * g.reads) % 101, memory=5)
+        return types.SimpleNamespace(gpu=(10 * g.index + 7 * g.reads) % 101 if g.util is None else g.util,
+                                     memory=5)
 
     def nvmlDeviceGetMemoryInfo(h):
         g = _gpu(h)
@@ -128,6 +133,43 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
     def nvmlDeviceGetUUID(h):
         return _gpu(h).uuid
 
+    m.NVML_SUCCESS = 0
+    m.NVML_GPM_METRICS_GET_VERSION = 1
+    m.NVML_GPM_METRIC_SM_UTIL = 2
+    m.gpm_allocated = 0
+
+    def nvmlGpmQueryDeviceSupport(h):
+        return types.SimpleNamespace(isSupportedDevice=int(_gpu(h).sm_util is not None))
+
+    def nvmlGpmSampleAlloc():
+        check()
+        m.gpm_allocated += 1
+        return types.SimpleNamespace(gpu=None)
+
+    def nvmlGpmSampleGet(h, sample):
+        g = _gpu(h)
+        if g.sm_util is None:
+            raise NVMLError_NotSupported()
+        sample.gpu = g
+        return sample
+
+    def nvmlGpmSampleFree(sample):
+        m.gpm_allocated -= 1
+
+    class c_nvmlGpmMetricsGet_t:
+        def __init__(self):
+            self.metrics = [types.SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(4)]
+
+    def nvmlGpmMetricsGet(get):
+        assert get.version == 1 and get.numMetrics == 1 and get.metrics[0].metricId == 2
+        assert get.sample1.gpu is get.sample2.gpu and get.sample1 is not get.sample2
+        get.metrics[0].value = get.sample2.gpu.sm_util
+        return get
+
+    m.c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
+    for fn in (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc, nvmlGpmSampleGet, nvmlGpmSampleFree,
+               nvmlGpmMetricsGet):
+        setattr(m, fn.__name__, fn)
     for fn in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex,
                nvmlDeviceGetHandleByUUID, nvmlDeviceGetUtilizationRates, nvmlDeviceGetMemoryInfo,
                nvmlDeviceGetPowerUsage, nvmlDeviceGetTemperature,

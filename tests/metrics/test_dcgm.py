@@ -147,3 +147,12 @@ def test_source_errors(prometheus):
         dead.query("up")
     with pytest.raises(SpecError, match="prometheus_url"):
         PrometheusSource("prometheus:9090")
+
+
+def test_sm_active_from_a_profiling_exporter_is_sm_utilisation_in_percent():
+    page = ('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1",pod="job-worker-0",namespace="a"} 100\n'
+            'DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-a",Hostname="n1",pod="job-worker-0",namespace="a"} 0.008\n'
+            'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",Hostname="n1",pod="job-worker-1",namespace="a"} 93\n')
+    a, b = samples_from_series(parse_exposition(page), {"job-worker-0": 0, "job-worker-1": 1})
+    assert a.util == 100.0 and a.sm_util == pytest.approx(0.8)
+    assert b.util == 93.0 and b.sm_util is None  # the default counters have no profiling fields

@@ -148,3 +148,30 @@ def test_machine_gpus_when_the_count_fails(fake_nvml, monkeypatch):
     df = machine_gpus()
     assert df.empty and df.attrs["summary"].startswith("GPUs unreadable: NVMLError")
     assert fake_nvml.initialised == 0
+
+
+def test_sm_utilisation_from_gpm_from_the_second_round_and_none_without_gpm(fake_nvml):
+    fake_nvml.gpus[0].sm_util = 0.8  # Hopper: GPM; GPU 1 has none (older GPU, MIG slice)
+    s = Sampler({0: (ME, [0, 1])})
+    first = {x.device: x for x in s.sample_once(now=1.0)}
+    second = {x.device: x for x in s.sample_once(now=3.0)}
+    assert first[0].sm_util is None  # GPM reads between two samples: none in the first round
+    assert second[0].sm_util == pytest.approx(0.8)
+    assert first[1].sm_util is None and second[1].sm_util is None and second[1].util is not None
+    fake_nvml.gpus[0].sm_util = 96.0
+    assert {x.device: x for x in s.sample_once(now=5.0)}[0].sm_util == pytest.approx(96.0)
+    s.stop()
+    assert fake_nvml.gpm_allocated == 0  # every GPM sample freed, the last one at close
+
+
+def test_sm_utilisation_survives_the_wire_and_the_metrics_frame(fake_nvml):
+    from gpujobs.metrics.frame import metrics_frame
+    from gpujobs.rank.wire import format_metrics_line, parse_metrics_line
+    fake_nvml.gpus[0].sm_util = 24.5
+    s = Sampler({0: (ME, [0])})
+    s.sample_once(now=1.0)
+    samples = s.sample_once(now=3.0)
+    s.stop()
+    (back,) = parse_metrics_line(format_metrics_line(samples))
+    assert back == samples[0] and back.sm_util == pytest.approx(24.5)
+    assert metrics_frame([back])["sm_util"].tolist() == [24.5]

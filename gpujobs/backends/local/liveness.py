@@ -6,7 +6,9 @@ logs, their CPU time (psutil, process tree) and the GPU use of the round's sampl
 
 A rank is *quiet* while it reports no progress (any rank's report counts for all: the
 ranks of a gang move in lockstep), writes no output, and uses under ``BUSY_PCT`` % of a
-CPU (and of its GPUs, where sampled). A rank quiet for longer than
+CPU (and of its GPUs, where sampled). A rank whose GPUs only wait (NVML calls them busy
+but few SMs are: ``progress.gpu_activity``) is quiet whatever its CPU does: its host
+thread spins in a synchronize behind a collective that waits for a peer. A rank quiet for longer than
 ``max(floor, factor x usual interval)`` is *stalled*; the usual interval is the median
 gap between the job's own progress reports (without any, the floor alone). Settings, from
 the job's env (``.env(...)``) first, then the agent's: ``GPUJOBS_STALL_FLOOR_S`` (default
@@ -23,7 +25,7 @@ from typing import Any, Callable
 
 from ...rank.contract import JobFolder
 from ...metrics import JobMetrics, ranks_of_gang
-from ...progress import BUSY_PCT, ProgressTail, stall_message, stall_settings, usual_interval
+from ...progress import BUSY_PCT, ProgressTail, gpu_activity, stall_message, stall_settings, usual_interval
 from ...status import JobEvent, Progress
 from .records import Rec, agent_log, read_phase
 from .stacks import dump_stacks, where
@@ -42,6 +44,7 @@ class GangWatch:
         self._log_size: dict[int, int] = {}
         self._cpu: dict[int, tuple[float, float]] = {}  # rank -> (cpu seconds, wall)
         self.stalled: dict[int, float] = {}  # rank -> quiet since
+        self.waiting: set[int] = set()  # ranks whose GPUs only waited in the last round
         self.where: dict[int, str] = {}
         self._dumped = False
 
@@ -88,10 +91,15 @@ class GangWatch:
         now = time.time() if now is None else now
         new = self.tail.read()
         progress = self.tail.latest()
-        gpu_busy = {s.rank for s in samples if s.source != "psutil" and (s.util or 0) > BUSY_PCT}
+        gpus: dict[int, set[str]] = {}  # rank -> what its GPU samples say
+        for s in samples:
+            if not s.is_cpu:
+                gpus.setdefault(s.rank, set()).add(gpu_activity(s))
+        self.waiting = {r for r, says in gpus.items() if "waiting" in says and "busy" not in says}
         for rank, pid in self.pids.items():
-            alive = bool(new) or self._log_grew(rank) or rank in gpu_busy
-            alive = self._cpu_busy(rank, pid, now) or alive  # always read, to keep the delta
+            alive = bool(new) or self._log_grew(rank) or "busy" in gpus.get(rank, ())
+            cpu = self._cpu_busy(rank, pid, now)  # always read, to keep the delta
+            alive = alive or (cpu and rank not in self.waiting)
             if alive:
                 self.active[rank] = now
         if self.floor <= 0:
@@ -118,7 +126,7 @@ class GangWatch:
     def _message(self, stalled: dict[int, float], now: float, limit: float) -> str:
         """The same text for as long as the same ranks sit in the same places (no running
         count: a new text is a new event and a stored status)."""
-        return stall_message(stalled, limit, self.where)
+        return stall_message(stalled, limit, self.where, self.waiting)
 
 
 class GangWatcher:

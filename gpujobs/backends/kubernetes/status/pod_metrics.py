@@ -219,7 +219,7 @@ class PodMetrics:
                 if stall.where is None and self.locate is not None:
                     stall.where = {}  # once per stall episode (and no recursion through status)
                     stall.where = self.locate(st.job_id, sorted(quiet))
-                message = stall_message(quiet, limit, stall.where or {})
+                message = stall_message(quiet, limit, stall.where or {}, stall.waiting)
                 st = st.with_(stalled_since=since, extra={**st.extra, "stall": message},
                               message="; ".join(filter(None, [st.message, message])))
         return st
@@ -264,6 +264,7 @@ class StallEvidence:
     def __init__(self) -> None:
         self._last_output: dict[str, float] = {}
         self.where: dict[int, str] | None = None  # rank -> the function it sits in (this episode)
+        self.waiting: set[int] = set()  # ranks whose GPUs only waited in their latest samples
 
     @property
     def output_at(self) -> float | None:
@@ -277,7 +278,7 @@ class StallEvidence:
     def verdict(self, progress: list[dict], samples: list[GpuSample],
                 now: float | None = None) -> tuple[float | None, dict[int, float], float]:
         """(quiet since, {rank: quiet since}, threshold s); (None, {}, 0) when none is stalled."""
-        from ....progress import BUSY_PCT, stall_settings, usual_interval
+        from ....progress import gpu_activity, stall_settings, usual_interval
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
         if floor <= 0 or not samples:
@@ -287,10 +288,18 @@ class StallEvidence:
         last_progress = max((r["time"] for r in progress), default=0.0)
         first: dict[int, float] = {}
         busy_at: dict[int, float] = {}
+        latest: dict[int, tuple[float, set[str]]] = {}  # rank -> (time, what its GPUs said then)
         for s in samples:
             first[s.rank] = min(first.get(s.rank, s.time), s.time)
-            if (s.util or 0) > BUSY_PCT:
+            says = gpu_activity(s)
+            if says == "busy":
                 busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
+            t, seen = latest.get(s.rank, (-1.0, set()))
+            if s.time > t:
+                latest[s.rank] = (s.time, {says})
+            elif s.time == t:
+                seen.add(says)
+        self.waiting = {r for r, (_, says) in latest.items() if "waiting" in says and "busy" not in says}
         quiet: dict[int, float] = {}
         for rank in first:
             active = max(last_progress, self.output_at or 0.0, busy_at.get(rank, first[rank]))
