@@ -144,6 +144,9 @@ def metrics_html(status: JobStatus, history: History | None = None) -> str:
             hist = [(s.util, _mem_frac(s))]
         busy = "CPU busy %" if s.is_cpu else "GPU busy %"
         util = "sampling…" if s.util is None else f"{s.util:.0f}%"
+        if s.sm_util is not None and s.util is not None:  # GPM: how much of the GPU works
+            util += f" <span title='SMs busy (NVML GPM): under 25 % while busy means waiting'" \
+                    f" style='color:#57606a'>SMs {s.sm_util:.0f}%</span>"
         mem = fmt_bytes(s.mem_used) + (f" / {fmt_bytes(s.mem_total)}" if s.mem_total else "")
         rows.append(
             f"<tr><td>{esc(device_label(s))}</td><td title='{busy}'>{sparkline_svg(h[0] for h in hist)}"

@@ -35,6 +35,14 @@ def test_metrics_cpu_samples_are_labelled_cpu_never_gpu():
     assert "no GPU on this machine" in out
     gpu = render_job_html(status("running", metrics=(sample(5.0, 1, 97, 2**30),)))
     assert "rank 1 GPU 0" in gpu and "GPU busy %" in gpu and "97%" in gpu
+    assert "SMs" not in gpu  # no GPM reading: nothing said about SMs
+
+
+def test_metrics_show_how_many_sms_are_busy_where_nvml_reads_them():
+    from dataclasses import replace
+    waiting = replace(sample(5.0, 0, 100, 2**30), sm_util=0.76)
+    out = render_job_html(status("running", metrics=(waiting,)))
+    assert "100%" in out and "SMs 1%" in out and "waiting" in out
 
 
 def test_sparkline_scales_points_into_the_box():
