@@ -39,6 +39,9 @@ def test_cli_plan_and_queue_start_column(make_cluster, tmp_path):
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(GPUJOBS), *args], env=env, capture_output=True, text=True, timeout=120,
                               cwd=tmp_path)
+    # the simulated job controller gives their unsuspended Job its pod in the background: count
+    # once it has (under load it came after the count, and the count was one short)
+    wait_for(lambda: sim.store.list("v1", "Pod", "other"))
     before = sum(len(sim.store.list_res(r)[0]) for r in sim.store.resources())
     out = cli("plan", "train.py:main", "--backend", "kubernetes", "--gpus", "2", "--queue", "q", "--time", "60")
     assert out.returncode == 0, out.stderr
