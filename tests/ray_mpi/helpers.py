@@ -33,6 +33,18 @@ def alive(pids) -> list[int]:
     return out
 
 
+def described(pids) -> list[str]:
+    """The still-running ``pids`` as 'pid status ppid cmdline' (what an assertion should show)."""
+    out = []
+    for pid in alive(pids):
+        try:
+            p = psutil.Process(pid)
+            out.append(f"{pid} {p.status()} ppid={p.ppid()} {' '.join(p.cmdline())[:160]}")
+        except psutil.Error as exc:
+            out.append(f"{pid} ({type(exc).__name__})")
+    return out
+
+
 def cmdline_mentions(text: str) -> list[int]:
     """Live processes whose command line contains ``text`` (Ray's temp dir, a job dir …)."""
     found = []

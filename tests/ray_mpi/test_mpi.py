@@ -10,7 +10,7 @@ import gpujobs
 from gpujobs.backends.local.launch_mpi import MpiGang, job_processes
 from gpujobs.errors import JobCancelledError
 
-from .helpers import alive, make_job_dir, outcomes, wait_for
+from .helpers import alive, described, make_job_dir, outcomes, wait_for
 
 
 class RankError(RuntimeError):
@@ -120,7 +120,7 @@ def test_mpi_launcher_directly_failed_rank_and_terminate(tmp_path):
     result = gang.wait(timeout=40)
     assert result is not None and not result.ok
     assert result.failed_rank == 2 and "SIGKILL" in result.message, result
-    assert alive(pids) == [] and job_processes("mpi-direct-1") == []
+    assert alive(pids) == [] and job_processes("mpi-direct-1") == [], (described(pids), job_processes("mpi-direct-1"))
     assert outcomes(jd, key) == {}
     assert (jd.log_dir / "mpirun.txt").exists()
     assert sorted(p.name for p in jd.log_dir.glob("rank-*.log")) == ["rank-0.log", "rank-1.log",
@@ -139,7 +139,7 @@ def test_mpi_launcher_directly_failed_rank_and_terminate(tmp_path):
     result = gang.poll()
     assert result is not None and not result.ok and result.returncodes[result.failed_rank] != 0
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"]
-    assert alive(pids) == [] and job_processes("mpi-direct-2") == []
+    assert alive(pids) == [] and job_processes("mpi-direct-2") == [], (described(pids), job_processes("mpi-direct-2"))
 
 
 def report_devices():
