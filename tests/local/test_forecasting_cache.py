@@ -207,14 +207,14 @@ def test_a_jobs_first_forecast_is_scored_when_it_starts_and_calibrates_the_range
     assert fc.expected_start is not None
     errs = local_agent.forecasts.start_errors
     assert len(errs) == 0
-    at = local_agent.forecasts._first[jid][0]
+    at = dict(local_agent.forecasts.firsts.waiting())[jid]
     with local_agent.lock:  # the agent starts it 7 s after the forecast (its events say so)
         rec = local_agent.recs[jid]
         rec.status = rec.status.with_(events=rec.status.events + (JobEvent(at + 7.0, "started", "pids"),),
                                       started_at=at + 7.0)
         local_agent.forecasts.snapshot()
     assert len(errs) == 1 and errs._pairs[()][0] == (fc.expected_start - at, 7.0)
-    assert jid not in local_agent.forecasts._first  # scored once
+    assert jid not in local_agent.forecasts.firsts  # scored once
 
 
 def test_a_finished_jobs_preemptions_teach_its_kinds_stop_time():

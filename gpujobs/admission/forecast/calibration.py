@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict, deque
 
+from .reasons import priority_rank
 from .runtimes import quantile
 
 RANGE_Q = (0.1, 0.9)  # the range holds about 80 % of starts (the target is 70-90 %)
@@ -67,7 +68,7 @@ class StartErrors:
 
     def _quantiles(self, key: tuple) -> tuple[float, float, float, int] | None:
         if key not in self._cache:
-            pairs = self._pairs.get(key, ())
+            pairs = list(self._pairs.get(key, ()))  # one copy (in C: a thread's add() cannot cut in)
             if len(pairs) < (ERRORS_MIN_ALL if key == () else ERRORS_MIN):
                 self._cache[key] = None
             else:
@@ -93,3 +94,56 @@ class StartErrors:
             late = now + max(0.0, (e + c) * hi - c)
             return min(early, expected), max(late, expected), n, key != ()
         return None
+
+
+FIRST_KEEP = 10_000  # queued jobs whose first forecast waits for their start (the oldest dropped)
+
+
+class FirstForecasts:
+    """Each queued job's first forecast with a start, kept until the job starts (its error then
+    joins ``errors``) or goes. Both backends feed it: the local agent from its records' start
+    events, Kubernetes from the Workloads' admission times (:meth:`score_running`)."""
+
+    def __init__(self, errors: StartErrors, keep: int = FIRST_KEEP) -> None:
+        self.errors = errors
+        self.keep = keep
+        self._first: dict[str, tuple[float, float, float, int]] = {}  # id -> (at, expected, gpus, priority)
+
+    def __contains__(self, jid: object) -> bool:
+        return jid in self._first
+
+    def waiting(self) -> list[tuple[str, float]]:
+        """(job id, when its first forecast was made) of the jobs not started yet."""
+        return [(jid, v[0]) for jid, v in self._first.items()]
+
+    def note(self, snap, cache: dict) -> None:
+        """Keep the first forecast with a start of each of ``snap``'s pending jobs."""
+        for j in snap.pending:
+            fc = cache.get(j.id)
+            if fc is not None and fc.expected_start is not None and j.id not in self._first:
+                self._first[j.id] = (snap.now, fc.expected_start, j.workload.total().get("gpu", 0.0),
+                                     priority_rank(snap, j.workload.priority))
+        while len(self._first) > self.keep:
+            del self._first[next(iter(self._first))]
+
+    def started(self, jid: str, at: float) -> None:
+        """``jid`` started at ``at`` (epoch s): its first forecast's error is kept, once."""
+        first = self._first.pop(jid, None)
+        if first is not None and at >= first[0] - 1.0:  # a Kubernetes time has whole seconds
+            made, expected, gpus, prio = first
+            self.errors.add(gpus, prio, expected - made, at - made)
+
+    def forget(self, jid: str) -> None:
+        """``jid`` went (deleted, or ended without starting): nothing to score."""
+        self._first.pop(jid, None)
+
+    def score_running(self, snap) -> None:
+        """Score the jobs that ``snap`` shows running (``started`` set) and forget those it no
+        longer shows at all (a view of the cluster's objects, where ends leave no event)."""
+        running = {j.id: j.started for j in snap.running}
+        pending = {j.id for j in snap.pending}
+        for jid, _ in self.waiting():
+            if running.get(jid) is not None:
+                self.started(jid, float(running[jid]))
+            elif jid not in pending:
+                self.forget(jid)

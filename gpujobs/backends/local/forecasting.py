@@ -24,13 +24,12 @@ import traceback
 from typing import Any
 
 from ...admission.forecast import Arrivals, Forecast, History, Job, Snapshot, StartErrors, forecast, plan
-from ...admission.forecast.reasons import priority_rank
+from ...admission.forecast.calibration import FirstForecasts
 from ...spec import JobSpec
 from ...status import JobStatus, Plan
 
 REFRESH_S = 5.0  # recompute at least this often while asked (time-left texts move)
 MIN_INTERVAL_S = 1.0  # at most once a second after changes (progress reports change often)
-FIRST_KEEP = 10_000  # queued jobs whose first forecast waits for their start (the oldest dropped)
 
 
 def progress_end(st: JobStatus) -> float | None:
@@ -52,7 +51,7 @@ class LocalForecasts:
         self._history: History | None = None
         self.start_errors = StartErrors()  # first forecasts against actual starts: the ranges
         self.arrivals = Arrivals()  # recent submissions: the jobs expected to come
-        self._first: dict[str, tuple[float, float, float, int]] = {}  # id -> (at, expected, gpus, priority)
+        self.firsts = FirstForecasts(self.start_errors)  # queued jobs' first forecasts, until they start
         self._stops: set[tuple[str, float]] = set()  # (id, requeued at) of stops already learned
         self._cache: dict[str, Forecast] = {}  # replaced whole by each refresh, never mutated
         self._at = float("-inf")  # when the cache's snapshot was taken (monotonic)
@@ -103,26 +102,14 @@ class LocalForecasts:
         """Queued jobs that had a first forecast and have started since: their error joins
         ``start_errors`` (under the agent's lock; called by :meth:`snapshot`)."""
         recs = self.agent.recs
-        for jid in list(self._first):
+        for jid, at in self.firsts.waiting():
             rec = recs.get(jid)
             if rec is None or rec.status.terminal and rec.status.started_at is None:
-                del self._first[jid]  # gone, or ended (cancelled) without starting
+                self.firsts.forget(jid)  # gone, or ended (cancelled) without starting
                 continue
-            at, expected, gpus, prio = self._first[jid]
             first = next((e.time for e in rec.status.events if e.kind == "started" and e.time >= at), None)
             if first is not None:
-                self.start_errors.add(gpus, prio, expected - at, first - at)
-                del self._first[jid]
-
-    def _note_first(self, snap: Snapshot, cache: dict[str, Forecast]) -> None:
-        """Keep each queued job's first forecast with a start, to score it when it starts."""
-        for j in snap.pending:
-            fc = cache.get(j.id)
-            if fc is not None and fc.expected_start is not None and j.id not in self._first:
-                self._first[j.id] = (snap.now, fc.expected_start, j.workload.total().get("gpu", 0.0),
-                                     priority_rank(snap, j.workload.priority))
-        while len(self._first) > FIRST_KEEP:
-            del self._first[next(iter(self._first))]
+                self.firsts.started(jid, first)
 
     # ------------------------------------------------------------ refreshes
     def due(self, now: float | None = None) -> bool:
@@ -149,7 +136,7 @@ class LocalForecasts:
             took = time.monotonic() - at
             self.runs += 1
             with ag.lock:
-                self._note_first(snap, cache)
+                self.firsts.note(snap, cache)
                 self._cache, self._at = cache, at
                 self._next = at + took + max(MIN_INTERVAL_S, took)
                 for key in list(ag.subs):

@@ -35,7 +35,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from ....admission.forecast import Forecast, Job, plan
+from ....admission.forecast import Forecast, Job, StartErrors, plan
+from ....admission.forecast.calibration import FirstForecasts
 from ....admission.model import Workload
 from ....errors import BackendUnavailable, Fix, SpecError
 from ....status import JobStatus, Plan
@@ -70,6 +71,8 @@ class KubeForecasts:
         self._gen: int | None = None
         self._misses: set[str] = set()
         self.errors: list[BaseException] = []
+        self.start_errors = StartErrors()  # first forecasts against admissions: the ranges
+        self.firsts = FirstForecasts(self.start_errors)
 
     def _informers(self) -> dict[str, Any]:
         hub = self._hub()
@@ -120,7 +123,7 @@ class KubeForecasts:
             try:
                 c = self.cluster()
                 self._scope = c.scope
-                self._cache = forecasts(c, progress_end=self._progress_end)
+                self._cache = forecasts(c, progress_end=self._progress_end, firsts=self.firsts)
             except Exception as exc:  # noqa: BLE001 - a forecast never breaks a status reply
                 self._cache = {}
                 self.errors = [*self.errors[-9:], exc]  # kept for diagnosis
@@ -160,6 +163,7 @@ class KubeForecasts:
                 "ClusterRole of docs/rbac.yaml, or submit and read job.status().reason")
         lq = f"{self.namespace}/{queue}"
         tr = translate(sharing_quota_with(c, lq), progress_end=self._progress_end)
+        tr.snapshot.start_errors = self.start_errors
         cqn = next((q.name for q in tr.snapshot.queues if lq in q.local_queues), None)
         if cqn is None:
             known = sorted(q.split("/", 1)[1] for s in tr.snapshot.queues for q in s.local_queues

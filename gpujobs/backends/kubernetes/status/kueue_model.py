@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any, Callable, Mapping
 
 from ....admission.forecast import Forecast, History, Job, Snapshot, forecast
+from ....admission.forecast.calibration import FirstForecasts
 from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
 from ....errors import GpuJobsError
 from ....quantity import parse_quantity
@@ -468,13 +469,21 @@ def _clock(t: float) -> str:
 
 
 def forecasts(c: KueueObjects, now: float | None = None,
-              progress_end: Callable[[str], float | None] | None = None) -> dict[str, Forecast]:
+              progress_end: Callable[[str], float | None] | None = None,
+              firsts: FirstForecasts | None = None) -> dict[str, Forecast]:
     """A :class:`Forecast` for every pending workload the cluster shows (by :func:`workload_id`),
-    plus one for each that can never fit (no start, the engine's reason)."""
+    plus one for each that can never fit (no start, the engine's reason). ``firsts``: the
+    pending workloads' first forecasts, scored against their admission as it shows (their
+    errors calibrate the ranges)."""
     if c.scope == "none":
         return {}
     tr = translate(c, now, progress_end)
+    if firsts is not None:
+        firsts.score_running(tr.snapshot)
+        tr.snapshot.start_errors = firsts.errors
     out = forecast(tr.snapshot)
+    if firsts is not None:
+        firsts.note(tr.snapshot, out)
     positions = cq_positions(c)
     for wid, fc in out.items():
         clean_forecast(tr, fc, count_hidden(tr, wid, positions))

@@ -1,0 +1,69 @@
+"""Start ranges on Kubernetes are calibrated as locally: each pending Workload's first forecast
+is scored when the cluster shows it admitted (gpujobs.admission.forecast.calibration.FirstForecasts,
+kept by the backend's KubeForecasts), and the errors give the ranges."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from tests.k8s_forecast.k8s_objects import queue, theirs
+from tests.k8s_forecast.test_reasons_k8s import queued, submit
+from tests.support import wait_for
+
+from gpujobs.admission.forecast import StartErrors
+from gpujobs.admission.forecast.calibration import FirstForecasts
+from gpujobs.backends.kubernetes.status import live
+
+pytestmark = pytest.mark.slow  # a pod process runs once the job is admitted
+
+
+def test_a_first_forecast_is_scored_at_admission_and_past_errors_give_the_range(make_cluster):
+    t0 = time.time() - 60
+
+    def setup(sim):
+        queue(sim, "q", "cq-q", 2, preemption="Never")
+        queue(sim, "q2", "cq-q", 2, namespace="other")
+        theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=t0, max_s=600)
+    sim, be = make_cluster(setup)
+    kf = live.forecasts_for(be, "default")
+    for _ in range(20):  # 20 past forecasts of 2-GPU jobs, each 2x too late
+        kf.start_errors.add(2.0, 0, 600.0, 300.0)
+    mine = submit(be, "mine", "q", 2, limit=60)
+    st = queued(mine, lambda s: s.expected_start is not None)
+    assert "range from the errors of 20 past forecasts" in st.expected_start_basis, st.expected_start_basis
+    lo, hi = st.expected_start_range
+    assert lo < hi == st.expected_start  # the past forecasts were all too late: it starts earlier
+    assert len(kf.firsts.waiting()) == 1, kf.firsts.waiting()
+    made = kf.firsts.waiting()[0][1]
+
+    sim.store.delete("batch/v1", "Job", "r", "other")  # their job goes: Kueue admits mine
+    before = time.time()
+    wait_for(lambda: mine.status().phase != "queued", timeout=60)
+    wait_for(lambda: (kf.refresh(), len(kf.start_errors) == 21)[1], timeout=30)
+    assert kf.firsts.waiting() == []  # scored once
+    forecast_wait, actual_wait = kf.start_errors._pairs[()][-1]
+    assert forecast_wait == pytest.approx(st.expected_start - made, abs=2)  # about 570 s
+    assert 0 <= actual_wait <= time.time() - made and actual_wait >= before - made - 1.5
+
+
+def test_first_forecasts_of_a_cluster_view():
+    errs = StartErrors()
+    firsts = FirstForecasts(errs)
+
+    def job(jid, gpus=1.0, started=None):
+        return SimpleNamespace(id=jid, started=started,
+                               workload=SimpleNamespace(total=lambda: {"gpu": gpus}, priority=0))
+
+    snap = SimpleNamespace(now=100.0, pending=[job("a"), job("b"), job("c")], running=[], priorities={},
+                           default_priority=0)
+    fc = {"a": SimpleNamespace(expected_start=160.0), "b": SimpleNamespace(expected_start=None),
+          "c": SimpleNamespace(expected_start=130.0)}
+    firsts.note(snap, fc)
+    assert sorted(firsts.waiting()) == [("a", 100.0), ("c", 100.0)]  # b has no start to score
+    later = SimpleNamespace(now=110.0, pending=[job("a")], running=[job("c", started=150.0)])
+    firsts.note(later, {"a": SimpleNamespace(expected_start=999.0)})  # the first forecast stays
+    firsts.score_running(later)
+    assert firsts.waiting() == [("a", 100.0)] and errs._pairs[()][-1] == (30.0, 50.0)
+    firsts.score_running(SimpleNamespace(now=120.0, pending=[], running=[]))  # a was deleted
+    assert firsts.waiting() == [] and len(errs) == 1
