@@ -9,6 +9,7 @@ server, the note goes, and both changes made during the outage are shown: nothin
 """
 from __future__ import annotations
 
+import random
 import select
 import socket
 import threading
@@ -25,6 +26,23 @@ from .kube import spec_of, wait_for, workload_of
 
 
 
+def _bind_below_ephemeral(s: socket.socket) -> int:
+    """Bind ``s`` to a free 127.0.0.1 port under ip_local_port_range's low end; the port."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1025, low - 12000), low)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise OSError("no free port below the ephemeral range")
+
+
 class Relay:
     """127.0.0.1:port -> target, byte for byte (TLS passes through); ``cut()`` / ``restore()``."""
 
@@ -38,11 +56,16 @@ class Relay:
         self.restore()
 
     def restore(self) -> None:
+        """Listen again, on the same port. The port is below the kernel's ephemeral range, so no
+        outgoing connection can take it while the relay is cut (one from the ephemeral range
+        could, and the bind then failed with EADDRINUSE)."""
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", self.port))
+        if self.port:
+            s.bind(("127.0.0.1", self.port))
+        else:
+            self.port = _bind_below_ephemeral(s)
         s.listen(64)
-        self.port = s.getsockname()[1]
         self._listener = s
         self._spawn(self._accept, s)
 
