@@ -66,7 +66,7 @@ class NvmlReader:
         self.nvml = nvml
         self.errors: dict[Device, str] = {}
         self._closed = False
-        self._gpm_last: dict[Device, object] = {}  # device -> its GPM sample of the last round
+        self._gpm_last: dict[tuple[int, Device], object] = {}  # (rank, device) -> GPM sample of its last read
         self._gpm_off: set[Device] = set()  # devices without GPM (asked once)
 
     @classmethod
@@ -130,18 +130,19 @@ class NvmlReader:
                 power_w=None if power is None else power / 1000.0,
                 temp_c=None if temp is None else float(temp), source="nvml",
                 host=host, proc_mem=self._proc_mem(h, pids) if pids else None,
-                sm_util=self._sm_util(dev, h)))
+                sm_util=self._sm_util(rank, dev, h)))
         return out
 
-    def _sm_util(self, dev: Device, handle) -> float | None:
-        """Percent of SMs busy since this device's last reading (GPM), or None: no GPM
-        here (asked once per device), or the first round."""
+    def _sm_util(self, rank: int, dev: Device, handle) -> float | None:
+        """Percent of SMs busy since this rank's last reading of this device (GPM: kept per
+        rank, so two ranks that share a GPU each get a whole round), or None: no GPM here
+        (asked once per device), or the first round."""
         if dev in self._gpm_off:
             return None
         nv = self.nvml
         sample = None
         try:
-            if dev not in self._gpm_last and not nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+            if (rank, dev) not in self._gpm_last and not nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
                 raise LookupError("no GPM on this device")
             sample = nv.nvmlGpmSampleAlloc()
             nv.nvmlGpmSampleGet(handle, sample)
@@ -150,7 +151,7 @@ class NvmlReader:
                 self._optional(nv.nvmlGpmSampleFree, sample)
             self._gpm_off.add(dev)
             return None
-        last, self._gpm_last[dev] = self._gpm_last.get(dev), sample
+        last, self._gpm_last[rank, dev] = self._gpm_last.get((rank, dev)), sample
         if last is None:
             return None
         try:

@@ -137,6 +137,8 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
     m.NVML_GPM_METRICS_GET_VERSION = 1
     m.NVML_GPM_METRIC_SM_UTIL = 2
     m.gpm_allocated = 0
+    m.gpm_taken = 0  # GPM samples taken so far (each sample's ``seq``)
+    m.gpm_pairs: list[tuple[int, int]] = []  # (sample1.seq, sample2.seq) of each metrics read
 
     def nvmlGpmQueryDeviceSupport(h):
         return types.SimpleNamespace(isSupportedDevice=int(_gpu(h).sm_util is not None))
@@ -151,6 +153,8 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
         if g.sm_util is None:
             raise NVMLError_NotSupported()
         sample.gpu = g
+        m.gpm_taken += 1
+        sample.seq = m.gpm_taken
         return sample
 
     def nvmlGpmSampleFree(sample):
@@ -164,6 +168,7 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
         assert get.version == 1 and get.numMetrics == 1 and get.metrics[0].metricId == 2
         assert get.sample1.gpu is get.sample2.gpu and get.sample1 is not get.sample2
         get.metrics[0].value = get.sample2.gpu.sm_util
+        m.gpm_pairs.append((get.sample1.seq, get.sample2.seq))
         return get
 
     m.c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t

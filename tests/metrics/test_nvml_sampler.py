@@ -175,3 +175,16 @@ def test_sm_utilisation_survives_the_wire_and_the_metrics_frame(fake_nvml):
     (back,) = parse_metrics_line(format_metrics_line(samples))
     assert back == samples[0] and back.sm_util == pytest.approx(24.5)
     assert metrics_frame([back])["sm_util"].tolist() == [24.5]
+
+
+def test_two_ranks_on_one_gpu_each_read_sm_utilisation_over_their_own_round(fake_nvml):
+    fake_nvml.gpus[0].sm_util = 50.0
+    s = Sampler({0: (ME, [0]), 1: (ME, [0])})
+    s.sample_once(now=1.0)
+    got = s.sample_once(now=3.0)
+    assert [(x.rank, x.sm_util) for x in got] == [(0, 50.0), (1, 50.0)]
+    # samples 1, 2: round one (ranks 0, 1); 3, 4: round two. Each rank's reading spans its own
+    # round, not the few microseconds since the other rank's sample
+    assert fake_nvml.gpm_pairs == [(1, 3), (2, 4)]
+    s.stop()
+    assert fake_nvml.gpm_allocated == 0
