@@ -7,8 +7,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from tests.k8s_forecast.k8s_objects import queue, theirs
-from tests.k8s_forecast.test_reasons_k8s import queued, submit
+from tests.k8s_forecast.test_reasons_k8s import queued, submit, two_teams_one_queue
 from tests.support import wait_for
 
 from gpujobs.admission.forecast import StartErrors
@@ -19,13 +18,7 @@ pytestmark = pytest.mark.slow  # a pod process runs once the job is admitted
 
 
 def test_a_first_forecast_is_scored_at_admission_and_past_errors_give_the_range(make_cluster):
-    t0 = time.time() - 60
-
-    def setup(sim):
-        queue(sim, "q", "cq-q", 2, preemption="Never")
-        queue(sim, "q2", "cq-q", 2, namespace="other")
-        theirs(sim, "other", "r", "q2", 2, cq="cq-q", admitted_at=t0, max_s=600)
-    sim, be = make_cluster(setup)
+    sim, be = make_cluster(two_teams_one_queue(time.time() - 60))  # their 2-GPU job holds the queue
     kf = live.forecasts_for(be, "default")
     for _ in range(20):  # 20 past forecasts of 2-GPU jobs, each 2x too late
         kf.start_errors.add(2.0, 0, 600.0, 300.0)
