@@ -36,6 +36,8 @@ def device_label(sample: GpuSample) -> str:
 
 def metric_line(sample: GpuSample) -> str:
     util = "?" if sample.util is None else f"{sample.util:.0f}%"
+    if sample.sm_util is not None and sample.util is not None:  # GPM: how much of the GPU works
+        util += f" (SMs {sample.sm_util:.0f}%)"
     busy = "CPU busy" if sample.is_cpu else "GPU busy"
     mem = ""
     if sample.mem_used is not None:
