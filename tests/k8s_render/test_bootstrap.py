@@ -21,16 +21,8 @@ from gpujobs.backends.kubernetes.render.payload_objects import JOB_DIR, RUNTIME_
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import open_envelope
 from gpujobs.rank.wire import RESULT_MARKER
+from tests.job_calls import where_am_i
 from tests.support import MPI_IMAGE, unpack_pod
-
-
-def where_am_i():
-    import torch.distributed as dist
-    ctx = gpujobs.context()
-    t = __import__("torch").tensor([1.0])
-    dist.all_reduce(t)
-    return {"rank": ctx.rank, "world": ctx.world_size, "local": ctx.local_rank,
-            "node": ctx.node_rank, "sum": float(t.item())}
 
 
 def unpack(r, root: Path) -> dict[str, str]:

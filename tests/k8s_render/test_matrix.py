@@ -26,6 +26,7 @@ from gpujobs.backends.kubernetes.render.payload_objects import (ANN_BOOTSTRAP, A
 from gpujobs.backends.kubernetes.render.podsets import pod_sets
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.payload import derive_key, open_envelope, unpack_call
+from tests.job_calls import train
 from tests.support import MPI_IMAGE
 
 pytestmark = [pytest.mark.skipif(
@@ -33,10 +34,6 @@ pytestmark = [pytest.mark.skipif(
     reason=f"upstream CRDs not found at {crds.crds_dir()} (set GPUJOBS_CRDS_DIR to shared/crds)"),
     # PyTorchJob under Kueue warns (test_kueue_v020.py); here it is rendered on purpose
     pytest.mark.filterwarnings("ignore::gpujobs.errors.DeprecatedPathWarning")]
-
-
-def train(x, scale=2):
-    return x * scale
 
 
 # (framework, kind, volcano mode)

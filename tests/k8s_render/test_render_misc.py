@@ -17,15 +17,12 @@ from gpujobs.backends.kubernetes.render.payload_objects import ANN_PAYLOAD, INLI
 from gpujobs.backends.kubernetes.render.job import RenderOptions, render_job
 from gpujobs.errors import PayloadError, SpecError
 from gpujobs.payload import derive_key, open_envelope, unpack_call
+from tests.job_calls import f
 from tests.support import MPI_IMAGE
 
 needs_crds = pytest.mark.skipif(not crds.crds_available(),
                                 reason=f"upstream CRDs not found at {crds.crds_dir()} "
                                        "(set GPUJOBS_CRDS_DIR to shared/crds)")
-
-
-def f(x):
-    return x
 
 
 def b():

@@ -18,11 +18,8 @@ from gpujobs.backends.kubernetes.submit.create import submit_rendered
 from gpujobs.errors import PayloadError, PreflightError, QuotaError, SubmitError
 
 from .conftest import NS, namespaced_objects, shared_keys
+from tests.job_calls import double
 from tests.support import MPI_IMAGE
-
-
-def double(x):
-    return 2 * x
 
 
 def ddp(gpus_per_node=2, nodes=2, **opts):
