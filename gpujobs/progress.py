@@ -56,21 +56,36 @@ def summarize(reports: Iterable[dict], since: float | None = None) -> Progress |
 DEFAULT_STALL_FLOOR_S = 60.0
 DEFAULT_STALL_FACTOR = 5.0
 BUSY_PCT = 5.0  # CPU (% of one core) or GPU use above this is a sign of life
-WAITING_SM_PCT = 25.0
-"""A GPU that NVML calls busy with fewer SMs than this busy (percent) only waits: a kernel
-resident that spins, as NCCL's do while a collective waits for a peer, and the host spins
-with it in a synchronize. On an H200 such a kernel read 0.8 % of SMs and matrix products 96 %
-(benchmarks/RESULTS.md); NCCL's kernels use one block per channel, up to 32 channels, so a
-wait across 32 channels of a 132-SM GPU reads about 24 %."""
+RESIDENT_PCT = 95.0
+"""NVML utilisation from which a kernel was resident the whole sampling window (a spinning
+kernel reads 100 %; back-to-back matrix products read 93 % on an H200)."""
+DEFAULT_WAITING_SM_PCT = 50.0
+"""A GPU with a kernel resident the whole window (:data:`RESIDENT_PCT`) but fewer SMs than
+this busy (percent, over the round) only waits: NCCL's kernels spin while a collective waits
+for a peer, and the host spins with them in a synchronize. On an H200 a one-thread spinning
+kernel read 0.8 % of SMs and matrix products 96 % (benchmarks/RESULTS.md). NCCL runs one
+block per channel, up to 64 channels (MAXCHANNELS in its device.h), so a wait reads at most
+about 48 % of a 132-SM GPU; no real NCCL wait has been measured here. A job of small kernels
+back to back can read under 50 % too: it is flagged only if it also reports no progress and
+prints nothing for the stall time. ``GPUJOBS_STALL_SM_PCT`` sets it (0 turns the rule off)."""
 
 
-def gpu_activity(sample: GpuSample) -> str:
+def waiting_sm_pct(env: dict[str, str]) -> float:
+    """The SM percentage under which a resident GPU only waits (``GPUJOBS_STALL_SM_PCT``: the
+    job's env first, then this process's, default :data:`DEFAULT_WAITING_SM_PCT`)."""
+    return _setting(contract.STALL_SM_PCT, env, DEFAULT_WAITING_SM_PCT)
+
+
+def gpu_activity(sample: GpuSample, sm_pct: float = DEFAULT_WAITING_SM_PCT) -> str:
     """What one GPU sample says of its rank: ``"busy"`` (it computes), ``"waiting"`` (a
-    kernel resident but few SMs busy: see :data:`WAITING_SM_PCT`) or ``"idle"``. Without
-    SM readings (no GPM, a CPU sample) NVML's utilisation alone decides."""
-    if (sample.util or 0) <= BUSY_PCT:
+    kernel resident the whole window but under ``sm_pct`` % of SMs busy: see
+    :data:`DEFAULT_WAITING_SM_PCT`) or ``"idle"``. Without SM readings (no GPM, a CPU
+    sample) NVML's utilisation alone decides."""
+    util = sample.util or 0
+    if util <= BUSY_PCT:
         return "idle"
-    if sample.sm_util is not None and not sample.is_cpu and sample.sm_util < WAITING_SM_PCT:
+    if (util >= RESIDENT_PCT and sample.sm_util is not None and not sample.is_cpu
+            and sample.sm_util < sm_pct):
         return "waiting"
     return "busy"
 
@@ -132,9 +147,10 @@ def stall_message(stalled: dict[int, float], limit: float, where: dict[int, str]
     last = max(stalled.values())  # the stalled ranks' last sign of life
     head = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
     sits = "; ".join(f"rank {r} in {where[r]}" for r in ranks if where.get(r))
-    idle = ("GPU waiting (a kernel resident, under "
-            f"{WAITING_SM_PCT:g} % of SMs busy: a collective waiting for a peer?)"
-            if set(waiting) & set(ranks) else "CPU/GPU idle")
+    waits = sorted(set(waiting) & set(ranks))
+    idle = "CPU/GPU idle" if not waits else (
+        ("GPU" if len(ranks) == 1 else "GPUs of " + ", ".join(f"rank {r}" for r in waits))
+        + " waiting: a kernel resident, few SMs busy (a collective waiting for a peer?)")
     return (f"stalled? {head} quiet since {time.strftime('%H:%M:%S', time.localtime(last))}"
             f" (no progress, no output, {idle} for over {limit:.3g} s)"
             + (f": {sits}" if sits else "") + "; see job.stacks() / gpujobs stack")

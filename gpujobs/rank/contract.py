@@ -82,6 +82,9 @@ METRICS_INTERVAL = "GPUJOBS_METRICS_INTERVAL"
 """Seconds between two metrics samples (default 2; 0 turns a pod's sampler off)."""
 STALL_FLOOR_S = "GPUJOBS_STALL_FLOOR_S"
 """Seconds of silence before ranks are flagged as stalled, at least (default 60; 0: off)."""
+STALL_SM_PCT = "GPUJOBS_STALL_SM_PCT"
+"""A GPU with a kernel resident the whole sampling round but under this percentage of its SMs
+busy (NVML GPM) only waits, and its rank counts as quiet (default 50; 0: off)."""
 STARTUP_NOTE_S = "GPUJOBS_STARTUP_NOTE_S"
 """Seconds after a local gang's launch before its status names the ranks that have not reached
 the job's function yet (default 20; 0 turns it off)."""

@@ -55,6 +55,13 @@ def parse_visible_devices(value: str | None) -> list[Device] | None:
     return out
 
 
+def _unsupported(nvml: ModuleType, exc: Exception) -> bool:
+    """``exc`` says the call can never work here (not a passing failure of one round)."""
+    kinds = tuple(k for k in (getattr(nvml, "NVMLError_NotSupported", None),
+                              getattr(nvml, "NVMLError_FunctionNotFound", None)) if isinstance(k, type))
+    return isinstance(exc, (AttributeError, *kinds))
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -140,18 +147,28 @@ class NvmlReader:
         if dev in self._gpm_off:
             return None
         nv = self.nvml
-        sample = None
+        key = (rank, dev)
         try:
-            if (rank, dev) not in self._gpm_last and not nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
-                raise LookupError("no GPM on this device")
-            sample = nv.nvmlGpmSampleAlloc()
-            nv.nvmlGpmSampleGet(handle, sample)
-        except Exception:  # older GPUs, MIG slices, old drivers or pynvml: no SM readings
-            if sample is not None:
-                self._optional(nv.nvmlGpmSampleFree, sample)
+            if key not in self._gpm_last and not nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+                self._gpm_off.add(dev)  # older GPUs, MIG slices: no SM readings
+                return None
+        except Exception:  # an old driver or pynvml without GPM
             self._gpm_off.add(dev)
             return None
-        last, self._gpm_last[rank, dev] = self._gpm_last.get((rank, dev)), sample
+        sample = None
+        try:
+            sample = nv.nvmlGpmSampleAlloc()
+            nv.nvmlGpmSampleGet(handle, sample)
+        except Exception as exc:
+            if sample is not None:
+                self._optional(nv.nvmlGpmSampleFree, sample)
+            if _unsupported(nv, exc):
+                self._gpm_off.add(dev)
+            stale = self._gpm_last.pop(key, None)  # a failed round: the next starts afresh
+            if stale is not None:
+                self._optional(nv.nvmlGpmSampleFree, stale)
+            return None
+        last, self._gpm_last[key] = self._gpm_last.get(key), sample
         if last is None:
             return None
         try:

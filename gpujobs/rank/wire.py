@@ -29,7 +29,8 @@ Metrics line, one per sampling round, written by the launcher (not the training 
 Keys: ``v`` format version, ``t`` epoch seconds, ``h`` host/pod, ``s`` source
 (nvml | psutil | dcgm), ``g`` one object per (rank, device): ``r`` rank, ``d``
 device (-1 = CPU), ``u`` percent, ``mu``/``mt`` bytes used/total, optional
-``p`` watts, ``c`` °C, ``pm`` bytes held by the rank's processes. Readings
+``p`` watts, ``c`` °C, ``pm`` bytes held by the rank's processes, ``sm`` percent of
+SMs busy over the round (NVML GPM, Hopper and later). Readings
 with no value are left out. A round with nothing to report writes
 ``"g":null`` and a ``"reason"``. The whole line stays well under 4 KiB for 8
 GPUs, so one ``write`` keeps it whole.

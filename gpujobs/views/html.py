@@ -145,7 +145,7 @@ def metrics_html(status: JobStatus, history: History | None = None) -> str:
         busy = "CPU busy %" if s.is_cpu else "GPU busy %"
         util = "sampling…" if s.util is None else f"{s.util:.0f}%"
         if s.sm_util is not None and s.util is not None:  # GPM: how much of the GPU works
-            util += f" <span title='SMs busy (NVML GPM): under 25 % while busy means waiting'" \
+            util += f" <span title='SMs busy (NVML GPM): few while the GPU is 100 % busy means it waits'" \
                     f" style='color:#57606a'>SMs {s.sm_util:.0f}%</span>"
         mem = fmt_bytes(s.mem_used) + (f" / {fmt_bytes(s.mem_total)}" if s.mem_total else "")
         rows.append(

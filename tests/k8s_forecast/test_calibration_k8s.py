@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 from tests.k8s_forecast.test_reasons_k8s import queued, submit, two_teams_one_queue
-from tests.support import wait_for
+from tests.support import MPI_IMAGE, wait_for
+
+import gpujobs
 
 from gpujobs.admission.forecast import StartErrors
 from gpujobs.admission.forecast.calibration import FirstForecasts
@@ -27,6 +29,8 @@ def test_a_first_forecast_is_scored_at_admission_and_past_errors_give_the_range(
     assert "range from the errors of 20 past forecasts" in st.expected_start_basis, st.expected_start_basis
     lo, hi = st.expected_start_range
     assert lo < hi == st.expected_start  # the past forecasts were all too late: it starts earlier
+    plan = be.plan(gpujobs.job(print).mpi(ranks=1, gpus_per_rank=2).image(MPI_IMAGE).queue("q").max_runtime(60).spec())
+    assert "range from the errors of 20 past forecasts" in plan.basis, plan.basis  # plan() reads them too
     assert len(kf.firsts.waiting()) == 1, kf.firsts.waiting()
     made = kf.firsts.waiting()[0][1]
 
@@ -60,3 +64,11 @@ def test_first_forecasts_of_a_cluster_view():
     assert firsts.waiting() == [("a", 100.0)] and errs._pairs[()][-1] == (30.0, 50.0)
     firsts.score_running(SimpleNamespace(now=120.0, pending=[], running=[]))  # a was deleted
     assert firsts.waiting() == [] and len(errs) == 1
+    firsts.note(SimpleNamespace(now=200.0, pending=[job("d"), job("e")], running=[], priorities={},
+                                default_priority=0),
+                {"d": SimpleNamespace(expected_start=260.0), "e": SimpleNamespace(expected_start=230.0)})
+    # d started before its forecast was made (a start the cluster had not shown yet): not scored;
+    # e within the second that Kubernetes times are rounded to: scored, as a wait of 0
+    firsts.score_running(SimpleNamespace(now=210.0, pending=[], running=[job("d", started=198.0),
+                                                                       job("e", started=199.5)]))
+    assert firsts.waiting() == [] and len(errs) == 2 and errs._pairs[()][-1] == (30.0, 0.0)

@@ -49,6 +49,7 @@ class FakeGpu:
     procs: dict[int, int | None] = field(default_factory=dict)  # pid -> bytes
     reads: int = 0
     sm_util: float | None = None  # None: no GPM on this GPU
+    gpm_fails: int = 0  # the next GPM samples that fail (a passing error, not NotSupported)
     util: int | None = None  # fixed utilisation (None: varies with the reads)
 
 
@@ -152,6 +153,9 @@ def make_fake_nvml(n_gpus: int = 3, init_error: bool = False) -> types.ModuleTyp
         g = _gpu(h)
         if g.sm_util is None:
             raise NVMLError_NotSupported()
+        if g.gpm_fails:
+            g.gpm_fails -= 1
+            raise NVMLError(999)  # NVML_ERROR_UNKNOWN
         sample.gpu = g
         m.gpm_taken += 1
         sample.seq = m.gpm_taken

@@ -188,3 +188,18 @@ def test_two_ranks_on_one_gpu_each_read_sm_utilisation_over_their_own_round(fake
     assert fake_nvml.gpm_pairs == [(1, 3), (2, 4)]
     s.stop()
     assert fake_nvml.gpm_allocated == 0
+
+
+def test_one_failed_gpm_round_leaves_sm_readings_on(fake_nvml):
+    fake_nvml.gpus[0].sm_util = 50.0
+    s = Sampler({0: (ME, [0])})
+    got = []
+    for t in range(5):
+        if t == 2:
+            fake_nvml.gpus[0].gpm_fails = 1
+        got += [x.sm_util for x in s.sample_once(now=float(t))]
+    # round 2 fails and drops the kept sample; round 3 starts afresh; round 4 reads again
+    assert got == [None, 50.0, None, None, 50.0]
+    assert fake_nvml.gpm_allocated == 1  # only the last round's sample is held
+    s.stop()
+    assert fake_nvml.gpm_allocated == 0

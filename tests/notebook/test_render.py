@@ -42,7 +42,7 @@ def test_metrics_show_how_many_sms_are_busy_where_nvml_reads_them():
     from dataclasses import replace
     waiting = replace(sample(5.0, 0, 100, 2**30), sm_util=0.76)
     out = render_job_html(status("running", metrics=(waiting,)))
-    assert "100%" in out and "SMs 1%" in out and "waiting" in out
+    assert "100%" in out and "SMs 1%" in out and "SMs busy (NVML GPM)" in out
     assert "GPU busy 100% (SMs 1%)" in render_job_text(status("running", metrics=(waiting,)))
 
 

@@ -33,6 +33,9 @@ def _bind_below_ephemeral(s: socket.socket) -> int:
     except (OSError, ValueError, IndexError):
         low = 32768
     rng = random.Random()
+    if low <= 2025:  # no room below the range: any free port (restore may then meet EADDRINUSE)
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
     for _ in range(200):
         port = rng.randrange(max(1025, low - 12000), low)
         try:

@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 from ...rank.contract import JobFolder
 from ...metrics import JobMetrics, ranks_of_gang
-from ...progress import BUSY_PCT, ProgressTail, gpu_activity, stall_message, stall_settings, usual_interval
+from ...progress import (BUSY_PCT, ProgressTail, gpu_activity, stall_message, stall_settings, usual_interval,
+                         waiting_sm_pct)
 from ...status import JobEvent, Progress
 from .records import Rec, agent_log, read_phase
 from .stacks import dump_stacks, where
@@ -39,6 +40,7 @@ class GangWatch:
         self.tail = ProgressTail(self.folder.result_dir, since=since)  # since: this run's start
         self.pids = dict(pids)
         self.floor, self.factor = stall_settings(env or {})
+        self.sm_pct = waiting_sm_pct(env or {})
         now = time.time() if now is None else now
         self.active: dict[int, float] = {r: now for r in self.pids}  # last sign of life
         self._log_size: dict[int, int] = {}
@@ -94,7 +96,7 @@ class GangWatch:
         gpus: dict[int, set[str]] = {}  # rank -> what its GPU samples say
         for s in samples:
             if not s.is_cpu:
-                gpus.setdefault(s.rank, set()).add(gpu_activity(s))
+                gpus.setdefault(s.rank, set()).add(gpu_activity(s, self.sm_pct))
         self.waiting = {r for r, says in gpus.items() if "waiting" in says and "busy" not in says}
         for rank, pid in self.pids.items():
             alive = bool(new) or self._log_grew(rank) or "busy" in gpus.get(rank, ())

@@ -278,9 +278,10 @@ class StallEvidence:
     def verdict(self, progress: list[dict], samples: list[GpuSample],
                 now: float | None = None) -> tuple[float | None, dict[int, float], float]:
         """(quiet since, {rank: quiet since}, threshold s); (None, {}, 0) when none is stalled."""
-        from ....progress import gpu_activity, stall_settings, usual_interval
+        from ....progress import gpu_activity, stall_settings, usual_interval, waiting_sm_pct
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
+        sm_pct = waiting_sm_pct({})
         if floor <= 0 or not samples:
             return None, {}, 0.0  # no CPU/GPU evidence: never call a rank idle
         usual = usual_interval(progress[-200:])
@@ -291,7 +292,7 @@ class StallEvidence:
         latest: dict[int, tuple[float, set[str]]] = {}  # rank -> (time, what its GPUs said then)
         for s in samples:
             first[s.rank] = min(first.get(s.rank, s.time), s.time)
-            says = gpu_activity(s)
+            says = gpu_activity(s, sm_pct)
             if says == "busy":
                 busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
             t, seen = latest.get(s.rank, (-1.0, set()))
