@@ -145,3 +145,40 @@ def test_the_simulators_workload_is_the_one_real_kueue_makes(controlplane, backe
                   for c in p["template"]["spec"].get("containers", [])])
                 for p in wl["spec"]["podSets"]]
     assert sets(sim) == sets(real)
+
+
+def test_a_queued_jobs_first_forecast_is_scored_at_its_real_admission(controlplane, backend, jobs):
+    """The start ranges' calibration on Kubernetes (admission/forecast/calibration.py,
+    FirstForecasts): a queued job's first forecast is scored at the admission time real Kueue
+    writes (the Workload's Admitted condition), once."""
+    import gpujobs
+    from gpujobs.backends.kubernetes.status import live
+    from gpujobs.backends.kubernetes.status.objects import parse_time
+
+    from .kube import double
+    controlplane.require_kueue()
+    api = backend.api_client
+
+    def pytorchjob(limit_s=None):
+        b = gpujobs.job(double, 21).ddp(nodes=2, gpus_per_node=4).options(kind="PyTorchJob").queue(QUEUE)
+        return (b.max_runtime(limit_s) if limit_s else b).spec()
+    first = jobs(pytorchjob(limit_s=600))  # all 8 GPUs, for at most 10 minutes
+    first_name = naming.parse_job_id(first)[1]
+    wait_for(lambda: is_true(workload_of(api, "PyTorchJob", first_name), "Admitted"), 60,
+             "the first job admitted")
+    second = jobs(pytorchjob())
+    second_name = naming.parse_job_id(second)[1]
+    st = wait_for(lambda: (s := backend.status(second)).phase == "queued" and s.expected_start and s, 60,
+                  "a forecast for the queued job")
+    kf = live.forecasts_for(backend, NS)
+    (wid, made), = kf.firsts.waiting()
+    assert wid == second and st.expected_start > made + 500  # behind the first job's 10 minutes
+    backend.cancel(first)
+    wl = wait_for(lambda: (w := workload_of(api, "PyTorchJob", second_name)) and is_true(w, "Admitted") and w,
+                  90, "the second job admitted once the first is gone")
+    admitted = parse_time(cond(wl, "Admitted")["lastTransitionTime"])
+    wait_for(lambda: (kf.refresh(), len(kf.start_errors) == 1)[1], 30, "the first forecast scored")
+    assert kf.firsts.waiting() == []
+    forecast_wait, actual_wait = kf.start_errors._pairs[()][-1]
+    assert forecast_wait == pytest.approx(st.expected_start - made, abs=1.0)
+    assert actual_wait == pytest.approx(max(0.0, admitted - made), abs=1e-6)  # Kueue's own time
