@@ -90,6 +90,23 @@ def gpu_activity(sample: GpuSample, sm_pct: float = DEFAULT_WAITING_SM_PCT) -> s
     return "busy"
 
 
+def gpu_activities(samples: Iterable[GpuSample], sm_pct: float,
+                   waiting: Iterable[int] = ()) -> list[tuple[GpuSample, str]]:
+    """Each sample with what it says (:func:`gpu_activity`), in time order. ``waiting``: the
+    ranks whose GPUs waited before these samples. A sample without an SM reading, of a GPU
+    still resident, keeps its rank waiting: one failed GPM read does not end a wait."""
+    still = set(waiting)
+    out = []
+    for s in sorted(samples, key=lambda s: s.time):
+        says = gpu_activity(s, sm_pct)
+        if (says == "busy" and s.sm_util is None and not s.is_cpu and s.rank in still
+                and (s.util or 0) >= RESIDENT_PCT):
+            says = "waiting"
+        (still.add if says == "waiting" else still.discard)(s.rank)
+        out.append((s, says))
+    return out
+
+
 def _setting(name: str, env: dict[str, str], default: float) -> float:
     raw = env.get(name, os.environ.get(name, ""))
     try:

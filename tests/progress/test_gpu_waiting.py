@@ -102,3 +102,17 @@ def test_on_kubernetes_the_status_says_the_gpu_waits(monkeypatch):
     st = pm.with_metrics(JobStatus(job_id=jid, phase="running"))
     assert st.stalled_since == pytest.approx(now - 12, abs=0.01)  # quiet since its first sample
     assert "GPU waiting: a kernel resident" in st.message and st.extra["stall"] in st.message, st.message
+
+
+def test_a_round_without_an_sm_reading_does_not_end_a_wait(tmp_path, monkeypatch):
+    """A failed GPM read gives a sample without ``sm_util``: alone it reads as busy (no GPM:
+    utilisation decides), but a rank whose GPU waited and stays resident still waits."""
+    w = watch(tmp_path)
+    seen = [w.observe((gpu(t, 100.0, None if t == 1006.0 else 0.8),), now=t)
+            for t in (1002.0, 1004.0, 1006.0, 1008.0)]
+    assert [s[1] for s in seen] == [None, None, 1000.0, 1000.0]
+    monkeypatch.setenv("GPUJOBS_STALL_FLOOR_S", "5")
+    monkeypatch.setenv("GPUJOBS_STALL_FACTOR", "1")
+    progress = [{"rank": 0, "time": 1000.0, "step": 3.0, "total": 10.0, "metrics": {}}]
+    samples = [gpu(t, 100.0, None if t == 1004.0 else 0.8) for t in (1000.0, 1002.0, 1004.0, 1006.0, 1008.0)]
+    assert StallEvidence().verdict(progress, samples, now=1008.0)[0] == 1000.0

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ...rank.contract import JobFolder
 from ...metrics import JobMetrics, ranks_of_gang
-from ...progress import (BUSY_PCT, ProgressTail, gpu_activity, stall_message, stall_settings, usual_interval,
+from ...progress import (BUSY_PCT, ProgressTail, gpu_activities, stall_message, stall_settings, usual_interval,
                          waiting_sm_pct)
 from ...status import JobEvent, Progress
 from .records import Rec, agent_log, read_phase
@@ -94,9 +94,8 @@ class GangWatch:
         new = self.tail.read()
         progress = self.tail.latest()
         gpus: dict[int, set[str]] = {}  # rank -> what its GPU samples say
-        for s in samples:
-            if not s.is_cpu:
-                gpus.setdefault(s.rank, set()).add(gpu_activity(s, self.sm_pct))
+        for s, says in gpu_activities([s for s in samples if not s.is_cpu], self.sm_pct, self.waiting):
+            gpus.setdefault(s.rank, set()).add(says)
         self.waiting = {r for r, says in gpus.items() if "waiting" in says and "busy" not in says}
         for rank, pid in self.pids.items():
             alive = bool(new) or self._log_grew(rank) or "busy" in gpus.get(rank, ())

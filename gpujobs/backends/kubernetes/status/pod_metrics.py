@@ -278,7 +278,7 @@ class StallEvidence:
     def verdict(self, progress: list[dict], samples: list[GpuSample],
                 now: float | None = None) -> tuple[float | None, dict[int, float], float]:
         """(quiet since, {rank: quiet since}, threshold s); (None, {}, 0) when none is stalled."""
-        from ....progress import gpu_activity, stall_settings, usual_interval, waiting_sm_pct
+        from ....progress import gpu_activities, stall_settings, usual_interval, waiting_sm_pct
         now = time.time() if now is None else now
         floor, factor = stall_settings({})
         sm_pct = waiting_sm_pct({})
@@ -290,9 +290,8 @@ class StallEvidence:
         first: dict[int, float] = {}
         busy_at: dict[int, float] = {}
         latest: dict[int, tuple[float, set[str]]] = {}  # rank -> (time, what its GPUs said then)
-        for s in samples:
+        for s, says in gpu_activities(samples, sm_pct):
             first[s.rank] = min(first.get(s.rank, s.time), s.time)
-            says = gpu_activity(s, sm_pct)
             if says == "busy":
                 busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
             t, seen = latest.get(s.rank, (-1.0, set()))
