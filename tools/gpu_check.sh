@@ -12,7 +12,7 @@
 # 4. tools/gpu_signals.py: what NVML reads while the GPU idles, computes and waits in a
 #    spinning kernel (and two NCCL ranks on one GPU, where NCCL allows it);
 # 5. the stall flag: a rank waiting in a spinning kernel is flagged, one computing without
-#    reports is not.
+#    reports is not; with two GPUs or more, a rank waiting in an NCCL all_reduce is flagged.
 # GPU_CHECK_PARTS=signals,throughput,stall picks the parts (all by default).
 # Exit codes: 0 all checks passed, 1 a check failed, 3 no NVIDIA GPU / NVML here.
 set -euo pipefail
@@ -271,6 +271,59 @@ elif not any("waiting_in_a_gpu_kernel" in m for m in msgs):
     failures.append("the stall message does not name waiting_in_a_gpu_kernel")
 if any(x[1] for x in comp):
     failures.append("a rank computing on the GPU without reports was flagged")
+
+
+def held_in_all_reduce(late_s):
+    """Two NCCL ranks; rank 1 comes late to an all_reduce, so rank 0 waits in it."""
+    import time as t
+
+    import torch
+    import torch.distributed as dist
+
+    import gpujobs as g
+    ctx = g.context()
+    x = torch.ones(1 << 20, device="cuda")
+    for i in range(5):
+        ctx.progress(i, total=10, rank=None)
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+        t.sleep(0.3)
+    marks = {"wait_start": t.time()}
+    if ctx.rank == 1:
+        t.sleep(late_s)
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    marks["wait_end"] = t.time()
+    return marks
+
+
+def gpu_count():
+    import pynvml
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetCount()
+
+
+if gpu_count() >= 2:  # a real NCCL wait (one GPU cannot make one: NCCL refuses two ranks on it)
+    job = (gpujobs.job(held_in_all_reduce, 30.0).ddp(nodes=1, gpus_per_node=2).name("gpu-nccl-wait")
+           .env(GPUJOBS_STALL_FLOOR_S=str(floor), GPUJOBS_STALL_FACTOR="1", GPUJOBS_PROGRESS_INTERVAL="0.2")
+           .submit())
+    seen = []
+    while not job.done():
+        st = job.status()
+        seen.append((time.time(), st.stalled_since is not None, st.extra.get("stall", ""),
+                     sorted((s.rank, s.util, s.sm_util) for s in st.metrics)))
+        time.sleep(0.5)
+    marks = job.result()
+    held = [x for x in seen if marks["wait_start"] + floor + 4 <= x[0] <= marks["wait_end"]]
+    texts = sorted({x[2] for x in held if x[1]})
+    print(f"nccl wait: {len(held)} polls while rank 0 waited in all_reduce, {sum(x[1] for x in held)} flagged; "
+          f"last readings (rank, util, SMs) {held[-1][3] if held else None}; messages {texts}")
+    if not any(x[1] for x in held):
+        failures.append("a rank waiting in an NCCL all_reduce was never flagged")
+    elif not any("rank 0" in m and "waiting" in m for m in texts):
+        failures.append("the NCCL wait was flagged, but not as rank 0's GPU waiting")
+else:
+    print("nccl wait: not checked (one GPU: NCCL refuses two ranks on it)")
 print("gpu_check stall: " + ("PASS" if not failures else "FAIL: " + "; ".join(failures)))
 sys.exit(1 if failures else 0)
 EOF
