@@ -72,3 +72,34 @@ def test_first_forecasts_of_a_cluster_view():
     firsts.score_running(SimpleNamespace(now=210.0, pending=[], running=[job("d", started=198.0),
                                                                        job("e", started=199.5)]))
     assert firsts.waiting() == [] and len(errs) == 2 and errs._pairs[()][-1] == (30.0, 0.0)
+
+
+def nap(seconds):
+    import time as _t
+    _t.sleep(seconds)
+
+
+def test_a_job_admitted_and_finished_between_two_refreshes_is_scored_too(make_cluster):
+    """A refresh runs only while someone asks; a Workload admitted and finished since the last
+    one is no longer pending or running, but its Admitted condition still says when."""
+    from gpujobs.backends.kubernetes.status.kueue_model import forecasts
+    from gpujobs.handle import Job
+    sim, be = make_cluster(two_teams_one_queue(time.time() - 60))
+    short = Job(be.submit(gpujobs.job(nap, 0.5).mpi(ranks=1, gpus_per_rank=2).image(MPI_IMAGE).queue("q")
+                          .name("short").max_runtime(60).spec()), be)
+    sim.store.delete("batch/v1", "Job", "r", "other")
+    assert short.result(timeout=120) is None
+    c = live.forecasts_for(be, "default").cluster()
+    wl = next(w for w in c.workloads if w["metadata"]["namespace"] == "default")
+    assert any(x["type"] == "Finished" and x["status"] == "True" for x in wl["status"]["conditions"])
+    errs = StartErrors()
+    firsts = FirstForecasts(errs)
+    wid = short.id
+    made = time.time() - 30  # as if its first forecast had been made 30 s ago, 60 s ahead
+    firsts.note(SimpleNamespace(now=made, priorities={}, default_priority=0, pending=[SimpleNamespace(
+        id=wid, workload=SimpleNamespace(total=lambda: {"gpu": 2.0}, priority=0))]),
+        {wid: SimpleNamespace(expected_start=made + 60)})
+    forecasts(c, firsts=firsts)
+    assert firsts.waiting() == [] and len(errs) == 1
+    forecast_wait, actual_wait = errs._pairs[()][-1]
+    assert forecast_wait == 60.0 and 0.0 < actual_wait <= 31.0  # admitted a few seconds ago

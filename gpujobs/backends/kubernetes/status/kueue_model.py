@@ -479,6 +479,9 @@ def forecasts(c: KueueObjects, now: float | None = None,
         return {}
     tr = translate(c, now, progress_end)
     if firsts is not None:
+        for wid, at in admitted_at(c).items():  # finished ones too: admitted and done between refreshes
+            if wid in firsts:
+                firsts.started(wid, at)
         firsts.score_running(tr.snapshot)
         tr.snapshot.start_errors = firsts.errors
     out = forecast(tr.snapshot)
@@ -489,6 +492,23 @@ def forecasts(c: KueueObjects, now: float | None = None,
         clean_forecast(tr, fc, count_hidden(tr, wid, positions))
     for wid, why in tr.never.items():
         out[wid] = Forecast(wid, None, "never: it can never fit its ClusterQueue", why)
+    return out
+
+
+def admitted_at(c: KueueObjects) -> dict[str, float]:
+    """Workload id -> when Kueue admitted it, for every Workload the cluster shows admitted,
+    finished ones included (Kueue's finish adds the Finished condition and leaves Admitted as
+    it was: kueue pkg/workload/finish)."""
+    out = {}
+    for wl in c.workloads:
+        conds = status_map.conditions(wl)
+        for kind in ("Admitted", "QuotaReserved"):
+            cond = conds.get(kind) or {}
+            if str(cond.get("status")) == "True":
+                at = status_map.parse_time(cond.get("lastTransitionTime"))
+                if at is not None:
+                    out[workload_id(wl)] = at
+                break
     return out
 
 
