@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from tests.k8s_forecast.test_reasons_k8s import queued, submit, two_teams_one_queue
+from tests.k8s_forecast.test_reasons_k8s import nap, queued, submit, two_teams_one_queue
 from tests.support import MPI_IMAGE, wait_for
 
 import gpujobs
@@ -48,9 +48,8 @@ def test_first_forecasts_of_a_cluster_view():
     errs = StartErrors()
     firsts = FirstForecasts(errs)
 
-    def job(jid, gpus=1.0, started=None):
-        return SimpleNamespace(id=jid, started=started,
-                               workload=SimpleNamespace(total=lambda: {"gpu": gpus}, priority=0))
+    def job(jid, gpus=1.0):
+        return SimpleNamespace(id=jid, workload=SimpleNamespace(total=lambda: {"gpu": gpus}, priority=0))
 
     snap = SimpleNamespace(now=100.0, pending=[job("a"), job("b"), job("c")], running=[], priorities={},
                            default_priority=0)
@@ -58,25 +57,19 @@ def test_first_forecasts_of_a_cluster_view():
           "c": SimpleNamespace(expected_start=130.0)}
     firsts.note(snap, fc)
     assert sorted(firsts.waiting()) == [("a", 100.0), ("c", 100.0)]  # b has no start to score
-    later = SimpleNamespace(now=110.0, pending=[job("a")], running=[job("c", started=150.0)])
+    later = SimpleNamespace(now=110.0, pending=[job("a")])
     firsts.note(later, {"a": SimpleNamespace(expected_start=999.0)})  # the first forecast stays
-    firsts.score_running(later)
+    firsts.score({"c": 150.0}, ["a"])  # c admitted at 150
     assert firsts.waiting() == [("a", 100.0)] and errs._pairs[()][-1] == (30.0, 50.0)
-    firsts.score_running(SimpleNamespace(now=120.0, pending=[], running=[]))  # a was deleted
+    firsts.score({}, [])  # a was deleted
     assert firsts.waiting() == [] and len(errs) == 1
     firsts.note(SimpleNamespace(now=200.0, pending=[job("d"), job("e")], running=[], priorities={},
                                 default_priority=0),
                 {"d": SimpleNamespace(expected_start=260.0), "e": SimpleNamespace(expected_start=230.0)})
     # d started before its forecast was made (a start the cluster had not shown yet): not scored;
     # e within the second that Kubernetes times are rounded to: scored, as a wait of 0
-    firsts.score_running(SimpleNamespace(now=210.0, pending=[], running=[job("d", started=198.0),
-                                                                       job("e", started=199.5)]))
+    firsts.score({"d": 198.0, "e": 199.5}, [])
     assert firsts.waiting() == [] and len(errs) == 2 and errs._pairs[()][-1] == (30.0, 0.0)
-
-
-def nap(seconds):
-    import time as _t
-    _t.sleep(seconds)
 
 
 def test_a_job_admitted_and_finished_between_two_refreshes_is_scored_too(make_cluster):

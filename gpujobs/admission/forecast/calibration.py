@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
+from typing import Iterable, Mapping
 
 from .reasons import priority_rank
 from .runtimes import quantile
@@ -102,7 +103,7 @@ FIRST_KEEP = 10_000  # queued jobs whose first forecast waits for their start (t
 class FirstForecasts:
     """Each queued job's first forecast with a start, kept until the job starts (its error then
     joins ``errors``) or goes. Both backends feed it: the local agent from its records' start
-    events, Kubernetes from the Workloads' admission times (:meth:`score_running`)."""
+    events, Kubernetes from the Workloads' admission times (:meth:`score`)."""
 
     def __init__(self, errors: StartErrors, keep: int = FIRST_KEEP) -> None:
         self.errors = errors
@@ -137,13 +138,12 @@ class FirstForecasts:
         """``jid`` went (deleted, or ended without starting): nothing to score."""
         self._first.pop(jid, None)
 
-    def score_running(self, snap) -> None:
-        """Score the jobs that ``snap`` shows running (``started`` set) and forget those it no
-        longer shows at all (a view of the cluster's objects, where ends leave no event)."""
-        running = {j.id: j.started for j in snap.running}
-        pending = {j.id for j in snap.pending}
+    def score(self, admitted: Mapping[str, float], pending: Iterable[str]) -> None:
+        """Score the jobs ``admitted`` shows (id -> when) and forget those neither admitted nor
+        ``pending`` (a view of the cluster's objects, where starts and ends leave no event)."""
+        pending = set(pending)
         for jid, _ in self.waiting():
-            if running.get(jid) is not None:
-                self.started(jid, float(running[jid]))
+            if jid in admitted:
+                self.started(jid, admitted[jid])
             elif jid not in pending:
                 self.forget(jid)

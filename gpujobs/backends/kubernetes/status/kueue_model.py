@@ -478,11 +478,8 @@ def forecasts(c: KueueObjects, now: float | None = None,
     if c.scope == "none":
         return {}
     tr = translate(c, now, progress_end)
-    if firsts is not None:
-        for wid, at in admitted_at(c).items():  # finished ones too: admitted and done between refreshes
-            if wid in firsts:
-                firsts.started(wid, at)
-        firsts.score_running(tr.snapshot)
+    if firsts is not None:  # finished ones too: admitted and done between two refreshes
+        firsts.score(admitted_at(c), (j.id for j in tr.snapshot.pending))
         tr.snapshot.start_errors = firsts.errors
     out = forecast(tr.snapshot)
     if firsts is not None:
