@@ -91,12 +91,15 @@ def gpu_activity(sample: GpuSample, sm_pct: float = DEFAULT_WAITING_SM_PCT) -> s
 
 
 def gpu_activities(samples: Iterable[GpuSample], sm_pct: float,
-                   waiting: Iterable[int] = ()) -> list[tuple[GpuSample, str]]:
-    """Each sample with what it says (:func:`gpu_activity`), in time order. ``waiting``: the
-    ranks whose GPUs waited before these samples. A sample without an SM reading, of a GPU
-    still resident, keeps its rank waiting: one failed GPM read does not end a wait."""
+                   waiting: Iterable[int] = ()) -> tuple[list[tuple[GpuSample, str]], set[int]]:
+    """Each sample with what it says (:func:`gpu_activity`), in time order, and the ranks that
+    wait after them (at a rank's latest time some GPU of it waits and none computes).
+    ``waiting``: the ranks whose GPUs waited before these samples. A sample without an SM
+    reading, of a GPU still resident, keeps its rank waiting: one failed GPM read does not end
+    a wait."""
     still = set(waiting)
     out = []
+    latest: dict[int, tuple[float, set[str]]] = {}  # rank -> (time, what its samples said then)
     for s in sorted(samples, key=lambda s: s.time):
         says = gpu_activity(s, sm_pct)
         if (says == "busy" and s.sm_util is None and not s.is_cpu and s.rank in still
@@ -104,7 +107,12 @@ def gpu_activities(samples: Iterable[GpuSample], sm_pct: float,
             says = "waiting"
         (still.add if says == "waiting" else still.discard)(s.rank)
         out.append((s, says))
-    return out
+        t, seen = latest.get(s.rank, (float("-inf"), set()))
+        if s.time > t:
+            latest[s.rank] = (s.time, {says})
+        else:  # the same time (in time order)
+            seen.add(says)
+    return out, {r for r, (_, says) in latest.items() if "waiting" in says and "busy" not in says}
 
 
 def _setting(name: str, env: dict[str, str], default: float) -> float:

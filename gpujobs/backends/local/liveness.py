@@ -93,12 +93,10 @@ class GangWatch:
         now = time.time() if now is None else now
         new = self.tail.read()
         progress = self.tail.latest()
-        gpus: dict[int, set[str]] = {}  # rank -> what its GPU samples say
-        for s, says in gpu_activities([s for s in samples if not s.is_cpu], self.sm_pct, self.waiting):
-            gpus.setdefault(s.rank, set()).add(says)
-        self.waiting = {r for r, says in gpus.items() if "waiting" in says and "busy" not in says}
+        said, self.waiting = gpu_activities([s for s in samples if not s.is_cpu], self.sm_pct, self.waiting)
+        gpu_busy = {s.rank for s, says in said if says == "busy"}
         for rank, pid in self.pids.items():
-            alive = bool(new) or self._log_grew(rank) or "busy" in gpus.get(rank, ())
+            alive = bool(new) or self._log_grew(rank) or rank in gpu_busy
             cpu = self._cpu_busy(rank, pid, now)  # always read, to keep the delta
             alive = alive or (cpu and rank not in self.waiting)
             if alive:

@@ -289,17 +289,11 @@ class StallEvidence:
         last_progress = max((r["time"] for r in progress), default=0.0)
         first: dict[int, float] = {}
         busy_at: dict[int, float] = {}
-        latest: dict[int, tuple[float, set[str]]] = {}  # rank -> (time, what its GPUs said then)
-        for s, says in gpu_activities(samples, sm_pct):
+        said, self.waiting = gpu_activities(samples, sm_pct)
+        for s, says in said:
             first[s.rank] = min(first.get(s.rank, s.time), s.time)
             if says == "busy":
                 busy_at[s.rank] = max(busy_at.get(s.rank, 0.0), s.time)
-            t, seen = latest.get(s.rank, (-1.0, set()))
-            if s.time > t:
-                latest[s.rank] = (s.time, {says})
-            elif s.time == t:
-                seen.add(says)
-        self.waiting = {r for r, (_, says) in latest.items() if "waiting" in says and "busy" not in says}
         quiet: dict[int, float] = {}
         for rank in first:
             active = max(last_progress, self.output_at or 0.0, busy_at.get(rank, first[rank]))
