@@ -18,8 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpujobs.rank.nvml import gpm_metrics  # noqa: E402
 
 
 def gpm_read(nvml, handle, seconds: float) -> dict:
@@ -31,16 +36,9 @@ def gpm_read(nvml, handle, seconds: float) -> dict:
         nvml.nvmlGpmSampleGet(handle, s1)
         time.sleep(seconds)
         nvml.nvmlGpmSampleGet(handle, s2)
-        get = nvml.c_nvmlGpmMetricsGet_t()
-        get.version = nvml.NVML_GPM_METRICS_GET_VERSION
         ids = {"sm_util": nvml.NVML_GPM_METRIC_SM_UTIL, "sm_occupancy": nvml.NVML_GPM_METRIC_SM_OCCUPANCY,
                "graphics_util": nvml.NVML_GPM_METRIC_GRAPHICS_UTIL}
-        get.numMetrics = len(ids)
-        get.sample1, get.sample2 = s1, s2
-        for i, mid in enumerate(ids.values()):
-            get.metrics[i].metricId = mid
-        nvml.nvmlGpmMetricsGet(get)
-        out = {name: round(get.metrics[i].value, 2) for i, name in enumerate(ids)}
+        out = dict(zip(ids, gpm_metrics(nvml, s1, s2, list(ids.values()))))
         nvml.nvmlGpmSampleFree(s1)
         nvml.nvmlGpmSampleFree(s2)
         return out
@@ -83,7 +81,6 @@ def nccl_pair(seconds: float) -> dict:
     """Two NCCL ranks on GPU 0; rank 1 joins the all_reduce ``seconds`` late; rank 0's wait
     is measured from the parent. NCCL may refuse a second rank on the same GPU."""
     import subprocess
-    import sys
     code = f"""
 import os, time, torch, torch.distributed as dist
 rank = int(os.environ["RANK"])

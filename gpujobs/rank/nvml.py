@@ -55,6 +55,21 @@ def parse_visible_devices(value: str | None) -> list[Device] | None:
     return out
 
 
+def gpm_metrics(nvml: ModuleType, first: object, second: object, ids: Sequence[int]) -> list[float | None]:
+    """The GPM metrics ``ids`` (``NVML_GPM_METRIC_*``) between two GPM samples of one GPU, in
+    that order; None where NVML gave none. Raises what ``nvmlGpmMetricsGet`` raises."""
+    get = nvml.c_nvmlGpmMetricsGet_t()
+    get.version = nvml.NVML_GPM_METRICS_GET_VERSION
+    get.numMetrics = len(ids)
+    get.sample1, get.sample2 = first, second
+    for i, metric in enumerate(ids):
+        get.metrics[i].metricId = metric
+    nvml.nvmlGpmMetricsGet(get)
+    ok = getattr(nvml, "NVML_SUCCESS", 0)
+    return [round(float(m.value), 2) if m.nvmlReturn == ok else None
+            for m in (get.metrics[i] for i in range(len(ids)))]
+
+
 def _unsupported(nvml: ModuleType, exc: Exception) -> bool:
     """``exc`` says the call can never work here (not a passing failure of one round)."""
     kinds = tuple(k for k in (getattr(nvml, "NVMLError_NotSupported", None),
@@ -172,14 +187,7 @@ class NvmlReader:
         if last is None:
             return None
         try:
-            get = nv.c_nvmlGpmMetricsGet_t()
-            get.version = nv.NVML_GPM_METRICS_GET_VERSION
-            get.numMetrics = 1
-            get.sample1, get.sample2 = last, sample
-            get.metrics[0].metricId = nv.NVML_GPM_METRIC_SM_UTIL
-            nv.nvmlGpmMetricsGet(get)
-            ok = get.metrics[0].nvmlReturn == getattr(nv, "NVML_SUCCESS", 0)
-            return round(float(get.metrics[0].value), 2) if ok else None
+            return gpm_metrics(nv, last, sample, [nv.NVML_GPM_METRIC_SM_UTIL])[0]
         except Exception:  # one bad round: no reading this time
             return None
         finally:
