@@ -520,7 +520,9 @@ class Kubelet:
         env.update(RankEnv(payload=payload, result_sink="log", key_file=key_file, device="cpu",
                            termination_log=str(d / "termination-log"),
                            checkpoint_dir=self._checkpoint_dir(mounts, d)).to_env())
-        env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d),
+        tmp = d / "tmp"  # a container's /tmp is its own: what it leaves there goes with the pod
+        tmp.mkdir(parents=True, exist_ok=True)
+        env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d), "TMPDIR": str(tmp),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})
         if src is not pod:  # the Ray driver runs on the head, not in the submitter's container

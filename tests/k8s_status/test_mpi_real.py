@@ -10,6 +10,9 @@ gpujobs_sim/mpi_operator.py and mpirun_shim.py, written from their source and do
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from tests.support import MPI_IMAGE, wait_for
 
@@ -45,6 +48,8 @@ def test_mpi_ranks_run_on_the_workers_two_per_worker_not_on_the_launcher(make_cl
     hosts = job.result(timeout=90)
     name = job.status().name
     assert hosts == [f"{name}-worker-0.{name}.default.svc"] * 2 + [f"{name}-worker-1.{name}.default.svc"] * 2
+    # the launcher's hostfile was written in its own container, not in this machine's /tmp
+    assert not [f for f in Path(tempfile.gettempdir()).glob("gpujobs-hostfile-*") if name in f.read_text()]
     # the ended launcher stays with its log; the running workers go (cleanPodPolicy: Running)
     wait_for(lambda: sorted(p["metadata"]["labels"]["training.kubeflow.org/job-role"] for p in sim.store.list(
         "v1", "Pod", "default", f"training.kubeflow.org/job-name={name}")) == ["launcher"], timeout=30)
