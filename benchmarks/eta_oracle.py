@@ -19,6 +19,10 @@ it got (its "started" event) against four estimates made at the same moment:
   cannot see the failure coming); the others predicted;
 - **running jobs' ends known**, **queued jobs' runtimes known**, **both known**: the same,
   those jobs told their true remaining run time (the sum of its runs' lengths from the events);
+- **arrivals known**: the rebuilt forecast given, in place of the agent's expected arrivals,
+  the jobs really submitted later (their times, queues, sizes, priorities; their run times
+  predicted as any queued job's), under the agent's own rule for arrivals: what a perfect
+  arrival model would give;
 - **all known**: the scenario replayed through the admission engine with the true
   submissions and run times, preempted runs stopping after the dump's median stop time: what
   a forecast that knew everything (runtimes, arrivals) would say. Its error is the floor the
@@ -26,7 +30,8 @@ it got (its "started" event) against four estimates made at the same moment:
 - **naive** (as eta_replay computed it: position x mean runtime / slots).
 
 Printed per scenario, size and priority: the median absolute error of each against the
-naive one's (the ratio eta_replay reports). The offline part takes seconds.
+naive one's (the ratio eta_replay reports); with several dumps, also over all their jobs
+pooled (as ``eta_replay.py --pool``). The offline part takes seconds.
 """
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typi
 RUN_ENDS = ("preempted", "finished", "cancelled")  # what ends a run's work (a preempted one stops)
 SIZES = (1, 2, 4, 8)
 MODES = {"predicted": set(), "typical_known": {"typical"}, "rates_known": {"rates"}, "running_known": {"running"},
-         "queued_known": {"queued"}, "runtimes_known": {"running", "queued"}}  # column -> whose true runtimes forecast_at is told
+         "queued_known": {"queued"}, "runtimes_known": {"running", "queued"}, "arrivals_known": {"arrivals"}}  # column -> whose true runtimes forecast_at is told
 PRIOS = ("low", "normal", "high")
 
 
@@ -126,7 +131,8 @@ def typical_given(typical: float, elapsed: float) -> float:
 def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict]) -> float | None:
     """forecast() at the row's moment (the queue rebuilt from the events, no expected
     arrivals); the jobs in ``known`` ("running", "queued") are told their true remaining run
-    time, the others are predicted from ``history_at`` and their declared limits."""
+    time, the others are predicted from ``history_at`` and their declared limits; with
+    "arrivals", the jobs submitted after the moment are its arrivals."""
     t = row["at"]
     running, pending = [], []
     for r in rows:
@@ -160,7 +166,11 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
     # told everything of every job, no history: a run the simulation preempts must not fall back
     # to it either
     history = History() if "typical" in known or {"running", "queued"} <= known else history_at(every, t)
-    snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, history, t)
+    arrivals = sorted(((r["submitted"], Job(workload(r), user=r["kind"]["user"], name=r["kind"]["name"],
+                                            max_runtime_s=r["limit"], grace_period_s=GRACE))
+                       for r in rows if r["submitted"] > t), key=lambda a: a[0]) if "arrivals" in known else []
+    snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, history, t,
+                    arrivals=arrivals)
     fc = forecast(snap, ids=[row["id"]], reasons=False).get(row["id"])
     return None if fc is None else fc.expected_start  # None: its events say it had left the queue
 
@@ -238,7 +248,8 @@ def line(label: str, rows: list[dict]) -> str:
         f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
 
 
-COLUMNS = ("expected", "predicted", "typical_known", "rates_known", "running_known", "queued_known", "runtimes_known", "all_known")
+COLUMNS = ("expected", "predicted", "typical_known", "rates_known", "running_known", "queued_known", "runtimes_known",
+           "arrivals_known", "all_known")
 
 
 def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
@@ -267,6 +278,16 @@ def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
     return out
 
 
+def populations(waited: list[dict]) -> None:
+    for sc in dict.fromkeys(r["scenario"] for r in waited):
+        print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc]))
+    for g in SIZES:
+        print(line(f"{g} GPU{'s' if g > 1 else ''}", [r for r in waited if r["gpus"] == g]))
+    for p in PRIOS:
+        print(line(f"priority {p}", [r for r in waited if r["prio"] == p]))
+    print(line("all", waited))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("dumps", nargs="+", help="files written by eta_replay.py --dump")
@@ -276,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | kinds' "
           "typical runs known | exact progress rates | running jobs' ends known | queued jobs' runtimes known | "
-          "both known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    pooled: list[dict] = []
     for path in a.dumps:
         rows = json.loads(Path(path).read_text())
         for i, r in enumerate(rows):
@@ -295,17 +317,15 @@ def main(argv: list[str] | None = None) -> int:
                 r["all_known"] = first.get(r["id"])
                 waited.append(r)
         print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) |" + " |" * (len(COLUMNS) + 2))
-        for sc in dict.fromkeys(r["scenario"] for r in waited):
-            print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc]))
-        for g in SIZES:
-            print(line(f"{g} GPU{'s' if g > 1 else ''}", [r for r in waited if r["gpus"] == g]))
-        for p in PRIOS:
-            print(line(f"priority {p}", [r for r in waited if r["prio"] == p]))
-        print(line("all", waited))
+        populations(waited)
+        pooled += waited
         if a.ends:
             for (src, past), errs in sorted(end_errors(rows).items()):
                 print(f"  running jobs' ends from {src}{' (ran longer than every similar run)' if past else ''}: "
                       f"n={len(errs)}, predicted - real: median {statistics.median(errs):+.1f} s")
+    if len(a.dumps) > 1:
+        print(f"| **{len(a.dumps)} dumps pooled** |" + " |" * (len(COLUMNS) + 2))
+        populations(pooled)
     return 0
 
 

@@ -76,4 +76,30 @@ def test_the_report_has_a_line_per_population(eta_oracle, tmp_path, capsys):
     all_line = next(ln for ln in out.splitlines() if ln.startswith("| all |"))
     cells = [c.strip() for c in all_line.strip("|").split("|")]
     assert cells[1] == "1"  # b waited
-    assert cells[-2].startswith("0.1 ") and cells[-1].startswith("0.2 ")  # |10.1 - 10.2|, |10.0 - 10.2|
+    assert cells[-3].startswith("0.1 ") and cells[-1].startswith("0.2 ")  # |10.1 - 10.2|, |10.0 - 10.2|
+
+
+def test_told_the_arrivals_a_later_higher_priority_job_goes_ahead(eta_oracle):
+    """"arrivals known": h (high priority, submitted at 5 s, after b's forecast) is queued at its
+    submission, preempts a (within-queue LowerPriority) and runs first; b comes next (a is
+    requeued at its eviction, behind b); runtimes stay predicted (limit + grace)."""
+    rows = scenario()
+    h = row("h", "qa", 5.0, [(5.0, "submitted"), (5.0, "queued"), (10.15, "admitted"), (10.2, "started"),
+                             (12.0, "finished")])
+    h["prio"] = "high"
+    rows.append(h)
+    b = rows[2]
+    alone = eta_oracle.forecast_at(rows, b, 2, set(), rows)
+    assert alone == pytest.approx(0.1 + 60.0 + eta_oracle.GRACE)
+    g = eta_oracle.GRACE
+    assert eta_oracle.forecast_at(rows, b, 2, {"arrivals"}, rows) == pytest.approx(5.0 + g + 60.0 + g)
+
+
+def test_several_dumps_are_also_reported_pooled(eta_oracle, tmp_path, capsys):
+    for name in ("d1.json", "d2.json"):
+        (tmp_path / name).write_text(json.dumps(scenario()))
+    assert eta_oracle.main([str(tmp_path / "d1.json"), str(tmp_path / "d2.json"), "--slots", "2"]) == 0
+    out = capsys.readouterr().out.split("2 dumps pooled")
+    assert len(out) == 2
+    pooled_all = next(ln for ln in out[1].splitlines() if ln.startswith("| all |"))
+    assert pooled_all.split("|")[2].strip() == "2"  # b of each dump
