@@ -190,28 +190,43 @@ def pods_ready(job: dict, pods: list[dict], expected: int) -> bool:
 
 # ------------------------------------------------------------------ pod requests
 def pod_requests(template: dict) -> dict[str, Decimal]:
-    """What one pod of this template requests, as Kubernetes computes a pod's effective request
-    (kubernetes.io/docs/concepts/workloads/pods/init-containers/#resource-sharing-within-containers):
-    the sum over app containers, at least the largest init container, plus spec.overhead; a container
+    """What one pod of this template requests: the most it holds at once over its life (KEP-753,
+    kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/#resource-sharing-within-containers).
+    Its init containers start one after another; a sidecar (``restartPolicy: Always``) keeps running,
+    a regular one ends before the next starts; then the app containers run beside every sidecar. The
+    pod's request is, per resource, the largest of those phases; pod-level ``spec.resources.requests``
+    stand for the containers' cpu, memory and hugepages; ``spec.overhead`` comes on top. A container
     with a limit and no request requests its limit (the API server defaults requests from limits,
     kubernetes.io/docs/concepts/configuration/manage-resources-containers/#requests-and-limits)."""
     spec = template.get("spec") or {}
 
-    def one(c: dict) -> dict[str, Decimal]:
+    def asks(c: dict) -> dict[str, Decimal]:
         res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: quantity(v) for k, v in merged.items()}
+        return {k: quantity(v) for k, v in {**(res.get("limits") or {}), **(res.get("requests") or {})}.items()}
 
-    total: dict[str, Decimal] = {}
-    for c in spec.get("containers") or []:
-        for k, v in one(c).items():
-            total[k] = total.get(k, Decimal(0)) + v
+    def together(cs: list[dict]) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
+        for c in cs:
+            for k, v in asks(c).items():
+                out[k] = out.get(k, Decimal(0)) + v
+        return out
+
+    phases, staying = [], []
     for c in spec.get("initContainers") or []:
-        for k, v in one(c).items():
-            total[k] = max(total.get(k, Decimal(0)), v)
+        phases.append(together([*staying, c]))
+        if c.get("restartPolicy") == "Always":
+            staying.append(c)
+    phases.append(together([*staying, *(spec.get("containers") or [])]))
+    peak: dict[str, Decimal] = {}
+    for phase in phases:
+        for k, v in phase.items():
+            peak[k] = max(peak.get(k, Decimal(0)), v)
+    for k, v in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if k in ("cpu", "memory") or k.startswith("hugepages-"):
+            peak[k] = quantity(v)
     for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, Decimal(0)) + quantity(v)
-    return total
+        peak[k] = peak.get(k, Decimal(0)) + quantity(v)
+    return peak
 
 
 # ------------------------------------------------------------------ pod sets (Kueue's integrations)

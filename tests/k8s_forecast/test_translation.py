@@ -50,3 +50,30 @@ def test_admitted_podset_usage_is_per_pod():
     (ps,) = f.podsets([{"name": "main", "count": 3, "template": {}}], {"cpu", "memory"},
                       {asg["name"]: asg["resourceUsage"]})
     assert ps.count == 3 and ps.requests == {"cpu": 1.0, "memory": 200 * 2 ** 20}
+
+
+# A pod with a regular init container before a sidecar, one after it, and overhead. By phase
+# (KEP-753): init1 alone cpu 3; the sidecar starting cpu 1 / 1Gi; init2 beside the sidecar cpu 3.5
+# / 4Gi; then the app beside the sidecar cpu 2 / 1Gi and 2 GPUs (a limit standing for a request).
+# The most at once: cpu 3.5 / 4Gi / 2 GPUs, plus 100m of overhead.
+SIDECAR_POD = {"spec": {
+    "initContainers": [{"name": "init1", "resources": {"requests": {"cpu": "3"}}},
+                       {"name": "proxy", "restartPolicy": "Always",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                       {"name": "init2", "resources": {"requests": {"cpu": "2500m", "memory": "3Gi"}}}],
+    "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": 2}}}],
+    "overhead": {"cpu": "100m"}}}
+
+
+def test_a_sidecar_counts_beside_the_app_and_the_init_containers_after_it():
+    """Kueue v0.17 counts a pod as component-helpers' PodRequests does (KEP-753): a sidecar runs
+    for the pod's whole life. Before, a sidecar counted like a regular init container (cpu 3.1,
+    memory 3Gi: the largest init container, not beside the app)."""
+    assert f.pod_requests(SIDECAR_POD) == {"cpu": 3.6, "memory": 4 * 2 ** 30, "gpu": 2.0}
+
+
+def test_pod_level_requests_replace_the_containers_cpu_and_memory_only():
+    """PodLevelResources (component-helpers applyPodLevelResources): pod-level requests stand for
+    the containers' cpu, memory and hugepages; GPUs stay the containers'."""
+    pod = {"spec": {**SIDECAR_POD["spec"], "resources": {"requests": {"cpu": "8", "memory": "16Gi"}}}}
+    assert f.pod_requests(pod) == {"cpu": 8.1, "memory": 16 * 2 ** 30, "gpu": 2.0}

@@ -182,3 +182,43 @@ def test_a_queued_jobs_first_forecast_is_scored_at_its_real_admission(controlpla
     forecast_wait, actual_wait = kf.start_errors._pairs[()][-1]
     assert forecast_wait == pytest.approx(st.expected_start - made, abs=1.0)
     assert actual_wait == pytest.approx(max(0.0, admitted - made), abs=1e-6)  # Kueue's own time
+
+
+def test_a_pods_requests_with_a_sidecar_are_counted_as_real_kueue_counts_them(controlplane, admin_api):
+    """A Workload whose pods have a regular init container, a sidecar (an init container with
+    restartPolicy Always), another init container, pod overhead and limits standing for requests:
+    gpujobs' reading of the template (kueue_model.pod_requests, which the forecasts use for
+    Workloads not admitted yet) and the simulator's (gpujobs_sim.rules) against the usage real
+    Kueue v0.17.0 writes at admission (status.admission.podSetAssignments[].resourceUsage). No
+    GPUs, so the other tests' jobs on the queue's 8 are not in its way."""
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs_sim import rules
+    controlplane.require_kueue()
+    tmpl = {"spec": {
+        "initContainers": [{"name": "init1", "image": "busybox", "resources": {"requests": {"cpu": "3"}}},
+                           {"name": "proxy", "image": "busybox", "restartPolicy": "Always",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                           {"name": "init2", "image": "busybox",
+                            "resources": {"requests": {"cpu": "2500m", "memory": "3Gi"}}}],
+        "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}}],
+        "overhead": {"cpu": "100m"}, "restartPolicy": "Never"}}
+    podset = {"name": "main", "count": 2, "template": tmpl}
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "sidecar-requests", "namespace": NS},
+          "spec": {"queueName": QUEUE, "podSets": [podset]}}
+    api = custom(admin_api)
+    api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", wl)
+    try:
+        got = wait_for(lambda: (w := api.get_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", NS, "workloads", "sidecar-requests")).get("status", {}).get("admission")
+            and w, 60, "the Workload admitted")
+        (asg,) = got["status"]["admission"]["podSetAssignments"]
+        covered = {"cpu", "memory"}
+        (real,) = kueue_model.podsets([podset], covered, {asg["name"]: asg["resourceUsage"]})
+        (ours,) = kueue_model.podsets([podset], covered)
+        assert real.requests == pytest.approx({"cpu": 3.6, "memory": 4 * 2 ** 30})  # init2 beside the sidecar
+        assert ours.requests == pytest.approx(real.requests)
+        assert {k: float(v) for k, v in rules.pod_requests(tmpl).items()} == pytest.approx(real.requests)
+    finally:
+        api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", "sidecar-requests")

@@ -52,6 +52,22 @@ def test_pod_requests_follow_kubernetes():
     assert rules.pod_requests(tmpl) == {"cpu": Decimal("4.25"), "nvidia.com/gpu": Decimal(1)}
 
 
+def test_pod_requests_peak_over_the_pods_phases_with_a_sidecar():
+    """KEP-753 (kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/#resource-sharing-
+    within-containers): init1 alone cpu 3; the sidecar cpu 1 / 1Gi from its start on; init2 beside
+    it cpu 3.5 / 4Gi; the app beside it cpu 2 / 1Gi; the peak plus overhead. Pod-level requests
+    stand for the containers' cpu and memory."""
+    spec = {"initContainers": [{"resources": {"requests": {"cpu": "3"}}},
+                               {"restartPolicy": "Always", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                               {"resources": {"requests": {"cpu": "2500m", "memory": "3Gi"}}}],
+            "containers": [{"resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": 2}}}],
+            "overhead": {"cpu": "100m"}}
+    assert rules.pod_requests({"spec": spec}) == {"cpu": Decimal("3.6"), "memory": Decimal(4 * 2 ** 30),
+                                                  "nvidia.com/gpu": Decimal(2)}
+    spec["resources"] = {"requests": {"memory": "16Gi"}}
+    assert rules.pod_requests({"spec": spec})["memory"] == Decimal(16 * 2 ** 30)
+
+
 def test_rayjob_pod_sets_count_the_submitter_and_hosts():
     job = {"kind": "RayJob", "spec": {"rayClusterSpec": {
         "headGroupSpec": {"template": {}},

@@ -120,24 +120,43 @@ def flavor(rf: dict) -> ResourceFlavor:
 
 
 def pod_requests(template: dict) -> dict[str, float]:
-    """One pod's effective requests, as Kubernetes computes them (the sum over app containers, at
-    least the largest init container, plus ``spec.overhead``; a limit stands for a missing request:
-    kubernetes.io/docs/concepts/workloads/pods/init-containers/#resource-sharing-within-containers)."""
+    """One pod's effective requests as Kueue computes them (component-helpers' ``PodRequests``,
+    which Kueue v0.17 calls; KEP-753, kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
+    #resource-sharing-within-containers): the app containers and the sidecars (init containers with
+    ``restartPolicy: Always``) add up; each regular init container runs beside the sidecars started
+    before it and the pod needs at least that; pod-level ``spec.resources.requests`` replace the
+    containers' cpu, memory and hugepages; ``spec.overhead`` adds. A container's limit stands for
+    its missing request (Kueue's ``UseLimitsAsMissingRequestsInPod``)."""
     spec = template.get("spec") or {}
 
     def one(c: dict) -> dict[str, Decimal]:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         return {k: _parsed(str(v)) for k, v in merged.items()}
+
+    def add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
+        for k, v in more.items():
+            into[k] = into.get(k, Decimal(0)) + v
+        return into
     total: dict[str, Decimal] = {}
     for c in spec.get("containers") or []:
-        for k, v in one(c).items():
-            total[k] = total.get(k, Decimal(0)) + v
+        add(total, one(c))
+    sidecars: dict[str, Decimal] = {}
+    init: dict[str, Decimal] = {}  # the most an init container needs, with the sidecars before it
     for c in spec.get("initContainers") or []:
-        for k, v in one(c).items():
-            total[k] = max(total.get(k, Decimal(0)), v)
-    for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, Decimal(0)) + _parsed(str(v))
+        if c.get("restartPolicy") == "Always":
+            add(total, one(c))
+            use = dict(add(sidecars, one(c)))
+        else:
+            use = add(one(c), sidecars)
+        for k, v in use.items():
+            init[k] = max(init.get(k, Decimal(0)), v)
+    for k, v in init.items():
+        total[k] = max(total.get(k, Decimal(0)), v)
+    for k, v in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if k in ("cpu", "memory") or k.startswith("hugepages-"):
+            total[k] = _parsed(str(v))
+    add(total, {k: _parsed(str(v)) for k, v in (spec.get("overhead") or {}).items()})
     return {_res(k): float(v) for k, v in total.items()}
 
 
