@@ -36,6 +36,7 @@ pooled (as ``eta_replay.py --pool``). The offline part takes seconds.
 from __future__ import annotations
 
 import argparse
+import gzip
 import heapq
 import json
 import math
@@ -300,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
           "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     pooled: list[dict] = []
     for path in a.dumps:
-        rows = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
+        rows = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)  # benchmarks/dumps/
         for i, r in enumerate(rows):
             r.setdefault("id", f"j{i}")
         stop_s = _stop_time(rows)

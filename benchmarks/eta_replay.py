@@ -212,6 +212,13 @@ def replay(jobs: list[dict], slots: int, finished: Finished, gpus_seen: list[int
     return out
 
 
+def load_dump(path: str) -> list[dict]:
+    """A ``--dump`` file's jobs (gzipped when it ends in .gz: benchmarks/dumps/)."""
+    import gzip
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
+
+
 def _q(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else float("nan")
@@ -245,7 +252,7 @@ def main() -> None:
                     help="run nothing: report over these dumps' jobs together (populations of several runs)")
     a = ap.parse_args()
     if a.pool:
-        print_report([r for path in a.pool for r in json.loads(Path(path).read_text())], pooled=len(a.pool))
+        print_report([r for path in a.pool for r in load_dump(path)], pooled=len(a.pool))
         return
     home = Path(tempfile.mkdtemp(prefix="gpujobs-eta-replay-"))
     (home / "config.toml").write_text(CONFIG.format(half=a.slots // 2))

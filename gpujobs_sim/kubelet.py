@@ -74,6 +74,7 @@ class Kubelet:
         self.images: dict[str, dict] = {}  # extra image facts (gpujobs_sim.images)
         self._mounted: dict[str, Path] = {}  # pod uid -> where its volumes are unpacked
         self._pod_dirs: dict[str, Path] = {}  # pod uid -> its folder, deleted with the pod
+        self._pod_tmps: dict[str, Path] = {}  # pod uid -> its /tmp (TMPDIR), deleted with the pod
         self._restarts: dict[str, int] = {}  # pod uid -> its container's restartCount
         # the first restart's back-off; it doubles per restart up to 30x (the kubelet's 10 s and
         # 300 s: kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff), scaled down
@@ -125,6 +126,7 @@ class Kubelet:
             if uid not in live and (t is None or not t.is_alive()):
                 shutil.rmtree(d, ignore_errors=True)
                 self._pod_dirs.pop(uid, None)
+                shutil.rmtree(self._pod_tmps.pop(uid, d / "tmp"), ignore_errors=True)
         for uid, root in list(self._mounted.items()):
             pod = live.get(uid)
             if pod is None or pod["status"].get("phase") in ("Succeeded", "Failed"):
@@ -520,8 +522,9 @@ class Kubelet:
         env.update(RankEnv(payload=payload, result_sink="log", key_file=key_file, device="cpu",
                            termination_log=str(d / "termination-log"),
                            checkpoint_dir=self._checkpoint_dir(mounts, d)).to_env())
-        tmp = d / "tmp"  # a container's /tmp is its own: what it leaves there goes with the pod
-        tmp.mkdir(parents=True, exist_ok=True)
+        # a container's /tmp is its own: what it leaves there goes with the pod. A short path
+        # (Ray puts its AF_UNIX sockets under TMPDIR, and such a path may have 107 bytes at most)
+        tmp = self._pod_tmps.setdefault(md["uid"], Path(tempfile.mkdtemp(prefix="t", dir=self._tmp.name)))
         env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d), "TMPDIR": str(tmp),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from decimal import Decimal
 from typing import Any, Callable
 
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, Workload
@@ -130,6 +131,12 @@ class Kueue:
             except GpuJobsError:
                 pass
 
+    def _pod_requests(self, wl: dict, podset: dict) -> dict[str, Decimal]:
+        """One pod's requests as Kueue counts them: the template with its namespace's LimitRange
+        defaults (rules.with_limit_range_defaults)."""
+        ranges = self.store.list("v1", "LimitRange", wl["metadata"]["namespace"])
+        return rules.pod_requests(rules.with_limit_range_defaults(podset.get("template") or {}, ranges))
+
     def _engine_workload(self, wl: dict, created: float | None = None) -> Workload | None:
         spec = wl.get("spec") or {}
         key = f"{wl['metadata']['namespace']}/{spec.get('queueName', '')}"
@@ -137,7 +144,7 @@ class Kueue:
             return None
         covered = self._covered.get(self._engine.cluster_queue_of(key), set())
         podsets = [PodSet(ps["name"], int(ps.get("count", 1)),
-                          {r: a for r, a in _pod_requests(ps.get("template") or {}).items() if r in covered})
+                          {r: float(a) for r, a in self._pod_requests(wl, ps).items() if r in covered})
                    for ps in spec.get("podSets") or []]
         created = _ts(wl) if created is None else created
         return Workload(_wkey(wl), key, podsets, priority=int(spec.get("priority") or 0), created=created)
@@ -214,7 +221,10 @@ class Kueue:
                 st = o.setdefault("status", {})
                 st["admission"] = {"clusterQueue": adm.cluster_queue, "podSetAssignments": [
                     {"name": ps["name"], "count": ps.get("count", 1),
-                     "flavors": dict(adm.flavors.get(ps["name"]) or {})}
+                     "flavors": dict(adm.flavors.get(ps["name"]) or {}),
+                     "resourceUsage": {r: _quantity(a * int(ps.get("count", 1)))
+                                       for r, a in self._pod_requests(o, ps).items()
+                                       if r in (adm.flavors.get(ps["name"]) or {})}}
                     for ps in o["spec"]["podSets"]]}
                 _cond(o, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {adm.cluster_queue}")
                 _cond(o, "Admitted", "True", "Admitted", "The workload is admitted")
@@ -516,8 +526,9 @@ _PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
                    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing"}
 
 
-def _pod_requests(template: dict) -> dict[str, float]:
-    return {k: float(v) for k, v in rules.pod_requests(template).items()}
+def _quantity(v: Decimal) -> str:
+    """A quantity as the API writes one: whole units, else millis."""
+    return str(int(v)) if v == int(v) else f"{int(v * 1000)}m"
 
 
 def _is_finished(job: dict) -> bool:

@@ -189,6 +189,34 @@ def pods_ready(job: dict, pods: list[dict], expected: int) -> bool:
 
 
 # ------------------------------------------------------------------ pod requests
+def with_limit_range_defaults(template: dict, limit_ranges: list[dict]) -> dict:
+    """The template as Kueue counts it in a namespace with these LimitRanges (kueue v0.17
+    pkg/workload/resources.go, AdjustResources before a pending Workload is queued): every init and
+    app container gets the ``Container`` items' ``default`` for each limit it lacks and
+    ``defaultRequest`` for each request it lacks, the LimitRange listed first winning a resource
+    (kueue pkg/util/limitrange Summarize keeps the first). The template itself is not changed."""
+    default: dict[str, Any] = {}
+    default_request: dict[str, Any] = {}
+    for lr in limit_ranges:
+        for item in (lr.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            for k, v in (item.get("default") or {}).items():
+                default.setdefault(k, v)
+            for k, v in (item.get("defaultRequest") or {}).items():
+                default_request.setdefault(k, v)
+    if not default and not default_request:
+        return template
+    import copy
+    out = copy.deepcopy(template)
+    spec = out.setdefault("spec", {})
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        res = c.setdefault("resources", {})
+        res["limits"] = {**default, **(res.get("limits") or {})}
+        res["requests"] = {**default_request, **(res.get("requests") or {})}
+    return out
+
+
 def pod_requests(template: dict) -> dict[str, Decimal]:
     """What one pod of this template requests: the most it holds at once over its life (KEP-753,
     kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/#resource-sharing-within-containers).
@@ -211,7 +239,8 @@ def pod_requests(template: dict) -> dict[str, Decimal]:
                 out[k] = out.get(k, Decimal(0)) + v
         return out
 
-    phases, staying = [], []
+    phases: list[dict[str, Decimal]] = []
+    staying: list[dict] = []
     for c in spec.get("initContainers") or []:
         phases.append(together([*staying, c]))
         if c.get("restartPolicy") == "Always":

@@ -36,3 +36,14 @@ def test_pool_reports_the_median_over_the_union_of_the_dumps(tmp_path, monkeypat
     assert float(got[5]) == pytest.approx(5.5 / 6.0, abs=0.005)
     assert got[6] == "3/4 (75 %)" and got[7] == "0"
     assert cells(out, "8 GPUs")[5] == "1.00" and cells(out, "1 GPU")[5] == "0.50"
+
+
+def test_pool_reads_the_kept_gzipped_dumps(tmp_path, monkeypatch, capsys):
+    """benchmarks/dumps/ keeps runs as .json.gz; --pool reads them as they are."""
+    import gzip
+    er = benchmark_module("eta_replay")
+    a = tmp_path / "a.json.gz"
+    a.write_bytes(gzip.compress(json.dumps([job(1, 2), job(3, 4)]).encode()))
+    monkeypatch.setattr(sys, "argv", ["eta_replay.py", "--pool", str(a)])
+    er.main()
+    assert cells(capsys.readouterr().out, "**all**")[1] == "2"

@@ -77,3 +77,42 @@ def test_pod_level_requests_replace_the_containers_cpu_and_memory_only():
     the containers' cpu, memory and hugepages; GPUs stay the containers'."""
     pod = {"spec": {**SIDECAR_POD["spec"], "resources": {"requests": {"cpu": "8", "memory": "16Gi"}}}}
     assert f.pod_requests(pod) == {"cpu": 8.1, "memory": 16 * 2 ** 30, "gpu": 2.0}
+
+
+def limit_range(ns: str, name: str, default: dict, default_request: dict) -> dict:
+    return {"metadata": {"name": name, "namespace": ns}, "spec": {"limits": [
+        {"type": "Pod", "max": {"cpu": "64"}},
+        {"type": "Container", "default": default, "defaultRequest": default_request}]}}
+
+
+def test_limit_range_defaults_fill_what_a_container_leaves_out_first_range_first():
+    """kueue v0.17 handlePodLimitRange then UseLimitsAsMissingRequestsInPod: a missing request
+    is the LimitRange's defaultRequest before the container's own limit; the first LimitRange
+    to name a resource gives it (limitrange.Summarize); other namespaces' do not count."""
+    ranges = [limit_range("ml", "a", {"cpu": "2"}, {"cpu": "500m"}),
+              limit_range("ml", "b", {"memory": "1Gi"}, {"cpu": "4", "memory": "256Mi"}),
+              limit_range("other", "c", {}, {"cpu": "8"})]
+    d = f.container_defaults(ranges, "ml")
+    assert d == ({"cpu": "2", "memory": "1Gi"}, {"cpu": "500m", "memory": "256Mi"})
+    tmpl = {"spec": {"containers": [{"name": "a"},
+                                    {"name": "b", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 1}}},
+                                    {"name": "c", "resources": {"requests": {"memory": "2Gi"}}}]}}
+    assert f.pod_requests(tmpl, d) == {"cpu": 1.5, "memory": 2.5 * 2 ** 30, "gpu": 1.0}
+    assert f.pod_requests(tmpl) == {"cpu": 1.0, "memory": 2 * 2 ** 30, "gpu": 1.0}  # no defaults
+    assert f.container_defaults(ranges, "none") == ({}, {})
+
+
+def test_a_pending_workload_counts_its_namespaces_limit_range_defaults():
+    """translate(): a pending Workload's pod set is counted with the defaults of its own
+    namespace (an admitted one has Kueue's resourceUsage)."""
+    from gpujobs.backends.kubernetes.status.kueue_read import KueueObjects
+    cq = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
+        "coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}}
+    lq = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}
+    wl = {"metadata": {"name": "w", "namespace": "ml", "uid": "u1", "creationTimestamp": "2026-12-04T10:00:00Z"},
+          "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 4,
+                                                  "template": {"spec": {"containers": [{"name": "x"}]}}}]}}
+    c = KueueObjects("cluster", "ml", cluster_queues=[cq], local_queues=[lq], workloads=[wl],
+                     limit_ranges=[limit_range("ml", "a", {}, {"cpu": "750m"})])
+    (job,) = f.translate(c).snapshot.pending
+    assert job.workload.podsets[0].requests == {"cpu": 0.75}

@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -164,6 +165,7 @@ def test_mpi_launcher_has_its_ranks_check_the_runtime_too(tmp_path, monkeypatch)
     cfg = json.loads(r.files.bootstrap_json)
     assert cfg["runtime_digest"] == runtime_digest()
     monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the container's /tmp (its hostfile)
     monkeypatch.setenv("MPI_HOST", "w0,w1")  # Volcano's mpi plugin
     monkeypatch.setattr(boot, "wait_for_ssh", lambda hosts, timeout: None)
     monkeypatch.setattr(boot, "openmpi_version", lambda mpirun: "5.0.7")
@@ -195,6 +197,7 @@ def test_mpi_launcher_passes_a_hostfile_of_the_workers_and_ssh_options_for_open_
     monkeypatch.delenv("MPI_HOST", raising=False)
     monkeypatch.setenv("GPUJOBS_MPI_DNS_WAIT_S", "0")
     monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the container's /tmp (its hostfile)
     monkeypatch.setattr(boot, "openmpi_version", lambda mpirun: "5.0.7")
     seen = []
     monkeypatch.setattr(boot.os, "execve", lambda path, argv, env: seen.append((argv, env)))

@@ -222,3 +222,56 @@ def test_a_pods_requests_with_a_sidecar_are_counted_as_real_kueue_counts_them(co
         assert {k: float(v) for k, v in rules.pod_requests(tmpl).items()} == pytest.approx(real.requests)
     finally:
         api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", "sidecar-requests")
+
+
+def test_a_namespaces_limit_range_defaults_are_counted_as_real_kueue_counts_them(controlplane, admin_api):
+    """A namespace with a LimitRange (container defaults) and a Workload whose containers leave
+    requests out: gpujobs' forecast input (read_cluster reads the LimitRanges; kueue_model fills the
+    defaults) and the simulator's (rules.with_limit_range_defaults) against the usage real Kueue
+    v0.17.0 writes at admission. Its own namespace, so no other test's pods get the defaults."""
+    from kubernetes import client
+
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs.backends.kubernetes.status.kueue_read import read_cluster
+    from gpujobs_sim import rules
+    controlplane.require_kueue()
+    ns = "lr-defaults"
+    core, api = client.CoreV1Api(admin_api), custom(admin_api)
+    core.create_namespace({"metadata": {"name": ns}})
+    try:
+        core.create_namespaced_limit_range(ns, {"metadata": {"name": "defaults"}, "spec": {"limits": [
+            {"type": "Container", "default": {"cpu": "2", "memory": "1Gi"},
+             "defaultRequest": {"cpu": "500m", "memory": "256Mi"}}]}})
+        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": ns}, "spec": {"clusterQueue": "cq-a"}})
+        # one container with nothing, one with a cpu limit only (no request)
+        tmpl = {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "a", "image": "busybox"},
+            {"name": "b", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}
+        podset = {"name": "main", "count": 3, "template": tmpl}
+        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "defaulted", "namespace": ns},
+            "spec": {"queueName": QUEUE, "podSets": [podset]}})
+        got = wait_for(lambda: (w := api.get_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", ns, "workloads", "defaulted")).get("status", {}).get("admission")
+            and w, 60, "the Workload admitted")
+        (asg,) = got["status"]["admission"]["podSetAssignments"]
+        covered = {"cpu", "memory"}
+        (real,) = kueue_model.podsets([podset], covered, {asg["name"]: asg["resourceUsage"]})
+        c = read_cluster(admin_api, ns)
+        assert [lr["metadata"]["name"] for lr in c.limit_ranges if lr["metadata"]["namespace"] == ns] == ["defaults"]
+        (ours,) = kueue_model.podsets([podset], covered, defaults=kueue_model.container_defaults(c.limit_ranges, ns))
+        (bare,) = kueue_model.podsets([podset], covered)
+        assert ours.requests == pytest.approx(real.requests)
+        assert bare.requests != pytest.approx(real.requests)  # the defaults matter here
+        sim = rules.pod_requests(rules.with_limit_range_defaults(
+            tmpl, [lr for lr in c.limit_ranges if lr["metadata"]["namespace"] == ns]))
+        assert {k: float(v) for k, v in sim.items()} == pytest.approx(real.requests)
+    finally:
+        try:  # its quota back at once (without kube-controller-manager the namespace lingers)
+            api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", "defaulted")
+        except client.exceptions.ApiException:
+            pass
+        core.delete_namespace(ns)

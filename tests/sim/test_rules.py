@@ -92,3 +92,43 @@ def test_rayjob_pod_sets_count_the_submitter_and_hosts():
 def test_finished_rules(job, finished, ok):
     out = rules.outcome(job)
     assert (out.finished, out.succeeded) == (finished, ok)
+
+
+def test_limit_range_defaults_fill_missing_limits_and_requests_first_listed_wins():
+    """kueue v0.17 handlePodLimitRange: the Container items' default -> missing limits,
+    defaultRequest -> missing requests, in init and app containers; the first listed wins."""
+    ranges = [{"spec": {"limits": [{"type": "Container", "default": {"cpu": "2"}, "defaultRequest": {"cpu": "1"}}]}},
+              {"spec": {"limits": [{"type": "Pod", "max": {"cpu": "9"}},
+                                   {"type": "Container", "defaultRequest": {"cpu": "3", "memory": "1Gi"}}]}}]
+    tmpl = {"spec": {"initContainers": [{"name": "i"}],
+                     "containers": [{"name": "a", "resources": {"limits": {"cpu": "500m"}}}]}}
+    out = rules.with_limit_range_defaults(tmpl, ranges)
+    assert out["spec"]["initContainers"][0]["resources"] == {"limits": {"cpu": "2"},
+                                                            "requests": {"cpu": "1", "memory": "1Gi"}}
+    assert out["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "500m"},
+                                                        "requests": {"cpu": "1", "memory": "1Gi"}}
+    assert tmpl["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "500m"}}  # not changed
+    assert rules.pod_requests(out) == {"cpu": Decimal(1), "memory": Decimal(2 ** 30)}
+
+
+def test_the_simulated_kueue_writes_resource_usage_with_the_namespaces_defaults():
+    """As real Kueue does (tests/realcp: test_a_namespaces_limit_range_defaults_...): the
+    admission's resourceUsage per pod set, the LimitRange's defaults counted."""
+    from gpujobs_sim import SimCluster
+    from tests.support import wait_for
+    sim = SimCluster(gpus=None, cpus=None)
+    sim.add_queue("q", "default", gpus=4, cpus=8)
+    sim.store.create({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "d", "namespace": "default"},
+                      "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "750m"}}]}})
+    sim.store.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                      "metadata": {"name": "w", "namespace": "default"},
+                      "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2, "template": {"spec": {
+                          "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}]}})
+    sim.start()
+    try:
+        wl = wait_for(lambda: (w := sim.store.get("kueue.x-k8s.io/v1beta2", "Workload", "w", "default"))
+                      and (w.get("status") or {}).get("admission") and w, timeout=20)
+        (asg,) = wl["status"]["admission"]["podSetAssignments"]
+        assert asg["resourceUsage"] == {"cpu": "1500m", "nvidia.com/gpu": "2"}
+    finally:
+        sim.stop()

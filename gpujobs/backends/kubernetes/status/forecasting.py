@@ -42,9 +42,9 @@ from ....errors import BackendUnavailable, Fix, SpecError
 from ....status import JobStatus, Plan
 from . import mapping as status_map
 from ..cluster import Cluster
-from .kueue_model import NOT_ALL, clean_forecast, forecasts, podsets, \
+from .kueue_model import NOT_ALL, clean_forecast, container_defaults, forecasts, podsets, \
     sharing_quota_with, translate
-from .kueue_read import FORBIDDEN, KINDS_READ, KueueObjects, http_lister, read_cluster
+from .kueue_read import FORBIDDEN, KINDS_READ, KueueObjects, group_version, http_lister, read_cluster
 from .informer import wait_synced
 
 __all__ = ["KubeForecasts", "for_backend", "NO_READ", "NOT_ALL", "forecasts", "read_cluster"]
@@ -76,7 +76,7 @@ class KubeForecasts:
 
     def _informers(self) -> dict[str, Any]:
         hub = self._hub()
-        return {p: hub.cluster_informer(("kueue.x-k8s.io", "v1beta2", p)) for p in KINDS_READ}
+        return {p: hub.cluster_informer((*group_version(p), p)) for p in KINDS_READ}
 
     def ready(self) -> bool:
         """Whether the cluster-wide watches have listed once (starts them when not yet)."""
@@ -178,7 +178,8 @@ class KubeForecasts:
             raise SpecError("priority", f"no WorkloadPriorityClass {prio!r} (known: "
                             f"{', '.join(sorted(c.priorities)) or 'none'})",
                             "use one of them (kubectl get workloadpriorityclasses)")
-        w = Workload(f"{self.namespace}/(plan {name})", lq, podsets(tmpl_sets, covered),
+        defaults = container_defaults(c.limit_ranges, self.namespace)
+        w = Workload(f"{self.namespace}/(plan {name})", lq, podsets(tmpl_sets, covered, defaults=defaults),
                      priority=c.priorities.get(prio, 0) if isinstance(prio, str) else prio,
                      created=tr.snapshot.now)
         job = Job(w, name=f"(plan {name})", max_runtime_s=max_runtime_s, grace_period_s=grace_period_s)

@@ -119,19 +119,41 @@ def flavor(rf: dict) -> ResourceFlavor:
                           tuple(spec.get("nodeTaints") or ()), tuple(spec.get("tolerations") or ()))
 
 
-def pod_requests(template: dict) -> dict[str, float]:
+Defaults = tuple[Mapping[str, Any], Mapping[str, Any]]
+"""A namespace's container defaults from its LimitRanges: (default limits, default requests)."""
+
+
+def container_defaults(limit_ranges: list[dict], namespace: str) -> Defaults:
+    """What Kueue fills into a pod's containers in ``namespace`` before counting its requests
+    (kueue pkg/workload/resources.go handlePodLimitRange, v0.17): the ``Container`` items of the
+    namespace's LimitRanges, the first to name a resource giving its default (limitrange.Summarize)."""
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    for lr in limit_ranges:
+        if (lr.get("metadata") or {}).get("namespace") != namespace:
+            continue
+        for item in (lr.get("spec") or {}).get("limits") or []:
+            if item.get("type") == "Container":
+                limits = {**(item.get("default") or {}), **limits}
+                requests = {**(item.get("defaultRequest") or {}), **requests}
+    return limits, requests
+
+
+def pod_requests(template: dict, defaults: Defaults | None = None) -> dict[str, float]:
     """One pod's effective requests as Kueue computes them (component-helpers' ``PodRequests``,
     which Kueue v0.17 calls; KEP-753, kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
     #resource-sharing-within-containers): the app containers and the sidecars (init containers with
     ``restartPolicy: Always``) add up; each regular init container runs beside the sidecars started
     before it and the pod needs at least that; pod-level ``spec.resources.requests`` replace the
     containers' cpu, memory and hugepages; ``spec.overhead`` adds. A container's limit stands for
-    its missing request (Kueue's ``UseLimitsAsMissingRequestsInPod``)."""
+    its missing request (Kueue's ``UseLimitsAsMissingRequestsInPod``), after the namespace's
+    LimitRange ``defaults`` filled what the container leaves out (:func:`container_defaults`)."""
     spec = template.get("spec") or {}
+    default_limits, default_requests = defaults or ({}, {})
 
     def one(c: dict) -> dict[str, Decimal]:
         res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        merged = {**default_limits, **(res.get("limits") or {}), **default_requests, **(res.get("requests") or {})}
         return {k: _parsed(str(v)) for k, v in merged.items()}
 
     def add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -161,10 +183,11 @@ def pod_requests(template: dict) -> dict[str, float]:
 
 
 def podsets(wl_spec_podsets: list[dict], covered: set[str],
-            usage: Mapping[str, Mapping[str, Any]] | None = None) -> list[PodSet]:
+            usage: Mapping[str, Mapping[str, Any]] | None = None, defaults: Defaults | None = None) -> list[PodSet]:
     """Engine pod sets from a Workload's ``spec.podSets`` (only the resources its ClusterQueue
     covers count). ``usage``: the admission's ``resourceUsage`` per pod set (exact, after
-    LimitRange defaults), preferred to the template's requests when given."""
+    LimitRange defaults), preferred to the template's requests (with the namespace's LimitRange
+    ``defaults``) when given."""
     out = []
     for ps in wl_spec_podsets:
         count = int(ps.get("count", 1) or 0)
@@ -173,7 +196,7 @@ def podsets(wl_spec_podsets: list[dict], covered: set[str],
         if used and count:
             reqs = {_res(k): _num(v) / count for k, v in used.items()}
         else:
-            reqs = pod_requests(tmpl)
+            reqs = pod_requests(tmpl, defaults)
         spec = tmpl.get("spec") or {}
         out.append(PodSet(ps.get("name", "main"), count, {r: a for r, a in reqs.items() if r in covered and a},
                           node_selector=dict(spec.get("nodeSelector") or {}),
@@ -259,6 +282,7 @@ def translate(c: KueueObjects, now: float | None = None,
             by_uid[md["uid"]] = wid
         rows.append((wid, wl))
     own_held: dict[str, dict[tuple[str, str], float]] = {}
+    defaults: dict[str, Defaults] = {}  # per namespace
     running, pending = [], []
     for wid, wl in rows:
         md = wl["metadata"]
@@ -287,7 +311,11 @@ def translate(c: KueueObjects, now: float | None = None,
         cls = (spec.get("priorityClassRef") or {}).get("name") or spec.get("priorityClassName")
         if cls and c.priorities.get(cls) == prio:
             prio = cls  # named in reasons as the class ("high"), same value
-        w = Workload(wid, lq if lq in lq_cq else cqn, podsets(spec.get("podSets") or [], covered[cqn], usage),
+        ns = md.get("namespace", "")
+        if ns not in defaults:
+            defaults[ns] = container_defaults(c.limit_ranges, ns)
+        w = Workload(wid, lq if lq in lq_cq else cqn,
+                     podsets(spec.get("podSets") or [], covered[cqn], usage, defaults[ns]),
                      priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+CORE = "/api/v1"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 FORBIDDEN = "forbidden"
 
@@ -24,6 +25,7 @@ class KueueObjects:
     own_jobs: dict[str, dict] = field(default_factory=dict)  # uid -> gpujobs job object
     pending_elsewhere: dict[str, list[dict]] = field(default_factory=dict)  # cq -> visibility items
     kueue_version: str | None = None  # the supported version row admission is modelled on (gates.py)
+    limit_ranges: list[dict] = field(default_factory=list)  # LimitRanges: Kueue counts their container defaults
 
 
 def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
@@ -44,13 +46,19 @@ def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
 Lister = Callable[[str, "str | None"], "list[dict] | str"]
 """(Kueue plural, namespace or None for cluster-wide) -> the objects, [] if not served, or FORBIDDEN."""
 KINDS_READ = ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses", "localqueues",
-              "workloads")
+              "workloads", "limitranges")
+GROUPS = {"limitranges": ("", "v1")}  # the core kinds read; the others are Kueue's (kueue.x-k8s.io/v1beta2)
+
+
+def group_version(plural: str) -> tuple[str, str]:
+    return GROUPS.get(plural, ("kueue.x-k8s.io", "v1beta2"))
 
 
 def http_lister(api: Any, timeout: Any = 30) -> Lister:
     """One list call per read."""
     def lst(plural: str, namespace: str | None = None) -> list[dict] | str:
-        path = f"{KUEUE}/{plural}" if namespace is None else f"{KUEUE}/namespaces/{namespace}/{plural}"
+        base = CORE if plural in GROUPS else KUEUE
+        path = f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
         return _list(api, path, timeout)
     return lst
 
@@ -87,6 +95,10 @@ def read_cluster(api: Any, namespace: str, timeout: Any = 30, *, workloads: list
             if isinstance(items, list):
                 c.pending_elsewhere[name] = items
     c.workloads = wls if isinstance(wls, list) else []
+    lrs = lst("limitranges", None)  # optional: without them, a pod counts its own requests only
+    if lrs == FORBIDDEN:
+        lrs = lst("limitranges", namespace)
+    c.limit_ranges = lrs if isinstance(lrs, list) else []
     return c
 
 

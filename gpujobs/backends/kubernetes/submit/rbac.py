@@ -48,6 +48,7 @@ CLUSTER_READ_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("kueue.x-k8s.io", ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses",
                         "localqueues", "workloads"), READ_VERBS),
     ("visibility.kueue.x-k8s.io", ("clusterqueues/pendingworkloads",), ("get",)),
+    ("", ("limitranges",), READ_VERBS),  # their container defaults count in a pending Workload's usage
 )
 
 
