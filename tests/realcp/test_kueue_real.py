@@ -184,6 +184,21 @@ def test_a_queued_jobs_first_forecast_is_scored_at_its_real_admission(controlpla
     assert actual_wait == pytest.approx(max(0.0, admitted - made), abs=1e-6)  # Kueue's own time
 
 
+def _admitted_usage(api, ns: str, name: str, podset: dict, covered: set[str]):
+    """Create a Workload of one pod set on QUEUE in ``ns``, wait for real Kueue to admit it, and
+    read its per-pod usage from the admission's resourceUsage (kueue_model.podsets)."""
+    from gpujobs.backends.kubernetes.status import kueue_model
+    api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+        "spec": {"queueName": QUEUE, "podSets": [podset]}})
+    got = wait_for(lambda: (w := api.get_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", ns, "workloads", name)).get("status", {}).get("admission") and w,
+        60, f"Workload {name} admitted")
+    (asg,) = got["status"]["admission"]["podSetAssignments"]
+    (real,) = kueue_model.podsets([podset], covered, {asg["name"]: asg["resourceUsage"]})
+    return real
+
+
 def test_a_pods_requests_with_a_sidecar_are_counted_as_real_kueue_counts_them(controlplane, admin_api):
     """A Workload whose pods have a regular init container, a sidecar (an init container with
     restartPolicy Always), another init container, pod overhead and limits standing for requests:
@@ -204,18 +219,10 @@ def test_a_pods_requests_with_a_sidecar_are_counted_as_real_kueue_counts_them(co
                         "resources": {"limits": {"cpu": "1", "memory": "512Mi"}}}],
         "overhead": {"cpu": "100m"}, "restartPolicy": "Never"}}
     podset = {"name": "main", "count": 2, "template": tmpl}
-    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-          "metadata": {"name": "sidecar-requests", "namespace": NS},
-          "spec": {"queueName": QUEUE, "podSets": [podset]}}
     api = custom(admin_api)
-    api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", wl)
     try:
-        got = wait_for(lambda: (w := api.get_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", NS, "workloads", "sidecar-requests")).get("status", {}).get("admission")
-            and w, 60, "the Workload admitted")
-        (asg,) = got["status"]["admission"]["podSetAssignments"]
         covered = {"cpu", "memory"}
-        (real,) = kueue_model.podsets([podset], covered, {asg["name"]: asg["resourceUsage"]})
+        real = _admitted_usage(api, NS, "sidecar-requests", podset, covered)
         (ours,) = kueue_model.podsets([podset], covered)
         assert real.requests == pytest.approx({"cpu": 3.6, "memory": 4 * 2 ** 30})  # init2 beside the sidecar
         assert ours.requests == pytest.approx(real.requests)
@@ -250,16 +257,8 @@ def test_a_namespaces_limit_range_defaults_are_counted_as_real_kueue_counts_them
             {"name": "a", "image": "busybox"},
             {"name": "b", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}]}}
         podset = {"name": "main", "count": 3, "template": tmpl}
-        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": "defaulted", "namespace": ns},
-            "spec": {"queueName": QUEUE, "podSets": [podset]}})
-        got = wait_for(lambda: (w := api.get_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", ns, "workloads", "defaulted")).get("status", {}).get("admission")
-            and w, 60, "the Workload admitted")
-        (asg,) = got["status"]["admission"]["podSetAssignments"]
         covered = {"cpu", "memory"}
-        (real,) = kueue_model.podsets([podset], covered, {asg["name"]: asg["resourceUsage"]})
+        real = _admitted_usage(api, ns, "defaulted", podset, covered)
         c = read_cluster(admin_api, ns)
         assert [lr["metadata"]["name"] for lr in c.limit_ranges if lr["metadata"]["namespace"] == ns] == ["defaults"]
         (ours,) = kueue_model.podsets([podset], covered, defaults=kueue_model.container_defaults(c.limit_ranges, ns))
