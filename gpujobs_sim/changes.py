@@ -49,6 +49,8 @@ class Changes:
         ns = md.get("namespace") or ""
         if kind in QUEUE_KINDS:
             self.queues = self.all_jobs = True
+        if kind == ("kueue.x-k8s.io", "Workload") and (ev.obj.get("status") or {}).get("reclaimablePods"):
+            self.queues = True  # its pods that are done give their quota back (kueue.py _engine_workload)
         if kind in self.job_kinds:
             self._mark(ev.obj.get("apiVersion", ""), ev.res.kind, ns, md.get("name", ""))
         if kind in OWNED_KINDS or kind in self.job_kinds:  # pods, workloads, AppWrapper components

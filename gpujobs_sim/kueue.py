@@ -143,7 +143,10 @@ class Kueue:
         if self._engine is None or key not in self._engine.queue_names:
             return None
         covered = self._covered.get(self._engine.cluster_queue_of(key), set())
-        podsets = [PodSet(ps["name"], int(ps.get("count", 1)),
+        # pods a job integration marked done (status.reclaimablePods) need no quota: kueue v0.17
+        # pkg/workload podSetsCountsAfterReclaim (the ReclaimablePods gate, on by default)
+        done = {r.get("name"): int(r.get("count") or 0) for r in (wl.get("status") or {}).get("reclaimablePods") or []}
+        podsets = [PodSet(ps["name"], max(0, int(ps.get("count", 1)) - done.get(ps["name"], 0)),
                           {r: float(a) for r, a in self._pod_requests(wl, ps).items() if r in covered})
                    for ps in spec.get("podSets") or []]
         created = _ts(wl) if created is None else created

@@ -116,3 +116,42 @@ def test_a_pending_workload_counts_its_namespaces_limit_range_defaults():
                      limit_ranges=[limit_range("ml", "a", {}, {"cpu": "750m"})])
     (job,) = f.translate(c).snapshot.pending
     assert job.workload.podsets[0].requests == {"cpu": 0.75}
+
+
+def _one_cq_objects(wl: dict):
+    from gpujobs.backends.kubernetes.status.kueue_read import KueueObjects
+    cq = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
+        "coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}}
+    lq = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}
+    return KueueObjects("cluster", "ml", cluster_queues=[cq], local_queues=[lq], workloads=[wl])
+
+
+def _workload(count: int, status: dict) -> dict:
+    return {"metadata": {"name": "w", "namespace": "ml", "uid": "u1", "creationTimestamp": "2026-12-04T10:00:00Z"},
+            "spec": {"queueName": "q", "podSets": [{"name": "main", "count": count, "template": {"spec": {
+                "containers": [{"name": "x", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+            "status": status}
+
+
+@pytest.mark.parametrize("count, admitted, reclaim, held", [
+    (4, 4, 0, 4.0),   # all its pods hold quota
+    (4, 4, 3, 1.0),   # three of a Job's pods finished: Kueue counts one (podSetsCountsAfterReclaim)
+    (6, 4, 0, 4.0),   # partially admitted: the admission's 4 pods, not the pod set's 6
+    (6, 4, 3, 3.0),   # 6 - 3 left, fewer than the 4 admitted
+    (4, 4, 4, 0.0),   # every pod done
+])
+def test_an_admitted_workload_holds_the_quota_of_its_pods_not_yet_reclaimable(count, admitted, reclaim, held):
+    """kueue v0.17 totalRequestsFromAdmission: resourceUsage is for the admission's count; pods in
+    status.reclaimablePods scale it down (tests/realcp checks it against real Kueue)."""
+    at = "2026-12-04T10:00:01Z"
+    status = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "count": admitted, "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": str(admitted)}}]},
+        "conditions": [{"type": t, "status": "True", "lastTransitionTime": at} for t in ("QuotaReserved", "Admitted")],
+        "reclaimablePods": [{"name": "main", "count": reclaim}] if reclaim else []}
+    (job,) = f.translate(_one_cq_objects(_workload(count, status))).snapshot.running
+    assert job.workload.total().get("cpu", 0.0) == pytest.approx(held)
+
+
+def test_a_pending_workload_asks_for_its_pods_not_yet_reclaimable():
+    (job,) = f.translate(_one_cq_objects(_workload(4, {"reclaimablePods": [{"name": "main", "count": 1}]}))).snapshot.pending
+    assert job.workload.podsets[0].count == 3 and job.workload.total() == {"cpu": 3.0}

@@ -274,3 +274,54 @@ def test_a_namespaces_limit_range_defaults_are_counted_as_real_kueue_counts_them
         except client.exceptions.ApiException:
             pass
         core.delete_namespace(ns)
+
+
+def test_a_workloads_reclaimable_pods_give_their_quota_back_as_real_kueue_does(controlplane, admin_api):
+    """status.reclaimablePods (a Job's finished pods; the job integration writes it, here the
+    admin does): real Kueue v0.17.0 scales the admitted usage down to the pods left
+    (podSetsCountsAfterReclaim) and its ClusterQueue's reservation shows it; gpujobs' forecast
+    input (kueue_model.translate over read_cluster) holds the same. Its own ClusterQueue and
+    namespace, so no other test's jobs count in the reservation."""
+    from kubernetes import client
+
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs.backends.kubernetes.status.kueue_read import read_cluster
+    from gpujobs.quantity import parse_quantity
+    controlplane.require_kueue()
+    ns, cq = "reclaim", "cq-reclaim"
+    core, api = client.CoreV1Api(admin_api), custom(admin_api)
+    core.create_namespace({"metadata": {"name": ns}})
+    api.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                     {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}})
+    try:
+        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": ns}, "spec": {"clusterQueue": cq}})
+        podset = {"name": "main", "count": 4, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}
+        _admitted_usage(api, ns, "four", podset, {"cpu"})
+
+        def reserved() -> float:
+            st = api.get_cluster_custom_object_status("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq).get("status")
+            return sum(float(parse_quantity(r.get("total", "0"), "total")) for f in (st or {}).get("flavorsReservation") or []
+                       for r in f.get("resources") or [] if r["name"] == "cpu")
+
+        def ours() -> float:
+            tr = kueue_model.translate(read_cluster(admin_api, ns))
+            return sum(j.workload.total().get("cpu", 0.0) for j in tr.snapshot.running if j.id.startswith(f"{ns}/"))
+        wait_for(lambda: reserved() == 4.0, 30, "the ClusterQueue reserving 4 cpu")
+        assert ours() == pytest.approx(4.0)
+        api.patch_namespaced_custom_object_status("kueue.x-k8s.io", "v1beta2", ns, "workloads", "four",
+                                                  {"status": {"reclaimablePods": [{"name": "main", "count": 3}]}})
+        wait_for(lambda: reserved() == 1.0, 30, "real Kueue giving back the quota of 3 reclaimable pods")
+        assert ours() == pytest.approx(1.0)
+    finally:
+        try:
+            api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", "four")
+        except client.exceptions.ApiException:
+            pass
+        api.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq)
+        core.delete_namespace(ns)

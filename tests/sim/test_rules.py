@@ -3,6 +3,7 @@ kept apart from the code they judge."""
 from __future__ import annotations
 
 import ast
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -130,5 +131,35 @@ def test_the_simulated_kueue_writes_resource_usage_with_the_namespaces_defaults(
                       and (w.get("status") or {}).get("admission") and w, timeout=20)
         (asg,) = wl["status"]["admission"]["podSetAssignments"]
         assert asg["resourceUsage"] == {"cpu": "1500m", "nvidia.com/gpu": "2"}
+    finally:
+        sim.stop()
+
+
+def test_the_simulated_kueue_gives_back_the_quota_of_reclaimable_pods():
+    """As real Kueue does (tests/realcp: test_a_workloads_reclaimable_pods_give_...): once 3 of
+    a's 4 pods are reclaimable, b (3 GPUs) fits beside a's last one in the 4 GPUs."""
+    from gpujobs_sim import SimCluster
+    from tests.support import wait_for
+    api = "kueue.x-k8s.io/v1beta2"
+
+    def workload(name: str, count: int) -> dict:
+        return {"apiVersion": api, "kind": "Workload", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"queueName": "q", "podSets": [{"name": "main", "count": count, "template": {"spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": 1}}}]}}}]}}
+
+    def admitted(name: str) -> bool:
+        return bool(((sim.store.get(api, "Workload", name, "default") or {}).get("status") or {}).get("admission"))
+    sim = SimCluster(gpus=None, cpus=None)
+    sim.add_queue("q", "default", gpus=4, cpus=None)
+    sim.store.create(workload("a", 4))
+    sim.start()
+    try:
+        wait_for(lambda: admitted("a"), timeout=20)
+        sim.store.create(workload("b", 3))
+        time.sleep(1.0)
+        assert not admitted("b")
+        sim.store.mutate(api, "Workload", "a", "default",
+                         lambda o: o["status"].__setitem__("reclaimablePods", [{"name": "main", "count": 3}]))
+        wait_for(lambda: admitted("b"), timeout=20)
     finally:
         sim.stop()

@@ -183,20 +183,29 @@ def pod_requests(template: dict, defaults: Defaults | None = None) -> dict[str, 
 
 
 def podsets(wl_spec_podsets: list[dict], covered: set[str],
-            usage: Mapping[str, Mapping[str, Any]] | None = None, defaults: Defaults | None = None) -> list[PodSet]:
+            usage: Mapping[str, Mapping[str, Any]] | None = None, defaults: Defaults | None = None, *,
+            admitted: Mapping[str, int] | None = None, reclaimable: Mapping[str, int] | None = None) -> list[PodSet]:
     """Engine pod sets from a Workload's ``spec.podSets`` (only the resources its ClusterQueue
     covers count). ``usage``: the admission's ``resourceUsage`` per pod set (exact, after
-    LimitRange defaults), preferred to the template's requests (with the namespace's LimitRange
-    ``defaults``) when given."""
+    LimitRange defaults) for ``admitted`` pods (the admission's count; fewer than the pod set's
+    under partial admission), preferred to the template's requests (with the namespace's
+    LimitRange ``defaults``) when given. ``reclaimable`` (``status.reclaimablePods``): pods that
+    need their quota no more (a Job's finished ones); Kueue counts the pod set without them
+    (kueue v0.17 pkg/workload podSetsCountsAfterReclaim, ReclaimablePods on by default)."""
     out = []
     for ps in wl_spec_podsets:
+        name = ps.get("name", "")
         count = int(ps.get("count", 1) or 0)
+        after = max(0, count - int((reclaimable or {}).get(name) or 0))
         tmpl = ps.get("template") or {}
-        used = (usage or {}).get(ps.get("name", ""))
+        used = (usage or {}).get(name)
         if used and count:
-            reqs = {_res(k): _num(v) / count for k, v in used.items()}
+            held = int((admitted or {}).get(name) or count)
+            reqs = {_res(k): _num(v) / held for k, v in used.items()}
+            count = min(held, after)
         else:
             reqs = pod_requests(tmpl, defaults)
+            count = after
         spec = tmpl.get("spec") or {}
         out.append(PodSet(ps.get("name", "main"), count, {r: a for r, a in reqs.items() if r in covered and a},
                           node_selector=dict(spec.get("nodeSelector") or {}),
@@ -307,6 +316,8 @@ def translate(c: KueueObjects, now: float | None = None,
         label = wid.split("/", 1)[1] if md.get("namespace") == c.namespace else wid
         asg = {a.get("name", ""): a for a in adm.get("podSetAssignments") or []}
         usage = {n: a.get("resourceUsage") for n, a in asg.items() if a.get("resourceUsage")} if reserved else None
+        adm_counts = {n: int(a["count"]) for n, a in asg.items() if a.get("count")}
+        reclaim = {r.get("name", ""): int(r.get("count") or 0) for r in status.get("reclaimablePods") or []}
         prio: int | str = int(spec.get("priority") or 0)
         cls = (spec.get("priorityClassRef") or {}).get("name") or spec.get("priorityClassName")
         if cls and c.priorities.get(cls) == prio:
@@ -315,7 +326,8 @@ def translate(c: KueueObjects, now: float | None = None,
         if ns not in defaults:
             defaults[ns] = container_defaults(c.limit_ranges, ns)
         w = Workload(wid, lq if lq in lq_cq else cqn,
-                     podsets(spec.get("podSets") or [], covered[cqn], usage, defaults[ns]),
+                     podsets(spec.get("podSets") or [], covered[cqn], usage, defaults[ns], admitted=adm_counts,
+                             reclaimable=reclaim),
                      priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])
