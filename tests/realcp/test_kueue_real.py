@@ -325,3 +325,25 @@ def test_a_workloads_reclaimable_pods_give_their_quota_back_as_real_kueue_does(c
             pass
         api.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", cq)
         core.delete_namespace(ns)
+
+
+def test_pod_level_requests_are_counted_as_real_kueue_counts_them(controlplane, admin_api):
+    """PodLevelResources: a template's spec.resources.requests stand for its containers' cpu
+    and memory in Kueue's count (component-helpers PodRequests); gpujobs' and the simulator's
+    readings against real Kueue v0.17.0's resourceUsage."""
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs_sim import rules
+    controlplane.require_kueue()
+    tmpl = {"spec": {"restartPolicy": "Never", "resources": {"requests": {"cpu": "5", "memory": "2Gi"}},
+                     "containers": [{"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "1"}}},
+                                    {"name": "b", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}
+    podset = {"name": "main", "count": 1, "template": tmpl}
+    api = custom(admin_api)
+    try:
+        real = _admitted_usage(api, NS, "pod-level", podset, {"cpu", "memory"})
+        assert real.requests == pytest.approx({"cpu": 5.0, "memory": 2 * 2 ** 30})
+        (ours,) = kueue_model.podsets([podset], {"cpu", "memory"})
+        assert ours.requests == pytest.approx(real.requests)
+        assert {k: float(v) for k, v in rules.pod_requests(tmpl).items()} == pytest.approx(real.requests)
+    finally:
+        api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", "pod-level")
