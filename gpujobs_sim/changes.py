@@ -22,7 +22,8 @@ JobRef = tuple[str, str, str, str]
 """(apiVersion, kind, namespace, name) of a job object."""
 
 QUEUE_KINDS = {("kueue.x-k8s.io", k) for k in ("ClusterQueue", "LocalQueue", "WorkloadPriorityClass",
-                                                 "ResourceFlavor", "Cohort")} | {("", "LimitRange")}
+                                                 "ResourceFlavor", "Cohort")} | {("", "LimitRange"),
+                                                                                ("node.k8s.io", "RuntimeClass")}
 OWNED_KINDS = {("", "Pod"), ("kueue.x-k8s.io", "Workload")}
 KUBELET_KINDS = {("", "Pod"), ("", "ConfigMap"), ("", "Secret"), ("", "PersistentVolumeClaim")}
 

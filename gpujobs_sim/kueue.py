@@ -132,10 +132,13 @@ class Kueue:
                 pass
 
     def _pod_requests(self, wl: dict, podset: dict) -> dict[str, Decimal]:
-        """One pod's requests as Kueue counts them: the template with its namespace's LimitRange
-        defaults (rules.with_limit_range_defaults)."""
+        """One pod's requests as Kueue counts them: the template with its RuntimeClass's overhead
+        and its namespace's LimitRange defaults (rules.with_runtime_class_overhead,
+        rules.with_limit_range_defaults)."""
         ranges = self.store.list("v1", "LimitRange", wl["metadata"]["namespace"])
-        return rules.pod_requests(rules.with_limit_range_defaults(podset.get("template") or {}, ranges))
+        tmpl = rules.with_runtime_class_overhead(podset.get("template") or {},
+                                                 self.store.list("node.k8s.io/v1", "RuntimeClass"))
+        return rules.pod_requests(rules.with_limit_range_defaults(tmpl, ranges))
 
     def _engine_workload(self, wl: dict, created: float | None = None) -> Workload | None:
         spec = wl.get("spec") or {}

@@ -57,6 +57,7 @@ BUILTIN: tuple[Resource, ...] = (
     _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     _r("", "v1", "nodes", "Node", namespaced=False),
     _r("", "v1", "limitranges", "LimitRange", status_sub=False),
+    _r("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False, status_sub=False),
     _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, status_sub=False),
     _r("batch", "v1", "jobs", "Job"), _r("apps", "v1", "deployments", "Deployment"),
     _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status_sub=False),

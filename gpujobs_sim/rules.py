@@ -189,6 +189,20 @@ def pods_ready(job: dict, pods: list[dict], expected: int) -> bool:
 
 
 # ------------------------------------------------------------------ pod requests
+def with_runtime_class_overhead(template: dict, runtime_classes: list[dict]) -> dict:
+    """The template as Kueue counts it (kueue v0.17 pkg/workload/resources.go handlePodOverhead):
+    a pod that names a RuntimeClass and sets no overhead gets the class's ``overhead.podFixed``
+    (what the RuntimeClass admission controller gives its pods). The template is not changed."""
+    spec = template.get("spec") or {}
+    name = spec.get("runtimeClassName")
+    if not name or spec.get("overhead"):
+        return template
+    for rc in runtime_classes:
+        if rc["metadata"]["name"] == name and (rc.get("overhead") or {}).get("podFixed"):
+            return {**template, "spec": {**spec, "overhead": dict(rc["overhead"]["podFixed"])}}
+    return template
+
+
 def with_limit_range_defaults(template: dict, limit_ranges: list[dict]) -> dict:
     """The template as Kueue counts it in a namespace with these LimitRanges (kueue v0.17
     pkg/workload/resources.go, AdjustResources before a pending Workload is queued): every init and

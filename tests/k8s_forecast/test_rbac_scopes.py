@@ -89,7 +89,7 @@ def test_forecast_and_plan_only_read_what_rbac_yaml_grants(make_cluster):
     groups = {"clusterqueues": "kueue.x-k8s.io", "cohorts": "kueue.x-k8s.io", "resourceflavors": "kueue.x-k8s.io",
               "workloadpriorityclasses": "kueue.x-k8s.io", "localqueues": "kueue.x-k8s.io",
               "workloads": "kueue.x-k8s.io", "mpijobs": "kubeflow.org", "pods": "", "podgroups": "scheduling.volcano.sh",
-              "limitranges": ""}
+              "limitranges": "", "runtimeclasses": "node.k8s.io"}
     used = {k for k in sim.server.counts if isinstance(k, tuple)}
     assert ("list", "clusterqueues") in used and ("list", "workloads") in used
     for verb, plural in used:

@@ -155,3 +155,16 @@ def test_an_admitted_workload_holds_the_quota_of_its_pods_not_yet_reclaimable(co
 def test_a_pending_workload_asks_for_its_pods_not_yet_reclaimable():
     (job,) = f.translate(_one_cq_objects(_workload(4, {"reclaimablePods": [{"name": "main", "count": 1}]}))).snapshot.pending
     assert job.workload.podsets[0].count == 3 and job.workload.total() == {"cpu": 3.0}
+
+
+def test_a_pod_naming_a_runtime_class_counts_its_overhead_unless_it_sets_its_own():
+    """kueue v0.17 handlePodOverhead: runtimeClassName and no spec.overhead -> the class's
+    overhead.podFixed; a class without overhead, or an unknown one, adds nothing."""
+    overheads = f.runtime_overheads([{"metadata": {"name": "kata"}, "overhead": {"podFixed": {"cpu": "250m", "memory": "128Mi"}}},
+                                     {"metadata": {"name": "nvidia"}, "handler": "nvidia"}])
+    pod = {"spec": {"runtimeClassName": "kata", "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}}
+    assert f.pod_requests(pod, overheads=overheads) == {"cpu": 1.25, "memory": 128 * 2 ** 20}
+    own = {"spec": {**pod["spec"], "overhead": {"cpu": "100m"}}}
+    assert f.pod_requests(own, overheads=overheads) == {"cpu": 1.1}
+    for name in ("nvidia", "unknown"):
+        assert f.pod_requests({"spec": {**pod["spec"], "runtimeClassName": name}}, overheads=overheads) == {"cpu": 1.0}

@@ -347,3 +347,36 @@ def test_pod_level_requests_are_counted_as_real_kueue_counts_them(controlplane, 
         assert {k: float(v) for k, v in rules.pod_requests(tmpl).items()} == pytest.approx(real.requests)
     finally:
         api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", "pod-level")
+
+
+def test_a_runtime_class_overhead_is_counted_as_real_kueue_counts_it(controlplane, admin_api):
+    """A RuntimeClass with overhead.podFixed and a Workload whose pods name it and set no
+    overhead: real Kueue v0.17.0 counts the overhead (handlePodOverhead); gpujobs (read_cluster
+    reads the RuntimeClasses) and the simulator against it."""
+    from kubernetes import client
+
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs.backends.kubernetes.status.kueue_read import read_cluster
+    from gpujobs_sim import rules
+    controlplane.require_kueue()
+    node = client.NodeV1Api(admin_api)
+    node.create_runtime_class({"metadata": {"name": "sandboxed"}, "handler": "kata",
+                               "overhead": {"podFixed": {"cpu": "250m", "memory": "160Mi"}}})
+    api = custom(admin_api)
+    tmpl = {"spec": {"restartPolicy": "Never", "runtimeClassName": "sandboxed", "containers": [
+        {"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    podset = {"name": "main", "count": 2, "template": tmpl}
+    try:
+        real = _admitted_usage(api, NS, "sandboxed", podset, {"cpu", "memory"})
+        assert real.requests == pytest.approx({"cpu": 1.25, "memory": (1024 + 160) * 2 ** 20})
+        classes = read_cluster(admin_api, NS).runtime_classes
+        (ours,) = kueue_model.podsets([podset], {"cpu", "memory"}, overheads=kueue_model.runtime_overheads(classes))
+        assert ours.requests == pytest.approx(real.requests)
+        sim = rules.pod_requests(rules.with_runtime_class_overhead(tmpl, classes))
+        assert {k: float(v) for k, v in sim.items()} == pytest.approx(real.requests)
+    finally:
+        try:
+            api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads", "sandboxed")
+        except client.exceptions.ApiException:
+            pass
+        node.delete_runtime_class("sandboxed")

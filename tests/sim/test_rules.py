@@ -163,3 +163,12 @@ def test_the_simulated_kueue_gives_back_the_quota_of_reclaimable_pods():
         wait_for(lambda: admitted("b"), timeout=20)
     finally:
         sim.stop()
+
+
+def test_a_runtime_class_gives_its_overhead_to_a_pod_without_one():
+    classes = [{"metadata": {"name": "kata"}, "overhead": {"podFixed": {"cpu": "250m"}}}]
+    pod = {"spec": {"runtimeClassName": "kata", "containers": [{"resources": {"requests": {"cpu": "1"}}}]}}
+    assert rules.pod_requests(rules.with_runtime_class_overhead(pod, classes)) == {"cpu": Decimal("1.25")}
+    assert "overhead" not in pod["spec"]  # not changed
+    own = {"spec": {**pod["spec"], "overhead": {"cpu": "100m"}}}
+    assert rules.pod_requests(rules.with_runtime_class_overhead(own, classes)) == {"cpu": Decimal("1.1")}

@@ -43,7 +43,7 @@ from ....status import JobStatus, Plan
 from . import mapping as status_map
 from ..cluster import Cluster
 from .kueue_model import NOT_ALL, clean_forecast, container_defaults, forecasts, podsets, \
-    sharing_quota_with, translate
+    runtime_overheads, sharing_quota_with, translate
 from .kueue_read import FORBIDDEN, KINDS_READ, KueueObjects, group_version, http_lister, read_cluster
 from .informer import wait_synced
 
@@ -178,8 +178,9 @@ class KubeForecasts:
             raise SpecError("priority", f"no WorkloadPriorityClass {prio!r} (known: "
                             f"{', '.join(sorted(c.priorities)) or 'none'})",
                             "use one of them (kubectl get workloadpriorityclasses)")
-        defaults = container_defaults(c.limit_ranges, self.namespace)
-        w = Workload(f"{self.namespace}/(plan {name})", lq, podsets(tmpl_sets, covered, defaults=defaults),
+        sets = podsets(tmpl_sets, covered, defaults=container_defaults(c.limit_ranges, self.namespace),
+                       overheads=runtime_overheads(c.runtime_classes))  # as Kueue will count them
+        w = Workload(f"{self.namespace}/(plan {name})", lq, sets,
                      priority=c.priorities.get(prio, 0) if isinstance(prio, str) else prio,
                      created=tr.snapshot.now)
         job = Job(w, name=f"(plan {name})", max_runtime_s=max_runtime_s, grace_period_s=grace_period_s)

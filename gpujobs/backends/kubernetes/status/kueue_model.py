@@ -139,7 +139,14 @@ def container_defaults(limit_ranges: list[dict], namespace: str) -> Defaults:
     return limits, requests
 
 
-def pod_requests(template: dict, defaults: Defaults | None = None) -> dict[str, float]:
+def runtime_overheads(runtime_classes: list[dict]) -> dict[str, Mapping[str, Any]]:
+    """RuntimeClass name -> its ``overhead.podFixed``: Kueue fills it into a pod that names the
+    class and has no ``spec.overhead`` (kueue v0.17 pkg/workload/resources.go handlePodOverhead)."""
+    return {rc["metadata"]["name"]: (rc.get("overhead") or {}).get("podFixed") or {} for rc in runtime_classes}
+
+
+def pod_requests(template: dict, defaults: Defaults | None = None,
+                 overheads: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, float]:
     """One pod's effective requests as Kueue computes them (component-helpers' ``PodRequests``,
     which Kueue v0.17 calls; KEP-753, kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
     #resource-sharing-within-containers): the app containers and the sidecars (init containers with
@@ -147,7 +154,8 @@ def pod_requests(template: dict, defaults: Defaults | None = None) -> dict[str, 
     before it and the pod needs at least that; pod-level ``spec.resources.requests`` replace the
     containers' cpu, memory and hugepages; ``spec.overhead`` adds. A container's limit stands for
     its missing request (Kueue's ``UseLimitsAsMissingRequestsInPod``), after the namespace's
-    LimitRange ``defaults`` filled what the container leaves out (:func:`container_defaults`)."""
+    LimitRange ``defaults`` filled what the container leaves out (:func:`container_defaults`); a
+    pod naming a RuntimeClass and no overhead gets the class's (``overheads``, :func:`runtime_overheads`)."""
     spec = template.get("spec") or {}
     default_limits, default_requests = defaults or ({}, {})
 
@@ -178,18 +186,20 @@ def pod_requests(template: dict, defaults: Defaults | None = None) -> dict[str, 
     for k, v in ((spec.get("resources") or {}).get("requests") or {}).items():
         if k in ("cpu", "memory") or k.startswith("hugepages-"):
             total[k] = _parsed(str(v))
-    add(total, {k: _parsed(str(v)) for k, v in (spec.get("overhead") or {}).items()})
+    overhead = spec.get("overhead") or (overheads or {}).get(spec.get("runtimeClassName") or "") or {}
+    add(total, {k: _parsed(str(v)) for k, v in overhead.items()})
     return {_res(k): float(v) for k, v in total.items()}
 
 
 def podsets(wl_spec_podsets: list[dict], covered: set[str],
             usage: Mapping[str, Mapping[str, Any]] | None = None, defaults: Defaults | None = None, *,
-            admitted: Mapping[str, int] | None = None, reclaimable: Mapping[str, int] | None = None) -> list[PodSet]:
+            admitted: Mapping[str, int] | None = None, reclaimable: Mapping[str, int] | None = None,
+            overheads: Mapping[str, Mapping[str, Any]] | None = None) -> list[PodSet]:
     """Engine pod sets from a Workload's ``spec.podSets`` (only the resources its ClusterQueue
     covers count). ``usage``: the admission's ``resourceUsage`` per pod set (exact, after
     LimitRange defaults) for ``admitted`` pods (the admission's count; fewer than the pod set's
     under partial admission), preferred to the template's requests (with the namespace's
-    LimitRange ``defaults``) when given. ``reclaimable`` (``status.reclaimablePods``): pods that
+    LimitRange ``defaults`` and RuntimeClass ``overheads``) when given. ``reclaimable`` (``status.reclaimablePods``): pods that
     need their quota no more (a Job's finished ones); Kueue counts the pod set without them
     (kueue v0.17 pkg/workload podSetsCountsAfterReclaim, ReclaimablePods on by default)."""
     out = []
@@ -204,7 +214,7 @@ def podsets(wl_spec_podsets: list[dict], covered: set[str],
             reqs = {_res(k): _num(v) / held for k, v in used.items()}
             count = min(held, after)
         else:
-            reqs = pod_requests(tmpl, defaults)
+            reqs = pod_requests(tmpl, defaults, overheads)
             count = after
         spec = tmpl.get("spec") or {}
         out.append(PodSet(ps.get("name", "main"), count, {r: a for r, a in reqs.items() if r in covered and a},
@@ -292,6 +302,7 @@ def translate(c: KueueObjects, now: float | None = None,
         rows.append((wid, wl))
     own_held: dict[str, dict[tuple[str, str], float]] = {}
     defaults: dict[str, Defaults] = {}  # per namespace
+    overheads = runtime_overheads(c.runtime_classes)
     running, pending = [], []
     for wid, wl in rows:
         md = wl["metadata"]
@@ -327,7 +338,7 @@ def translate(c: KueueObjects, now: float | None = None,
             defaults[ns] = container_defaults(c.limit_ranges, ns)
         w = Workload(wid, lq if lq in lq_cq else cqn,
                      podsets(spec.get("podSets") or [], covered[cqn], usage, defaults[ns], admitted=adm_counts,
-                             reclaimable=reclaim),
+                             reclaimable=reclaim, overheads=overheads),
                      priority=prio, created=_order_time(wl, cond("Evicted")))
         limits = [x for x in (_exec_limit(wl), _job_limit(job_obj)) if x is not None]
         grace = _grace(spec.get("podSets") or [])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 CORE = "/api/v1"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 FORBIDDEN = "forbidden"
@@ -26,6 +25,7 @@ class KueueObjects:
     pending_elsewhere: dict[str, list[dict]] = field(default_factory=dict)  # cq -> visibility items
     kueue_version: str | None = None  # the supported version row admission is modelled on (gates.py)
     limit_ranges: list[dict] = field(default_factory=list)  # LimitRanges: Kueue counts their container defaults
+    runtime_classes: list[dict] = field(default_factory=list)  # RuntimeClasses: Kueue counts their pod overhead
 
 
 def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
@@ -46,8 +46,8 @@ def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
 Lister = Callable[[str, "str | None"], "list[dict] | str"]
 """(Kueue plural, namespace or None for cluster-wide) -> the objects, [] if not served, or FORBIDDEN."""
 KINDS_READ = ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses", "localqueues",
-              "workloads", "limitranges")
-GROUPS = {"limitranges": ("", "v1")}  # the core kinds read; the others are Kueue's (kueue.x-k8s.io/v1beta2)
+              "workloads", "limitranges", "runtimeclasses")
+GROUPS = {"limitranges": ("", "v1"), "runtimeclasses": ("node.k8s.io", "v1")}  # the others are Kueue's
 
 
 def group_version(plural: str) -> tuple[str, str]:
@@ -57,7 +57,8 @@ def group_version(plural: str) -> tuple[str, str]:
 def http_lister(api: Any, timeout: Any = 30) -> Lister:
     """One list call per read."""
     def lst(plural: str, namespace: str | None = None) -> list[dict] | str:
-        base = CORE if plural in GROUPS else KUEUE
+        group, version = group_version(plural)
+        base = f"/apis/{group}/{version}" if group else CORE
         path = f"{base}/{plural}" if namespace is None else f"{base}/namespaces/{namespace}/{plural}"
         return _list(api, path, timeout)
     return lst
@@ -99,6 +100,8 @@ def read_cluster(api: Any, namespace: str, timeout: Any = 30, *, workloads: list
     if lrs == FORBIDDEN:
         lrs = lst("limitranges", namespace)
     c.limit_ranges = lrs if isinstance(lrs, list) else []
+    rcs = lst("runtimeclasses", None)  # optional, cluster-scoped
+    c.runtime_classes = rcs if isinstance(rcs, list) else []
     return c
 
 

@@ -49,6 +49,7 @@ CLUSTER_READ_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
                         "localqueues", "workloads"), READ_VERBS),
     ("visibility.kueue.x-k8s.io", ("clusterqueues/pendingworkloads",), ("get",)),
     ("", ("limitranges",), READ_VERBS),  # their container defaults count in a pending Workload's usage
+    ("node.k8s.io", ("runtimeclasses",), READ_VERBS),  # their pod overhead counts too
 )
 
 
