@@ -1,0 +1,138 @@
+"""gpujobs' admission engine against real Kueue v0.17.0, step by step on generated workloads.
+
+Two ClusterQueues in a cohort (4 cpu each; BestEffortFIFO, StrictFIFO or one of each; no preemption),
+built for the engine from the real objects by gpujobs' own translation
+(``kueue_model.cluster_queue``). A seeded random sequence of steps is applied to both: submit a
+Workload (a queue, 1-5 pods of 1 cpu, a priority class or none), or delete an admitted one (its
+quota comes back). After each step real Kueue must settle on exactly the admitted set the engine
+computes from the same steps (``Engine.add``/``finish``, then ``schedule`` until nothing more is
+admitted), with the Workloads' real creation times. Submissions are 1.1 s apart: Kueue orders
+equal priorities by creationTimestamp, which has whole seconds.
+
+Known difference (the mixed case, xfail): Kueue v0.17 puts a BestEffortFIFO queue's inadmissible
+workloads back in its heap only ``requeueBatchPeriod`` (1 s) after quota is released
+(pkg/cache/queue/inadmissible_workloads.go), while a StrictFIFO head stays in the heap; in that
+second the StrictFIFO head of the other queue takes the freed quota (borrowing) ahead of a
+higher-priority BestEffortFIFO workload that would fit without borrowing. The engine requeues at
+once. Found by this test (seed 1: submit w1-10, 4 cpu low, to the BestEffortFIFO queue and w1-11,
+2 cpu high, to the full StrictFIFO one; delete the BestEffortFIFO queue's running job: Kueue
+admits w1-11, the engine w1-10).
+"""
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from .conftest import QUEUE
+from .kube import custom
+
+pytestmark = pytest.mark.slow
+
+COHORT = "diff-co"
+QUEUES = ("diff-a", "diff-b")
+MIXED = pytest.mark.xfail(strict=True, reason="Kueue requeues BestEffortFIFO inadmissible workloads 1 s after a "
+                          "release (requeueBatchPeriod), a StrictFIFO head at once; the engine both at once")
+PRIORITIES = {"high": 1000, "low": 10}  # the WorkloadPriorityClasses conftest._seed makes
+GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
+
+
+def _admitted(api, ns: str) -> set[str]:
+    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
+    return {w["metadata"]["name"] for w in items
+            if any(c["type"] == "QuotaReserved" and c["status"] == "True"
+                   for c in (w.get("status") or {}).get("conditions") or [])}
+
+
+def _settles_on(api, ns: str, want: set[str], timeout: float = 15.0) -> set[str]:
+    """Real Kueue's admitted set once it equals ``want`` and stays so for a second (else the
+    last set seen, after ``timeout``)."""
+    deadline = time.time() + timeout
+    got = _admitted(api, ns)
+    while time.time() < deadline:
+        if got == want:
+            time.sleep(1.5)  # longer than Kueue's requeueBatchPeriod
+            got = _admitted(api, ns)
+            if got == want:
+                return got
+        time.sleep(0.2)
+        got = _admitted(api, ns)
+    return got
+
+
+@pytest.fixture
+def queues(controlplane, admin_api, request):
+    """``request.param``: (strategy of diff-a, of diff-b); a namespace of its own (without
+    kube-controller-manager a deleted one lingers)."""
+    from kubernetes import client
+    controlplane.require_kueue()
+    core, api = client.CoreV1Api(admin_api), custom(admin_api)
+    strategies = request.param
+    ns = f"admission-diff-{request.node.callspec.id.lower().replace('_', '-').replace('[', '').replace(']', '')}"
+    core.create_namespace({"metadata": {"name": ns}})
+    objs = []
+    for cq, strategy in zip(QUEUES, strategies):
+        objs.append(api.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": cq},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                     "cohortName": COHORT, "queueingStrategy": strategy,
+                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                         {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}}))
+        api.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
+            "metadata": {"name": cq, "namespace": ns}, "spec": {"clusterQueue": cq}})
+    yield api, ns, objs
+    for w in api.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]:
+        api.delete_namespaced_custom_object(GROUP, VERSION, ns, "workloads", w["metadata"]["name"])
+    for cq in QUEUES:
+        api.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq)
+    core.delete_namespace(ns)
+
+
+@pytest.mark.parametrize("queues, seed", [
+    (("BestEffortFIFO", "BestEffortFIFO"), 2), (("StrictFIFO", "StrictFIFO"), 1),
+    pytest.param(("BestEffortFIFO", "StrictFIFO"), 1, marks=MIXED),
+], indirect=["queues"], ids=["besteffort-2", "strict-1", "mixed-1"])
+def test_the_engine_admits_what_real_kueue_admits_step_by_step(queues, seed):
+    from gpujobs.admission import Engine, PodSet, Workload
+    from gpujobs.backends.kubernetes.status import kueue_model
+    from gpujobs.backends.kubernetes.status.objects import parse_time
+    api, ns, cq_objs = queues
+    assert QUEUE not in QUEUES  # its own queues: the other tests' jobs are not in the way
+    eng = Engine([kueue_model.cluster_queue(o, [f"{ns}/{o['metadata']['name']}"]) for o in cq_objs],
+                 priorities=PRIORITIES, default_priority=0, kueue_version="v0.17.0")
+    rng = random.Random(seed)
+    live: list[str] = []
+    log: list[str] = []
+    for step in range(16):
+        admitted = {w.split("/", 1)[1] for w in eng.admitted()}
+        if admitted and rng.random() < 0.35:
+            name = rng.choice(sorted(admitted))
+            api.delete_namespaced_custom_object(GROUP, VERSION, ns, "workloads", name)
+            eng.finish(f"{ns}/{name}")
+            live.remove(name)
+            log.append(f"delete {name}")
+        else:
+            name, cq = f"w{seed}-{step}", rng.choice(sorted(QUEUES))
+            pods, prio = rng.randint(1, 5), rng.choice([None, "low", "high"])
+            spec = {"queueName": cq, "podSets": [{"name": "main", "count": pods, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}
+            if prio:
+                spec.update(priority=PRIORITIES[prio],
+                            priorityClassRef={"group": GROUP, "kind": "WorkloadPriorityClass", "name": prio})
+            time.sleep(1.1)  # a creationTimestamp of its own second
+            made = api.create_namespaced_custom_object(GROUP, VERSION, ns, "workloads", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload",
+                "metadata": {"name": name, "namespace": ns}, "spec": spec})
+            eng.add(Workload(f"{ns}/{name}", f"{ns}/{cq}", [PodSet("main", pods, {"cpu": 1.0})],
+                             priority=PRIORITIES.get(prio or "", 0),
+                             created=parse_time(made["metadata"]["creationTimestamp"]) or 0.0))
+            live.append(name)
+            log.append(f"submit {name} to {cq}: {pods} cpu, priority {prio}")
+        while eng.schedule().admitted:
+            pass
+        want = {w.split("/", 1)[1] for w in eng.admitted()}
+        got = _settles_on(api, ns, want)
+        assert got == want, "after:\n  " + "\n  ".join(log) + f"\nreal Kueue admitted {sorted(got)}, the engine {sorted(want)}"
