@@ -83,7 +83,8 @@ class Engine:
                  preemption_oracle: Callable[[str, tuple[str, str], float], tuple[str, int]] | None = None,
                  flavors: Sequence[ResourceFlavor] | None = None, fair_sharing: bool = False,
                  fair_sharing_strategies: Sequence[str] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
-                 kueue_version: str | None = None, feature_gates: Mapping[str, bool] | None = None):
+                 kueue_version: str | None = None, feature_gates: Mapping[str, bool] | None = None,
+                 requeue_delay_s: float = 0.0):
         # the Kueue version decides, through its feature gates' defaults (gates.py), which
         # behaviour the cycle has; ``feature_gates`` overrides them as Kueue's --feature-gates
         self.kueue_version = kueue_gates.kueue_version(kueue_version)
@@ -100,6 +101,11 @@ class Engine:
                             f"use one of {', '.join(REQUEUING)}")
         self.requeuing_strategy = requeuing_strategy
         self.clock = clock or time.time
+        # after quota is released, parked (inadmissible) workloads go back to their queues this
+        # long after (Kueue's requeueBatchPeriod, kueue_gates.REQUEUE_BATCH_S; StrictFIFO heads
+        # are retried every cycle regardless); 0: at once, as the local agent does
+        self.requeue_delay_s = float(requeue_delay_s)
+        self._requeue_due: dict[int, tuple[float, QueueNode]] = {}  # cohort tree -> (when, a member)
         self.fair_sharing = bool(fair_sharing)
         for st in fair_sharing_strategies:
             if st not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
@@ -259,6 +265,12 @@ class Engine:
         both admitted and preempted; one admitted again after that is listed once, with the
         admission the engine holds."""
         out = Decisions()
+        if self._requeue_due:
+            now = self.clock()
+            for tree, (due, cq) in list(self._requeue_due.items()):
+                if due <= now + 1e-9:
+                    del self._requeue_due[tree]
+                    self._queues.unpark(cq)
         self._queues.retry_strict()
         limit = 4 * len(self._entries) + 16 if cycles is None else cycles
         while limit > 0 and self._cycle(out):
@@ -555,7 +567,19 @@ class Engine:
             del cq.admitted_prios[e.prio]
         cq.root.admitted_version += 1
         e.admission = None
-        self._queues.unpark(cq)
+        if self.requeue_delay_s <= 0:
+            self._queues.unpark(cq)
+            return
+        # Kueue's requeuer (a delaying work queue per cohort tree: an earlier due time wins)
+        tree = id(cq.cohort.root) if cq.cohort else id(cq)
+        due = self.clock() + self.requeue_delay_s
+        if tree not in self._requeue_due or due < self._requeue_due[tree][0]:
+            self._requeue_due[tree] = (due, cq)
+
+    def requeue_due(self) -> float | None:
+        """When parked workloads go back to their queues (a :meth:`schedule` is due then), or
+        None; only with ``requeue_delay_s``."""
+        return min((due for due, _ in self._requeue_due.values()), default=None)
 
     def finish(self, wid: str) -> None:
         """An admitted (or evicting) workload ended: free its quota and forget it."""

@@ -34,6 +34,11 @@ NEWEST = VERSIONS[-1]
 REFS = {"v0.17.0": "v0.17.0", "v0.19.2": "v0.19.2",
         "v0.20": "main@ff69552e79ad21652c36caa97038382e55625cf7"}
 SOURCE = "pkg/features/kube_features.go"
+# s after quota is released before a cohort tree's inadmissible (parked) workloads are back in
+# their queues: requeueBatchPeriod, 1 s at every ref above (pkg/cache/queue/inadmissible_workloads.go;
+# 10 s under the alpha gate SchedulerLongRequeueInterval of v0.17-v0.19, off by default). A
+# StrictFIFO head is retried every cycle meanwhile. tests/realcp/test_admission_differential.py
+REQUEUE_BATCH_S = 1.0
 
 
 @dataclass(frozen=True)

@@ -309,3 +309,47 @@ def test_can_ever_fit_names_each_shortage_once():
     ok, why = eng.can_ever_fit(Workload("big", "a", [PodSet("ranks", 1, {"gpu": 16, "cpu": 16})]))
     assert not ok and why.count("needs 16 gpu") == 1, why
     assert "|" not in why, why
+
+
+def _mixed_strategies(delay: float):
+    """Kueue v0.17, seen in tests/realcp/test_admission_differential.py (mixed-1): two queues of
+    4 cpu in a cohort, a BestEffortFIFO and a StrictFIFO one, each full; a (BestEffortFIFO) has
+    a parked 4-cpu low job, b (StrictFIFO) a 2-cpu high head. a's running job ends at t=100."""
+    from gpujobs.admission import ClusterQueue, Engine, PodSet, Workload
+    t = [0.0]
+    eng = Engine([ClusterQueue("a", {"cpu": 4}, cohort="co"),
+                  ClusterQueue("b", {"cpu": 4}, cohort="co", strategy="StrictFIFO")],
+                 priorities={"high": 1000, "low": 10}, default_priority=0, clock=lambda: t[0],
+                 requeue_delay_s=delay)
+
+    def add(wid, q, cpu, prio, at):
+        eng.add(Workload(wid, q, [PodSet("main", cpu, {"cpu": 1.0})], priority=prio, created=at))
+    add("run-a", "a", 4, "low", 1)
+    add("run-b", "b", 4, "high", 2)
+    eng.schedule()
+    add("wait-a", "a", 4, "low", 3)
+    add("wait-b", "b", 2, "high", 4)
+    eng.schedule()
+    assert set(eng.admitted()) == {"run-a", "run-b"}
+    t[0] = 100.0
+    eng.finish("run-a")
+    return eng, t
+
+
+def test_parked_workloads_return_a_batch_period_after_a_release_and_a_strict_head_goes_first():
+    """With Kueue's requeueBatchPeriod the StrictFIFO head borrows the freed quota in that
+    second; a's parked job then no longer fits."""
+    eng, t = _mixed_strategies(1.0)
+    assert [a.id for a in eng.schedule().admitted] == ["wait-b"]
+    assert eng.requeue_due() == 101.0
+    t[0] = 101.0
+    assert eng.schedule().admitted == [] and eng.requeue_due() is None
+    assert set(eng.admitted()) == {"run-b", "wait-b"}
+
+
+def test_without_a_batch_period_the_job_that_needs_no_borrowing_goes_first():
+    """The local agent requeues at once: Kueue's cycle order puts a's job (within its nominal
+    quota) ahead of b's head (which would borrow)."""
+    eng, _ = _mixed_strategies(0.0)
+    assert [a.id for a in eng.schedule().admitted] == ["wait-a"]
+    assert eng.requeue_due() is None

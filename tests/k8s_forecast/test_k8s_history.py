@@ -4,6 +4,7 @@ label, the job's name label and its LocalQueue, so that a running job of the sam
 expected end from them rather than from its declared limit."""
 from __future__ import annotations
 
+from gpujobs.admission.gates import REQUEUE_BATCH_S
 from gpujobs.backends.kubernetes.naming import LABEL_JOB, QUEUE_LABEL, USER_LABEL
 from gpujobs.backends.kubernetes.status import kueue_model as f
 
@@ -63,11 +64,14 @@ def test_finished_jobs_of_the_same_kind_give_a_running_job_its_expected_end():
     finished = [job("train", f"d{k}", start=NOW - 5000 + 1000 * k, end=NOW - 5000 + 1000 * k + rt, failed=k == 1)
                 for k, rt in enumerate((590, 610, 600))]  # ~600 s each (one failed: it gave its quota back too)
     fc = f.forecasts(objects(finished), now=NOW)["team/eval-p1"]
-    assert fc.expected_start == NOW - 100 + 600 and fc.basis == "expected ends from history of similar jobs"
+    # the waiting job is parked (it does not fit); Kueue puts it back REQUEUE_BATCH_S after the end
+    assert fc.expected_start == NOW - 100 + 600 + REQUEUE_BATCH_S
+    assert fc.basis == "expected ends from history of similar jobs"
     h = f.history(objects(finished).own_jobs.values())
     assert h.runtime("ann", "train", "team/lq") == 600 and len(h) == 3
 
 
 def test_without_finished_jobs_the_declared_limit_stays_the_basis():
     fc = f.forecasts(objects([]), now=NOW)["team/eval-p1"]
-    assert fc.expected_start == NOW - 100 + 3600 + 30 and fc.basis == "expected ends from declared limit + grace"
+    assert fc.expected_start == NOW - 100 + 3600 + 30 + REQUEUE_BATCH_S
+    assert fc.basis == "expected ends from declared limit + grace"

@@ -84,11 +84,13 @@ class Snapshot:
     kueue_version: str | None = None  # whose scheduler the simulation follows (gates.py; None: newest)
     start_errors: StartErrors | None = None  # past start forecasts' errors: the ranges (calibration.py)
     arrivals: Sequence[tuple[float, Job]] = ()  # (time, job) expected to be submitted later (arrivals.py)
+    requeue_delay_s: float = 0.0  # Engine(requeue_delay_s=): Kueue's requeueBatchPeriod on Kubernetes
 
     def engine(self, clock: Callable[[], float] | None = None) -> Engine:
         kw: dict[str, Any] = {"flavors": self.flavors} if self.flavors is not None else {}
         return Engine(self.queues, self.cohorts, self.priorities, self.default_priority,
-                      clock=clock or (lambda: self.now), kueue_version=self.kueue_version, **kw)
+                      clock=clock or (lambda: self.now), kueue_version=self.kueue_version,
+                      requeue_delay_s=self.requeue_delay_s, **kw)
 
 
 # ------------------------------------------------------------------ outputs

@@ -133,6 +133,7 @@ class _Sim:
         first = True
         looped = None
         ended = passes = 0  # ends so far; schedule() passes at this instant
+        requeues: set[float] = set()  # times a "requeue" event is pushed for
         seen: set = set()  # (ends, who is admitted or stopping) after each pass at this instant
         bound = MAX_PASSES_AT_ONE_INSTANT + 2 * len(jobs)
         while True:
@@ -195,6 +196,10 @@ class _Sim:
                                        self.reasons_for)
             if left is not None and not left:
                 break
+            due = eng.requeue_due()  # parked workloads back in their queues (Kueue's batch period)
+            if due is not None and due > t and due not in requeues:
+                requeues.add(due)
+                push(due, "requeue", f"(requeue at {due!r})")
             if not events:
                 break
             when = events[0][0]
@@ -211,6 +216,8 @@ class _Sim:
                 if version.get(item[3]) == item[4]:
                     batch.append(item)
             for _, _, kind, wid, _ver in batch:
+                if kind == "requeue":
+                    continue  # the next schedule() puts them back
                 if kind == "arrive":
                     eng.add(jobs[wid].workload, check=False)  # its shape came from a submitted job
                 elif kind == "end":

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from ....admission.forecast import Forecast, History, Job, Snapshot, forecast
 from ....admission.forecast.calibration import FirstForecasts
+from ....admission.gates import REQUEUE_BATCH_S
 from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
 from ....errors import GpuJobsError
 from ....quantity import parse_quantity
@@ -284,7 +285,8 @@ def translate(c: KueueObjects, now: float | None = None,
     used = {f for q in queues for g in (q.resource_groups or []) for f in g}
     flavors = [flavor(f) for f in c.flavors] if c.flavors and used <= names else None
     snap = Snapshot(queues, [cohort(co) for co in c.cohorts], dict(c.priorities), 0, [], [], now=now,
-                    history=history(c.own_jobs.values()), flavors=flavors, kueue_version=c.kueue_version)
+                    history=history(c.own_jobs.values()), flavors=flavors, kueue_version=c.kueue_version,
+                    requeue_delay_s=REQUEUE_BATCH_S)
     scratch = snap.engine()
     tr = Translation(snap, {}, {}, set(), {}, {}, {}, c.scope)
     by_uid: dict[str, str] = {}
