@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from gpujobs.admission import ClusterQueue, Cohort, Engine, PodSet, ResourceFlavor, Workload
+from gpujobs.admission.gates import REQUEUE_BATCH_S
 from gpujobs.errors import GpuJobsError
 
 HERE = Path(__file__).parent
@@ -163,6 +164,7 @@ class Scenario:
         self.admitted_total: dict[str, int] = {}
         self.ever_preempted: set[str] = set()
         self.diffs: list[str] = []
+        self.clock = 0.0  # the engine's: each batch period's end, as Kueue's manager reaches it
 
     def rebuild(self) -> None:
         old = self.eng
@@ -173,7 +175,8 @@ class Scenario:
             queues.append(spec)
         eng = Engine(queues, [_cohort(c) for c in self.cohorts.values()], priorities={}, default_priority=0,
                      fair_sharing=bool(self.case.get("fair_sharing")), kueue_version=self.case["kueue_version"],
-                     feature_gates=self.case.get("feature_gates"))
+                     feature_gates=self.case.get("feature_gates"), requeue_delay_s=REQUEUE_BATCH_S,
+                     clock=lambda: self.clock)
         for wid, w in self.wls.items():
             if self.lqs.get(w.queue) not in self.cqs:
                 continue  # its LocalQueue's ClusterQueue is not there: in no queue
@@ -194,6 +197,11 @@ class Scenario:
             self.rebuild()
         assert self.eng is not None
         d = self.eng.schedule()
+        while (due := self.eng.requeue_due()) is not None:  # Kueue's manager runs on: the batch period passes
+            self.clock = due
+            more = self.eng.schedule()
+            d.admitted += more.admitted
+            d.preempted += more.preempted
         for a in d.admitted:
             self.admitted_total[a.cluster_queue] = self.admitted_total.get(a.cluster_queue, 0) + 1
         self.ever_preempted.update(v for v, _ in d.preempted)
