@@ -577,9 +577,14 @@ class Engine:
             self._requeue_due[tree] = (due, cq)
 
     def requeue_due(self) -> float | None:
-        """When parked workloads go back to their queues (a :meth:`schedule` is due then), or
-        None; only with ``requeue_delay_s``."""
-        return min((due for due, _ in self._requeue_due.values()), default=None)
+        """When parked workloads next go back to their queues (a :meth:`schedule` is due then),
+        or None; only with ``requeue_delay_s``. Each cohort tree has its own time:
+        :meth:`requeue_times`."""
+        return min(self.requeue_times(), default=None)
+
+    def requeue_times(self) -> list[float]:
+        """Every time a cohort tree's parked workloads go back to their queues, in order."""
+        return sorted({due for due, _ in self._requeue_due.values()})
 
     def finish(self, wid: str) -> None:
         """An admitted (or evicting) workload ended: free its quota and forget it."""

@@ -353,3 +353,25 @@ def test_without_a_batch_period_the_job_that_needs_no_borrowing_goes_first():
     eng, _ = _mixed_strategies(0.0)
     assert [a.id for a in eng.schedule().admitted] == ["wait-a"]
     assert eng.requeue_due() is None
+
+
+def test_each_cohort_tree_has_its_own_requeue_time():
+    """Kueue's requeuer keeps one due time per root cohort (or lone ClusterQueue); a
+    simulation must wake for each (a later tree's was lost behind an earlier one's)."""
+    from gpujobs.admission import ClusterQueue, Engine, PodSet, Workload
+    t = [0.0]
+    eng = Engine([ClusterQueue("a", {"cpu": 1}), ClusterQueue("b", {"cpu": 1})], clock=lambda: t[0],
+                 requeue_delay_s=1.0)
+    for wid, q, at in (("ra", "a", 1), ("rb", "b", 2), ("wa", "a", 3), ("wb", "b", 4)):
+        eng.add(Workload(wid, q, [PodSet("main", 1, {"cpu": 1.0})], created=at))
+    eng.schedule()
+    eng.schedule()
+    t[0] = 10.0
+    eng.finish("ra")
+    t[0] = 10.5
+    eng.finish("rb")
+    assert eng.requeue_times() == [11.0, 11.5] and eng.requeue_due() == 11.0
+    t[0] = 11.0
+    assert [a.id for a in eng.schedule().admitted] == ["wa"]
+    t[0] = 11.5
+    assert [a.id for a in eng.schedule().admitted] == ["wb"]

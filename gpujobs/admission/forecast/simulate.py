@@ -196,10 +196,10 @@ class _Sim:
                                        self.reasons_for)
             if left is not None and not left:
                 break
-            due = eng.requeue_due()  # parked workloads back in their queues (Kueue's batch period)
-            if due is not None and due > t and due not in requeues:
-                requeues.add(due)
-                push(due, "requeue", f"(requeue at {due!r})")
+            for due in eng.requeue_times():  # parked workloads back in their queues (Kueue's batch period)
+                if due > t and due not in requeues:
+                    requeues.add(due)
+                    push(due, "requeue", f"(requeue at {due!r})")
             if not events:
                 break
             when = events[0][0]
