@@ -271,3 +271,18 @@ def test_plan_reason_agrees_with_the_number_of_victims():
                    running=[running("low", "q", 4, ran=10, limit=5000, prio="low", grace_period_s=30)],
                    now=NOW)
     assert " and start once it stops; " in plan(one, queued("hi", "q", 4, t=NOW, limit=100, prio="high")).reason
+
+
+def test_with_kueues_batch_period_each_parked_job_starts_that_long_after_its_release():
+    """Kubernetes forecasts (Snapshot.requeue_delay_s, Kueue's requeueBatchPeriod): a parked job
+    starts a batch period after the end that frees its quota, in each cohort tree at its own
+    time (two lone queues whose holders end half a second apart); the local agent's 0 starts
+    them at the ends."""
+    import dataclasses
+    snap = Snapshot([ClusterQueue("a", {"gpu": 1}), ClusterQueue("b", {"gpu": 1})],
+                    running=[running("ra", "a", 1, ran=0, limit=100), running("rb", "b", 1, ran=0, limit=100.5)],
+                    pending=[queued("wa", "a", 1, t=NOW - 2), queued("wb", "b", 1, t=NOW - 1)], now=NOW)
+    at_once = forecast(snap, reasons=False)
+    assert (at_once["wa"].expected_start, at_once["wb"].expected_start) == (NOW + 100, NOW + 100.5)
+    batched = forecast(dataclasses.replace(snap, requeue_delay_s=1.0), reasons=False)
+    assert (batched["wa"].expected_start, batched["wb"].expected_start) == (NOW + 101, NOW + 101.5)
