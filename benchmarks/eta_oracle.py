@@ -36,9 +36,7 @@ pooled (as ``eta_replay.py --pool``). The offline part takes seconds.
 from __future__ import annotations
 
 import argparse
-import gzip
 import heapq
-import json
 import math
 import statistics
 import sys
@@ -49,6 +47,9 @@ from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, 
 from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
 from gpujobs.admission.forecast.inputs import expected_end  # noqa: E402
 from gpujobs.admission.forecast.runtimes import lognormal_given  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eta_replay import load_dump  # noqa: E402  (the dumps it writes, gzipped or not)
 
 GRACE = 2.0  # eta_replay's grace period
 RATE_AFTER_S = 2.0  # s of reports (20 of eta_replay's 0.1 s steps: progress.RATE_WINDOW) before a rate is known
@@ -301,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
           "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     pooled: list[dict] = []
     for path in a.dumps:
-        raw = Path(path).read_bytes()
-        rows = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)  # benchmarks/dumps/
+        rows = load_dump(path)
         for i, r in enumerate(rows):
             r.setdefault("id", f"j{i}")
         stop_s = _stop_time(rows)

@@ -105,31 +105,28 @@ def test_limit_range_defaults_fill_what_a_container_leaves_out_first_range_first
 def test_a_pending_workload_counts_its_namespaces_limit_range_defaults():
     """translate(): a pending Workload's pod set is counted with the defaults of its own
     namespace (an admitted one has Kueue's resourceUsage)."""
-    from gpujobs.backends.kubernetes.status.kueue_read import KueueObjects
-    cq = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
-        "coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}}
-    lq = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}
-    wl = {"metadata": {"name": "w", "namespace": "ml", "uid": "u1", "creationTimestamp": "2026-12-04T10:00:00Z"},
-          "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 4,
-                                                  "template": {"spec": {"containers": [{"name": "x"}]}}}]}}
-    c = KueueObjects("cluster", "ml", cluster_queues=[cq], local_queues=[lq], workloads=[wl],
-                     limit_ranges=[limit_range("ml", "a", {}, {"cpu": "750m"})])
+    c = _one_cq_objects(_workload(4, {}, cpu=None), limit_ranges=[limit_range("ml", "a", {}, {"cpu": "750m"})])
     (job,) = f.translate(c).snapshot.pending
     assert job.workload.podsets[0].requests == {"cpu": 0.75}
 
 
-def _one_cq_objects(wl: dict):
+def _one_cq_objects(wl: dict, limit_ranges: tuple[dict, ...] | list[dict] = ()):
+    """Kueue objects of one ClusterQueue ``cq`` (10 cpu) fed by LocalQueue ``ml/q``, and ``wl``."""
     from gpujobs.backends.kubernetes.status.kueue_read import KueueObjects
     cq = {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{
         "coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "10"}]}]}]}}
     lq = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}
-    return KueueObjects("cluster", "ml", cluster_queues=[cq], local_queues=[lq], workloads=[wl])
+    return KueueObjects("cluster", "ml", cluster_queues=[cq], local_queues=[lq], workloads=[wl],
+                        limit_ranges=list(limit_ranges))
 
 
-def _workload(count: int, status: dict) -> dict:
+def _workload(count: int, status: dict, cpu: str | None = "1") -> dict:
+    """Workload ``ml/w`` on LocalQueue ``q``: ``count`` pods of one container asking ``cpu``
+    (None: no request of its own)."""
+    container = {"name": "x", **({"resources": {"requests": {"cpu": cpu}}} if cpu else {})}
     return {"metadata": {"name": "w", "namespace": "ml", "uid": "u1", "creationTimestamp": "2026-12-04T10:00:00Z"},
             "spec": {"queueName": "q", "podSets": [{"name": "main", "count": count, "template": {"spec": {
-                "containers": [{"name": "x", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+                "containers": [container]}}}]},
             "status": status}
 
 

@@ -175,11 +175,12 @@ def pod_requests(template: dict, defaults: Defaults | None = None,
     sidecars: dict[str, Decimal] = {}
     init: dict[str, Decimal] = {}  # the most an init container needs, with the sidecars before it
     for c in spec.get("initContainers") or []:
+        asks = one(c)
         if c.get("restartPolicy") == "Always":
-            add(total, one(c))
-            use = dict(add(sidecars, one(c)))
+            add(total, asks)
+            use = dict(add(sidecars, asks))
         else:
-            use = add(one(c), sidecars)
+            use = add(asks, sidecars)
         for k, v in use.items():
             init[k] = max(init.get(k, Decimal(0)), v)
     for k, v in init.items():

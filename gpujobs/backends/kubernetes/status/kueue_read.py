@@ -44,7 +44,8 @@ def _list(api: Any, path: str, timeout: Any) -> list[dict] | str:
 
 
 Lister = Callable[[str, "str | None"], "list[dict] | str"]
-"""(Kueue plural, namespace or None for cluster-wide) -> the objects, [] if not served, or FORBIDDEN."""
+"""(a plural of KINDS_READ, namespace or None for cluster-wide) -> the objects, [] if not served, or
+FORBIDDEN."""
 KINDS_READ = ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses", "localqueues",
               "workloads", "limitranges", "runtimeclasses")
 GROUPS = {"limitranges": ("", "v1"), "runtimeclasses": ("node.k8s.io", "v1")}  # the others are Kueue's
