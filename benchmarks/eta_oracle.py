@@ -19,6 +19,11 @@ it got (its "started" event) against four estimates made at the same moment:
   cannot see the failure coming); the others predicted;
 - **running jobs' ends known**, **queued jobs' runtimes known**, **both known**: the same,
   those jobs told their true remaining run time (the sum of its runs' lengths from the events);
+- **sampled runtimes, median start**: the rebuilt forecast run ``SAMPLES`` times, each job's
+  runtime drawn from its predictor's distribution (``expected_runtime(..., q=u)``, ``u``
+  uniform: a draw from the history of similar runs, given how long it has run, or from the
+  user's shares of their limits), and the median of the starts: the start distribution's
+  median, where the rebuilt forecast plugs each job's median runtime into one run;
 - **arrivals known**: the rebuilt forecast given, in place of the agent's expected arrivals,
   the jobs really submitted later (their times, queues, sizes, priorities; their run times
   predicted as any queued job's), under the agent's own rule for arrivals: what a perfect
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -45,7 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
 from gpujobs.admission.forecast import History, Job, Snapshot, forecast  # noqa: E402
-from gpujobs.admission.forecast.inputs import expected_end  # noqa: E402
+from gpujobs.admission.forecast.inputs import expected_end, expected_runtime  # noqa: E402
 from gpujobs.admission.forecast.runtimes import lognormal_given  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,6 +62,7 @@ RATE_AFTER_S = 2.0  # s of reports (20 of eta_replay's 0.1 s steps: progress.RAT
 RUN_SIGMA = 0.35  # eta_replay's spread of a run's length around its kind's typical one (log-normal)
 RUN_ENDS = ("preempted", "finished", "cancelled")  # what ends a run's work (a preempted one stops)
 SIZES = (1, 2, 4, 8)
+SAMPLES = 21  # runs of the "sampled" column
 MODES = {"predicted": set(), "typical_known": {"typical"}, "rates_known": {"rates"}, "running_known": {"running"},
          "queued_known": {"queued"}, "runtimes_known": {"running", "queued"}, "arrivals_known": {"arrivals"}}  # column -> whose true runtimes forecast_at is told
 PRIOS = ("low", "normal", "high")
@@ -130,12 +137,17 @@ def typical_given(typical: float, elapsed: float) -> float:
     return lognormal_given(math.log(typical), RUN_SIGMA, elapsed)
 
 
-def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict]) -> float | None:
+def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every: list[dict],
+                draw: random.Random | None = None) -> float | None:
     """forecast() at the row's moment (the queue rebuilt from the events, no expected
     arrivals); the jobs in ``known`` ("running", "queued") are told their true remaining run
     time, the others are predicted from ``history_at`` and their declared limits; with
-    "arrivals", the jobs submitted after the moment are its arrivals."""
+    "arrivals", the jobs submitted after the moment are its arrivals. With ``draw``, every job
+    is told a runtime drawn from its predictor's distribution instead (see "sampled")."""
     t = row["at"]
+    # told everything of every job, no history: a run the simulation preempts must not fall back
+    # to it either
+    history = History() if "typical" in known or {"running", "queued"} <= known else history_at(every, t)
     running, pending = [], []
     for r in rows:
         st = state_at(r, t)
@@ -146,7 +158,11 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         if "typical" in known:  # the kind's true typical run, nothing of this run
             job.user, job.grace_period_s, job.max_runtime_s = "(told)", 0.0, None
         if st == "pending":
-            if "typical" in known:
+            if draw is not None:  # a drawn runtime, told as a limit without grace (see "queued")
+                rt, _src = expected_runtime(job, history, 0.0, q=draw.random())
+                if rt is not None:
+                    job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, rt), 0.0
+            elif "typical" in known:
                 job.max_runtime_s = r["kind"]["typical"]
             elif "queued" in known:  # the limit predictor says it: grace 0, no history for "(told)"
                 job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, work_left(r, t)), 0.0
@@ -158,6 +174,10 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         if st == "stopping":
             job.stops_at = back if back is not None else t
             job.grace_period_s = 0.0  # the stop comes at stops_at (it did)
+        elif draw is not None:
+            rt, _src = expected_runtime(job, history, t - start, q=draw.random())
+            if rt is not None:
+                job.expected_end = max(t, start + rt)
         elif "running" in known:
             job.expected_end, job.max_runtime_s = t + work_left(r, t), None
         elif "rates" in known and r["report"] and t - start >= RATE_AFTER_S:
@@ -165,9 +185,6 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
         elif "typical" in known:
             job.expected_end = start + typical_given(r["kind"]["typical"], t - start)
         running.append(job)
-    # told everything of every job, no history: a run the simulation preempts must not fall back
-    # to it either
-    history = History() if "typical" in known or {"running", "queued"} <= known else history_at(every, t)
     arrivals = sorted(((r["submitted"], Job(workload(r), user=r["kind"]["user"], name=r["kind"]["name"],
                                             max_runtime_s=r["limit"], grace_period_s=GRACE))
                        for r in rows if r["submitted"] > t), key=lambda a: a[0]) if "arrivals" in known else []
@@ -175,6 +192,15 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
                     arrivals=arrivals)
     fc = forecast(snap, ids=[row["id"]], reasons=False).get(row["id"])
     return None if fc is None else fc.expected_start  # None: its events say it had left the queue
+
+
+def sampled_at(rows: list[dict], row: dict, slots: int, every: list[dict]) -> float | None:
+    """The median start of ``SAMPLES`` rebuilt forecasts with drawn runtimes (no start: later
+    than any); seeded by the job, so a rerun gives the same number."""
+    starts = sorted(math.inf if (s := forecast_at(rows, row, slots, set(), every, random.Random(f"{row['id']}:{i}")))
+                    is None else s for i in range(SAMPLES))
+    mid = starts[(len(starts) - 1) // 2]
+    return None if mid == math.inf else mid
 
 
 def all_known(rows: list[dict], slots: int, stop_s: float) -> dict[str, float]:
@@ -250,8 +276,8 @@ def line(label: str, rows: list[dict]) -> str:
         f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
 
 
-COLUMNS = ("expected", "predicted", "typical_known", "rates_known", "running_known", "queued_known", "runtimes_known",
-           "arrivals_known", "all_known")
+COLUMNS = ("expected", "predicted", "sampled", "typical_known", "rates_known", "running_known", "queued_known",
+           "runtimes_known", "arrivals_known", "all_known")
 
 
 def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
@@ -297,9 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ends", action="store_true",
                     help="also the running jobs' predicted ends against their real ones, by source")
     a = ap.parse_args(argv)
-    print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | kinds' "
-          "typical runs known | exact progress rates | running jobs' ends known | queued jobs' runtimes known | "
-          "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | sampled runtimes, "
+          f"median start ({SAMPLES} runs) | kinds' typical runs known | exact progress rates | running jobs' ends known | queued jobs' runtimes known | "
+          "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     pooled: list[dict] = []
     for path in a.dumps:
         rows = load_dump(path)
@@ -316,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 done_before = [x for x in rows if x["scenario"] != sc] + scen
                 for key, known in MODES.items():
                     r[key] = forecast_at(scen, r, a.slots, known, done_before)
+                r["sampled"] = sampled_at(scen, r, a.slots, done_before)
                 r["all_known"] = first.get(r["id"])
                 waited.append(r)
         print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) |" + " |" * (len(COLUMNS) + 2))

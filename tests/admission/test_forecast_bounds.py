@@ -201,3 +201,22 @@ def test_a_job_of_a_size_without_its_own_record_gets_the_simulated_range_too():
     for _ in range(20):  # its own size's record: that one alone
         errs.add(4, 0, 100.0, 100.0)
     assert forecast(snap)["w"].expected_start_range == (NOW + 100, NOW + 100)
+
+
+def test_expected_runtime_gives_any_quantile_of_the_chosen_predictor():
+    # eta_oracle's "sampled" column draws runtimes with q: history's nearest rank, the learned
+    # share times the limit; the limit itself has no spread
+    from gpujobs.admission.forecast import expected_runtime
+    h = History()
+    for rt in (10, 20, 30, 40, 50):
+        h.add("ann", "sweep", "q", rt)
+    ann = Job(wl("a", 1), user="ann", name="sweep")
+    assert expected_runtime(ann, h)[0] == 30
+    assert [expected_runtime(ann, h, q=q)[0] for q in (0.1, 0.4, 0.9)] == [10, 20, 50]
+    assert expected_runtime(ann, h, elapsed=25, q=0.1) == (30, "history")  # of the runs longer than 25 s
+    for name, rt in (("x", 100), ("y", 200), ("z", 300)):
+        h.add("bob", name, "q", rt, 1000)  # bob uses 10-30 % of his limits
+    bob = Job(wl("b", 1), user="bob", name="new-kind", max_runtime_s=2000)
+    assert expected_runtime(bob, h, q=0.9) == (0.3 * 2000, "learned")
+    limited = Job(wl("c", 1), user="cy", name="c", max_runtime_s=60)
+    assert expected_runtime(limited, h, q=0.1) == expected_runtime(limited, h, q=0.9) == (90, "limit")

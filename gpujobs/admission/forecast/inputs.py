@@ -111,7 +111,7 @@ class Forecast:
 
 # ------------------------------------------------------------- estimation
 def expected_runtime(job: Job, history: History, elapsed: float = 0.0,
-                     mode: str = "point") -> tuple[float | None, str]:
+                     mode: str = "point", q: float | None = None) -> tuple[float | None, str]:
     """(total runtime in s, source) for ``job`` having run ``elapsed`` s; (None, "unknown").
 
     ``point``: the predictor (``PREDICTORS``: the median of similar runs "history", the user's
@@ -120,18 +120,20 @@ def expected_runtime(job: Job, history: History, elapsed: float = 0.0,
     is smallest (:meth:`History.ranked`), else the first with a number in that order.
     ``early``/``late``: the ``EARLY_Q``/``LATE_Q`` quantiles of history and learned share
     (``early`` without any: it can end now; ``late``: the limit and its grace, an upper bound,
-    before any learned number). Never past limit + grace."""
+    before any learned number). Never past limit + grace. ``q``: in the point mode, that
+    quantile of each predictor in place of the median (``benchmarks/eta_oracle.py`` draws
+    runtimes with it)."""
     limit = job.max_runtime_s
     cap = float(limit) + job.grace_period_s if limit else None
-    q = job.workload.queue
-    qq = {"point": 0.5, "early": EARLY_Q, "late": LATE_Q}[mode]
+    queue = job.workload.queue
+    qq = {"point": 0.5 if q is None else q, "early": EARLY_Q, "late": LATE_Q}[mode]
     if mode == "late" and cap is not None:
         return max(cap, elapsed), "limit"
-    order = history.ranked(job.user, job.similar, q) if mode == "point" else PREDICTORS
+    order = history.ranked(job.user, job.similar, queue) if mode == "point" else PREDICTORS
     for src in order:
         if src == "limit" and mode == "early":
             continue  # nothing known but the limit: it can end any moment
-        v = history.predict(src, job.user, job.similar, q, limit, job.grace_period_s, elapsed, qq)
+        v = history.predict(src, job.user, job.similar, queue, limit, job.grace_period_s, elapsed, qq)
         if v is None:
             continue
         if src == "history" or v > elapsed:
