@@ -380,3 +380,51 @@ def test_a_runtime_class_overhead_is_counted_as_real_kueue_counts_it(controlplan
         except client.exceptions.ApiException:
             pass
         node.delete_runtime_class("sandboxed")
+
+
+def test_plan_finds_its_local_queue_beside_a_same_named_one_in_another_namespace(controlplane, backend):
+    """A LocalQueue 'team-a' in a namespace listed after 'ml' (as test_a_workloads_reclaimable_pods'
+    'reclaim' one is while its namespace is being deleted): plan() reads the LocalQueues of every
+    namespace from a cluster-wide informer whose cache was keyed by name alone, so the list kept
+    the other one and plan() said "no LocalQueue 'team-a' in namespace 'ml'; LocalQueues there:
+    none" (once in a full realcp run, test_rbac_real's plan test). The other queue's MODIFIED and
+    DELETED events must not hide ml's either (the same backend plans again after each)."""
+    import warnings
+
+    from kubernetes import client
+
+    from gpujobs.backends.kubernetes.status import live
+    controlplane.require_kueue()
+    other = "same-name-queue"  # sorts after NS
+    core, api = client.CoreV1Api(backend.api_client), custom(backend.api_client)
+    core.create_namespace({"metadata": {"name": other}})
+
+    def plan():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = backend.plan(spec_of("PyTorchJob", gpus=4))  # SpecError: ml's LocalQueue not found
+        assert p.queue == QUEUE
+        return p
+
+    def theirs() -> list[dict]:  # the other namespace's LocalQueue as the forecasts' informer holds it
+        inf = live.hub_for(backend, NS).cluster_informer(("kueue.x-k8s.io", "v1beta2", "localqueues"))
+        return [o for o in inf.items() if o["metadata"]["namespace"] == other]
+    try:
+        api.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", other, "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": other}, "spec": {"clusterQueue": "cq-a"}})
+        plan()  # the informers' first list has both
+        api.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", other, "localqueues", QUEUE,
+                                           {"metadata": {"labels": {"touched": "yes"}}})
+        wait_for(lambda: any((o["metadata"].get("labels") or {}).get("touched") for o in theirs()), 30,
+                 "the other LocalQueue's MODIFIED event")
+        plan()
+        api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", other, "localqueues", QUEUE)
+        wait_for(lambda: not theirs(), 30, "the other LocalQueue's DELETED event")
+        plan()
+    finally:
+        try:
+            api.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", other, "localqueues", QUEUE)
+        except client.exceptions.ApiException:
+            pass
+        core.delete_namespace(other)

@@ -72,3 +72,39 @@ def test_informer_started_from_a_stale_resource_version_converges(admin_api):
             core.delete_namespaced_config_map(later, NS)
         except Exception:  # noqa: BLE001 - not created when the test failed early
             pass
+
+
+def test_a_cluster_wide_informer_keeps_same_named_objects_of_each_namespace_apart(admin_api):
+    """namespace None: one name in two namespaces is two objects. The cache was keyed by name
+    alone, so the list kept whichever came last (namespaces in key order: 'watch-same-name' after
+    'ml') and the other namespace's MODIFIED / DELETED events replaced or dropped this one's (a
+    LocalQueue 'team-a' elsewhere hid ml/team-a from the forecasts' cluster-wide read: plan() said
+    "no LocalQueue 'team-a' in namespace 'ml'; LocalQueues there: none")."""
+    from kubernetes import client
+    core = client.CoreV1Api(admin_api)
+    other = "watch-same-name"  # sorts after NS
+    name = f"x-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": other}})
+
+    def cm(ns: str, v: str) -> dict:
+        return {"metadata": {"name": name, "namespace": ns, "labels": {"t": "watch-xns"}}, "data": {"v": v}}
+
+    def held() -> dict[str, str]:
+        return {o["metadata"]["namespace"]: o["data"]["v"] for o in inf.items()}
+    core.create_namespaced_config_map(NS, cm(NS, "ours"))
+    core.create_namespaced_config_map(other, cm(other, "theirs"))
+    inf = Informer(admin_api, "", "v1", "configmaps", None, lambda t, o: None,
+                   label_selector="t=watch-xns", watch_timeout=30).start()
+    try:
+        assert inf.synced.wait(30)
+        assert held() == {NS: "ours", other: "theirs"}  # the list
+        core.patch_namespaced_config_map(name, other, {"data": {"v": "changed"}})
+        wait_for(lambda: held().get(other) == "changed", 30, "the other namespace's MODIFIED event")
+        assert held() == {NS: "ours", other: "changed"}
+        core.delete_namespaced_config_map(name, other)
+        wait_for(lambda: other not in held(), 30, "the other namespace's DELETED event")
+        assert held() == {NS: "ours"}
+    finally:
+        inf.stop()
+        core.delete_namespaced_config_map(name, NS)
+        core.delete_namespace(other)

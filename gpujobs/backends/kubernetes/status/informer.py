@@ -5,7 +5,8 @@ client's ``watch.Watch``. It reconnects with backoff, honours 429 ``Retry-After`
 410 Gone, diffing the fresh list against its cache so no transition is lost and none is
 duplicated; a 404 (the resource is not served: CRD not installed) marks it ``missing`` and it
 tries again later, a 403 on the list marks it ``forbidden`` (retried every 30 s); ``namespace``
-None watches every namespace (or a cluster-scoped kind). ``indexers`` keep the cache also grouped by key.
+None watches every namespace (its cache keyed by ``namespace/name``: one name may be in several)
+or a cluster-scoped kind. ``indexers`` keep the cache also grouped by key.
 :func:`wait_synced` waits for the first lists, and ends at once with the access error
 (:mod:`..access`) when the server cannot be reached or refuses the credentials. It knows nothing of jobs:
 :mod:`.hub` builds the status of jobs on top of it (after client-go's SharedIndexInformer).
@@ -90,6 +91,14 @@ class Informer:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    def key(self, obj: dict) -> str:
+        """The cache's key of ``obj``: its name in a namespace's informer; ``namespace/name`` in a
+        cluster-wide one, where the same name may be in several namespaces (a cluster-scoped
+        kind's objects have no namespace: their name)."""
+        md = obj["metadata"]
+        ns = md.get("namespace") if self.namespace is None else None
+        return f"{ns}/{md['name']}" if ns else md["name"]
+
     def items(self) -> list[dict]:
         """The cached objects (a copy of the list; the objects are never changed in place)."""
         with self.lock:
@@ -108,7 +117,7 @@ class Informer:
 
     def _list(self) -> str:
         data = self._call()
-        items = {o["metadata"]["name"]: o for o in data.get("items") or []}
+        items = {self.key(o): o for o in data.get("items") or []}
         with self.lock:
             self._apply_list(items)
         self._working()
@@ -235,7 +244,7 @@ class Informer:
                         self._working()
                     if ev["type"] == "BOOKMARK":
                         continue
-                    name = obj["metadata"]["name"]
+                    name = self.key(obj)
                     with self.lock:
                         if ev["type"] == "DELETED":
                             self._drop(name)
