@@ -40,6 +40,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -283,6 +284,7 @@ def main() -> None:
     finally:
         finished.stop()
         stop_agent()
+        shutil.rmtree(home, ignore_errors=True)  # the agent's job directories (logs, results)
     if a.dump:
         keep = [{k: v for k, v in r.items() if k != "handle"} for r in allrows]
         Path(a.dump).write_text(json.dumps(keep, default=str, indent=1))
