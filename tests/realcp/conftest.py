@@ -629,3 +629,18 @@ def backend(controlplane, gpujobs_home):
     yield be
     if be._api_client is not None:
         be._api_client.close()
+
+
+@pytest.fixture
+def node(controlplane, admin_api):
+    """Node ``realcp-node`` (8 GPUs) running the pods bound to it (tests/realcp/node.py), for this
+    test only: its processes are killed and the Node deleted after."""
+    if "kube-scheduler" in controlplane.missing or "kube-controller-manager" in controlplane.missing:
+        pytest.fail(f"the scheduler and kcm are needed: {controlplane.missing}")
+    from .node import Node
+    n = Node(admin_api, controlplane.run / "pki")
+    try:
+        yield n
+    finally:
+        n.stop()
+    assert not n.errors, n.errors

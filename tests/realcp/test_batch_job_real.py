@@ -2,7 +2,8 @@
 and Kueue v0.17.0 (its batch/job integration): the Indexed Job and its headless Service are
 accepted as rendered, Kueue admits the Job and unsuspends it, and the real Job controller makes one
 pod per index with the index annotation, hostname ``<job>-<index>`` and the Service as subdomain.
-No kubelet runs here, so the pods stay Pending and the story ends at "admitted" or "starting"."""
+No node is registered in this test (test_node_real.py runs pods), so the pods stay Pending and the
+story ends at "admitted" or "starting"."""
 from __future__ import annotations
 
 from gpujobs.backends.kubernetes import naming

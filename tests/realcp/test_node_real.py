@@ -1,0 +1,85 @@
+"""Jobs that run, on the real control plane: the real scheduler binds their pods to Node
+``realcp-node`` (tests/realcp/node.py: gpujobs_sim's kubelet on the real API server), the real Job
+controller and Kueue see them end, and gpujobs reads the end, the result and the logs from the
+real objects and the real ``pods/log`` proxy."""
+from __future__ import annotations
+
+import pytest
+
+import gpujobs
+from gpujobs.backends.kubernetes import naming
+
+from .conftest import NS, QUEUE
+from .kube import is_true, job_obj, spec_of, wait_for, workload_of
+
+pytestmark = pytest.mark.slow
+
+
+def fails(x):
+    raise ValueError(f"bad input {x}")
+
+
+def sleeps(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+
+def _ddp(fn, *args):
+    return gpujobs.job(fn, *args).ddp(nodes=2, gpus_per_node=1).options(kind="BatchJob").queue(QUEUE).spec()
+
+
+def test_a_batch_job_runs_to_its_result_on_the_real_node(controlplane, node, backend):
+    controlplane.require_kueue()
+    api = backend.api_client
+    job_id = backend.submit(spec_of("BatchJob"))
+    _, name = naming.parse_job_id(job_id)
+    try:
+        st = wait_for(lambda: (s := backend.status(job_id)).phase in ("succeeded", "failed") and s, 120,
+                      f"{job_id} to end")
+        assert st.phase == "succeeded", (st, backend.logs(job_id))
+        assert all("bootstrap.py" in " ".join(p.args) for p in node.kubelet._all_procs)  # the pods' own command
+        assert gpujobs.Job(job_id, backend).result(timeout=30) == 42  # rank 0's result line, through pods/log
+        job = job_obj(api, "BatchJob", name)
+        assert is_true(job, "Complete") and job["status"]["succeeded"] == 2  # the real Job controller's
+        assert is_true(workload_of(api, "BatchJob", name), "Finished")  # Kueue's
+        from kubernetes import client
+        pods = client.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"batch.kubernetes.io/job-name={name}").items
+        assert {p.spec.node_name for p in pods} == {"realcp-node"}  # bound by the real scheduler
+    finally:
+        backend.cancel(job_id)
+        wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
+
+
+def test_a_failing_function_fails_the_job_with_its_error(controlplane, node, backend):
+    controlplane.require_kueue()
+    api = backend.api_client
+    job_id = backend.submit(_ddp(fails, 7))
+    _, name = naming.parse_job_id(job_id)
+    try:
+        st = wait_for(lambda: (s := backend.status(job_id)).phase in ("succeeded", "failed") and s, 120,
+                      f"{job_id} to end")
+        assert st.phase == "failed", st
+        with pytest.raises(Exception, match="bad input 7"):  # the remote error, from rank 0's log
+            gpujobs.Job(job_id, backend).result(timeout=30)
+        assert "bad input 7" in "".join(backend.logs(job_id, rank=0))
+        assert is_true(job_obj(api, "BatchJob", name), "Failed")
+    finally:
+        backend.cancel(job_id)
+        wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
+
+
+def test_cancel_stops_running_pods_and_the_node_finishes_their_deletion(controlplane, node, backend):
+    controlplane.require_kueue()
+    from kubernetes import client
+    api = backend.api_client
+    core = client.CoreV1Api(api)
+    job_id = backend.submit(_ddp(sleeps, 120))
+    _, name = naming.parse_job_id(job_id)
+    sel = f"batch.kubernetes.io/job-name={name}"
+    wait_for(lambda: backend.status(job_id).phase == "running", 120, f"{job_id} running")
+    assert [p.status.phase for p in core.list_namespaced_pod(NS, label_selector=sel).items] == ["Running"] * 2
+    backend.cancel(job_id)
+    wait_for(lambda: not core.list_namespaced_pod(NS, label_selector=sel).items, 60, "its pods gone")
+    wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
+    assert not [p for p in node.kubelet._all_procs if p.poll() is None]  # no process left on the node
