@@ -16,6 +16,16 @@ from .rank.wire import GpuSample
 PHASES = ("queued", "admitted", "starting", "running", "succeeded", "failed", "cancelled",
           "preempted")
 TERMINAL_PHASES = frozenset({"succeeded", "failed", "cancelled"})
+TIME_LIMIT = "time-limit"  # JobStatus.reason of a run stopped at its max_runtime_s, on every backend
+
+
+def time_limit_message(ran_s: float | None, limit_s: float | None) -> str:
+    """The message of a run stopped at its limit (the local agent's, and on Kubernetes the
+    job's own ``activeDeadlineSeconds``: DeadlineExceeded), with the fix."""
+    ran = f"it ran {ran_s:.0f} s, " if ran_s is not None else ""
+    lim = f"max_runtime_s is {limit_s:g}; " if limit_s else ""
+    return (f"stopped at its time limit: {ran}{lim}for a longer run submit with .max_runtime(SECONDS) "
+            "(CLI: --time SECONDS)")
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ def test_the_trainjobs_own_deadline_fires_before_kueues_timer_and_its_output_is_
     sim.controllers.kubelet.graceful_deletion = True
     job = _trainjob(be, _step_then_hang, max_runtime=12)
     st = job.wait(timeout=120)
-    assert st.phase == "failed" and st.reason == "DeadlineExceeded", (st.phase, st.reason, st.message)
-    assert "exceeded its active deadline" in st.message
+    # the Trainer's DeadlineExceeded, said as the local agent says a run stopped at its limit
+    assert st.phase == "failed" and st.reason == "time-limit", (st.phase, st.reason, st.message)
+    assert st.message.startswith("stopped at its time limit: it ran ") and "max_runtime_s is 12;" in st.message
     wl = wait_for(lambda: (w := _workload(sim, job)) and any(
         c["type"] == "Finished" and c["status"] == "True" for c in w["status"]["conditions"]) and w, timeout=30)
     assert wl["spec"]["maximumExecutionTimeSeconds"] == 16 and wl["spec"]["active"] is True

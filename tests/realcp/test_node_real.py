@@ -10,7 +10,7 @@ import gpujobs
 from gpujobs.backends.kubernetes import naming
 
 from .conftest import NS, QUEUE
-from .kube import is_true, job_obj, spec_of, wait_for, workload_of
+from .kube import cond, is_true, job_obj, spec_of, wait_for, workload_of
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +83,31 @@ def test_cancel_stops_running_pods_and_the_node_finishes_their_deletion(controlp
     wait_for(lambda: not core.list_namespaced_pod(NS, label_selector=sel).items, 60, "its pods gone")
     wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
     assert not [p for p in node.kubelet._all_procs if p.poll() is None]  # no process left on the node
+
+
+def test_the_job_controller_stops_a_run_at_its_limit_and_gpujobs_says_why(controlplane, node, backend):
+    """max_runtime_s is the Job's activeDeadlineSeconds: the real Job controller fails the Job
+    (FailureTarget, then Failed: DeadlineExceeded) and deletes its running pods, long before
+    Kueue's margin; gpujobs says it as the local agent does (reason ``time-limit``, the fix)."""
+    import dataclasses
+    controlplane.require_kueue()
+    from kubernetes import client
+    api = backend.api_client
+    core = client.CoreV1Api(api)
+    spec = dataclasses.replace(_ddp(sleeps, 120), max_runtime_s=4)
+    job_id = backend.submit(spec)
+    _, name = naming.parse_job_id(job_id)
+    sel = f"batch.kubernetes.io/job-name={name}"
+    try:
+        st = wait_for(lambda: (s := backend.status(job_id)).phase in ("succeeded", "failed") and s, 90,
+                      f"{job_id} to end")
+        # gpujobs reads the end from FailureTarget, before the pods have stopped and Failed comes
+        assert (st.phase, st.reason) == ("failed", "time-limit"), st
+        assert "max_runtime_s is 4;" in st.message and ".max_runtime(SECONDS)" in st.message, st
+        wait_for(lambda: not [p for p in core.list_namespaced_pod(NS, label_selector=sel).items
+                              if p.status.phase == "Running"], 60, "its running pods stopped")
+        failed = wait_for(lambda: cond(job_obj(api, "BatchJob", name), "Failed"), 60, "the Job Failed")
+        assert failed["reason"] == "DeadlineExceeded", failed
+    finally:
+        backend.cancel(job_id)
+        wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")

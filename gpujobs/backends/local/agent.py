@@ -37,7 +37,7 @@ from ...devices import local_gpu_slots
 from .queue_config import admission_config
 from ...errors import Fix, GpuJobsError, JobNotFound
 from ...spec import JobSpec
-from ...status import JobEvent, JobStatus
+from ...status import TIME_LIMIT, JobEvent, JobStatus, time_limit_message
 from . import private
 from .adoption import EXIT_FILE_GRACE_S, Adopted, Found, Recovery, exit_from_outcomes
 from .diskspace import LOW_SPACE_BYTES, describe, free_bytes
@@ -515,9 +515,8 @@ class Agent:
             if (not limit or rec.gang is None or rec.stopping or rec.ending
                     or st.phase != "running" or not st.started_at or now - st.started_at < limit):
                 continue
-            msg = (f"stopped at its time limit: it ran {now - st.started_at:.0f} s, max_runtime_s is "
-                   f"{limit:g}; for a longer run submit with .max_runtime(SECONDS) (CLI: --time SECONDS)")
-            self._update(rec, "finished", msg, phase="failed", message=msg, reason="time-limit",
+            msg = time_limit_message(now - st.started_at, limit)
+            self._update(rec, "finished", msg, phase="failed", message=msg, reason=TIME_LIMIT,
                           finished_at=now)
             self._stop_gang(rec, "cancel", float(rec.spec.grace_period_s))  # its end stands as this failure
 
