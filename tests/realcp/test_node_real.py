@@ -111,3 +111,51 @@ def test_the_job_controller_stops_a_run_at_its_limit_and_gpujobs_says_why(contro
     finally:
         backend.cancel(job_id)
         wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
+
+
+def runs_for(seconds):
+    import time
+    import gpujobs as g
+    ctx = g.context()
+    end = time.time() + seconds
+    while time.time() < end:
+        if ctx.should_stop():
+            raise SystemExit(143)  # preempted: the pod goes, the job runs again once readmitted
+        time.sleep(0.1)
+    return seconds
+
+
+def _whole_queue(fn, arg, priority):
+    return (gpujobs.job(fn, arg).ddp(nodes=2, gpus_per_node=4).options(kind="BatchJob").queue(QUEUE)
+            .priority(priority).spec())
+
+
+def test_a_running_job_preempted_by_a_higher_priority_one_runs_again_and_ends(controlplane, node, backend):
+    """Real Kueue preempts the running low job for the high one (cq-a: withinClusterQueue
+    LowerPriority, 8 GPUs, each job all 8): it suspends the Job, the real Job controller deletes
+    its pods, the node stops them; the high job runs and ends; the low one is readmitted, runs
+    again and returns its result. gpujobs shows the preemption in the low job's timeline."""
+    controlplane.require_kueue()
+    api = backend.api_client
+    low = backend.submit(_whole_queue(runs_for, 8, "low"))
+    names = [naming.parse_job_id(low)[1]]
+    try:
+        wait_for(lambda: backend.status(low).phase == "running", 120, "the low job running")
+        high = backend.submit(_whole_queue(double, 21, "high"))
+        names.append(naming.parse_job_id(high)[1])
+        assert gpujobs.Job(high, backend).result(timeout=120) == 42
+        assert gpujobs.Job(low, backend).result(timeout=180) == 8
+        st = backend.status(low)
+        kinds = [e.kind for e in st.events]
+        assert "preempted" in kinds and kinds.index("preempted") < kinds.index("finished"), st.events
+        assert st.phase == "succeeded" and st.restarts >= 1, st
+        hi = backend.status(high)
+        assert hi.started_at is not None and st.finished_at is not None and hi.started_at < st.finished_at
+    finally:
+        for job_id, name in zip((low, *([high] if len(names) > 1 else [])), names):
+            backend.cancel(job_id)
+            wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
+
+
+def double(x):
+    return 2 * x
