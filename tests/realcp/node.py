@@ -158,7 +158,7 @@ class Node:
             w = watch.Watch()
             try:
                 for ev in w.stream(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={NODE}",
-                                   timeout_seconds=30):
+                                   timeout_seconds=5):  # stop() waits for the stream to end
                     if self._stop.is_set():
                         break
                     pod = self.server.store._dict(ev["object"])
@@ -227,7 +227,7 @@ class Node:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        self._watcher.join(35)
+        self._watcher.join(10)
         return pids
 
 
