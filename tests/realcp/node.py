@@ -14,6 +14,7 @@ What a kubelet owes the rest of the cluster, and what this one does:
   real ConfigMaps and Secrets. Every pod of the node shares 127.0.0.1, so a rank's
   ``MASTER_ADDR`` is 127.0.0.1; its rank is its Job completion index
   (``batch.kubernetes.io/job-completion-index``), its world the job's ``WORLD_SIZE``;
+- **downwardAPI volumes** follow a running pod's annotations (``job.stacks()`` asks through one);
 - **graceful deletion**: a pod given a ``deletionTimestamp`` has its process SIGTERMed, and once
   it has ended the pod is deleted with grace 0 (the kubelet's final DELETE; without it the pod
   would stay Terminating for ever);
@@ -124,6 +125,7 @@ class Node:
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._ended: dict[str, bool] = {}  # pod uid -> its container has ended
+        self._pods: dict[str, dict] = {}  # pod uid -> the node's pods as last seen
         self._http = _log_server(self, pki)
         threading.Thread(target=self._http.serve_forever, daemon=True, name="realcp-node-logs").start()
         self._register()
@@ -163,7 +165,10 @@ class Node:
                         break
                     pod = self.server.store._dict(ev["object"])
                     if ev["type"] in ("ADDED", "MODIFIED"):
+                        self._pods[pod["metadata"]["uid"]] = pod
                         self._sync(pod)
+                    elif ev["type"] == "DELETED":
+                        self._pods.pop(pod["metadata"]["uid"], None)
             except Exception as exc:  # noqa: BLE001 - the API server restarting: watch again
                 if self._stop.is_set():
                     break
@@ -182,7 +187,11 @@ class Node:
             elif (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed", None):
                 self.server.store.delete("v1", "Pod", md["name"], md["namespace"], now=True)
             return
-        if (pod.get("status") or {}).get("phase") not in ("Pending", None) or uid in self.kubelet._threads:
+        if uid in self.kubelet._threads:  # running: its downwardAPI files follow its annotations
+            if (pod.get("status") or {}).get("phase") == "Running":
+                self.kubelet._refresh_volumes(list(self._pods.values()))  # (it forgets pods not given)
+            return
+        if (pod.get("status") or {}).get("phase") not in ("Pending", None):
             return
         t = threading.Thread(target=self._run, args=(self._as_sim_pod(pod),), daemon=True,
                              name=f"pod-{md['name']}")
@@ -258,19 +267,22 @@ def _log_server(node: Node, pki: Path) -> ThreadingHTTPServer:
             if q.get("tailLines"):
                 n = int(q["tailLines"])
                 data = b"".join(data.splitlines(keepends=True)[-n:]) if n else b""
-            self.wfile.write(data)
-            self.wfile.flush()
-            if q.get("follow") != "true" or offset is None:
-                return
-            while not node._stop.is_set():  # until the container has ended (then its last bytes)
-                ended = _ended(node, ns, pod)
-                more, offset = logs.read(ns, pod, offset)
-                if more:
-                    self.wfile.write(more)
-                    self.wfile.flush()
-                if ended:
+            try:
+                self.wfile.write(data)
+                self.wfile.flush()
+                if q.get("follow") != "true" or offset is None:
                     return
-                logs.wait(0.2)
+                while not node._stop.is_set():  # until the container has ended (then its last bytes)
+                    ended = _ended(node, ns, pod)
+                    more, offset = logs.read(ns, pod, offset)
+                    if more:
+                        self.wfile.write(more)
+                        self.wfile.flush()
+                    if ended:
+                        return
+                    logs.wait(0.2)
+            except (OSError, ssl.SSLError):  # the follower went away
+                return
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True

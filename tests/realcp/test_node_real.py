@@ -159,3 +159,34 @@ def test_a_running_job_preempted_by_a_higher_priority_one_runs_again_and_ends(co
 
 def double(x):
     return 2 * x
+
+
+def talks(n):
+    import time
+    for i in range(n):
+        print(f"line {i}", flush=True)
+        time.sleep(0.5)
+    return n
+
+
+def test_logs_follow_a_running_job_and_stacks_come_back_through_the_real_api(controlplane, node, backend):
+    """`logs(follow=True)` streams rank 0's lines through the real pods/log proxy while it runs,
+    and `stacks()` asks through a pod annotation (a merge patch; the node projects it into the
+    downwardAPI file the runner watches) and reads the answer from the log."""
+    controlplane.require_kueue()
+    api = backend.api_client
+    job_id = backend.submit(_ddp(talks, 60))
+    name = naming.parse_job_id(job_id)[1]
+    try:
+        wait_for(lambda: backend.status(job_id).phase == "running", 120, f"{job_id} running")
+        seen = []
+        for line in backend.logs(job_id, rank=0, follow=True):
+            seen.append(line)
+            if sum("line " in x for x in seen) >= 3:
+                break
+        assert [x.split("line ")[1].strip() for x in seen if "line " in x][:3] == ["0", "1", "2"], seen
+        stacks = backend.stacks(job_id, timeout=30)
+        assert sorted(stacks) == [0, 1] and all("talks" in s for s in stacks.values()), stacks
+    finally:
+        backend.cancel(job_id)
+        wait_for(lambda: job_obj(api, "BatchJob", name) is None, 60, f"{job_id} deleted")
