@@ -632,13 +632,13 @@ def backend(controlplane, gpujobs_home):
 
 
 @pytest.fixture
-def node(controlplane, admin_api):
-    """Node ``realcp-node`` (8 GPUs) running the pods bound to it (tests/realcp/node.py), for this
-    test only: its processes are killed and the Node deleted after."""
+def node(controlplane, admin_api, request):
+    """Node ``realcp-node`` (8 GPUs, or the test's ``indirect`` parameter) running the pods bound to
+    it (tests/realcp/node.py), for this test only: its processes are killed and the Node deleted after."""
     if "kube-scheduler" in controlplane.missing or "kube-controller-manager" in controlplane.missing:
         pytest.fail(f"the scheduler and kcm are needed: {controlplane.missing}")
     from .node import Node
-    n = Node(admin_api, controlplane.run / "pki")
+    n = Node(admin_api, controlplane.run / "pki", gpus=getattr(request, "param", 8))
     try:
         yield n
     finally:

@@ -3,7 +3,7 @@ to it, run by gpujobs_sim's kubelet on this machine.
 
 What a kubelet owes the rest of the cluster, and what this one does:
 
-- **the Node**: registered with 16 cpu, 64 GiB, 110 pods and 8 ``nvidia.com/gpu``, Ready, its
+- **the Node**: registered with 16 cpu, 64 GiB, 110 pods and 8 ``nvidia.com/gpu`` (or ``gpus``), Ready, its
   InternalIP 127.0.0.1 and its port in ``status.daemonEndpoints`` (where the API server's
   ``pods/log`` proxy connects); the ``node.kubernetes.io/not-ready`` taint the
   TaintNodesByCondition admission plugin puts on a new Node is taken off (the node lifecycle
@@ -115,8 +115,9 @@ class Node:
     """Registers the Node, runs its pods, serves their logs; :meth:`stop` undoes all of it
     (kills every process it started, deletes the Node)."""
 
-    def __init__(self, api_client: Any, pki: Path):
+    def __init__(self, api_client: Any, pki: Path, gpus: int = 8):
         from kubernetes import client
+        self.capacity = dict(CAPACITY, **{"nvidia.com/gpu": str(gpus)})
         self.core = client.CoreV1Api(api_client)
         self.server = _Server(RealStore(api_client))
         self.kubelet = Kubelet(self.server, default_seconds=0.3, grace_s=5.0)
@@ -144,7 +145,7 @@ class Node:
         self.core.patch_node(NODE, {"spec": {"taints": []}})  # the not-ready taint of TaintNodesByCondition
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.core.patch_node_status(NODE, {"status": {
-            "capacity": CAPACITY, "allocatable": CAPACITY,
+            "capacity": self.capacity, "allocatable": self.capacity,
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self._http.server_address[1]}},
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "realcp node",

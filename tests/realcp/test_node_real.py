@@ -163,3 +163,16 @@ def test_logs_follow_a_running_job_and_stacks_come_back_through_the_real_api(con
         assert [x.split("line ")[1].strip() for x in seen if "line " in x][:3] == ["0", "1", "2"], seen
         stacks = backend.stacks(job_id, timeout=30)
         assert sorted(stacks) == [0, 1] and all("talks" in s for s in stacks.values()), stacks
+
+
+@pytest.mark.parametrize("node", [2], indirect=True)
+def test_pods_the_real_scheduler_cannot_place_are_named_with_its_reason(controlplane, node, backend):
+    """Quota is not capacity: Kueue admits 2 x 4 GPUs (cq-a has 8), the only node has 2, so the
+    real scheduler leaves the pods Pending (PodScheduled False, Unschedulable) and gpujobs says
+    which pod and the scheduler's own words instead of "starting 0/2"."""
+    controlplane.require_kueue()
+    with _submitted(backend, _ddp(double, 21, gpus=4)) as (job_id, name):
+        st = wait_for(lambda: "unschedulable" in (s := backend.status(job_id)).message and s, 90,
+                      "gpujobs to name the unschedulable pod")
+        assert st.phase in ("admitted", "starting"), st
+        assert f"pod {name}-" in st.message and "Insufficient nvidia.com/gpu" in st.message, st.message
