@@ -185,7 +185,7 @@ def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
 
 
 def _deadline(job: dict) -> float | None:
-    """The job's activeDeadlineSeconds (its own, or its runPolicy's: PyTorchJob, MPIJob)."""
+    """The job's activeDeadlineSeconds (its own, or its runPolicy's: the Kubeflow v1 kinds)."""
     spec = job.get("spec") or {}
     v = spec.get("activeDeadlineSeconds") or (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
     return float(v) if v else None
