@@ -5,7 +5,9 @@ deleteJobPods, indexed_job_utils.go, pod_failure_policy.go) and ``k8s.io/api@v0.
 batch/v1/types.go``, never from gpujobs' status mapping:
 
 - a suspended Job has no pods: suspending deletes the active ones (their tracking finalizer is
-  removed first, so they are not counted as failures), sets ``Suspended=True`` (reason
+  removed first, so they are not counted as failures; the sim marks them ``UNCOUNTED``), but a
+  podFailurePolicy FailJob rule still judges every failed pod present, those too, and a failure
+  goes before the suspend (syncJob: getFailJobMessage over all pods), sets ``Suspended=True`` (reason
   JobSuspended, "Job suspended") and clears ``startTime``; a resume sets ``Suspended=False``
   (JobResumed, "Job resumed") and ``startTime`` to now;
 - Indexed completion mode: one pod per index not yet succeeded, up to ``parallelism``, named
@@ -44,6 +46,9 @@ DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 types.go JobSpec.BackoffLimit: "Defaults t
 
 def is_batch_job(job: dict) -> bool:
     return job.get("kind") == "Job" and str(job.get("apiVersion", "")).startswith("batch/")
+
+
+UNCOUNTED = "sim.gpujobs.dev/finalizer-removed"  # the sim's mark of a pod whose tracking finalizer went
 
 
 def _finished_pod(p: dict) -> bool:
@@ -113,8 +118,14 @@ def operate(ctrl: Any, job: dict) -> None:
         return
     pods = ctrl._pods_of(job)
     active = [p for p in pods if not _finished_pod(p) and not p["metadata"].get("deletionTimestamp")]
-    if spec.get("suspend"):
-        for p in active:
+    failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+    # the podFailurePolicy judges every failed pod still there, those deleted on a suspend too
+    # (getFailJobMessage), and a failure goes before the suspend (syncJob's finishedCondition)
+    policy = next((m for p in failed for _, m in [fail_job_message(job, p)] if m), None)
+    if spec.get("suspend") and policy is None and not is_true(job, "FailureTarget"):
+        for p in active:  # deleteJobPods: the tracking finalizer first, so they are not counted
+            store.mutate("v1", "Pod", p["metadata"]["name"], ns,
+                         lambda o: o["metadata"].setdefault("annotations", {}).update({UNCOUNTED: "true"}))
             store.delete("v1", "Pod", p["metadata"]["name"], ns)
 
         def suspend(o: dict) -> None:
@@ -129,11 +140,10 @@ def operate(ctrl: Any, job: dict) -> None:
     parallelism = int(spec.get("parallelism", 1))
     done = {i for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"
             for i in [_index(p)] if i is not None and i < completions}
-    failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
     counted, reason, message = 0, "", ""
     for p in failed:
         count, msg = fail_job_message(job, p)
-        counted += count
+        counted += int(count and (p["metadata"].get("annotations") or {}).get(UNCOUNTED) != "true")
         if msg and not reason:
             reason, message = "PodFailurePolicy", msg
     start = parse_time((job.get("status") or {}).get("startTime"))

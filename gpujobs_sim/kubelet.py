@@ -456,7 +456,7 @@ class Kubelet:
         if not lag:
             for line in iter(proc.stdout.readline, b""):
                 self.server.logs.append(ns, name, line)
-            code = proc.wait()
+            code = _container_exit(proc.wait())
             if on_exit is not None:
                 on_exit(code)
             return code
@@ -473,7 +473,7 @@ class Kubelet:
         t.start()
         for line in iter(proc.stdout.readline, b""):
             pending.append((time.time(), line))
-        code = proc.wait()
+        code = _container_exit(proc.wait())
         if on_exit is not None:
             on_exit(code)
         done.set()
@@ -640,6 +640,12 @@ def _bootstrap_command(c0: dict, mounts: dict[str, Path], env: dict[str, str],
     for n in cfg.get("master_port_env") or []:
         env[n] = ann.get(ANN_PORT, "29500")
     return [sys.executable, "-c", script, *argv[3:]]
+
+
+def _container_exit(returncode: int) -> int:
+    """A container's exit code as the runtime reports it: 128 + N for a process killed by signal N
+    (143 for SIGTERM, 137 for SIGKILL), where Popen gives -N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _no_rank_env(env: dict[str, str]) -> dict[str, str]:

@@ -274,6 +274,13 @@ KEPT_OUTCOME = "gpujobs-returned-in-grace-{rank}.bin"
 """checkpoint folder (Kubernetes): a rank's sealed outcome when its function returned after the
 stop was announced (its grace period), so the requeued run replays it instead of running again
 (``{rank}``: the rank; rank 0's file marks the job finished)."""
+STOPPED_EXIT = 143
+"""A rank's exit code (Kubernetes) when its function ended without a result after the stop was
+announced (SIGTERM: preemption, a suspend, a deadline): 128 + SIGTERM, as a process SIGTERM
+killed. A BatchJob's podFailurePolicy ignores it, because the Job controller judges every pod of
+the Job by that policy, those it deleted on a suspend too, until the kubelet removes them:
+exiting 1 there failed a preempted Job (kubernetes@v1.37.2 pkg/controller/job/job_controller.go
+getFailJobMessage; seen on the real control plane, tests/realcp/test_node_real.py)."""
 MPIRUN_LOG = "mpirun.txt"
 """logs/: mpirun's own messages (local MPI gangs)."""
 RAY_DIR = "ray"

@@ -37,8 +37,9 @@ def test_a_two_node_batch_job_is_an_indexed_gang_with_a_headless_service():
                                  "activeDeadlineSeconds")} == {
         "completionMode": "Indexed", "completions": 2, "parallelism": 2, "backoffLimit": 0, "suspend": True,
         "activeDeadlineSeconds": 91}
-    assert spec["podFailurePolicy"] == {"rules": [{"action": "FailJob", "onExitCodes": {
-        "containerName": "node", "operator": "NotIn", "values": [0]}}]}
+    assert spec["podFailurePolicy"] == {"rules": [  # a rank stopped by its SIGTERM (143) is not a failure
+        {"action": "Ignore", "onExitCodes": {"containerName": "node", "operator": "In", "values": [143]}},
+        {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "NotIn", "values": [0]}}]}
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["subdomain"] == name  # podFailurePolicy needs Never
     [c] = pod["containers"]

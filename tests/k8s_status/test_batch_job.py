@@ -81,7 +81,7 @@ def test_one_failed_rank_fails_the_batch_job_and_stops_the_other(make_cluster):
     failed = _cond(bjob, "Failed")
     assert failed["status"] == "True" and failed["reason"] == "PodFailurePolicy"
     assert re.fullmatch(rf"Container node for pod default/{name}-1-\w+ failed with exit code [1-9]\d* matching "
-                        "FailJob rule at index 0", failed["message"]), failed["message"]
+                        "FailJob rule at index 1", failed["message"]), failed["message"]
     assert _cond(bjob, "FailureTarget")["status"] == "True"
     wait_for(lambda: not [p for p in sim.store.list("v1", "Pod", "default")
                           if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name
@@ -108,3 +108,35 @@ def test_the_simulated_job_controller_creates_no_pods_while_suspended(make_clust
     assert job.status().phase == "queued"
     job.cancel()
     first.cancel()
+
+
+def _until_stopped():
+    import time
+    import gpujobs as g
+    ctx = g.context()
+    while not ctx.should_stop():
+        time.sleep(0.05)
+    raise RuntimeError("stopped before the end")  # no checkpoint: the run goes, the job runs again
+
+
+def test_a_preempted_batch_job_is_requeued_not_failed_when_its_ranks_exit_on_the_sigterm(make_cluster):
+    """Kueue preempts the low job: its Job is suspended and its pods deleted; the ranks raise on
+    the SIGTERM. The Job controller's podFailurePolicy judges those pods too while they are there
+    (kubernetes@v1.37.2 getFailJobMessage, as the simulated one now does): a rank exiting 1 failed
+    the Job (seen on the real control plane); a rank stopped by its SIGTERM exits 143, which the
+    policy ignores, so the job is requeued and waits for its quota."""
+    sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
+    sim.controllers.kubelet.graceful_deletion = True  # the pods stay until their ranks have exited
+    b = gpujobs.job(_until_stopped).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
+    low = Job(be.submit(b.priority("low").spec()), be)
+    wait_for(lambda: low.status().phase == "running", timeout=90)
+    high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")
+                         .queue("q").priority("high").spec()), be)
+    wait_for(lambda: high.status().phase == "running", timeout=90)
+    name = low.id.split("/")[-1]
+    bjob = sim.store.get("batch/v1", "Job", name, "default")
+    assert not _cond(bjob, "FailureTarget") and bjob["spec"]["suspend"] is True, bjob["status"]
+    st = low.status()
+    assert st.phase in ("queued", "preempted") and "preempted" in [e.kind for e in st.events], st
+    high.cancel()
+    low.cancel()

@@ -12,7 +12,8 @@ What a kubelet owes the rest of the cluster, and what this one does:
   Running, then Succeeded / Failed with the exit code, written to the real ``pods/status``); a
   gpujobs rank pod runs the real ``python -m gpujobs.rank.runner`` on its volumes, read from the
   real ConfigMaps and Secrets. Every pod of the node shares 127.0.0.1, so a rank's
-  ``MASTER_ADDR`` is 127.0.0.1; its rank is its Job completion index
+  ``MASTER_ADDR`` is 127.0.0.1 and each run of a job gets a master port of its own (where a
+  cluster gives each pod its own IP); its rank is its Job completion index
   (``batch.kubernetes.io/job-completion-index``), its world the job's ``WORLD_SIZE``;
 - **downwardAPI volumes** follow a running pod's annotations (``job.stacks()`` asks through one);
 - **graceful deletion**: a pod given a ``deletionTimestamp`` has its process SIGTERMed, and once
@@ -38,6 +39,7 @@ from typing import Any, Callable
 
 from gpujobs_sim.kubelet import ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
 from gpujobs_sim.podlogs import PodLogs
+from tests.support import free_port
 
 NODE = "realcp-node"
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -127,6 +129,8 @@ class Node:
         self._stop = threading.Event()
         self._ended: dict[str, bool] = {}  # pod uid -> its container has ended
         self._pods: dict[str, dict] = {}  # pod uid -> the node's pods as last seen
+        self._runs: dict[tuple, list[str]] = {}  # (namespace, job, completion index) -> pod uids, in order
+        self._ports: dict[tuple, int] = {}  # (namespace, job, run) -> its master port (see _as_sim_pod)
         self._http = _log_server(self, pki)
         threading.Thread(target=self._http.serve_forever, daemon=True, name="realcp-node-logs").start()
         self._register()
@@ -207,10 +211,12 @@ class Node:
         finally:
             self._ended[pod["metadata"]["uid"]] = True
 
-    @staticmethod
-    def _as_sim_pod(pod: dict) -> dict:
+    def _as_sim_pod(self, pod: dict) -> dict:
         """The pod with the sim kubelet's annotations for what a real cluster gives it by other
-        means: its rank (the Job completion index), world size and master port (its env)."""
+        means: its rank (the Job completion index), world size, and a master port of its run's
+        own. On a cluster each pod has its own IP, so every job's rank 0 listens on the same
+        port (its env's MASTER_PORT); here all pods share 127.0.0.1, so each run of a job gets
+        a free port (a run: the n-th pod of each completion index; the ranks of a run agree)."""
         pod = json.loads(json.dumps(pod))
         ann = pod["metadata"].setdefault("annotations", {})
         env = {e["name"]: e.get("value") for c in pod["spec"].get("containers") or [] for e in c.get("env") or []}
@@ -219,7 +225,12 @@ class Node:
         if env.get("WORLD_SIZE"):
             ann.setdefault(ANN_WORLD, env["WORLD_SIZE"])
         if env.get("MASTER_PORT"):
-            ann.setdefault(ANN_PORT, env["MASTER_PORT"])
+            job = env.get("MASTER_ADDR") or pod["metadata"]["name"]
+            seen = self._runs.setdefault((pod["metadata"]["namespace"], job, ann.get(INDEX, "")), [])
+            if pod["metadata"]["uid"] not in seen:
+                seen.append(pod["metadata"]["uid"])
+            run = (pod["metadata"]["namespace"], job, seen.index(pod["metadata"]["uid"]))
+            ann.setdefault(ANN_PORT, str(self._ports.setdefault(run, free_port())))
         if (pod["metadata"].get("labels") or {}).get("gpujobs.dev/job"):
             ann.setdefault(ANN_ROLE, "rank")
         return pod

@@ -24,7 +24,7 @@ def test_real_kueue_admits_a_batch_job_and_the_real_job_controller_makes_its_ind
     try:
         job = job_obj(api, "BatchJob", name)
         assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
-        assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "FailJob"  # not pruned
+        assert [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]] == ["Ignore", "FailJob"]  # not pruned
         svc = api.sanitize_for_serialization(core.read_namespaced_service(name, NS))
         assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
         assert svc["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]

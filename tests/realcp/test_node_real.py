@@ -38,8 +38,9 @@ def runs_for(seconds):
     ctx = g.context()
     end = time.time() + seconds
     while time.time() < end:
-        if ctx.should_stop():
-            raise SystemExit(143)  # preempted: the pod goes, the job runs again once readmitted
+        if ctx.should_stop():  # preempted: it saves for a while, then goes; it runs again once readmitted
+            time.sleep(3)
+            raise SystemExit(143)
         time.sleep(0.1)
     return seconds
 

@@ -345,7 +345,7 @@ def main() -> int:
     _log_failure(outcome)
     sys.stderr.flush()
     sys.stdout.flush()
-    os._exit(1)
+    os._exit(contract.STOPPED_EXIT if ctx.should_stop() and result_dir() is None else 1)
 
 
 def _keep_outcome(ctx, blob: bytes) -> None:

@@ -13,7 +13,10 @@ batch/v1/types.go``; docs/kubernetes-kinds.md, "batch/v1 Job"):
   ``node`` container, so the first failed pod fails the Job (FailureTarget, then Failed once the
   other pods are gone) instead of a replacement that could not rejoin the rendezvous. Pods the
   controller itself deletes on suspend (Kueue's preemption) lose their tracking finalizer first
-  and are not counted as failures (deleteJobPods, getValidPodsWithFilter);
+  and are not counted as failures (deleteJobPods, getValidPodsWithFilter), but the policy still
+  judges them until they are gone (getFailJobMessage reads every pod): a rank stopped by the
+  SIGTERM exits ``STOPPED_EXIT`` (143), which an Ignore rule before the FailJob one leaves alone
+  (exiting 1 there failed a preempted Job on the real control plane);
 - for Kueue: ``suspend: true`` and the queue label; Kueue's ``batch/job`` integration makes one
   pod set ``main`` of ``parallelism`` pods (kueue@ff69552 pkg/controller/jobs/job/job_controller.go);
 - ``activeDeadlineSeconds``: the Job controller fails it with DeadlineExceeded, counted from
@@ -24,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....errors import SpecError
+from ....rank.contract import STOPPED_EXIT
 from ....spec import JobSpec
 from ..naming import LABEL_JOB
 from ..render.kubeflow import PYTORCH_PORT, gpus_per_pod
@@ -69,8 +73,11 @@ class BatchJob(KindBase):
         body: dict[str, Any] = {
             "completionMode": "Indexed", "completions": spec.nodes, "parallelism": spec.nodes,
             "backoffLimit": 0,
-            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-                "containerName": CONTAINER, "operator": "NotIn", "values": [0]}}]},
+            "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                                     "values": [STOPPED_EXIT]}},
+                {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn",
+                                                      "values": [0]}}]},
             "template": tmpl}
         if ctx.kueue:
             body["suspend"] = True
