@@ -10,8 +10,8 @@ What a kubelet owes the rest of the cluster, and what this one does:
   controller that would do it is off in this control plane);
 - **pods**: a pod bound to the node is run by :class:`gpujobs_sim.kubelet.Kubelet` (its status
   Running, then Succeeded / Failed with the exit code, written to the real ``pods/status``); a
-  gpujobs rank pod runs the real ``python -m gpujobs.rank.runner`` on its volumes, read from the
-  real ConfigMaps and Secrets. Every pod of the node shares 127.0.0.1, so a rank's
+  gpujobs rank pod runs its real container command (the bootstrap, which starts
+  ``gpujobs.rank.runner``) on its volumes, read from the real ConfigMaps and Secrets. Every pod of the node shares 127.0.0.1, so a rank's
   ``MASTER_ADDR`` is 127.0.0.1 and each run of a job gets a master port of its own (where a
   cluster gives each pod its own IP); its rank is its Job completion index
   (``batch.kubernetes.io/job-completion-index``), its world the job's ``WORLD_SIZE``;
@@ -23,8 +23,9 @@ What a kubelet owes the rest of the cluster, and what this one does:
   ``follow``, ``tailLines``, ``timestamps``), as the API server's ``pods/log`` proxy asks a
   kubelet for them.
 
-Not done: restarts in place of a Ray, MPI or TrainJob pod's own kind-specific tools (the
-scripted path of the sim kubelet runs those), probes other than its sshd check, resource limits.
+Not done: the operators' kinds (no operator runs here, so only BatchJob pods come), probes
+other than the sim kubelet's sshd check, resource limits, and signals to a container's PID 1 only
+(the sim kubelet signals the pod's whole process group).
 """
 from __future__ import annotations
 
