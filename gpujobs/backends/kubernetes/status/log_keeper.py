@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from ....errors import BackendUnavailable, KubernetesError
 from ..retry import transient_errors
 from .logs import _prefixed, _visible, pod_rank_order, user_pods
-from .objects import parse_time
+from .objects import own_deadline_s, parse_time
 from .results import job_pods, main_container
 
 LEAD_S = 10.0
@@ -54,12 +54,6 @@ def _true(obj: dict | None, type_: str) -> dict | None:
     return None
 
 
-def _own_deadline_s(job: dict) -> int | None:
-    spec = job.get("spec") or {}
-    v = spec.get("activeDeadlineSeconds") or (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
-    return int(v) if v else None
-
-
 def deadlines(job: dict, wl: dict | None) -> list[float]:
     """The known times (epoch seconds) at which the job's pods will be deleted at the latest:
     Kueue's maximum execution time and the job's own deadline, both from its admission."""
@@ -72,7 +66,7 @@ def deadlines(job: dict, wl: dict | None) -> list[float]:
     if limit:
         past = int(((wl or {}).get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
         out.append(admitted + int(limit) - past)
-    own = _own_deadline_s(job)
+    own = own_deadline_s(job)
     if own:
         out.append(admitted + own)
     return out

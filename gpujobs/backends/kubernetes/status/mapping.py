@@ -17,7 +17,8 @@ from typing import Any, Iterable
 from ....status import TIME_LIMIT, JobEvent, JobStatus, time_limit_message
 from ..kinds import KindState, for_object, gang_size_of, kind_state  # noqa: F401 (re-exported)
 from .hints import integration_hint, stuck_container, unschedulable
-from .objects import JOB_UID_LABEL, conditions, owner_uids, parse_time, pod_ready, true_condition  # noqa: F401
+from .objects import (JOB_UID_LABEL, conditions, own_deadline_s, owner_uids, parse_time, pod_ready,  # noqa: F401
+                      true_condition)
 from ..naming import ANN_GANG, ANN_GPUS, ANN_RETURN_ALL, LABEL_ROLE, PRIORITY_LABEL, QUEUE_LABEL, USER_LABEL  # noqa: F401
 
 
@@ -184,13 +185,6 @@ def failed_pod_exit(pods: Iterable[dict]) -> tuple[int | None, str]:
     return None, ""
 
 
-def _deadline(job: dict) -> float | None:
-    """The job's activeDeadlineSeconds (its own, or its runPolicy's: the Kubeflow v1 kinds)."""
-    spec = job.get("spec") or {}
-    v = spec.get("activeDeadlineSeconds") or (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
-    return float(v) if v else None
-
-
 def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup: dict | None = None,
                pods: Iterable[dict] = (), position: int | None = None, position_available: bool = True,
                deleted: bool = False, now: float | None = None) -> JobStatus:
@@ -241,7 +235,7 @@ def job_status(job_id: str, job: dict, *, workload: dict | None = None, podgroup
     if ks.phase == "failed":
         if ks.reason == "DeadlineExceeded":  # its activeDeadlineSeconds: max_runtime_s, as the local agent says it
             ran = (ks.finished_at - base["started_at"]) if ks.finished_at and base["started_at"] else None
-            return out("failed", time_limit_message(ran, _deadline(job)), TIME_LIMIT)
+            return out("failed", time_limit_message(ran, own_deadline_s(job)), TIME_LIMIT)
         return out("failed", ks.message or pod_msg, ks.reason)
     if ws is not None:
         if ws.state == "finished":

@@ -43,6 +43,14 @@ def pod_ready(pod: dict) -> bool:
     return ready is None or str(ready.get("status")) == "True"
 
 
+def own_deadline_s(job: dict) -> int | None:
+    """The job's own ``activeDeadlineSeconds`` (in its spec, or its ``runPolicy``'s: the Kubeflow
+    v1 kinds), None without one."""
+    spec = job.get("spec") or {}
+    v = spec.get("activeDeadlineSeconds") or (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
+    return int(v) if v else None
+
+
 def owner_uids(obj: dict) -> set[str]:
     md = obj.get("metadata") or {}
     uids = {o.get("uid") for o in md.get("ownerReferences") or [] if o.get("uid")}
