@@ -121,7 +121,8 @@ def operate(ctrl: Any, job: dict) -> None:
     failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
     # the podFailurePolicy judges every failed pod still there, those deleted on a suspend too
     # (getFailJobMessage), and a failure goes before the suspend (syncJob's finishedCondition)
-    policy = next((m for p in failed for _, m in [fail_job_message(job, p)] if m), None)
+    judged = [(p, *fail_job_message(job, p)) for p in failed]  # (pod, counted, FailJob message)
+    policy = next((m for _, _, m in judged if m), None)
     if spec.get("suspend") and policy is None and not is_true(job, "FailureTarget"):
         for p in active:  # deleteJobPods: the tracking finalizer first, so they are not counted
             store.mutate("v1", "Pod", p["metadata"]["name"], ns,
@@ -140,12 +141,9 @@ def operate(ctrl: Any, job: dict) -> None:
     parallelism = int(spec.get("parallelism", 1))
     done = {i for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"
             for i in [_index(p)] if i is not None and i < completions}
-    counted, reason, message = 0, "", ""
-    for p in failed:
-        count, msg = fail_job_message(job, p)
-        counted += int(count and (p["metadata"].get("annotations") or {}).get(UNCOUNTED) != "true")
-        if msg and not reason:
-            reason, message = "PodFailurePolicy", msg
+    counted = sum(1 for p, count, _ in judged
+                  if count and (p["metadata"].get("annotations") or {}).get(UNCOUNTED) != "true")
+    reason, message = ("PodFailurePolicy", policy) if policy else ("", "")
     start = parse_time((job.get("status") or {}).get("startTime"))
     limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
     deadline = spec.get("activeDeadlineSeconds")
