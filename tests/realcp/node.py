@@ -128,7 +128,6 @@ class Node:
         self.kubelet.run_bootstrap = True  # a rank pod runs its real container command (bootstrap.py)
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
-        self._ended: dict[str, bool] = {}  # pod uid -> its container has ended
         self._pods: dict[str, dict] = {}  # pod uid -> the node's pods as last seen
         self._runs: dict[tuple, list[str]] = {}  # (namespace, job, completion index) -> pod uids, in order
         self._ports: dict[tuple, int] = {}  # (namespace, job, run) -> its master port (see _as_sim_pod)
@@ -187,8 +186,8 @@ class Node:
         md = pod["metadata"]
         uid = md["uid"]
         if md.get("deletionTimestamp"):
-            started = uid in self.kubelet._threads
-            if started and not self._ended.get(uid):
+            t = self.kubelet._threads.get(uid)
+            if t is not None and t.is_alive():
                 self.kubelet.on_pod_terminating(pod)  # SIGTERM; _run deletes it once it has ended
             elif (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed", None):
                 self.server.store.delete("v1", "Pod", md["name"], md["namespace"], now=True)
@@ -209,8 +208,6 @@ class Node:
             self.kubelet._run(pod)
         except BaseException as exc:  # noqa: BLE001 - kept for the test to see
             self.errors.append(exc)
-        finally:
-            self._ended[pod["metadata"]["uid"]] = True
 
     def _as_sim_pod(self, pod: dict) -> dict:
         """The pod with the sim kubelet's annotations for what a real cluster gives it by other
@@ -286,7 +283,7 @@ def _log_server(node: Node, pki: Path) -> ThreadingHTTPServer:
                 if q.get("follow") != "true" or offset is None:
                     return
                 while not node._stop.is_set():  # until the container has ended (then its last bytes)
-                    ended = _ended(node, ns, pod)
+                    ended = _pod_finished(node, ns, pod)
                     more, offset = logs.read(ns, pod, offset)
                     if more:
                         self.wfile.write(more)
@@ -305,6 +302,6 @@ def _log_server(node: Node, pki: Path) -> ThreadingHTTPServer:
     return srv
 
 
-def _ended(node: Node, ns: str, pod: str) -> bool:
+def _pod_finished(node: Node, ns: str, pod: str) -> bool:
     cur = node.server.store.get("v1", "Pod", pod, ns)
     return cur is None or (cur.get("status") or {}).get("phase") in ("Succeeded", "Failed")

@@ -39,7 +39,7 @@ import time
 import pytest
 
 from .conftest import QUEUE
-from .kube import custom
+from .kube import custom, is_true
 
 pytestmark = pytest.mark.slow
 
@@ -51,24 +51,19 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 
 def _admitted(api, ns: str) -> set[str]:
     items = api.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
-    return {w["metadata"]["name"] for w in items
-            if any(c["type"] == "QuotaReserved" and c["status"] == "True"
-                   for c in (w.get("status") or {}).get("conditions") or [])}
+    return {w["metadata"]["name"] for w in items if is_true(w, "QuotaReserved")}
 
 
-def _finish_evictions(api, ns: str) -> list[str]:
+def _finish_evictions(api, ns: str) -> None:
     """What a job controller does for an evicted Workload once its pods are gone (Kueue's
     jobframework; its integration tests' ``util.FinishEvictionForWorkloads``): QuotaReserved
     and Admitted False, no admission. Standalone Workloads have no controller: without this a
-    preempted one keeps its quota for ever. Returns the names finished."""
-    done = []
+    preempted one keeps its quota for ever."""
     for w in api.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]:
-        conds = (w.get("status") or {}).get("conditions") or []
-        if not any(c["type"] == "Evicted" and c["status"] == "True" for c in conds) or not any(
-                c["type"] == "QuotaReserved" and c["status"] == "True" for c in conds):
+        if not (is_true(w, "Evicted") and is_true(w, "QuotaReserved")):
             continue
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for c in conds:
+        for c in w["status"]["conditions"]:
             if c["type"] in ("QuotaReserved", "Admitted") and c["status"] == "True":
                 c.update(status="False", reason="Pending", message="By test", lastTransitionTime=now)
         w["status"]["admission"] = None
@@ -77,9 +72,6 @@ def _finish_evictions(api, ns: str) -> list[str]:
         except Exception as e:  # a conflict with Kueue's own write: the next poll tries again
             if getattr(e, "status", None) != 409:
                 raise
-            continue
-        done.append(w["metadata"]["name"])
-    return done
 
 
 def _settles_on(api, ns: str, want: set[str], timeout: float = 15.0) -> set[str]:
