@@ -53,6 +53,7 @@ RAY_SUBMITTER, ANN_RAY_HEAD = "ray-submitter", "sim.gpujobs.dev/ray-head"  # see
 ANN_RAY_JOB_STATUS = "sim.gpujobs.dev/ray-job-status"  # the driver's end, as Ray's dashboard reports it
 ANN_FOLLOWS = "sim.gpujobs.dev/follows"  # a retried submitter pod: `ray job logs --follow` of that pod's job
 MPI_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # see mpi_operator.py
+MIN_GRACE_S = 2.0  # the kubelet's minimumGracePeriodInSeconds (kuberuntime_manager.go)
 
 
 class Kubelet:
@@ -90,6 +91,9 @@ class Kubelet:
         # process SIGTERM, and the pod object stays (its log readable) until the process has ended
         # or the grace period (at most grace_s here) is over; off: deleted pods vanish at once
         self.graceful_deletion = False
+        # how long an ended pod deleted gracefully stays before the kubelet's final DELETE (a real
+        # kubelet first syncs the terminal status, then tears down volumes and the sandbox)
+        self.final_delete_after_s = 0.3
         self._ended: set[str] = set()  # uids whose container ended (deleted at once from now on)
         self._terminating: set[str] = set()
         self.store.graceful = self._grace_of
@@ -190,12 +194,24 @@ class Kubelet:
         self.stop_container(md["namespace"], md["name"])
 
     def stop_container(self, namespace: str, name: str) -> None:
-        """SIGTERM the pod's process, SIGKILL after the grace period (the pod object stays)."""
+        """SIGTERM the pod's process, SIGKILL after the grace period (the pod object stays): the
+        DELETE's (``deletionGracePeriodSeconds``), else the pod's ``terminationGracePeriodSeconds``
+        (default 30), never under 2 s (kubernetes@v1.37.2 pkg/kubelet/kuberuntime
+        kuberuntime_container.go killContainer, minimumGracePeriodInSeconds), at most ``grace_s``
+        (the simulation's time is short)."""
         with self._lock:
             proc = self.procs.get((namespace, name))
         if proc is not None and proc.poll() is None:
             _signal(proc, signal.SIGTERM)
-            threading.Thread(target=_kill_later, args=(proc, self.grace_s), daemon=True).start()
+            grace = self._grace_s(self.store.get("v1", "Pod", name, namespace) or {})
+            threading.Thread(target=_kill_later, args=(proc, grace), daemon=True).start()
+
+    def _grace_s(self, pod: dict) -> float:
+        """Seconds from a pod's SIGTERM to its SIGKILL here (see :meth:`stop_container`)."""
+        grace = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return min(self.grace_s, max(MIN_GRACE_S, 30.0 if grace is None else float(grace)))
 
     def stop(self) -> list[int]:
         """Kill every process started; return their pids."""
@@ -317,8 +333,9 @@ class Kubelet:
         cur = self.store.get("v1", "Pod", md["name"], md["namespace"])
         if cur is not None and cur["metadata"].get("uid") == md["uid"] and cur["metadata"].get("deletionTimestamp"):
             # the kubelet's status sync comes first: a follower of the log reads its end meanwhile
-            # (streams.py polls every 0.1 s; the log goes with the pod)
-            time.sleep(0.3)
+            # (streams.py polls every 0.1 s; the log goes with the pod), and controllers see the
+            # ended pod (the Job controller judges it by its podFailurePolicy)
+            time.sleep(self.final_delete_after_s)
             self.store.delete("v1", "Pod", md["name"], md["namespace"], now=True)
 
     def _restart(self, pod: dict, code: int) -> bool:
@@ -525,6 +542,8 @@ class Kubelet:
         # a container's /tmp is its own: what it leaves there goes with the pod. A short path
         # (Ray puts its AF_UNIX sockets under TMPDIR, and such a path may have 107 bytes at most)
         tmp = self._pod_tmps.setdefault(md["uid"], Path(tempfile.mkdtemp(prefix="t", dir=self._tmp.name)))
+        # the grace period this kubelet gives (capped at grace_s): the rank exits 143 before the SIGKILL
+        env[contract.GRACE_S] = str(self._grace_s(pod))
         env.update({"PYTHONUNBUFFERED": "1", "HOME": str(d), "TMPDIR": str(tmp),
                     "RANK": ann.get(ANN_RANK, "0"), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ann.get(ANN_PORT, "29500")})

@@ -52,6 +52,10 @@ LAUNCH_FILE = "GPUJOBS_LAUNCH_FILE"
 """A local rank's start gate (:data:`LAUNCH_FILE_NAME`): it runs nothing until its launch is let go."""
 LAUNCH = "GPUJOBS_LAUNCH"
 """The token of the launch a local rank belongs to (see :func:`launch_state`)."""
+GRACE_S = "GPUJOBS_GRACE_S"
+"""Kubernetes: the pod's grace period, the seconds between the stop's SIGTERM and the kubelet's
+SIGKILL. A rank whose function has not returned by then exits :data:`STOPPED_EXIT` just before
+(:func:`stop_exit_after`), not 137 from the SIGKILL."""
 LOG_DIR = "GPUJOBS_LOG_DIR"
 """The local MPI wrapper's log folder (``rank-N.log`` per rank)."""
 MPI_DNS_WAIT_S = "GPUJOBS_MPI_DNS_WAIT_S"
@@ -143,6 +147,7 @@ class RankEnv:
     rendezvous_file: str | None = None
     launch_file: str | None = None
     launch: str | None = None
+    grace_s: float | None = None
 
     def to_env(self) -> dict[str, str]:
         """The environment variables of the fields that are set, in field order."""
@@ -173,6 +178,8 @@ class RankEnv:
                 values[f.name] = raw == "1"
             elif f.name == "restarts":
                 values[f.name] = int(raw)
+            elif f.name == "grace_s":
+                values[f.name] = float(raw)
             elif f.name == "command":
                 values[f.name] = tuple(json.loads(raw))
             else:
@@ -191,7 +198,7 @@ _FIELD_ENV = {"job_id": JOB_ID, "framework": FRAMEWORK, "payload": PAYLOAD, "key
               "checkpoint_dir": CHECKPOINT_DIR, "restarts": RESTARTS, "command": COMMAND,
               "device": DEVICE, "termination_log": TERMINATION_LOG,
               "stack_request": STACK_REQUEST, "rendezvous_file": RENDEZVOUS_FILE,
-              "launch_file": LAUNCH_FILE, "launch": LAUNCH}
+              "launch_file": LAUNCH_FILE, "launch": LAUNCH, "grace_s": GRACE_S}
 
 
 def result_sink_dir(sink: str | None) -> Path | None:
@@ -281,6 +288,20 @@ killed. A BatchJob's podFailurePolicy ignores it, because the Job controller jud
 the Job by that policy, those it deleted on a suspend too, until the kubelet removes them:
 exiting 1 there failed a preempted Job (kubernetes@v1.37.2 pkg/controller/job/job_controller.go
 getFailJobMessage; seen on the real control plane, tests/realcp/test_node_real.py)."""
+STOP_MARGIN_S = 5.0
+"""At most this long before its SIGKILL a stopped rank (or pod) exits :data:`STOPPED_EXIT`."""
+
+
+def stop_exit_after(grace_s: float) -> float:
+    """Seconds after its SIGTERM a rank whose function still runs exits :data:`STOPPED_EXIT`
+    (and a pod's bootstrap kills its ranks and exits so): a third of the grace period, at most
+    :data:`STOP_MARGIN_S`, before the SIGKILL. The margin covers a SIGTERM noticed late by a
+    busy process (2.4 s seen with four ranks importing torch per core). A BatchJob's
+    podFailurePolicy fails the Job on 137, the SIGKILL's code, even for a pod deleted on a
+    suspend (see :data:`STOPPED_EXIT`)."""
+    return max(0.0, grace_s - min(STOP_MARGIN_S, grace_s / 3))
+
+
 MPIRUN_LOG = "mpirun.txt"
 """logs/: mpirun's own messages (local MPI gangs)."""
 RAY_DIR = "ray"

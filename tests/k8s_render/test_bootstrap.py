@@ -282,3 +282,24 @@ def test_forward_drops_the_newline_before_a_marker_only(monkeypatch):
     boot.forward(io.BytesIO(src), threading.Lock(), 0)
     assert out.getvalue().decode().splitlines() == [
         "[rank 0] hi", "[rank 0] ", "[rank 0] there", "GPUJOBS-RESULT 0 xx", "[rank 0] last", "[rank 0] "]
+
+
+def _ranks(*scripts):
+    return [subprocess.Popen([sys.executable, "-c", s]) for s in scripts]
+
+
+def test_a_stopped_pod_exits_143_and_kills_ranks_still_running_near_the_end_of_its_grace_period(capsys):
+    """The bootstrap's exit code is the container's: ranks still running when the grace period's
+    SIGKILL came made it 137, which a BatchJob's FailJob rule matched (a preempted job failed). Once
+    stopped, it kills them a third of the grace period before the end (here 1.5 s of 2.25 s) and
+    exits 143, and any rank's failure while stopping is 143 too."""
+    import time
+    from gpujobs.backends.kubernetes.render import bootstrap_script as boot
+    procs = _ranks("import time; time.sleep(60)", "import sys; sys.exit(0)")
+    t0 = time.monotonic()
+    assert boot.supervise(procs, stopped=[t0], grace_s="2.25") == 143
+    assert 1.5 <= time.monotonic() - t0 < 10 and all(p.poll() is not None for p in procs)
+    assert "1 rank(s) still running near the end of the 2.25 s grace period: killed" in capsys.readouterr().err
+    assert boot.supervise(_ranks("import sys; sys.exit(1)"), stopped=[time.monotonic()], grace_s="30") == 143
+    assert boot.supervise(_ranks("import sys; sys.exit(1)")) == 1  # not stopped: the rank's own code
+    assert boot.supervise(_ranks("import sys; sys.exit(0)"), stopped=[time.monotonic()], grace_s="30") == 0

@@ -33,6 +33,12 @@ def _sleepy():
     time.sleep(60)
 
 
+def _started_then_sleepy():
+    import time
+    print("function started", flush=True)
+    time.sleep(60)
+
+
 def _workload(sim, name):
     wls = [w for w in sim.store.list("kueue.x-k8s.io/v1beta2", "Workload", "default")
            if w["metadata"]["ownerReferences"][0]["name"] == name]
@@ -134,6 +140,33 @@ def test_a_preempted_batch_job_is_requeued_not_failed_when_its_ranks_exit_on_the
                          .queue("q").priority("high").spec()), be)
     wait_for(lambda: high.status().phase == "running", timeout=90)
     name = low.id.split("/")[-1]
+    bjob = sim.store.get("batch/v1", "Job", name, "default")
+    assert not _cond(bjob, "FailureTarget") and bjob["spec"]["suspend"] is True, bjob["status"]
+    st = low.status()
+    assert st.phase in ("queued", "preempted") and "preempted" in [e.kind for e in st.events], st
+    high.cancel()
+    low.cancel()
+
+
+def test_a_preempted_batch_job_whose_function_ignores_the_stop_is_requeued_not_failed(make_cluster):
+    """As above, but the function never asks ``should_stop()``: the kubelet's SIGKILL at the end of
+    the pod's grace period made the ranks exit 137, which the podFailurePolicy's FailJob rule
+    matched, so the preempted Job failed. A rank now exits ``STOPPED_EXIT`` shortly before its
+    grace period ends (``RankEnv.grace_s``), and the job is requeued."""
+    sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
+    kubelet = sim.controllers.kubelet
+    kubelet.graceful_deletion = True
+    kubelet.grace_s = 30.0  # the pod's own grace period (2 s below) decides when the SIGKILL comes
+    b = gpujobs.job(_started_then_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
+    low = Job(be.submit(b.priority("low").options(grace_period_s=2).spec()), be)
+    wait_for(lambda: "function started" in low.logs(), timeout=90)  # its SIGTERM handler is in place
+    high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")
+                         .queue("q").priority("high").spec()), be)
+    wait_for(lambda: high.status().phase == "running", timeout=90)
+    name = low.id.split("/")[-1]
+    wait_for(lambda: not [p for p in sim.store.list("v1", "Pod", "default")  # its ranks have ended
+                          if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == name],
+             timeout=60)
     bjob = sim.store.get("batch/v1", "Job", name, "default")
     assert not _cond(bjob, "FailureTarget") and bjob["spec"]["suspend"] is True, bjob["status"]
     st = low.status()

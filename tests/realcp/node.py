@@ -125,6 +125,7 @@ class Node:
         self.server = _Server(RealStore(api_client))
         self.kubelet = Kubelet(self.server, default_seconds=0.3, grace_s=5.0)
         self.kubelet.graceful_deletion = True
+        self.kubelet.final_delete_after_s = 1.5  # controllers see an ended pod's status before it goes
         self.kubelet.run_bootstrap = True  # a rank pod runs its real container command (bootstrap.py)
         self.errors: list[BaseException] = []
         self._stop = threading.Event()

@@ -39,8 +39,17 @@ def runs_for(seconds):
     end = time.time() + seconds
     while time.time() < end:
         if ctx.should_stop():  # preempted: it saves for a while, then goes; it runs again once readmitted
-            time.sleep(3)
+            time.sleep(2)  # within the node's grace period (5 s): the pod exits 143 from 3.3 s
             raise SystemExit(143)
+        time.sleep(0.1)
+    return seconds
+
+
+def ignores_the_stop(seconds):
+    import time
+    print("started", flush=True)
+    end = time.time() + seconds
+    while time.time() < end:  # never asks should_stop(): the kubelet's SIGKILL would end it
         time.sleep(0.1)
     return seconds
 
@@ -147,6 +156,23 @@ def test_a_running_job_preempted_by_a_higher_priority_one_runs_again_and_ends(co
             assert "preempted" in kinds and kinds.index("preempted") < kinds.index("finished"), st.events
             assert st.phase == "succeeded" and st.restarts >= 1, st
             assert hi.started_at is not None and st.finished_at is not None and hi.started_at < st.finished_at
+
+
+def test_a_preempted_job_whose_function_ignores_the_stop_is_requeued_not_failed(controlplane, node, backend):
+    """As above, but the low job's function never asks should_stop(): it was SIGKILLed at the
+    end of its grace period (2 s), and the SIGKILL's 137 matched the BatchJob's FailJob rule in
+    the real Job controller, which judges the pods it deleted on Kueue's suspend too. Its ranks
+    now exit 143 shortly before the SIGKILL: the Job is requeued, runs again and ends."""
+    controlplane.require_kueue()
+    low_spec = dataclasses.replace(_ddp(ignores_the_stop, 8, gpus=4, priority="low"), grace_period_s=2)
+    with _submitted(backend, low_spec) as (low, name):
+        wait_for(lambda: "started" in "".join(backend.logs(low, rank=0)), 120, "the low job's function")
+        with _submitted(backend, _ddp(double, 21, gpus=4, priority="high")) as (high, _):
+            assert gpujobs.Job(high, backend).result(timeout=120) == 42
+            assert gpujobs.Job(low, backend).result(timeout=180) == 8
+            st = backend.status(low)
+            assert st.phase == "succeeded" and st.restarts >= 1 and "preempted" in [e.kind for e in st.events], st
+            assert not cond(job_obj(backend.api_client, "BatchJob", name), "FailureTarget")
 
 
 def test_logs_follow_a_running_job_and_stacks_come_back_through_the_real_api(controlplane, node, backend):

@@ -297,6 +297,8 @@ def main() -> int:
                      framework=framework, restarts=told.restarts or 0)
     # Preemption / cancel: SIGTERM only announces; the launcher kills after the grace period.
     signal.signal(signal.SIGTERM, lambda *_: ctx.request_stop())
+    if told.grace_s is not None and result_dir() is None and not told.command:
+        exit_before_sigkill(ctx, told.grace_s)
     _set_current(ctx)
     set_title(f"gpujobs {ctx.job_id} rank {rank}", f"r{rank} {ctx.job_id}")
     enable_faulthandler(rank)
@@ -407,10 +409,55 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
         proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
+    told = RankEnv.from_env()
+    if told.grace_s is not None and result_dir() is None:
+        exit_before_sigkill(ctx, told.grace_s, proc)
     code = proc.wait()
     if code == 0:
-        if ctx.rank == 0 or RankEnv.from_env().return_all:
+        if ctx.rank == 0 or told.return_all:
             write_outcome(seal(Outcome.success(ctx.rank, 0), key), ctx.rank)
         sys.stdout.flush()
         os._exit(0)
+    if ctx.should_stop() and result_dir() is None:  # stopped: whatever the command's own code
+        os._exit(contract.STOPPED_EXIT)
     os._exit(code if code > 0 else 128 - code)
+
+
+def exit_before_sigkill(ctx, grace_s: float, child: subprocess.Popen | None = None) -> None:
+    """Kubernetes: once the stop is announced (SIGTERM), a rank whose function (or command
+    ``child``) still runs exits :data:`~gpujobs.rank.contract.STOPPED_EXIT` shortly before the
+    kubelet's SIGKILL ends the grace period (:func:`~gpujobs.rank.contract.stop_exit_after`):
+    the SIGKILL's 137 matched a batch/v1 Job's FailJob rule and failed a preempted job.
+
+    A daemon thread counts down. It learns of the SIGTERM from the signal's wakeup fd, which the
+    interpreter writes as the signal arrives: the Python-level handler runs only when the main
+    thread is back in Python (not while it waits in a rendezvous or a long C call). Call from the
+    main thread; should someone replace the wakeup fd, the flag the handler sets still counts."""
+    import select
+    import threading
+    import time
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread: the flag alone
+        os.close(w)
+        w = -1
+
+    def watch() -> None:
+        while not ctx.should_stop():
+            if select.select([r], [], [], 0.2)[0] and signal.SIGTERM in os.read(r, 64):
+                break
+        time.sleep(contract.stop_exit_after(grace_s))
+        sys.stderr.write(f"gpujobs: rank {ctx.rank}: still running {grace_s:g} s grace period after the "
+                         f"stop; it exits {contract.STOPPED_EXIT} before the SIGKILL, and the job runs "
+                         f"again when it is requeued (save a checkpoint and return once "
+                         f"gpujobs.context().should_stop() is True to keep its work)\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        if child is not None:
+            child.kill()
+        os._exit(contract.STOPPED_EXIT)
+
+    threading.Thread(target=watch, name="gpujobs-grace", daemon=True).start()

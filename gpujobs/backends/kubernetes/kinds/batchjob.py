@@ -16,7 +16,8 @@ batch/v1/types.go``; docs/kubernetes-kinds.md, "batch/v1 Job"):
   and are not counted as failures (deleteJobPods, getValidPodsWithFilter), but the policy still
   judges them until they are gone (getFailJobMessage reads every pod): a rank stopped by the
   SIGTERM exits ``STOPPED_EXIT`` (143), which an Ignore rule before the FailJob one leaves alone
-  (exiting 1 there failed a preempted Job on the real control plane);
+  (exiting 1 there failed a preempted Job on the real control plane), and so does a rank still
+  running shortly before the SIGKILL that ends its grace period (whose 137 would fail it too);
 - for Kueue: ``suspend: true`` and the queue label; Kueue's ``batch/job`` integration makes one
   pod set ``main`` of ``parallelism`` pods (kueue@ff69552 pkg/controller/jobs/job/job_controller.go);
 - ``activeDeadlineSeconds``: the Job controller fails it with DeadlineExceeded, counted from

@@ -110,7 +110,7 @@ def base_env(cfg):
                     if os.path.exists(os.path.join(JOB, name))), None)
     RankEnv(job_id=cfg["job_id"], framework=cfg["framework"], payload=payload,
             key_file=cfg["key_file"], key_context=cfg["job_id"], result_sink="log",
-            checkpoint_dir=cfg["checkpoint_dir"],
+            checkpoint_dir=cfg["checkpoint_dir"], grace_s=cfg.get("grace_s"),
             stack_request=os.path.join(CONTROL, "stack-request") if os.path.isdir(CONTROL) else None,
             ).setdefault_into(env)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -229,6 +229,7 @@ def env_int(names, default=None):
 
 
 def run_torch(cfg):
+    from gpujobs.rank.contract import GRACE_S
     nnodes, nproc = int(cfg["nnodes"]), int(cfg["nproc_per_node"])
     node_rank = env_int(cfg["node_rank_env"], 0 if nnodes == 1 else None)
     env = base_env(cfg)
@@ -253,13 +254,21 @@ def run_torch(cfg):
         t = threading.Thread(target=forward, args=(p.stdout, lock, rank), daemon=True)
         t.start()
         pumps.append(t)
+    stopped = []  # when the pod's SIGTERM came (monotonic s): the ranks are being stopped
+
+    def on_signal(sig, _frame):
+        if sig == signal.SIGTERM and not stopped:
+            stopped.append(time.monotonic())
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(sig)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, _f: [p.send_signal(s) for p in procs if p.poll() is None])
+        signal.signal(sig, on_signal)
     if sampler is not None:
         sampler.update(ranks)
         sampler.start()
     try:
-        return supervise(procs)
+        return supervise(procs, stopped, env.get(GRACE_S))
     finally:
         for t in pumps:
             t.join(10)
@@ -267,8 +276,14 @@ def run_torch(cfg):
             sampler.stop()
 
 
-def supervise(procs):
-    """Wait for every rank; the first failure stops the others; return the pod's exit code."""
+def supervise(procs, stopped=(), grace_s=None):
+    """Wait for every rank; the first failure stops the others; return the pod's exit code.
+    Once the pod is being stopped (``stopped`` holds when its SIGTERM came), any failure is
+    gpujobs.rank.contract.STOPPED_EXIT (143), and ranks still running shortly before the end of
+    the grace period (``grace_s``; stop_exit_after) are killed and the pod exits 143 then: this
+    process's exit code is the container's, and the kubelet's SIGKILL would make it 137, which a
+    batch/v1 Job's podFailurePolicy fails the Job on."""
+    from gpujobs.rank.contract import STOPPED_EXIT, stop_exit_after
     procs = list(procs)
     code = 0
     while procs:
@@ -281,8 +296,16 @@ def supervise(procs):
                 code = rc if rc > 0 else 128 - rc
                 for other in procs:  # one rank failed: the gang cannot finish
                     other.terminate()
+        if procs and stopped and grace_s is not None \
+                and time.monotonic() >= stopped[0] + stop_exit_after(float(grace_s)):
+            note("%d rank(s) still running near the end of the %s s grace period: killed; the pod "
+                 "exits %d (stopped)" % (len(procs), grace_s, STOPPED_EXIT))
+            for p in procs:
+                p.kill()
+                p.wait()
+            return STOPPED_EXIT
         time.sleep(0.2)
-    return code
+    return STOPPED_EXIT if stopped and code else code
 
 
 # MPI over ssh (MPIJob, Volcano's mpi plugin). The workers run sshd on MPI_SSH_PORT, the port

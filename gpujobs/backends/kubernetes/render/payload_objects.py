@@ -105,6 +105,7 @@ def bootstrap_config(spec: JobSpec, namespace: str, name: str, *, node_rank_env:
         "checkpoint_dir": (f"{spec.volume.mount_path}/gpujobs-checkpoints/{name}"
                            if spec.volume else "/tmp/gpujobs-checkpoints"),
         "return_all": spec.return_all,
+        "grace_s": float(spec.grace_period_s),  # the pod's terminationGracePeriodSeconds (podspec.py)
         "command": list(spec.command) if spec.command else None,
         "forward_env": sorted(set(env_names) | {"PYTHONUNBUFFERED"}),
         "ssh_wait_s": 300,
