@@ -194,7 +194,9 @@ class Kubelet:
         self.stop_container(md["namespace"], md["name"])
 
     def stop_container(self, namespace: str, name: str) -> None:
-        """SIGTERM the pod's process, SIGKILL after the grace period (the pod object stays): the
+        """SIGTERM the container's main process (only it, as a container runtime signals PID 1:
+        the bootstrap passes it on to the ranks), SIGKILL the container's processes after the
+        grace period (the pod object stays): the
         DELETE's (``deletionGracePeriodSeconds``), else the pod's ``terminationGracePeriodSeconds``
         (default 30), never under 2 s (kubernetes@v1.37.2 pkg/kubelet/kuberuntime
         kuberuntime_container.go killContainer, minimumGracePeriodInSeconds), at most ``grace_s``
@@ -202,7 +204,10 @@ class Kubelet:
         with self._lock:
             proc = self.procs.get((namespace, name))
         if proc is not None and proc.poll() is None:
-            _signal(proc, signal.SIGTERM)
+            try:
+                proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
             grace = self._grace_s(self.store.get("v1", "Pod", name, namespace) or {})
             threading.Thread(target=_kill_later, args=(proc, grace), daemon=True).start()
 
@@ -469,6 +474,9 @@ class Kubelet:
         gone = uid and (cur is None or cur["metadata"].get("uid") != uid or cur["metadata"].get("deletionTimestamp"))
         if late or gone:
             _signal(proc, signal.SIGKILL)
+        # the container ends with its main process: the kernel kills what else runs in its PID
+        # namespace (here: the process group), which would otherwise hold the log pipe open
+        threading.Thread(target=_end_group_after, args=(proc,), daemon=True, name=f"pid1-{name}").start()
         assert proc.stdout is not None
         if not lag:
             for line in iter(proc.stdout.readline, b""):
@@ -680,6 +688,11 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _end_group_after(proc: subprocess.Popen) -> None:
+    proc.wait()
+    _signal(proc, signal.SIGKILL)
 
 
 def _kill_later(proc: subprocess.Popen, grace: float) -> None:

@@ -18,14 +18,15 @@ What a kubelet owes the rest of the cluster, and what this one does:
 - **downwardAPI volumes** follow a running pod's annotations (``job.stacks()`` asks through one);
 - **graceful deletion**: a pod given a ``deletionTimestamp`` has its process SIGTERMed, and once
   it has ended the pod is deleted with grace 0 (the kubelet's final DELETE; without it the pod
-  would stay Terminating for ever);
+  would stay Terminating for ever), 1.5 s later, so controllers see the ended pod's status
+  first; the SIGTERM goes to the container's main process only (the bootstrap passes it on), the
+  SIGKILL after the pod's grace period (at most 5 s here) to all its processes;
 - **logs**: served over HTTPS with the node's certificate (``/containerLogs/NS/POD/CONTAINER``,
   ``follow``, ``tailLines``, ``timestamps``), as the API server's ``pods/log`` proxy asks a
   kubelet for them.
 
 Not done: the operators' kinds (no operator runs here, so only BatchJob pods come), probes
-other than the sim kubelet's sshd check, resource limits, and signals to a container's PID 1 only
-(the sim kubelet signals the pod's whole process group).
+other than the sim kubelet's sshd check, and resource limits.
 """
 from __future__ import annotations
 
