@@ -120,44 +120,27 @@ def _until_stopped():
     import time
     import gpujobs as g
     ctx = g.context()
+    print("function started", flush=True)
     while not ctx.should_stop():
         time.sleep(0.05)
     raise RuntimeError("stopped before the end")  # no checkpoint: the run goes, the job runs again
 
 
-def test_a_preempted_batch_job_is_requeued_not_failed_when_its_ranks_exit_on_the_sigterm(make_cluster):
-    """Kueue preempts the low job: its Job is suspended and its pods deleted; the ranks raise on
-    the SIGTERM. The Job controller's podFailurePolicy judges those pods too while they are there
-    (kubernetes@v1.37.2 getFailJobMessage, as the simulated one now does): a rank exiting 1 failed
-    the Job (seen on the real control plane); a rank stopped by its SIGTERM exits 143, which the
-    policy ignores, so the job is requeued and waits for its quota."""
-    sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
-    sim.controllers.kubelet.graceful_deletion = True  # the pods stay until their ranks have exited
-    b = gpujobs.job(_until_stopped).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
-    low = Job(be.submit(b.priority("low").spec()), be)
-    wait_for(lambda: low.status().phase == "running", timeout=90)
-    high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")
-                         .queue("q").priority("high").spec()), be)
-    wait_for(lambda: high.status().phase == "running", timeout=90)
-    name = low.id.split("/")[-1]
-    bjob = sim.store.get("batch/v1", "Job", name, "default")
-    assert not _cond(bjob, "FailureTarget") and bjob["spec"]["suspend"] is True, bjob["status"]
-    st = low.status()
-    assert st.phase in ("queued", "preempted") and "preempted" in [e.kind for e in st.events], st
-    high.cancel()
-    low.cancel()
-
-
-def test_a_preempted_batch_job_whose_function_ignores_the_stop_is_requeued_not_failed(make_cluster):
-    """As above, but the function never asks ``should_stop()``: the kubelet's SIGKILL at the end of
-    the pod's grace period made the ranks exit 137, which the podFailurePolicy's FailJob rule
-    matched, so the preempted Job failed. A rank now exits ``STOPPED_EXIT`` shortly before its
-    grace period ends (``RankEnv.grace_s``), and the job is requeued."""
+@pytest.mark.parametrize("fn", [_until_stopped, _started_then_sleepy], ids=["exits-on-the-sigterm", "ignores-the-stop"])
+def test_a_preempted_batch_job_is_requeued_not_failed(make_cluster, fn):
+    """Kueue preempts the low job: its Job is suspended and its pods deleted. The Job controller's
+    podFailurePolicy judges those pods too while they are there (kubernetes@v1.37.2
+    getFailJobMessage, as the simulated one now does), so their exit codes must not match the
+    FailJob rule. Ranks that raise on the SIGTERM exited 1, which failed the Job (seen on the real
+    control plane); a function that never asks ``should_stop()`` was SIGKILLed at the end of the
+    pod's grace period, and its 137 failed it too. Now a stopped rank exits 143 (STOPPED_EXIT), the
+    latter shortly before its grace period ends (``RankEnv.grace_s``), which the policy ignores:
+    the job is requeued and waits for its quota."""
     sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
     kubelet = sim.controllers.kubelet
-    kubelet.graceful_deletion = True
+    kubelet.graceful_deletion = True  # the pods stay until their ranks have exited
     kubelet.grace_s = 30.0  # the pod's own grace period (2 s below) decides when the SIGKILL comes
-    b = gpujobs.job(_started_then_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
+    b = gpujobs.job(fn).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
     low = Job(be.submit(b.priority("low").options(grace_period_s=2).spec()), be)
     wait_for(lambda: "function started" in low.logs(), timeout=90)  # its SIGTERM handler is in place
     high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")
