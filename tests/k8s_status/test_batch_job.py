@@ -139,9 +139,10 @@ def test_a_preempted_batch_job_is_requeued_not_failed(make_cluster, fn):
     sim, be = make_cluster(gpus=2, priorities={"low": 100, "high": 1000})
     kubelet = sim.controllers.kubelet
     kubelet.graceful_deletion = True  # the pods stay until their ranks have exited
-    kubelet.grace_s = 30.0  # the pod's own grace period (2 s below) decides when the SIGKILL comes
+    kubelet.grace_s = 30.0  # the pod's own grace period decides when the SIGKILL comes: 4 s below
+    # (the ranks exit 143 from 2.7 s, a margin for a loaded machine)
     b = gpujobs.job(fn).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob").queue("q")
-    low = Job(be.submit(b.priority("low").options(grace_period_s=2).spec()), be)
+    low = Job(be.submit(b.priority("low").options(grace_period_s=4).spec()), be)
     wait_for(lambda: "function started" in low.logs(), timeout=90)  # its SIGTERM handler is in place
     high = Job(be.submit(gpujobs.job(_sleepy).ddp(nodes=2, gpus_per_node=1).kubernetes(kind="BatchJob")
                          .queue("q").priority("high").spec()), be)

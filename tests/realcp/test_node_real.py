@@ -160,11 +160,12 @@ def test_a_running_job_preempted_by_a_higher_priority_one_runs_again_and_ends(co
 
 def test_a_preempted_job_whose_function_ignores_the_stop_is_requeued_not_failed(controlplane, node, backend):
     """As above, but the low job's function never asks should_stop(): it was SIGKILLed at the
-    end of its grace period (2 s), and the SIGKILL's 137 matched the BatchJob's FailJob rule in
-    the real Job controller, which judges the pods it deleted on Kueue's suspend too. Its ranks
-    now exit 143 shortly before the SIGKILL: the Job is requeued, runs again and ends."""
+    end of its grace period (4 s; the node caps at 5), and the SIGKILL's 137 matched the
+    BatchJob's FailJob rule in the real Job controller, which judges the pods it deleted on
+    Kueue's suspend too. Its pods now exit 143 shortly before the SIGKILL: the Job is requeued,
+    runs again and ends."""
     controlplane.require_kueue()
-    low_spec = dataclasses.replace(_ddp(ignores_the_stop, 8, gpus=4, priority="low"), grace_period_s=2)
+    low_spec = dataclasses.replace(_ddp(ignores_the_stop, 8, gpus=4, priority="low"), grace_period_s=4)
     with _submitted(backend, low_spec) as (low, name):
         wait_for(lambda: "started" in "".join(backend.logs(low, rank=0)), 120, "the low job's function")
         with _submitted(backend, _ddp(double, 21, gpus=4, priority="high")) as (high, _):
