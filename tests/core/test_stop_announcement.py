@@ -70,7 +70,8 @@ def test_a_stopped_rank_that_does_not_return_exits_143_before_its_grace_period_e
             p.kill()
     assert p.returncode == STOPPED_EXIT == 143, (p.returncode, err)
     assert "returned" not in out
-    assert "rank 3: still running 1.2 s grace period after the stop; it exits 143 before the SIGKILL" in err, err
+    assert "rank 3: still running near the end of its 1.2 s grace period after the stop: it exits 143 " \
+           "before the SIGKILL" in err, err
 
 
 def test_the_stop_exit_comes_a_third_of_the_grace_period_but_at_most_5_s_before_the_sigkill():

@@ -443,19 +443,17 @@ def exit_before_sigkill(ctx, grace_s: float, child: subprocess.Popen | None = No
         signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     except ValueError:  # not the main thread: the flag alone
         os.close(w)
-        w = -1
 
     def watch() -> None:
         while not ctx.should_stop():
             if select.select([r], [], [], 0.2)[0] and signal.SIGTERM in os.read(r, 64):
                 break
         time.sleep(contract.stop_exit_after(grace_s))
-        sys.stderr.write(f"gpujobs: rank {ctx.rank}: still running {grace_s:g} s grace period after the "
-                         f"stop; it exits {contract.STOPPED_EXIT} before the SIGKILL, and the job runs "
-                         f"again when it is requeued (save a checkpoint and return once "
-                         f"gpujobs.context().should_stop() is True to keep its work)\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
+        # os.write, not sys.stderr: the main thread may hold the stream's lock, blocked in a write
+        os.write(2, (f"gpujobs: rank {ctx.rank}: still running near the end of its {grace_s:g} s grace "
+                     f"period after the stop: it exits {contract.STOPPED_EXIT} before the SIGKILL, and "
+                     f"the job runs again when it is requeued (save a checkpoint and return once "
+                     f"gpujobs.context().should_stop() is True to keep its work)\n").encode())
         if child is not None:
             child.kill()
         os._exit(contract.STOPPED_EXIT)
