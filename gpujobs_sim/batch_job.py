@@ -5,8 +5,9 @@ deleteJobPods, indexed_job_utils.go, pod_failure_policy.go) and ``k8s.io/api@v0.
 batch/v1/types.go``, never from gpujobs' status mapping:
 
 - a suspended Job has no pods: suspending deletes the active ones (their tracking finalizer is
-  removed first, so they are not counted as failures; the sim marks them ``UNCOUNTED``), but a
-  podFailurePolicy FailJob rule still judges every failed pod present, those too, and a failure
+  removed first, so they count neither as failures nor as successes; the sim marks them
+  ``UNCOUNTED``), but a podFailurePolicy FailJob rule still judges every failed pod present,
+  those too, and a failure
   goes before the suspend (syncJob: getFailJobMessage over all pods), sets ``Suspended=True`` (reason
   JobSuspended, "Job suspended") and clears ``startTime``; a resume sets ``Suspended=False``
   (JobResumed, "Job resumed") and ``startTime`` to now;
@@ -53,6 +54,11 @@ UNCOUNTED = "sim.gpujobs.dev/finalizer-removed"  # the sim's mark of a pod whose
 
 def _finished_pod(p: dict) -> bool:
     return (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _uncounted(p: dict) -> bool:
+    """Its tracking finalizer was removed (deleteJobPods): the Job's counts leave it out."""
+    return (p["metadata"].get("annotations") or {}).get(UNCOUNTED) == "true"
 
 
 def _ready(p: dict) -> bool:
@@ -139,10 +145,11 @@ def operate(ctrl: Any, job: dict) -> None:
         return
     completions = int(spec.get("completions") or 1)
     parallelism = int(spec.get("parallelism", 1))
-    done = {i for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"
+    # a pod counts only with its tracking finalizer (getValidPodsWithFilter): one that succeeded
+    # after a suspend took the finalizer off (a function returning in its grace) completes nothing
+    done = {i for p in pods if (p.get("status") or {}).get("phase") == "Succeeded" and not _uncounted(p)
             for i in [_index(p)] if i is not None and i < completions}
-    counted = sum(1 for p, count, _ in judged
-                  if count and (p["metadata"].get("annotations") or {}).get(UNCOUNTED) != "true")
+    counted = sum(1 for p, count, _ in judged if count and not _uncounted(p))
     reason, message = ("PodFailurePolicy", policy) if policy else ("", "")
     start = parse_time((job.get("status") or {}).get("startTime"))
     limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
