@@ -7,10 +7,9 @@ batch/v1/types.go``, never from gpujobs' status mapping:
 - a suspended Job has no pods: suspending deletes the active ones (their tracking finalizer is
   removed first, so they count neither as failures nor as successes; the sim marks them
   ``UNCOUNTED``), but a podFailurePolicy FailJob rule still judges every failed pod present,
-  those too, and a failure
-  goes before the suspend (syncJob: getFailJobMessage over all pods), sets ``Suspended=True`` (reason
-  JobSuspended, "Job suspended") and clears ``startTime``; a resume sets ``Suspended=False``
-  (JobResumed, "Job resumed") and ``startTime`` to now;
+  those too, and a failure goes before the suspend (syncJob: getFailJobMessage over all pods),
+  sets ``Suspended=True`` (reason JobSuspended, "Job suspended") and clears ``startTime``; a
+  resume sets ``Suspended=False`` (JobResumed, "Job resumed") and ``startTime`` to now;
 - Indexed completion mode: one pod per index not yet succeeded, up to ``parallelism``, named
   ``<job>-<index>-<random>`` with hostname ``<job>-<index>`` (the template's ``subdomain`` kept),
   the index in the ``batch.kubernetes.io/job-completion-index`` annotation and label and in
