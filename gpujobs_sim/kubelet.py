@@ -196,18 +196,14 @@ class Kubelet:
     def stop_container(self, namespace: str, name: str) -> None:
         """SIGTERM the container's main process (only it, as a container runtime signals PID 1:
         the bootstrap passes it on to the ranks), SIGKILL the container's processes after the
-        grace period (the pod object stays): the
-        DELETE's (``deletionGracePeriodSeconds``), else the pod's ``terminationGracePeriodSeconds``
-        (default 30), never under 2 s (kubernetes@v1.37.2 pkg/kubelet/kuberuntime
-        kuberuntime_container.go killContainer, minimumGracePeriodInSeconds), at most ``grace_s``
-        (the simulation's time is short)."""
+        grace period (the pod object stays): the DELETE's (``deletionGracePeriodSeconds``), else
+        the pod's ``terminationGracePeriodSeconds`` (default 30), never under 2 s
+        (kubernetes@v1.37.2 pkg/kubelet/kuberuntime kuberuntime_container.go killContainer,
+        minimumGracePeriodInSeconds), at most ``grace_s`` (the simulation's time is short)."""
         with self._lock:
             proc = self.procs.get((namespace, name))
         if proc is not None and proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            proc.send_signal(signal.SIGTERM)  # Popen's: a process gone meanwhile is no error
             grace = self._grace_s(self.store.get("v1", "Pod", name, namespace) or {})
             threading.Thread(target=_kill_later, args=(proc, grace), daemon=True).start()
 

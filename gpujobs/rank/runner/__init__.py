@@ -312,7 +312,7 @@ def main() -> int:
 
     if told.command:
         mark_started(rank)
-        return _run_command(list(told.command), ctx, key)
+        return _run_command(list(told.command), ctx, key, told)
 
     setup = None
     try:
@@ -383,7 +383,7 @@ def _replay_kept_outcome(ctx) -> None:
     os._exit(0)
 
 
-def _run_command(argv: list[str], ctx, key: bytes) -> int:
+def _run_command(argv: list[str], ctx, key: bytes, told: RankEnv) -> int:
     """Command jobs (CLI scripts, sbatch bodies): run ``argv`` in this rank, pass on its exit code.
 
     ``python``/``python3`` means this interpreter (the job's venv). SIGTERM is forwarded.
@@ -409,7 +409,6 @@ def _run_command(argv: list[str], ctx, key: bytes) -> int:
         proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
-    told = RankEnv.from_env()
     if told.grace_s is not None and result_dir() is None:
         exit_before_sigkill(ctx, told.grace_s, proc)
     code = proc.wait()
