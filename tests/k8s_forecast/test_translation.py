@@ -165,3 +165,18 @@ def test_a_pod_naming_a_runtime_class_counts_its_overhead_unless_it_sets_its_own
     assert f.pod_requests(own, overheads=overheads) == {"cpu": 1.1}
     for name in ("nvidia", "unknown"):
         assert f.pod_requests({"spec": {**pod["spec"], "runtimeClassName": name}}, overheads=overheads) == {"cpu": 1.0}
+
+
+@pytest.mark.parametrize("job, limit", [
+    ({"spec": {"activeDeadlineSeconds": 600}}, 600.0),  # batch/v1 Job
+    ({"spec": {"runPolicy": {"activeDeadlineSeconds": 300}}}, 300.0),  # the Kubeflow v1 kinds
+    ({"metadata": {"labels": {f.MAX_EXEC_LABEL: "900"}}, "spec": {}}, 900.0),  # Kueue's timer alone
+    ({"metadata": {"labels": {f.MAX_EXEC_LABEL: "900"}}, "spec": {"activeDeadlineSeconds": 600}}, 600.0),
+    ({"metadata": {"labels": {f.MAX_EXEC_LABEL: "soon"}}, "spec": {}}, None),
+    ({"spec": {"activeDeadlineSeconds": 0}}, None),
+    (None, None),
+])
+def test_a_jobs_declared_limit_is_its_own_deadline_before_kueues_label(job, limit):
+    """The forecast's limit and the status' time-limit message read one deadline
+    (objects.own_deadline_s); Kueue's max-exec-time label counts only without one."""
+    assert f._job_limit(job) == limit

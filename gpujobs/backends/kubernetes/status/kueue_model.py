@@ -18,7 +18,7 @@ from ....admission.gates import REQUEUE_BATCH_S
 from ....admission.model import ClusterQueue, Cohort, PodSet, ResourceFlavor, Workload
 from ....errors import GpuJobsError
 from ....quantity import parse_quantity
-from . import mapping as status_map
+from . import mapping as status_map, objects
 from ..naming import LABEL_JOB, MAX_EXEC_LABEL, QUEUE_LABEL, USER_LABEL
 from .kueue_read import KueueObjects
 
@@ -239,15 +239,14 @@ def _job_limit(job: dict | None) -> float | None:
     (set a margin after the deadline where the operator enforces one: render.job.kueue_max_exec_s)."""
     if not job:
         return None
+    own = objects.own_deadline_s(job)
+    if own:
+        return float(own)
     label = ((job.get("metadata") or {}).get("labels") or {}).get(MAX_EXEC_LABEL)
-    spec = job.get("spec") or {}
-    for v in (spec.get("activeDeadlineSeconds"), (spec.get("runPolicy") or {}).get("activeDeadlineSeconds"), label):
-        try:
-            if v is not None and float(v) > 0:
-                return float(v)
-        except (TypeError, ValueError):
-            continue
-    return None
+    try:
+        return float(label) if label is not None and float(label) > 0 else None
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass

@@ -48,7 +48,7 @@ def own_deadline_s(job: dict) -> int | None:
     v1 kinds), None without one."""
     spec = job.get("spec") or {}
     v = spec.get("activeDeadlineSeconds") or (spec.get("runPolicy") or {}).get("activeDeadlineSeconds")
-    return int(v) if v else None
+    return int(v) if v and int(v) > 0 else None
 
 
 def owner_uids(obj: dict) -> set[str]:
