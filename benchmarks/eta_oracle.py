@@ -34,6 +34,18 @@ it got (its "started" event) against four estimates made at the same moment:
   agent itself leaves (its scheduling passes, process spawn, events' timing);
 - **naive** (as eta_replay computed it: position x mean runtime / slots).
 
+With ``--floor``, three more columns ask what *any* forecast could do on these traces. Each is
+the median start of ``SAMPLES`` runs in which every job's work is drawn from eta_replay's own
+generator given what a forecast sees (its kind and true typical run, its declared limit or none,
+how long it has run: :func:`posterior_work`), so the runtime model is the true one:
+
+- **generator known, no arrivals**: nothing about the jobs not yet submitted;
+- **generator known, arrivals drawn**: each run also draws the jobs still to come from the
+  scenario's own arrival process (rate, sizes, priorities, sweeps' bursts: eta_replay's
+  ``make_jobs``, as many as the scenario has left), their work drawn too;
+- **generator known, real arrivals**: the jobs really submitted later (times, sizes,
+  priorities), their work drawn: a forecast that knew the future submissions.
+
 Printed per scenario, size and priority: the median absolute error of each against the
 naive one's (the ratio eta_replay reports); with several dumps, also over all their jobs
 pooled (as ``eta_replay.py --pool``). The offline part takes seconds.
@@ -55,7 +67,7 @@ from gpujobs.admission.forecast.inputs import expected_end, expected_runtime  # 
 from gpujobs.admission.forecast.runtimes import lognormal_given  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eta_replay import load_dump  # noqa: E402  (the dumps it writes, gzipped or not)
+from eta_replay import draw_fail, draw_limit, draw_run, load_dump, make_jobs  # noqa: E402  (its generator; its dumps)
 
 GRACE = 2.0  # eta_replay's grace period
 RATE_AFTER_S = 2.0  # s of reports (20 of eta_replay's 0.1 s steps: progress.RATE_WINDOW) before a rate is known
@@ -265,19 +277,102 @@ def _stop_time(rows: list[dict]) -> float:
     return statistics.median(gaps) if gaps else 2.0
 
 
-def line(label: str, rows: list[dict]) -> str:
+def line(label: str, rows: list[dict], columns: tuple[str, ...]) -> str:
     got = [r for r in rows if r["naive"] is not None and r["expected"] is not None]
     if not got:
-        return f"| {label} | 0 |" + " |" * (len(COLUMNS) + 1)
-    med = {k: statistics.median(abs(r[k] - r["actual"]) for r in got if r[k] is not None)
-           for k in ("naive", *COLUMNS)}
+        return f"| {label} | 0 |" + " |" * (len(columns) + 1)
+    med = {k: statistics.median([abs(r[k] - r["actual"]) for r in got if r.get(k) is not None] or [math.nan])
+           for k in ("naive", *columns)}
     n = med["naive"]
     return (f"| {label} | {len(got)} | {n:.1f} | " + " | ".join(
-        f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in COLUMNS) + " |")
+        f"{med[k]:.1f} ({med[k] / n:.2f})" if n else f"{med[k]:.1f}" for k in columns) + " |")
 
 
 COLUMNS = ("expected", "predicted", "sampled", "typical_known", "rates_known", "running_known", "queued_known",
            "runtimes_known", "arrivals_known", "all_known")
+FLOOR = {"floor_none": "generator known, no arrivals", "floor_drawn": "generator known, arrivals drawn",
+         "floor_real": "generator known, real arrivals"}  # --floor's columns
+
+
+def posterior_work(row: dict, done: float, rng: random.Random, tries: int = 5000) -> float:
+    """A draw of the row's whole work (its run, or the part before its failure) from
+    eta_replay's generator, given what a forecast can see: its kind's typical run, its declared
+    limit (or none: 15 % of any run) and that it has worked ``done`` s already (rejection
+    sampling; past ``tries`` draws, a run already longer than the model allows ends in 0.5 s)."""
+    k, limit = row["kind"], row["limit"]
+    for _ in range(tries):
+        run = draw_run(k, rng)
+        if limit is not None and draw_limit(k, run, rng) != limit:
+            continue
+        fail = draw_fail(rng)
+        work = run * fail if fail is not None else run
+        if work > done:
+            return work
+    return done + 0.5
+
+
+def worked(row: dict, t: float) -> float:
+    """The work its runs did before ``t``."""
+    return sum(max(0.0, min(end, t) - start) for start, end, _ in runs(row) if start <= t)
+
+
+def _told(row: dict, work: float) -> Job:
+    """The row as a job whose run time is told (the limit predictor says it: no grace, no history)."""
+    return Job(workload(row), user="(told)", max_runtime_s=max(1e-3, work), grace_period_s=0.0)
+
+
+def drawn_arrivals(rows: list[dict], t: float, slots: int, rng: random.Random) -> list[tuple[float, Job]]:
+    """The jobs the row's scenario has still to submit after ``t``, drawn from its own process."""
+    kinds = list({r["kind"]["name"]: r["kind"] for r in rows}.values())  # those seen in the scenario
+    left = sum(1 for r in rows if r["submitted"] > t)
+    if not left:
+        return []
+    jobs = make_jobs(rows[0]["scenario"], kinds, rng, slots, (left + 0.5) / 60)[:left]  # 60 x scale jobs
+    out = []
+    for i, j in enumerate(jobs):
+        j.update(id=f"(drawn {i})", submitted=t + j["t"])
+        out.append((t + j["t"], _told(j, j["run"] * (j["fail"] or 1.0))))
+    return out
+
+
+def floor_at(rows: list[dict], row: dict, slots: int, arrivals: str, rng: random.Random) -> float | None:
+    """One start of the row in a rebuilt queue whose every job's work is a draw of
+    :func:`posterior_work`; ``arrivals``: "none", "drawn" or "real" (see the docstring)."""
+    t = row["at"]
+    running, pending = [], []
+    for r in rows:
+        st = state_at(r, t)
+        if st == "gone":
+            continue
+        done = worked(r, t)
+        if st == "pending":
+            pending.append(_told(r, posterior_work(r, done, rng) - done))
+            continue
+        start, _end, back = ([x for x in runs(r) if x[0] <= t] or [(t, t, t)])[-1]
+        job = Job(workload(r), grace_period_s=GRACE, started=start)  # a victim stops in eta_replay's grace
+        if st == "stopping":
+            job.stops_at, job.grace_period_s = (back if back is not None else t), 0.0
+        else:
+            job.expected_end = t + posterior_work(r, done, rng) - done
+        running.append(job)
+    later: list[tuple[float, Job]] = []
+    if arrivals == "real":
+        later = sorted(((r["submitted"], _told(r, posterior_work(r, 0.0, rng))) for r in rows
+                        if r["submitted"] > t), key=lambda a: a[0])
+    elif arrivals == "drawn":
+        later = drawn_arrivals(rows, t, slots, rng)
+    snap = Snapshot(queues(slots), [Cohort("lab")], DEFAULT_PRIORITIES, None, running, pending, History(), t,
+                    arrivals=later)
+    fc = forecast(snap, ids=[row["id"]], reasons=False).get(row["id"])
+    return None if fc is None else fc.expected_start
+
+
+def floor_sampled(rows: list[dict], row: dict, slots: int, arrivals: str) -> float | None:
+    """The median of ``SAMPLES`` :func:`floor_at` starts (no start: later than any), seeded by the job."""
+    starts = sorted(math.inf if (s := floor_at(rows, row, slots, arrivals, random.Random(f"{row['id']}:{i}")))
+                    is None else s for i in range(SAMPLES))
+    mid = starts[(len(starts) - 1) // 2]
+    return None if mid == math.inf else mid
 
 
 def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
@@ -306,14 +401,14 @@ def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:
     return out
 
 
-def populations(waited: list[dict]) -> None:
+def populations(waited: list[dict], columns: tuple[str, ...]) -> None:
     for sc in dict.fromkeys(r["scenario"] for r in waited):
-        print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc]))
+        print(line(f"scenario {sc}", [r for r in waited if r["scenario"] == sc], columns))
     for g in SIZES:
-        print(line(f"{g} GPU{'s' if g > 1 else ''}", [r for r in waited if r["gpus"] == g]))
+        print(line(f"{g} GPU{'s' if g > 1 else ''}", [r for r in waited if r["gpus"] == g], columns))
     for p in PRIOS:
-        print(line(f"priority {p}", [r for r in waited if r["prio"] == p]))
-    print(line("all", waited))
+        print(line(f"priority {p}", [r for r in waited if r["prio"] == p], columns))
+    print(line("all", waited, columns))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,10 +417,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=8, help="as given to eta_replay.py")
     ap.add_argument("--ends", action="store_true",
                     help="also the running jobs' predicted ends against their real ones, by source")
+    ap.add_argument("--floor", action="store_true",
+                    help=f"also the generator-known columns ({SAMPLES} drawn runs each; minutes)")
     a = ap.parse_args(argv)
+    columns = COLUMNS + (tuple(FLOOR) if a.floor else ())
     print("| population | waited | naive median (s) | recorded (ratio) | rebuilt, predicted | sampled runtimes, "
           f"median start ({SAMPLES} runs) | kinds' typical runs known | exact progress rates | running jobs' ends known | queued jobs' runtimes known | "
-          "both known | arrivals known | all known |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "both known | arrivals known | all known |" + "".join(f" {FLOOR[k]} |" for k in columns if k in FLOOR)
+          + "\n|" + "---|" * (len(columns) + 3))
     pooled: list[dict] = []
     for path in a.dumps:
         rows = load_dump(path)
@@ -344,17 +443,20 @@ def main(argv: list[str] | None = None) -> int:
                     r[key] = forecast_at(scen, r, a.slots, known, done_before)
                 r["sampled"] = sampled_at(scen, r, a.slots, done_before)
                 r["all_known"] = first.get(r["id"])
+                for key in columns:
+                    if key in FLOOR:
+                        r[key] = floor_sampled(scen, r, a.slots, key.removeprefix("floor_"))
                 waited.append(r)
-        print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) |" + " |" * (len(COLUMNS) + 2))
-        populations(waited)
+        print(f"| **{Path(path).name}** (preempted runs stop in {stop_s:.2f} s) |" + " |" * (len(columns) + 2))
+        populations(waited, columns)
         pooled += waited
         if a.ends:
             for (src, past), errs in sorted(end_errors(rows).items()):
                 print(f"  running jobs' ends from {src}{' (ran longer than every similar run)' if past else ''}: "
                       f"n={len(errs)}, predicted - real: median {statistics.median(errs):+.1f} s")
     if len(a.dumps) > 1:
-        print(f"| **{len(a.dumps)} dumps pooled** |" + " |" * (len(COLUMNS) + 2))
-        populations(pooled)
+        print(f"| **{len(a.dumps)} dumps pooled** |" + " |" * (len(columns) + 2))
+        populations(pooled, columns)
     return 0
 
 

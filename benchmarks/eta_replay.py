@@ -118,15 +118,38 @@ def make_jobs(scenario: str, kinds_: list[dict], rng: random.Random, slots: int,
     return jobs[:n]
 
 
+def draw_run(k: dict, rng: random.Random) -> float:
+    """A run's length (s) if it does not fail: log-normal around its kind's typical one."""
+    return max(1.0, k["typical"] * rng.lognormvariate(0, 0.35))
+
+
+def draw_limit(k: dict, run: float, rng: random.Random) -> int:
+    """A declared limit: ~3x the kind's typical run, rounded up to 5 s, never under 1.1x ``run``."""
+    limit = 5 * math.ceil(k["typical"] * 3 * rng.lognormvariate(0, 0.3) / 5)
+    return max(limit, 5 * math.ceil(run * 1.1 / 5))
+
+
+def draw_fail(rng: random.Random) -> float | None:
+    """The share of its run after which a job fails (20 % do, 10-40 % in), or None."""
+    return rng.uniform(0.1, 0.4) if rng.random() < 0.2 else None
+
+
 def _job(k: dict, rng: random.Random, t: float, gpus: int | None = None, prio: str | None = None) -> dict:
-    run = max(1.0, k["typical"] * rng.lognormvariate(0, 0.35))
-    limit = None
-    if rng.random() >= 0.15:
-        limit = 5 * math.ceil(k["typical"] * 3 * rng.lognormvariate(0, 0.3) / 5)
-        limit = max(limit, 5 * math.ceil(run * 1.1 / 5))
-    fail = rng.uniform(0.1, 0.4) if rng.random() < 0.2 else None
+    run = draw_run(k, rng)
+    limit = draw_limit(k, run, rng) if rng.random() >= 0.15 else None  # 15 % declare none
+    fail = draw_fail(rng)
     return {"t": t, "kind": k, "run": run, "limit": limit, "fail": fail, "report": rng.random() < 0.3,
             "gpus": gpus or _pick(rng, SIZES), "prio": prio or _pick(rng, PRIOS)}
+
+
+def trace(seed: int, slots: int, scale: float, warmup: int, scenarios: list[str]) -> tuple[list[dict], dict]:
+    """The jobs a run submits: ``warmup`` runs of each kind (none fail), then each scenario's."""
+    rng = random.Random(seed)
+    ks = kinds(rng)
+    warm = [_job(k, rng, 0.0, gpus=1, prio="normal") for k in ks for _ in range(warmup)]
+    for w in warm:
+        w["fail"] = None
+    return warm, {sc: make_jobs(sc, ks, rng, slots, scale) for sc in scenarios}
 
 
 class Finished:
@@ -262,21 +285,17 @@ def main() -> None:
     from gpujobs.backends import get_backend
     from gpujobs.backends.local import stop_agent
     get_backend.cache_clear()
-    rng = random.Random(a.seed)
-    ks = kinds(rng)
+    warm, scenarios = trace(a.seed, a.slots, a.scale, a.warmup, a.scenarios.split(","))
     finished = Finished()
     gpus_seen: list[int] = []
     allrows: list[dict] = []
     try:
         t_start = time.time()
-        if a.warmup:  # history exists on a machine in use: each kind ran a.warmup times before
-            warm = [_job(k, rng, 0.0, gpus=1, prio="normal") for k in ks for _ in range(a.warmup)]
-            for w in warm:
-                w["fail"] = None
+        if warm:  # history exists on a machine in use: each kind ran a.warmup times before
             replay(warm, a.slots, finished, gpus_seen)
             print(f"warm-up: {len(warm)} jobs (not measured), done at +{time.time() - t_start:.0f} s", flush=True)
-        for sc in a.scenarios.split(","):
-            rows = replay(make_jobs(sc, ks, rng, a.slots, a.scale), a.slots, finished, gpus_seen)
+        for sc, jobs in scenarios.items():
+            rows = replay(jobs, a.slots, finished, gpus_seen)
             for r in rows:
                 r["scenario"] = sc
             allrows += rows

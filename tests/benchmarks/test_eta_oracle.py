@@ -103,3 +103,71 @@ def test_several_dumps_are_also_reported_pooled(eta_oracle, tmp_path, capsys):
     assert len(out) == 2
     pooled_all = next(ln for ln in out[1].splitlines() if ln.startswith("| all |"))
     assert pooled_all.split("|")[2].strip() == "2"  # b of each dump
+
+
+# --floor: every job's work drawn from eta_replay's generator, given what a forecast sees
+
+
+def test_a_posterior_draw_agrees_with_the_declared_limit_and_the_work_done(eta_oracle):
+    """A draw's run is one the generator could have given that limit (limits are >= 1.1x the
+    run), and longer than the work already done; without a limit nothing bounds it; a run
+    already longer than the model allows ends soon."""
+    import random
+    limited, free = row("a", "qa", 0.0, [], limit=30), row("f", "qa", 0.0, [], limit=None)
+    for r in (limited, free):
+        r["kind"]["typical"] = 20.0  # a limit of 30 is a low one for it (~3x: 60)
+    rng = random.Random(1)
+    draws = [eta_oracle.posterior_work(limited, 9.0, rng) for _ in range(200)]
+    assert all(9.0 < w <= 30 / 1.1 for w in draws)
+    assert len({round(w, 6) for w in draws}) > 100  # draws, not one value
+    assert sum(eta_oracle.posterior_work(free, 9.0, rng) > 30 / 1.1 for _ in range(200)) > 10
+    assert eta_oracle.posterior_work(limited, 1e6, random.Random(1), tries=50) == 1e6 + 0.5
+
+
+def test_a_floor_start_is_the_first_drawn_end_of_the_slots_it_can_take(eta_oracle):
+    """b (qa) waits at 1.2 s for a's slot (qa) or c's (qb, borrowed): its start is the earlier of
+    the two drawn ends (both started at 0.1 and have worked 1.1 s; a is drawn first, then c)."""
+    import random
+    rows = scenario()
+    b = rows[2]
+    rng = random.Random(7)
+    wa, wc = (eta_oracle.posterior_work(r, 1.1, rng) for r in rows[:2])
+    got = eta_oracle.floor_at(rows, b, 2, "none", random.Random(7))
+    assert got == pytest.approx(0.1 + min(wa, wc))
+
+
+def test_a_floor_preemption_waits_for_the_victims_grace_period(eta_oracle):
+    """h (high priority, qa) preempts a, which stops after eta_replay's grace period (2 s, not
+    the 30 s default of a job), and starts then: a and c run for ~100 s, nothing ends sooner."""
+    import random
+    rows = scenario()[:2]
+    for r in rows:
+        r["kind"]["typical"], r["limit"] = 100.0, None
+    h = row("h", "qa", 5.0, [(5.0, "submitted"), (5.0, "queued")], at=5.1, expected=7.0)
+    h["prio"] = "high"
+    rows.append(h)
+    assert eta_oracle.floor_at(rows, h, 2, "none", random.Random(2)) == pytest.approx(5.1 + eta_oracle.GRACE)
+
+
+def test_drawn_arrivals_are_the_scenarios_jobs_still_to_come(eta_oracle):
+    import random
+    rows = [row(f"r{i}", "qa" if i % 2 else "qb", float(i), []) for i in range(12)]
+    for r in rows:
+        r["scenario"] = "steady"
+    got = eta_oracle.drawn_arrivals(rows, 4.5, 2, random.Random(3))
+    assert len(got) == 7  # submitted at 5..11 s
+    times = [t for t, _ in got]
+    assert times == sorted(times) and times[0] > 4.5
+    assert len({j.id for _, j in got}) == 7 and all(j.max_runtime_s > 0 for _, j in got)
+
+
+def test_floor_adds_its_columns_to_the_report(eta_oracle, tmp_path, capsys):
+    dump = tmp_path / "d.json"
+    dump.write_text(json.dumps(scenario()))
+    assert eta_oracle.main([str(dump), "--slots", "2", "--floor"]) == 0
+    out = capsys.readouterr().out
+    assert "generator known, real arrivals" in out
+    all_line = next(ln for ln in out.splitlines() if ln.startswith("| all |"))
+    cells = [c.strip() for c in all_line.strip("|").split("|")]
+    assert len(cells) == 3 + len(eta_oracle.COLUMNS) + len(eta_oracle.FLOOR)
+    assert all(c and c != "nan" for c in cells[-3:])

@@ -47,3 +47,17 @@ def test_pool_reads_the_kept_gzipped_dumps(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["eta_replay.py", "--pool", str(a)])
     er.main()
     assert cells(capsys.readouterr().out, "**all**")[1] == "2"
+
+
+def test_a_seed_gives_the_trace_its_kept_dump_ran():
+    """The generator (eta_replay.trace, whose draws eta_oracle's --floor reuses) still makes the
+    jobs the kept seed-3 run submitted, field for field."""
+    from pathlib import Path
+    er = benchmark_module("eta_replay")
+    rows = er.load_dump(str(Path(er.__file__).parent / "dumps" / "eta_replay_s18_seed3.json.gz"))
+    warm, scenarios = er.trace(3, 8, 1.0, 2, ["steady", "heavy", "sweeps"])
+    assert len(warm) == 16 and all(w["fail"] is None for w in warm)
+    made = [(sc, j) for sc, jobs in scenarios.items() for j in jobs]
+    assert len(made) == len(rows) == 180
+    keys = ("t", "kind", "run", "limit", "fail", "report", "gpus", "prio")
+    assert [(sc, {k: j[k] for k in keys}) for sc, j in made] == [(r["scenario"], {k: r[k] for k in keys}) for r in rows]
