@@ -166,3 +166,40 @@ def test_arrivals_at_or_before_now_are_not_queued_and_do_not_take_a_later_ones_p
     stale = [(NOW - 5.0, job("(old)", 2, NOW - 5, "high", 100.0)), (NOW, job("(now)", 2, NOW, "high", 100.0))]
     fc = forecast(Snapshot(Q, running=running, pending=[low], now=NOW, arrivals=stale + arrivals))["low"]
     assert fc.expected_start == NOW + 130 and "3 expected arrivals start first" in fc.basis  # as without them
+
+
+def test_a_big_job_that_later_arrivals_keep_passing_says_how_late_it_gets_while_they_come():
+    # 2 of 4 GPUs free, r's 2 until +50; a 4-GPU job waits. 1-GPU jobs of 30 s come every 9 s
+    # (+9 ... +90). Without them it starts at +50. The 5 before +50 go first: +9, +18 take the
+    # free GPUs (to +39, +48), +27 and +36 take them then (to +69, +78), +45 one of r's at +50
+    # (to +80): it starts at +80, the point. But +54, +63 and +72 come before +80 too: they pass
+    # it as well, and with every expected arrival it starts at +120 (+54 at once to +84, +63 at
+    # +69 to +99, +72 at +78 to +108, +81 at +80 to +111, +90 at +84 to +120). The point keeps
+    # +80; the reason says +120 while the load goes on, and the range's late end reaches it.
+    running = [job("r", 2, NOW - 100, limit=None, expected_end=NOW + 50, started=NOW - 10)]
+    big = job("big", 4, NOW - 1, limit=100.0)
+    arrivals = seen(ARRIVALS_MIN, 10.0, gpus=1, limit=30.0).expected(NOW)
+    assert [t - NOW for t, _ in arrivals] == [9.0 * i for i in range(1, 11)]
+    fc = forecast(Snapshot(Q, running=running, pending=[big], now=NOW, arrivals=arrivals))["big"]
+    assert fc.expected_start == NOW + 80 and "5 expected arrivals start first" in fc.basis
+    assert "jobs submitted meanwhile can go first: while they keep coming at the recent rate, it starts in ~2 min" \
+        in fc.reason
+    assert fc.expected_start_range[1] == NOW + 120 and "late end with every expected arrival" in fc.basis
+    # plan() says the same for a job not submitted yet
+    p = plan(Snapshot(Q, running=running, now=NOW, arrivals=arrivals), job("new", 4, NOW, limit=100.0))
+    assert p.expected_start == NOW + 80 and "can go first" in p.reason
+
+
+def test_a_job_no_later_arrival_can_pass_says_nothing_of_them():
+    # every expected arrival comes before its start without them (the test above the last):
+    # none is left to pass it; and a job whose class the arrivals cannot pass
+    running = [job("r", 2, NOW - 100, limit=None, expected_end=NOW + 50, started=NOW - 10)]
+    arrivals = seen(ARRIVALS_MIN, 5.0, gpus=1, limit=30.0).expected(NOW)
+    fc = forecast(Snapshot(Q, running=running, pending=[job("big", 4, NOW - 1, limit=100.0)], now=NOW,
+                           arrivals=arrivals))["big"]
+    assert fc.expected_start == NOW + 110 and "go first" not in fc.reason and "every expected" not in fc.basis
+    lows = seen(ARRIVALS_MIN, 10.0, gpus=2, prio="low", limit=100.0).expected(NOW)
+    full = [job("r", 4, NOW - 100, limit=None, expected_end=NOW + 30, started=NOW - 20)]
+    fc2 = forecast(Snapshot(Q, running=full, pending=[job("normal", 2, NOW - 1, limit=100.0)], now=NOW,
+                            arrivals=lows))["normal"]
+    assert fc2.expected_start == NOW + 30 and "go first" not in fc2.reason

@@ -34,6 +34,7 @@ class _Run:
     unknown: dict[str, set[str]]  # group (cohort or queue) -> ids holding quota, end unknown
     cut: bool = False  # stopped at the horizon with events left
     looped: float | None = None  # the instant where preemptions repeated without end (run stopped there)
+    overtaken: dict[str, float | None] = dataclasses.field(default_factory=dict)  # id -> start with every expected arrival (_with_arrivals)
 
 
 def _repeats(seen: set, key: tuple) -> bool:
@@ -302,11 +303,19 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                     cal_lo, cal_hi, n, _ = calibrated[wid]
                     lo, hi = min(lo, cal_lo), max(hi, cal_hi)
                     fc.basis += f"; range from the errors of {n} past forecasts of other sizes, and the early and late runs"
+                if wid in pess.overtaken:  # later arrivals pass it while they come: as late as with all of them
+                    hi = max(hi, edge if pess.overtaken[wid] is None else pess.overtaken[wid])
+                    fc.basis += "; late end with every expected arrival"
                 fc.expected_start_range = (min(lo, start), max(hi, start))
             else:
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
+            if wid in pess.overtaken:
+                late_all = pess.overtaken[wid]
+                fc.reason += ("; jobs submitted meanwhile can go first: while they keep coming at the recent rate, "
+                              + (f"it starts {start_when(late_all, now)}" if late_all is not None
+                                 else f"it starts more than {duration(horizon_s)} from now"))
         elif pess.looped is not None and (pess.cut or not unknown_labels(wid)):  # the safety bound
             at = "now" if pess.looped <= now + 1 else start_when(pess.looped, now)
             fc.basis = ("unknown: the simulation stopped where its preemptions repeat without end "
@@ -414,7 +423,23 @@ def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Itera
         for w in who:
             if got.starts.get(w) is not None:
                 starts[w], basis[w] = got.starts[w], got.basis[w]
-    return dataclasses.replace(run, starts=starts, basis=basis)
+    return dataclasses.replace(run, starts=starts, basis=basis,
+                               overtaken=_overtaken(snap, pending, future, starts, count, horizon_s))
+
+
+def _overtaken(snap: Snapshot, pending: Sequence[Job], future: Sequence[tuple[float, Job]],
+               starts: dict[str, float], count: dict[str, int], horizon_s: float) -> dict[str, float | None]:
+    """The jobs that more expected arrivals would still pass: those that come after a job's
+    start without them but before its start with them (a big job in ``BestEffortFIFO``, which
+    smaller jobs keep passing while they come). Its point keeps its count (each later arrival's
+    delay counted again would run on while the load lasts); this says how late it gets if the
+    recent rate goes on: its start with every expected arrival (one more run; None: beyond the
+    horizon), where that is later."""
+    who = {w for w, k in count.items() if w in starts and sum(1 for a in future if a[0] < starts[w]) > k}
+    if not who:
+        return {}
+    got = _Sim(snap, pending, "point", who, False, None, horizon_s, arrivals=future).run()
+    return {w: s for w in who if (s := got.starts.get(w)) is None or s > starts[w] + 1.0}
 
 
 def _range_runs(snap: Snapshot, pending: Sequence[Job], starts: dict[str, float],
