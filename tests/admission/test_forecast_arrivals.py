@@ -168,7 +168,8 @@ def test_arrivals_at_or_before_now_are_not_queued_and_do_not_take_a_later_ones_p
     assert fc.expected_start == NOW + 130 and "3 expected arrivals start first" in fc.basis  # as without them
 
 
-def test_a_big_job_that_later_arrivals_keep_passing_says_how_late_it_gets_while_they_come():
+def test_a_big_job_that_later_arrivals_keep_passing_says_how_late_it_gets_while_they_come(monkeypatch):
+    from gpujobs.admission.forecast import simulate
     # 2 of 4 GPUs free, r's 2 until +50; a 4-GPU job waits. 1-GPU jobs of 30 s come every 9 s
     # (+9 ... +90). Without them it starts at +50. The 5 before +50 go first: +9, +18 take the
     # free GPUs (to +39, +48), +27 and +36 take them then (to +69, +78), +45 one of r's at +50
@@ -182,12 +183,16 @@ def test_a_big_job_that_later_arrivals_keep_passing_says_how_late_it_gets_while_
     assert [t - NOW for t, _ in arrivals] == [9.0 * i for i in range(1, 11)]
     fc = forecast(Snapshot(Q, running=running, pending=[big], now=NOW, arrivals=arrivals))["big"]
     assert fc.expected_start == NOW + 80 and "5 expected arrivals start first" in fc.basis
-    assert "jobs submitted meanwhile can go first: while they keep coming at the recent rate, it starts in ~2 min" \
+    assert "; later jobs can go first: if the next 2 min bring as many as the last 2 min, it starts in ~2 min (" \
         in fc.reason
     assert fc.expected_start_range[1] == NOW + 120 and "late end with every expected arrival" in fc.basis
     # plan() says the same for a job not submitted yet
     p = plan(Snapshot(Q, running=running, now=NOW, arrivals=arrivals), job("new", 4, NOW, limit=100.0))
     assert p.expected_start == NOW + 80 and "can go first" in p.reason
+    # a start with every arrival less than 1.5x the wait is left to the range (a 1.6x threshold here)
+    monkeypatch.setattr(simulate, "OVERTAKEN_SAY", 1.6)
+    fc = forecast(Snapshot(Q, running=running, pending=[big], now=NOW, arrivals=arrivals))["big"]
+    assert "can go first" not in fc.reason and fc.expected_start_range[1] == NOW + 120
 
 
 def test_a_job_no_later_arrival_can_pass_says_nothing_of_them():

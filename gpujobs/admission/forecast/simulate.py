@@ -21,6 +21,7 @@ from .reasons import amount_text, basis_text, priority_rank, waiting_reasons, du
 MAX_PASSES_AT_ONE_INSTANT = 200
 ARRIVAL_RUNS = 4  # runs with expected arrivals per forecast, at most (see _with_arrivals)
 ARRIVALS_STATE_MAX = 200  # expected arrivals are simulated only up to this many pending jobs
+OVERTAKEN_SAY = 1.5  # a reason names the start with every expected arrival from this many times the wait on
 
 
 # ------------------------------------------------------------- simulation
@@ -311,9 +312,10 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
-            if wid in pess.overtaken:
-                late_all = pess.overtaken[wid]
-                fc.reason += ("; jobs submitted meanwhile can go first: while they keep coming at the recent rate, "
+            late_all = pess.overtaken.get(wid, start)
+            if wid in pess.overtaken and (late_all is None or late_all - now >= OVERTAKEN_SAY * (start - now)):
+                span = duration(max((t for t, _ in snap.arrivals), default=now) - now)
+                fc.reason += (f"; later jobs can go first: if the next {span} bring as many as the last {span}, "
                               + (f"it starts {start_when(late_all, now)}" if late_all is not None
                                  else f"it starts more than {duration(horizon_s)} from now"))
         elif pess.looped is not None and (pess.cut or not unknown_labels(wid)):  # the safety bound
