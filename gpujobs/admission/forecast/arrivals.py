@@ -12,8 +12,8 @@ for ever). Each expected job is the class's latest submission again (its user, n
 its runtime is predicted as that job's). A job's forecast queues, at those times, the ones
 that come before it would start without them; the engine decides which go ahead
 (:mod:`.simulate`, ``_with_arrivals``); where more would still pass it, its reason and range
-say how late it gets while they come (``_overtaken``). Deterministic: the same recent jobs give the same
-arrivals.
+say how late it gets while they come (``_overtaken``). Deterministic: the same recent jobs
+give the same arrivals.
 """
 from __future__ import annotations
 

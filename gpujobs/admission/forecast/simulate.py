@@ -312,12 +312,8 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
                 fc.basis += f" (no range beyond {duration(RANGE_HORIZON_S)})"
             if fc.reason and start > now:
                 fc.reason += f"; expected to start {start_when(start, now)}"
-            late_all = pess.overtaken.get(wid, start)
-            if wid in pess.overtaken and (late_all is None or late_all - now >= OVERTAKEN_SAY * (start - now)):
-                span = duration(max((t for t, _ in snap.arrivals), default=now) - now)
-                fc.reason += (f"; later jobs can go first: if the next {span} bring as many as the last {span}, "
-                              + (f"it starts {start_when(late_all, now)}" if late_all is not None
-                                 else f"it starts more than {duration(horizon_s)} from now"))
+            if wid in pess.overtaken:
+                fc.reason += _overtaken_text(snap, pess.overtaken[wid], start, horizon_s)
         elif pess.looped is not None and (pess.cut or not unknown_labels(wid)):  # the safety bound
             at = "now" if pess.looped <= now + 1 else start_when(pess.looped, now)
             fc.basis = ("unknown: the simulation stopped where its preemptions repeat without end "
@@ -335,6 +331,17 @@ def _finish(snap: Snapshot, pess: _Run, early: _Run | None, late: _Run | None, i
         fc.preempts = tuple(pess.preempts.get(wid, ()))
         out[wid] = fc
     return out
+
+
+def _overtaken_text(snap: Snapshot, late: float | None, start: float, horizon_s: float) -> str:
+    """The reason's words for a job later arrivals keep passing (``late``: its start with every
+    expected arrival), from ``OVERTAKEN_SAY`` times its wait on; else nothing."""
+    now = snap.now
+    if late is not None and late - now < OVERTAKEN_SAY * (start - now):
+        return ""
+    span = duration(max((t for t, _ in snap.arrivals), default=now) - now)  # W: the last expected arrival
+    when = start_when(late, now) if late is not None else f"more than {duration(horizon_s)} from now"
+    return f"; later jobs can go first: if the next {span} bring as many as the last {span}, it starts {when}"
 
 
 def _unknown_labels(snap: Snapshot, run: _Run, extra: Sequence[Job] = ()) -> Callable[[str], str]:
@@ -431,12 +438,12 @@ def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Itera
 
 def _overtaken(snap: Snapshot, pending: Sequence[Job], future: Sequence[tuple[float, Job]],
                starts: dict[str, float], count: dict[str, int], horizon_s: float) -> dict[str, float | None]:
-    """The jobs that more expected arrivals would still pass: those that come after a job's
-    start without them but before its start with them (a big job in ``BestEffortFIFO``, which
-    smaller jobs keep passing while they come). Its point keeps its count (each later arrival's
-    delay counted again would run on while the load lasts); this says how late it gets if the
-    recent rate goes on: its start with every expected arrival (one more run; None: beyond the
-    horizon), where that is later."""
+    """The jobs more expected arrivals would still pass: some come after the job's start without
+    them but before its start with them (a big job in ``BestEffortFIFO``, which smaller jobs keep
+    passing while they come). Its point keeps its count (each later arrival's delay counted
+    again would run on while the load lasts); this says how late it gets if the recent rate goes
+    on: id -> its start with every expected arrival (one more run; None: beyond the horizon),
+    where that is later."""
     who = {w for w, k in count.items() if w in starts and sum(1 for a in future if a[0] < starts[w]) > k}
     if not who:
         return {}
