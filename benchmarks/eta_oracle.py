@@ -59,6 +59,7 @@ import random
 import statistics
 import sys
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpujobs.admission import DEFAULT_PRIORITIES, ClusterQueue, Cohort, Engine, PodSet, Workload  # noqa: E402
@@ -108,6 +109,18 @@ def runs(row: dict) -> list[tuple[float, float, float | None]]:
 def workload(row: dict) -> Workload:
     return Workload(row["id"], row["kind"]["queue"], [PodSet("ranks", row["gpus"], {"gpu": 1})],
                     priority=row["prio"], created=row["submitted"])
+
+
+def tell(job: Job, work: float) -> Job:
+    """``job`` told its run time ``work`` (the limit predictor says it: grace 0, and no history
+    for user "(told)")."""
+    job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, work), 0.0
+    return job
+
+
+def current_run(row: dict, t: float) -> tuple[float, float, float | None]:
+    """The last of its runs that started by ``t`` (:func:`runs`), or one starting at ``t``."""
+    return ([x for x in runs(row) if x[0] <= t] or [(t, t, t)])[-1]
 
 
 def state_at(row: dict, t: float) -> str:
@@ -173,15 +186,14 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
             if draw is not None:  # a drawn runtime, told as a limit without grace (see "queued")
                 rt, _src = expected_runtime(job, history, 0.0, q=draw.random())
                 if rt is not None:
-                    job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, rt), 0.0
+                    tell(job, rt)
             elif "typical" in known:
                 job.max_runtime_s = r["kind"]["typical"]
-            elif "queued" in known:  # the limit predictor says it: grace 0, no history for "(told)"
-                job.user, job.max_runtime_s, job.grace_period_s = "(told)", max(1e-3, work_left(r, t)), 0.0
+            elif "queued" in known:
+                tell(job, work_left(r, t))
             pending.append(job)
             continue
-        current = [x for x in runs(r) if x[0] <= t] or [(t, t, t)]
-        start, _end, back = current[-1]
+        start, _end, back = current_run(r, t)
         job.started = start
         if st == "stopping":
             job.stops_at = back if back is not None else t
@@ -206,13 +218,18 @@ def forecast_at(rows: list[dict], row: dict, slots: int, known: set[str], every:
     return None if fc is None else fc.expected_start  # None: its events say it had left the queue
 
 
-def sampled_at(rows: list[dict], row: dict, slots: int, every: list[dict]) -> float | None:
-    """The median start of ``SAMPLES`` rebuilt forecasts with drawn runtimes (no start: later
-    than any); seeded by the job, so a rerun gives the same number."""
-    starts = sorted(math.inf if (s := forecast_at(rows, row, slots, set(), every, random.Random(f"{row['id']}:{i}")))
-                    is None else s for i in range(SAMPLES))
+def median_start(row: dict, start: Callable[[random.Random], float | None]) -> float | None:
+    """The median of ``SAMPLES`` starts ``start(rng)`` (None: no start, later than any), each
+    run's rng seeded by the job and the run, so a rerun gives the same number."""
+    starts = sorted(math.inf if (s := start(random.Random(f"{row['id']}:{i}"))) is None else s
+                    for i in range(SAMPLES))
     mid = starts[(len(starts) - 1) // 2]
     return None if mid == math.inf else mid
+
+
+def sampled_at(rows: list[dict], row: dict, slots: int, every: list[dict]) -> float | None:
+    """The median start of ``SAMPLES`` rebuilt forecasts with drawn runtimes."""
+    return median_start(row, lambda rng: forecast_at(rows, row, slots, set(), every, rng))
 
 
 def all_known(rows: list[dict], slots: int, stop_s: float) -> dict[str, float]:
@@ -316,11 +333,6 @@ def worked(row: dict, t: float) -> float:
     return sum(max(0.0, min(end, t) - start) for start, end, _ in runs(row) if start <= t)
 
 
-def _told(row: dict, work: float) -> Job:
-    """The row as a job whose run time is told (the limit predictor says it: no grace, no history)."""
-    return Job(workload(row), user="(told)", max_runtime_s=max(1e-3, work), grace_period_s=0.0)
-
-
 def drawn_arrivals(rows: list[dict], t: float, slots: int, rng: random.Random) -> list[tuple[float, Job]]:
     """The jobs the row's scenario has still to submit after ``t``, drawn from its own process."""
     kinds = list({r["kind"]["name"]: r["kind"] for r in rows}.values())  # those seen in the scenario
@@ -331,7 +343,7 @@ def drawn_arrivals(rows: list[dict], t: float, slots: int, rng: random.Random) -
     out = []
     for i, j in enumerate(jobs):
         j.update(id=f"(drawn {i})", submitted=t + j["t"])
-        out.append((t + j["t"], _told(j, j["run"] * (j["fail"] or 1.0))))
+        out.append((t + j["t"], tell(Job(workload(j)), j["run"] * (j["fail"] or 1.0))))
     return out
 
 
@@ -346,9 +358,9 @@ def floor_at(rows: list[dict], row: dict, slots: int, arrivals: str, rng: random
             continue
         done = worked(r, t)
         if st == "pending":
-            pending.append(_told(r, posterior_work(r, done, rng) - done))
+            pending.append(tell(Job(workload(r)), posterior_work(r, done, rng) - done))
             continue
-        start, _end, back = ([x for x in runs(r) if x[0] <= t] or [(t, t, t)])[-1]
+        start, _end, back = current_run(r, t)
         job = Job(workload(r), grace_period_s=GRACE, started=start)  # a victim stops in eta_replay's grace
         if st == "stopping":
             job.stops_at, job.grace_period_s = (back if back is not None else t), 0.0
@@ -357,7 +369,7 @@ def floor_at(rows: list[dict], row: dict, slots: int, arrivals: str, rng: random
         running.append(job)
     later: list[tuple[float, Job]] = []
     if arrivals == "real":
-        later = sorted(((r["submitted"], _told(r, posterior_work(r, 0.0, rng))) for r in rows
+        later = sorted(((r["submitted"], tell(Job(workload(r)), posterior_work(r, 0.0, rng))) for r in rows
                         if r["submitted"] > t), key=lambda a: a[0])
     elif arrivals == "drawn":
         later = drawn_arrivals(rows, t, slots, rng)
@@ -368,11 +380,8 @@ def floor_at(rows: list[dict], row: dict, slots: int, arrivals: str, rng: random
 
 
 def floor_sampled(rows: list[dict], row: dict, slots: int, arrivals: str) -> float | None:
-    """The median of ``SAMPLES`` :func:`floor_at` starts (no start: later than any), seeded by the job."""
-    starts = sorted(math.inf if (s := floor_at(rows, row, slots, arrivals, random.Random(f"{row['id']}:{i}")))
-                    is None else s for i in range(SAMPLES))
-    mid = starts[(len(starts) - 1) // 2]
-    return None if mid == math.inf else mid
+    """The median of ``SAMPLES`` :func:`floor_at` starts."""
+    return median_start(row, lambda rng: floor_at(rows, row, slots, arrivals, rng))
 
 
 def end_errors(rows: list[dict]) -> dict[tuple[str, bool], list[float]]:

@@ -2,6 +2,7 @@
 ``schedule()`` passes) and :func:`forecast` / :func:`plan` turn its run into answers."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 
 import heapq
@@ -401,9 +402,15 @@ def _future(snap: Snapshot) -> list[tuple[float, Job]]:
     return sorted((a for a in snap.arrivals if a[0] > snap.now), key=lambda a: a[0])
 
 
+def _due_before(future: Sequence[tuple[float, Job]], t: float) -> int:
+    """How many of the expected arrivals ``future`` (in time order) come before ``t``."""
+    return bisect.bisect_left(future, t, key=lambda a: a[0])
+
+
 def _before(snap: Snapshot, t: float) -> list[tuple[float, Job]]:
     """The expected arrivals that come after now and before ``t``, in time order."""
-    return [a for a in _future(snap) if a[0] < t]
+    future = _future(snap)
+    return future[:_due_before(future, t)]
 
 
 def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Iterable[str],
@@ -417,7 +424,7 @@ def _with_arrivals(snap: Snapshot, pending: Sequence[Job], run: _Run, ids: Itera
     if not snap.arrivals or len(pending) > ARRIVALS_STATE_MAX:
         return run
     future = _future(snap)
-    count = {w: k for w in ids if (s := run.starts.get(w)) is not None and (k := sum(1 for a in future if a[0] < s))}
+    count = {w: k for w in ids if (s := run.starts.get(w)) is not None and (k := _due_before(future, s))}
     if not count:
         return run
     levels = sorted(set(count.values()))
@@ -444,7 +451,7 @@ def _overtaken(snap: Snapshot, pending: Sequence[Job], future: Sequence[tuple[fl
     again would run on while the load lasts); this says how late it gets if the recent rate goes
     on: id -> its start with every expected arrival (one more run; None: beyond the horizon),
     where that is later."""
-    who = {w for w, k in count.items() if w in starts and sum(1 for a in future if a[0] < starts[w]) > k}
+    who = {w for w, k in count.items() if w in starts and _due_before(future, starts[w]) > k}
     if not who:
         return {}
     got = _Sim(snap, pending, "point", who, False, None, horizon_s, arrivals=future).run()
