@@ -59,6 +59,13 @@ def job_obj(api, kind: str, name: str) -> dict | None:
         raise
 
 
+def workloads_owned_by(api, name: str) -> list[dict]:
+    """The Workloads in NS whose owner is the job ``name`` (found after the job is gone too: the
+    garbage collector deletes them by their ownerReferences a little later)."""
+    wls = custom(api).list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", NS, "workloads")["items"]
+    return [w for w in wls if any(o.get("name") == name for o in w["metadata"].get("ownerReferences") or [])]
+
+
 def workload_of(api, kind: str, name: str) -> dict | None:
     obj = job_obj(api, kind, name)
     if obj is None:

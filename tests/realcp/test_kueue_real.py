@@ -10,7 +10,7 @@ from gpujobs.backends.kubernetes import naming
 from gpujobs.backends.kubernetes.kinds import KUEUE_KINDS
 
 from .conftest import QUEUE
-from .kube import cond, custom, is_true, job_obj, spec_of, suspended, wait_for, workload_of
+from .kube import cond, custom, is_true, job_obj, spec_of, suspended, wait_for, workload_of, workloads_owned_by
 from .conftest import NS
 
 
@@ -32,8 +32,8 @@ def jobs(backend):
     api = backend.api_client
     for job_id in made:
         _, name = naming.parse_job_id(job_id)
-        wait_for(lambda: all(job_obj(api, k, name) is None for k in KUEUE_KINDS), 60,
-                 f"{job_id} deleted")
+        wait_for(lambda: all(job_obj(api, k, name) is None for k in KUEUE_KINDS) and not workloads_owned_by(api, name),
+                 60, f"{job_id} and its Workload deleted")  # a Workload left pending is ahead of the next test's jobs
 
 
 @pytest.mark.parametrize("kind", sorted(KUEUE_KINDS))

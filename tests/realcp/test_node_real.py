@@ -13,7 +13,7 @@ import gpujobs
 from gpujobs.backends.kubernetes import naming
 
 from .conftest import NS, QUEUE
-from .kube import cond, is_true, job_obj, spec_of, wait_for, workload_of
+from .kube import cond, is_true, job_obj, spec_of, wait_for, workload_of, workloads_owned_by
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,9 @@ def _submitted(backend, spec):
         yield job_id, name
     finally:
         backend.cancel(job_id)
-        wait_for(lambda: job_obj(backend.api_client, "BatchJob", name) is None, 60, f"{job_id} deleted")
+        api = backend.api_client  # its Workload too: one left pending is ahead of the next test's jobs
+        wait_for(lambda: job_obj(api, "BatchJob", name) is None and not workloads_owned_by(api, name), 60,
+                 f"{job_id} and its Workload deleted")
 
 
 def _ended(backend, job_id, timeout=120):
