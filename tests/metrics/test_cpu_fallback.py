@@ -12,7 +12,9 @@ from gpujobs.metrics import MetricsHistory, Sampler
 
 pytestmark = pytest.mark.slow
 
-BUSY = "import time\nx = bytearray(64 * 2**20)\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+BUSY = ("import time\nx = bytearray(64 * 2**20)\nprint('ready', flush=True)\n"
+        "end = time.time() + 30\nwhile time.time() < end: pass\n")
+IDLE = "import time\nprint('ready', flush=True)\ntime.sleep(30)\n"
 # a parent that sleeps while its child (the real worker, like a launcher's rank) burns CPU
 TREE = ("import subprocess, sys, time\n"
         f"p = subprocess.Popen([sys.executable, '-c', {BUSY!r}])\n"
@@ -38,9 +40,12 @@ def procs():
 
 
 def test_busy_rank_reads_as_cpu_with_its_rss(no_nvml, procs):
-    busy = subprocess.Popen([sys.executable, "-c", BUSY])
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen([sys.executable, "-c", IDLE], stdout=subprocess.PIPE, text=True)
     procs += [busy, idle]
+    # an interpreter starting up burns CPU: on a loaded machine that outlasts the two skipped
+    # readings (the idle rank once read 8 %), so sampling starts once both have started
+    assert busy.stdout.readline() == idle.stdout.readline() == "ready\n"
     hist = MetricsHistory()
     with Sampler({0: (busy.pid, [0]), 1: (idle.pid, [])}, interval=0.25, sink=hist):
         time.sleep(1.6)

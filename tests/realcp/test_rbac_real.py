@@ -47,7 +47,17 @@ def _docs_for(user: str, kinds: tuple[str, ...]) -> list[dict]:
 def alice(controlplane, admin_api):
     """User alice: docs/rbac.yaml's Role and RoleBinding in the namespace, nothing else."""
     _apply(admin_api, _docs_for("alice", ("Role", "RoleBinding")))
-    return controlplane.user_kubeconfig("alice")
+    kubeconfig = controlplane.user_kubeconfig("alice")
+    group, resources, verbs = rbac.RULES[0]
+    _until_granted(controlplane.api(kubeconfig), verbs[0], group, resources[0])
+    return kubeconfig
+
+
+def _until_granted(api, verb, group, resource):
+    """The authorizer reads Roles and bindings from an informer: a binding just created is denied
+    until the informer has it (under load a Role's first rule was once still denied). One granted
+    rule means the whole Role and its binding are in the cache."""
+    wait_for(lambda: _can(api, verb, group, resource), 30, f"the binding to grant {verb} {resource}")
 
 
 def _backend(kubeconfig, home) -> KubernetesBackend:
@@ -142,6 +152,7 @@ def test_plan_with_the_forecast_reader_cluster_role(controlplane, alice, gpujobs
     an 8-GPU job on an idle 8-GPU queue would be admitted now; a 16-GPU job never fits."""
     controlplane.require_kueue()
     _apply(admin_api, _docs_for("alice", ("ClusterRole", "ClusterRoleBinding")))
+    _until_granted(controlplane.api(alice), "list", "kueue.x-k8s.io", "clusterqueues")
     be = _backend(alice, gpujobs_home)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
