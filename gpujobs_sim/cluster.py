@@ -96,8 +96,10 @@ class SimCluster:
 
     def add_queue(self, name: str, namespace: str = "default", *, gpus: float | None = 4,
                   cpus: float | None = 64, memory: str | None = "1Ti", cluster_queue: str | None = None,
-                  preemption: str = "LowerPriority", cohort: str | None = None) -> None:
-        """A ClusterQueue (default flavor) with a LocalQueue ``namespace/name`` pointing at it."""
+                  preemption: str = "LowerPriority", cohort: str | None = None,
+                  strategy: str = "BestEffortFIFO") -> None:
+        """A ClusterQueue (default flavor; ``strategy``: its queueingStrategy) with a LocalQueue
+        ``namespace/name`` pointing at it."""
         cqn = cluster_queue or f"cq-{name}"
         resources = []
         if gpus is not None:
@@ -112,7 +114,7 @@ class SimCluster:
             spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{
                 "coveredResources": [r["name"] for r in resources],
                 "flavors": [{"name": "default-flavor", "resources": resources}]}],
-                "preemption": {"withinClusterQueue": preemption}}
+                "preemption": {"withinClusterQueue": preemption}, "queueingStrategy": strategy}
             if cohort:
                 spec["cohortName"] = cohort
             self.store.create({"apiVersion": WL_API, "kind": "ClusterQueue", "metadata": {"name": cqn},

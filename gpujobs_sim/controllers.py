@@ -17,7 +17,7 @@ from gpujobs.errors import GpuJobsError
 
 from .changes import Changes, JobRef
 from .kubelet import ANN_IDLE, ANN_PORT, ANN_RANK, ANN_ROLE, ANN_WORLD, Kubelet
-from .kueue import FRAMEWORKS, KUEUE_KINDS, QUEUE_LABEL, Kueue
+from .kueue import FRAMEWORKS, KUEUE_KINDS, QUEUE_LABEL, REQUEUE_BATCH_PERIOD_S, Kueue
 from .operators import operate
 from .store import ApiError, Event
 
@@ -36,7 +36,8 @@ class SimControllers(Kueue):
     and the thread sleeps while nothing changes (no timer rescans or copies the store)."""
 
     def __init__(self, server: Any, *, pod_slots: int | None = None, run_seconds: float = 0.3,
-                 requeue_delay: float = 0.05, new_pending_reasons: bool = True,
+                 requeue_delay: float = 0.05, requeue_batch_s: float = REQUEUE_BATCH_PERIOD_S,
+                 new_pending_reasons: bool = True,
                  pods_ready_timeout_s: float | None = None, backoff_base_s: float = 60.0,
                  backoff_max_s: float = 3600.0, backoff_limit: int | None = None,
                  disabled_integrations: tuple[str, ...] = ()):
@@ -51,6 +52,9 @@ class SimControllers(Kueue):
         self.kubelet = Kubelet(server, slots=pod_slots, default_seconds=run_seconds)
         self.mpi_gang_scheduling = ""  # the MPI Operator's --gang-scheduling flag (mpi_operator.py)
         self.requeue_delay = requeue_delay
+        # Kueue's requeueBatchPeriod: a BestEffortFIFO queue's inadmissible workloads go back to
+        # its heap this long after quota is released (0: at once), as gpujobs' forecasts assume
+        self.requeue_batch_s = requeue_batch_s
         self.new_pending_reasons = new_pending_reasons
         self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()

@@ -44,6 +44,9 @@ FRAMEWORKS = {("kubeflow.org", "MPIJob"): "kubeflow.org/mpijob", ("kubeflow.org"
               ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org/trainjob", ("ray.io", "RayJob"): "ray.io/rayjob",
               ("workload.codeflare.dev", "AppWrapper"): "workload.codeflare.dev/appwrapper",
               ("batch", "Job"): "batch/job"}
+# s a BestEffortFIFO queue's inadmissible workloads wait, after quota is released, before they
+# are back in its heap (kueue@v0.17.0 pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod)
+REQUEUE_BATCH_PERIOD_S = 1.0
 KUEUE_KINDS = frozenset(FRAMEWORKS)  # the job kinds Kueue manages (a Volcano Job is not one)
 
 
@@ -59,6 +62,7 @@ class Kueue:
     backoff_max_s: float
     backoff_limit: int | None
     requeue_delay: float
+    requeue_batch_s: float
     new_pending_reasons: bool
     _engine: Engine | None
     _evicting: dict[str, float]
@@ -109,7 +113,8 @@ class Kueue:
                     own.setdefault(flavor, {}).update(res)
             cohorts.append(Cohort(co["metadata"]["name"], own, parent=spec.get("parentName") or None,
                                   borrowing_limit=blim or None, lending_limit=llim or None))
-        self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0)
+        self._engine = Engine(queues, cohorts, priorities=prios, default_priority=0,
+                              requeue_delay_s=self.requeue_batch_s)
         for wl in self.store.list(WL_API, "Workload"):
             w = self._engine_workload(wl)
             if w is None or _is_true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
@@ -220,6 +225,9 @@ class Kueue:
         if self._engine is None:
             return
         d = self._engine.schedule()
+        eng = self._engine
+        if (due := eng.requeue_due()) is not None and any(eng.pending_counts(q)[1] for q in eng.queue_names):
+            self.changes.at("requeue-batch", "", due)  # a pass when the inadmissible ones are back
         for adm in d.admitted:
             ns, name = adm.id.split("/", 1)
 
@@ -310,6 +318,8 @@ class Kueue:
     def _fire_timers(self) -> None:
         """Kueue's timed steps whose time has come: PodsReady timeouts, ends of backoff."""
         for what, wid in self.changes.take_due():
+            if what == "requeue-batch":  # this pass's schedule() puts them back
+                continue
             if what == "deadline":  # an operator's own activeDeadlineSeconds (deadlines.py): look again
                 api, kind, jns, jname = wid.split("|")
                 self.changes.mark_job((api, kind, jns, jname))
