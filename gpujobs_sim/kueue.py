@@ -12,7 +12,9 @@ as it was (Kueue's SetQuotaReservation); PodsReady and Finished follow the pods.
 ``pods_ready_timeout_s`` Kueue's waitForPodsReady is simulated: an admitted workload whose
 pods are not all ready in time is evicted (PodsReadyTimeout), backs off (requeueState),
 re-enters the queue at requeueAt (Requeued BackoffFinished) and is deactivated past
-``backoff_limit``. Positions are served through the visibility API.
+``backoff_limit``. A BestEffortFIFO queue's inadmissible workloads are back in its heap
+``requeue_batch_s`` after quota is released (Kueue's requeueBatchPeriod); a StrictFIFO head is
+tried every pass. Positions are served through the visibility API.
 
 :class:`Kueue` is the Kueue part of :class:`~gpujobs_sim.controllers.SimControllers`; it runs in
 the controllers' reconcile pass and keeps its state there.
@@ -316,7 +318,8 @@ class Kueue:
                 and (wl.get("spec") or {}).get("active") is not False)
 
     def _fire_timers(self) -> None:
-        """Kueue's timed steps whose time has come: PodsReady timeouts, ends of backoff."""
+        """Kueue's timed steps whose time has come: PodsReady timeouts, ends of backoff, the
+        requeue batch period's end (the pass's schedule() does that one)."""
         for what, wid in self.changes.take_due():
             if what == "requeue-batch":  # this pass's schedule() puts them back
                 continue
