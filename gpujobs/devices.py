@@ -29,6 +29,25 @@ def cpu_notice_text(framework: str = "ddp") -> str:
     return CPU_NOTICE.format(how=how, slots=slots)
 
 
+def beyond_machine(need: int, slots: int, real: bool, queue: str, slots_set_queues: bool) -> str | None:
+    """Why a job asking for ``need`` GPU slots can never start on this machine's local agent,
+    which has ``slots`` (``real``: GPUs, else CPU ranks), with its fix; None when it may fit.
+    ``slots_set_queues``: the queues' quotas are the slot count (no ``[[local.queues]]``), so
+    more slots (``GPUJOBS_LOCAL_GPUS``, CPU ranks only) let it start."""
+    if need <= slots:
+        return None
+    have = f"{slots} GPUs" if real else f"{slots} GPU slots, each a CPU rank (no GPU here)"
+    fix = f"ask for fewer GPUs, at most {slots}"
+    if not real and slots_set_queues:
+        fix += (f"; or run {need} CPU ranks at once: gpujobs agent stop, then "
+                f"export GPUJOBS_LOCAL_GPUS={need} and submit again")
+    elif not real:
+        fix += (f"; or raise gpus under [local] in {config_path()} to {need} or more, and the "
+                "queue's gpus with it")
+    return (f"this job can never start in queue {queue!r} on this machine: it asks for {need} gpu "
+            f"and the local agent has {have}, whatever runs (fix: {fix})")
+
+
 def nvml_gpu_count() -> int:
     """GPUs NVML can see (0 when NVML or its library is missing)."""
     from .rank.nvml import NvmlReader

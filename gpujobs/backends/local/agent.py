@@ -33,9 +33,9 @@ from typing import Any
 from ...admission import Engine, PodSet, Workload
 from ...config import settings
 from ...rank.contract import OUTCOME, JobFolder
-from ...devices import local_gpu_slots
+from ...devices import beyond_machine, local_gpu_slots
 from .queue_config import admission_config
-from ...errors import Fix, GpuJobsError, JobNotFound
+from ...errors import Fix, GpuJobsError, JobNotFound, QuotaError
 from ...spec import JobSpec
 from ...status import TIME_LIMIT, JobEvent, JobStatus, time_limit_message
 from . import private
@@ -69,6 +69,7 @@ class Agent:
         self.slots: int
         self.real: bool  # real GPUs (NVML found them), else CPU ranks stand in for them
         self.slots, self.real = local_gpu_slots(local=cfg.local)
+        self.slots_set_queues = not cfg.local.queues  # queue "default" has every slot
         adm = admission_config(self.slots, cfg)
         self.engine = Engine(adm["queues"], adm["cohorts"], adm["priorities"], adm["default_priority"],
                              kueue_version=adm["kueue_version"])
@@ -106,6 +107,12 @@ class Agent:
         """(ranks, GPU slots per rank); a rank asking for 0 GPUs takes no slot (it is charged
         CPUs, see workload), requested GPUs take slots (CPU ranks when there is no GPU)."""
         return spec.world_size, spec.gpus_per_proc
+
+    def too_big_for_machine(self, spec: JobSpec, queue: str) -> str | None:
+        """Why no queue of this machine could ever hold ``spec`` (more GPU slots than the agent
+        has), with the machine's fix; None when one may."""
+        world, per = self._need(spec)
+        return beyond_machine(world * per, self.slots, self.real, queue, self.slots_set_queues)
 
     def workload(self, rec: Rec) -> Workload:
         world, per = self._need(rec.spec)
@@ -317,6 +324,9 @@ class Agent:
         rec = Rec(jid, self.seq, st, spec,
                   {"cwd": msg.get("cwd"), "job_dir": job_dir, "restarts": 0})
         self.engine.cluster_queue_of(st.queue)  # unknown queue -> SpecError listing known ones
+        too_big = self.too_big_for_machine(spec, st.queue)
+        if too_big:  # no queue could hold it: the fix is the machine's, not a queue's
+            raise QuotaError(too_big)
         self.engine.add(self.workload(rec))   # unknown priority / never fits -> errors
         self.recs[jid] = rec
         if self._lean(rec):

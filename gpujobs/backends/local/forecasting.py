@@ -252,6 +252,11 @@ class LocalForecasts:
             # the agent's own request shape (GPU slots, or CPUs for 0-GPU ranks), as if queued now
             w = self.agent.workload(SimpleNamespace(id=f"(plan {name or 'job'})", spec=spec,
                                                      status=SimpleNamespace(submitted_at=now)))
+            too_big = self.agent.too_big_for_machine(spec, w.queue)
+            if too_big:  # what submit would refuse, in its words
+                self.agent.engine.cluster_queue_of(w.queue)  # an unknown queue is said first, as submit does
+                return Plan(admit_now=False, position=None, preempts=(), expected_start=None,
+                            reason=too_big, basis="never: it can never fit this machine", queue=w.queue)
             copied = self._copy()
         snap = self._build(*copied)
         job = Job(w, user=user, name=name, max_runtime_s=spec.max_runtime_s,
