@@ -10,7 +10,7 @@ import time
 
 from tests.support import wait_for
 
-from gpujobs_sim import SimCluster
+from gpujobs_sim import SimCluster, rules
 
 WL = "kueue.x-k8s.io/v1beta2"
 
@@ -28,8 +28,7 @@ def condition(sim: SimCluster, name: str, kind: str) -> bool | None:
     """Whether job ``name``'s Workload has condition ``kind`` True (None: no Workload yet)."""
     for w in sim.store.list(WL, "Workload", "default"):
         if w["metadata"]["name"].startswith(f"job-{name}-"):
-            return any(c["type"] == kind and c["status"] == "True"
-                       for c in (w.get("status") or {}).get("conditions") or [])
+            return rules.is_true(w, kind)
     return None
 
 
